@@ -1,0 +1,54 @@
+package hubu
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable error code; clients branch on it. httpserver maps each to one HTTP status.
+type Code string
+
+const (
+	CodeInvalidArguments     Code = "invalid_arguments"
+	CodeUnauthorized         Code = "unauthorized"
+	CodeForbidden            Code = "forbidden"
+	CodeNotFound             Code = "not_found"
+	CodeConflict             Code = "conflict"
+	CodeCreateNewOperation   Code = "create_new_operation"
+	CodePayloadTooLarge      Code = "payload_too_large"
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	CodeInternal             Code = "internal"
+	CodeUnavailable          Code = "unavailable"
+)
+
+// Error is Hubu's one error type. Message is safe to show to the caller; internal errors
+// carry their cause only for the log.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with a formatted, caller-safe message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err, or CodeInternal for anything that is not an *Error.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the caller-safe message of err; internal details never reach a client.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

@@ -1,0 +1,523 @@
+// Package httpserver serves Hubu's HTTP API, the chi server interface generated from
+// proto/hubu.openapi.yaml, with bearer authentication, strict decoding, problem+json
+// errors, Prometheus metrics and health probes.
+package httpserver
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/lifecycle"
+	"hubu.dev/hubu/services/hubu/postgres"
+)
+
+// Server implements hubuapi.ServerInterface.
+type Server struct {
+	Store     *postgres.Store
+	Lifecycle *lifecycle.Service
+	Logger    *slog.Logger
+	Now       func() time.Time
+	metrics   *metrics
+}
+
+var _ hubuapi.ServerInterface = (*Server)(nil)
+
+// Handler returns the HTTP handler with every route, registering metrics on reg.
+func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
+	s.metrics = newMetrics(reg)
+	r := chi.NewRouter()
+	r.Use(s.recoverer, s.instrument)
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	}
+	return hubuapi.HandlerWithOptions(s, hubuapi.ChiServerOptions{
+		BaseRouter:  r,
+		Middlewares: []hubuapi.MiddlewareFunc{s.authenticate},
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.writeError(w, r, invalid("bad request parameter: %s", paramName(err)))
+		},
+	})
+}
+
+type principalKey struct{}
+
+// authenticate resolves the bearer token of every /v1 request into a principal. The agent
+// of a request is always the one its credential names.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			s.writeError(w, r, hubu.Errorf(hubu.CodeUnauthorized, "a bearer token is required"))
+			return
+		}
+		p, err := s.Store.Authenticate(r.Context(), token)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
+	})
+}
+
+// principal returns the caller, refusing roles not listed.
+func principal(r *http.Request, roles ...hubu.Role) (hubu.Principal, error) {
+	p, _ := r.Context().Value(principalKey{}).(hubu.Principal)
+	for _, role := range roles {
+		if p.Role == role {
+			return p, nil
+		}
+	}
+	return p, hubu.Errorf(hubu.CodeForbidden, "this credential may not do that")
+}
+
+func (s *Server) GetHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, hubuapi.Health{Status: hubuapi.Ok})
+}
+
+func (s *Server) GetReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.Store.Ping(ctx); err != nil {
+		s.logger().WarnContext(ctx, "not ready: database unreachable", "err", err)
+		s.writeError(w, r, hubu.Errorf(hubu.CodeUnavailable, "the database is not reachable"))
+		return
+	}
+	writeJSON(w, http.StatusOK, hubuapi.Health{Status: hubuapi.Ok})
+}
+
+func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) {
+	who, err := principal(r, hubu.RoleAgent)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body hubuapi.AuthorizeRequest
+	if err := decode(w, r, &body, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	req, err := authorizeRequestOf(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, replayed, err := s.Lifecycle.Authorize(r.Context(), who.AgentID, req)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	w.Header().Set("Idempotent-Replayed", "false")
+	if replayed {
+		status = http.StatusOK
+		w.Header().Set("Idempotent-Replayed", "true")
+	} else {
+		s.metrics.decisions.WithLabelValues(string(op.State)).Inc()
+	}
+	writeJSON(w, status, operationOf(op))
+}
+
+func (s *Server) GetCapabilities(w http.ResponseWriter, r *http.Request) {
+	who, err := principal(r, hubu.RoleAgent)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	c, err := s.Store.Capabilities(r.Context(), who.AgentID, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := hubuapi.Capabilities{
+		AgentId: c.Agent.ID, AgentName: c.Agent.Name, Account: c.Agent.Account,
+		Tools:                     []hubuapi.Tool{hubuapi.GenerateImage},
+		Prices:                    pricesOf(c.Prices),
+		AutoApproveLimitMicros:    c.Agent.Policy.AutoApproveLimitMicros,
+		PerOperationCeilingMicros: c.Agent.Policy.PerOperationCeilingMicros,
+		Budget: hubuapi.Budget{
+			Period: hubuapi.BudgetPeriod(c.Budget.Period), PeriodStart: c.Budget.PeriodStart, LimitMicros: c.Budget.LimitMicros,
+			UsedMicros: c.Budget.UsedMicros, RemainingMicros: c.Budget.RemainingMicros, Currency: c.Budget.Currency,
+		},
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) GetOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
+	who, err := principal(r, hubu.RoleAgent, hubu.RoleOperator)
+	if err == nil {
+		err = validateHandle(handle)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := s.Store.GetOperation(r.Context(), who, handle, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, operationOf(op))
+}
+
+func (s *Server) ResumeOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
+	who, err := principal(r, hubu.RoleAgent)
+	if err == nil {
+		err = validateHandle(handle)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := s.Lifecycle.Resume(r.Context(), who, handle)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, operationOf(op))
+}
+
+func (s *Server) GetOperationLedger(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
+	who, err := principal(r, hubu.RoleAgent, hubu.RoleOperator)
+	if err == nil {
+		err = validateHandle(handle)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, entries, err := s.Store.Ledger(r.Context(), who, handle)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := hubuapi.Ledger{
+		PublicHandle: op.PublicHandle, State: hubuapi.OperationState(op.State), Entries: []hubuapi.LedgerEntry{},
+		HeldMicros: op.HeldMicros, CapturedMicros: op.CapturedMicros, ReleasedMicros: op.ReleasedMicros,
+	}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, hubuapi.LedgerEntry{
+			Id: e.ID, Kind: hubuapi.LedgerEntryKind(e.Kind), AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) ApproveOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
+	who, err := principal(r, hubu.RoleOperator)
+	if err == nil {
+		err = validateHandle(handle)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := s.Store.Approve(r.Context(), who.Name, handle, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.logger().InfoContext(r.Context(), "operation approved", "public_handle", op.PublicHandle, "operator", who.Name)
+	writeJSON(w, http.StatusOK, operationOf(op))
+}
+
+func (s *Server) DenyOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
+	who, err := principal(r, hubu.RoleOperator)
+	if err == nil {
+		err = validateHandle(handle)
+	}
+	var body hubuapi.DenyRequest
+	if err == nil {
+		err = decode(w, r, &body, true)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	reason := ""
+	if body.Reason != nil {
+		reason = *body.Reason
+	}
+	if len(reason) > 500 {
+		s.writeError(w, r, invalid("reason must be at most 500 characters"))
+		return
+	}
+	op, err := s.Store.Deny(r.Context(), who.Name, handle, reason, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.logger().InfoContext(r.Context(), "operation denied", "public_handle", op.PublicHandle, "operator", who.Name)
+	writeJSON(w, http.StatusOK, operationOf(op))
+}
+
+func (s *Server) ListApprovals(w http.ResponseWriter, r *http.Request) {
+	if _, err := principal(r, hubu.RoleOperator); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ops, err := s.Store.ListPendingApprovals(r.Context(), s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := hubuapi.OperationList{Operations: []hubuapi.Operation{}}
+	for _, op := range ops {
+		out.Operations = append(out.Operations, operationOf(op))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) ListAgents(w http.ResponseWriter, r *http.Request) {
+	if _, err := principal(r, hubu.RoleOperator); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	agents, err := s.Store.ListAgents(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := hubuapi.AgentList{Agents: []hubuapi.Agent{}}
+	for _, a := range agents {
+		out.Agents = append(out.Agents, agentOf(a))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) CreateAgent(w http.ResponseWriter, r *http.Request) {
+	_, err := principal(r, hubu.RoleOperator)
+	var body hubuapi.AgentCreate
+	if err == nil {
+		err = decode(w, r, &body, false)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !agentNameRE.MatchString(body.Name) {
+		s.writeError(w, r, invalid("name must be 1 to 64 of a-z 0-9 . _ - and start with a letter or digit"))
+		return
+	}
+	account := "acct:" + body.Name
+	if body.Account != nil {
+		account = *body.Account
+	}
+	if !accountRE.MatchString(account) {
+		s.writeError(w, r, invalid("account must be 1 to 128 of A-Z a-z 0-9 . _ : -"))
+		return
+	}
+	pol := hubu.DefaultPolicy()
+	if body.Policy != nil {
+		if pol, err = policyOf(*body.Policy); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	agent, token, err := s.Store.CreateAgent(r.Context(), body.Name, account, pol, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, hubuapi.AgentCreated{Agent: agentOf(agent), Token: token})
+}
+
+func (s *Server) GetAgent(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
+	if _, err := principal(r, hubu.RoleOperator); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.Store.GetAgent(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentOf(a))
+}
+
+func (s *Server) SetAgentPolicy(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
+	_, err := principal(r, hubu.RoleOperator)
+	var body hubuapi.Policy
+	if err == nil {
+		err = decode(w, r, &body, false)
+	}
+	var pol hubu.Policy
+	if err == nil {
+		pol, err = policyOf(body)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.Store.SetPolicy(r.Context(), id, pol, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentOf(a))
+}
+
+func (s *Server) SetAgentAccount(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
+	_, err := principal(r, hubu.RoleOperator)
+	var body hubuapi.AccountUpdate
+	if err == nil {
+		err = decode(w, r, &body, false)
+	}
+	if err == nil && !accountRE.MatchString(body.Account) {
+		err = invalid("account must be 1 to 128 of A-Z a-z 0-9 . _ : -")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.Store.SetAccount(r.Context(), id, body.Account)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, agentOf(a))
+}
+
+func (s *Server) ListPrices(w http.ResponseWriter, r *http.Request) {
+	if _, err := principal(r, hubu.RoleOperator, hubu.RoleAgent); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	prices, err := s.Store.ListPrices(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, hubuapi.PriceList{Prices: pricesOf(prices)})
+}
+
+func (s *Server) SetPrice(w http.ResponseWriter, r *http.Request) {
+	_, err := principal(r, hubu.RoleOperator)
+	var body hubuapi.PriceUpdate
+	if err == nil {
+		err = decode(w, r, &body, false)
+	}
+	var p hubu.Price
+	if err == nil {
+		p, err = priceUpdateOf(body)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	stored, err := s.Store.SetPrice(r.Context(), p, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, pricesOf([]hubu.Price{stored})[0])
+}
+
+func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
+	if _, err := principal(r, hubu.RoleService); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := s.Store.GetDecision(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	o := operationOf(op)
+	writeJSON(w, http.StatusOK, hubuapi.Decision{
+		DecisionId: id, PublicHandle: o.PublicHandle, AgentId: o.AgentId, Tool: o.Tool, Scope: o.Scope,
+		Arguments: o.Arguments, AmountMicros: o.AmountMicros, Currency: o.Currency, State: o.State,
+	})
+}
+
+func (s *Server) SettleDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
+	_, err := principal(r, hubu.RoleService)
+	var body hubuapi.SettleRequest
+	if err == nil {
+		err = decode(w, r, &body, false)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := s.Store.Settle(r.Context(), id, body.AmountMicros, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, operationOf(op))
+}
+
+func (s *Server) ReleaseDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
+	_, err := principal(r, hubu.RoleService)
+	var body hubuapi.ReleaseRequest
+	if err == nil {
+		err = decode(w, r, &body, true)
+	}
+	if err == nil && body.Reason != nil && len(*body.Reason) > 500 {
+		err = invalid("reason must be at most 500 characters")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	reason := ""
+	if body.Reason != nil {
+		reason = *body.Reason
+	}
+	op, err := s.Store.Release(r.Context(), id, reason, s.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, operationOf(op))
+}
+
+func operationOf(op hubu.Operation) hubuapi.Operation {
+	out := hubuapi.Operation{
+		PublicHandle: op.PublicHandle, AgentId: op.AgentID, Tool: hubuapi.Tool(op.Tool), State: hubuapi.OperationState(op.State),
+		AmountMicros: op.AmountMicros, Currency: op.Currency, Account: op.Account,
+		Scope:       hubuapi.Scope{Provider: op.Scope.Provider, Model: op.Scope.Model, Size: op.Scope.Size},
+		RequestHash: op.RequestHash, DecisionId: op.DecisionID, ApprovalExpiresAt: op.ApprovalExpiresAt, DecidedBy: op.DecidedBy,
+		HeldMicros: op.HeldMicros, CapturedMicros: op.CapturedMicros, ReleasedMicros: op.ReleasedMicros,
+		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
+	}
+	_ = json.Unmarshal(op.Arguments, &out.Arguments) // written by Hubu from a validated request
+	if op.Denial != nil {
+		out.Denial = &hubuapi.Denial{Code: hubuapi.DenialCode(op.Denial.Code), Message: op.Denial.Message}
+	}
+	return out
+}
+
+func agentOf(a hubu.Agent) hubuapi.Agent {
+	return hubuapi.Agent{
+		Id: a.ID, Name: a.Name, Account: a.Account, CreatedAt: a.CreatedAt,
+		Policy: hubuapi.Policy{
+			Currency: a.Policy.Currency, PerOperationCeilingMicros: a.Policy.PerOperationCeilingMicros,
+			AutoApproveLimitMicros: a.Policy.AutoApproveLimitMicros, BudgetMicros: a.Policy.BudgetMicros,
+			BudgetPeriod: hubuapi.PolicyBudgetPeriod(a.Policy.BudgetPeriod), AllowedProviders: a.Policy.AllowedProviders,
+			AllowedModels: a.Policy.AllowedModels,
+		},
+	}
+}
+
+func pricesOf(ps []hubu.Price) []hubuapi.Price {
+	out := make([]hubuapi.Price, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, hubuapi.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: p.UpdatedAt})
+	}
+	return out
+}

@@ -1,0 +1,115 @@
+package httpserver
+
+import (
+	"regexp"
+	"unicode/utf8"
+
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/hubu"
+)
+
+// The formats below repeat proto/hubu.openapi.yaml; TestSpecPatterns keeps them equal.
+var (
+	operationKeyRE = regexp.MustCompile(`^hubu:operation:v1:[a-z0-9][a-z0-9-]{0,31}:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	publicHandleRE = regexp.MustCompile(`^hubu:public-operation:v1:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	requestHashRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	modelRE        = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	providerRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+	sizeRE         = regexp.MustCompile(`^(\*|[0-9]{3,4}x[0-9]{3,4})$`)
+	currencyRE     = regexp.MustCompile(`^[A-Z]{3}$`)
+	agentNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	accountRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+)
+
+const maxSeed = 1<<53 - 1
+
+func invalid(format string, args ...any) error {
+	return hubu.Errorf(hubu.CodeInvalidArguments, format, args...)
+}
+
+func validateHandle(h string) error {
+	if !publicHandleRE.MatchString(h) {
+		return invalid("public_handle must look like hubu:public-operation:v1:<uuid>")
+	}
+	return nil
+}
+
+func authorizeRequestOf(b hubuapi.AuthorizeRequest) (hubu.AuthorizeRequest, error) {
+	switch {
+	case !operationKeyRE.MatchString(b.OperationKey):
+		return hubu.AuthorizeRequest{}, invalid("operation_key must look like hubu:operation:v1:<platform>:<uuid>")
+	case validateHandle(b.PublicHandle) != nil:
+		return hubu.AuthorizeRequest{}, validateHandle(b.PublicHandle)
+	case b.Tool != hubuapi.GenerateImage:
+		return hubu.AuthorizeRequest{}, invalid("tool must be generate_image")
+	case !requestHashRE.MatchString(b.RequestHash):
+		return hubu.AuthorizeRequest{}, invalid("request_hash must be 64 lower-case hex digits")
+	}
+	a := b.Arguments
+	switch n := utf8.RuneCountInString(a.Prompt); {
+	case n == 0 || n > 4000 || !utf8.ValidString(a.Prompt):
+		return hubu.AuthorizeRequest{}, invalid("arguments.prompt must be 1 to 4000 characters")
+	case !modelRE.MatchString(a.Model):
+		return hubu.AuthorizeRequest{}, invalid("arguments.model is not a model name")
+	case !validSide(a.Width) || !validSide(a.Height):
+		return hubu.AuthorizeRequest{}, invalid("arguments.width and height must be multiples of 32 from 256 to 1440")
+	case a.Seed != nil && (*a.Seed < 0 || *a.Seed > maxSeed):
+		return hubu.AuthorizeRequest{}, invalid("arguments.seed must be from 0 to 2^53-1")
+	case a.OutputFormat != nil && *a.OutputFormat != hubuapi.Png && *a.OutputFormat != hubuapi.Jpeg:
+		return hubu.AuthorizeRequest{}, invalid("arguments.output_format must be png or jpeg")
+	}
+	req := hubu.AuthorizeRequest{
+		OperationKey: b.OperationKey, PublicHandle: b.PublicHandle, Tool: string(b.Tool), RequestHash: b.RequestHash,
+		Arguments: hubu.ImageRequest{Prompt: a.Prompt, Model: a.Model, Width: a.Width, Height: a.Height, Seed: a.Seed},
+	}
+	if a.OutputFormat != nil {
+		f := string(*a.OutputFormat)
+		req.Arguments.OutputFormat = &f
+	}
+	return req, nil
+}
+
+func validSide(n int) bool { return n >= 256 && n <= 1440 && n%32 == 0 }
+
+func policyOf(p hubuapi.Policy) (hubu.Policy, error) {
+	switch {
+	case !currencyRE.MatchString(p.Currency):
+		return hubu.Policy{}, invalid("policy.currency must be an ISO 4217 code such as USD")
+	case p.PerOperationCeilingMicros < 0 || p.AutoApproveLimitMicros < 0 || p.BudgetMicros < 0:
+		return hubu.Policy{}, invalid("policy amounts must not be negative")
+	case p.BudgetPeriod != hubuapi.PolicyBudgetPeriodDay && p.BudgetPeriod != hubuapi.PolicyBudgetPeriodWeek && p.BudgetPeriod != hubuapi.PolicyBudgetPeriodMonth:
+		return hubu.Policy{}, invalid("policy.budget_period must be day, week or month")
+	case p.AllowedProviders == nil || p.AllowedModels == nil:
+		return hubu.Policy{}, invalid("policy.allowed_providers and allowed_models are required (use [\"*\"] for all)")
+	}
+	for _, m := range p.AllowedModels {
+		if m != "*" && !modelRE.MatchString(m) {
+			return hubu.Policy{}, invalid("policy.allowed_models has an entry that is not a model name")
+		}
+	}
+	for _, m := range p.AllowedProviders {
+		if m != "*" && !providerRE.MatchString(m) {
+			return hubu.Policy{}, invalid("policy.allowed_providers has an entry that is not a provider name")
+		}
+	}
+	return hubu.Policy{
+		Currency: p.Currency, PerOperationCeilingMicros: p.PerOperationCeilingMicros, AutoApproveLimitMicros: p.AutoApproveLimitMicros,
+		BudgetMicros: p.BudgetMicros, BudgetPeriod: string(p.BudgetPeriod), AllowedProviders: p.AllowedProviders, AllowedModels: p.AllowedModels,
+	}, nil
+}
+
+func priceUpdateOf(p hubuapi.PriceUpdate) (hubu.Price, error) {
+	switch {
+	case !providerRE.MatchString(p.Provider):
+		return hubu.Price{}, invalid("provider is not a provider name")
+	case !modelRE.MatchString(p.Model):
+		return hubu.Price{}, invalid("model is not a model name")
+	case !sizeRE.MatchString(p.Size):
+		return hubu.Price{}, invalid("size must be <width>x<height> or *")
+	case p.AmountMicros < 0:
+		return hubu.Price{}, invalid("amount_micros must not be negative")
+	case !currencyRE.MatchString(p.Currency):
+		return hubu.Price{}, invalid("currency must be an ISO 4217 code such as USD")
+	}
+	return hubu.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency}, nil
+}

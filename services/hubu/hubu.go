@@ -1,0 +1,229 @@
+// Package hubu holds the domain of the Hubu authorization service: operations and their
+// states, the principals that call it, the executor it hands decisions to, and its one error
+// type. The packages beside it implement storage (postgres), policy, the lifecycle of a
+// decision (lifecycle) and the HTTP API (httpserver).
+package hubu
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// State is where an operation stands. The final states never change again.
+type State string
+
+const (
+	StatePendingApproval State = "pending_approval" // held; waits for a human
+	StateApproved        State = "approved"         // a human approved it; waits for the agent's resume
+	StateDispatching     State = "dispatching"      // decision issued; being handed to the executor
+	StateExecuting       State = "executing"        // the executor has accepted the decision
+	StateSucceeded       State = "succeeded"
+	StateFailed          State = "failed"
+	StateDenied          State = "denied"
+	StateExpired         State = "expired"
+)
+
+// Final reports whether the state can no longer change; a final operation holds no budget.
+func (s State) Final() bool {
+	switch s {
+	case StateSucceeded, StateFailed, StateDenied, StateExpired:
+		return true
+	}
+	return false
+}
+
+// ToolGenerateImage is the one spend tool Hubu prices today.
+const ToolGenerateImage = "generate_image"
+
+// ProviderBFL is Black Forest Labs, the FLUX provider.
+const ProviderBFL = "bfl"
+
+// Scope is what a decision is bound to: the executor must run exactly this.
+type Scope struct {
+	Provider string
+	Model    string
+	Size     string // "<width>x<height>"
+}
+
+// ImageRequest is a validated generate_image request.
+type ImageRequest struct {
+	Prompt       string  `json:"prompt"`
+	Model        string  `json:"model"`
+	Width        int     `json:"width"`
+	Height       int     `json:"height"`
+	Seed         *int64  `json:"seed,omitempty"`
+	OutputFormat *string `json:"output_format,omitempty"`
+}
+
+// AuthorizeRequest is what the router sends for a new or re-delivered spend call.
+type AuthorizeRequest struct {
+	OperationKey string // private; never logged, never returned
+	PublicHandle string
+	Tool         string
+	RequestHash  string
+	Arguments    ImageRequest
+}
+
+// Denial says why an operation was refused by policy.
+type Denial struct {
+	Code    string // "denied" or "budget_exceeded"
+	Message string
+}
+
+// Denial codes.
+const (
+	DenialDenied         = "denied"
+	DenialBudgetExceeded = "budget_exceeded"
+)
+
+// Operation is one authorization record. It never carries the private operation key.
+type Operation struct {
+	ID                uuid.UUID
+	AgentID           uuid.UUID
+	PublicHandle      string
+	Tool              string
+	Arguments         json.RawMessage
+	RequestHash       string
+	Account           string
+	Scope             Scope
+	AmountMicros      int64
+	Currency          string
+	State             State
+	DecisionID        *uuid.UUID
+	Denial            *Denial
+	ApprovalExpiresAt *time.Time
+	DecidedBy         *string
+	FailureReason     *string
+	HeldMicros        int64
+	CapturedMicros    int64
+	ReleasedMicros    int64
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+// Decision is what Hubu hands to the executor once an operation is approved.
+type Decision struct {
+	DecisionID   uuid.UUID
+	PublicHandle string
+	AgentID      uuid.UUID
+	Tool         string
+	Scope        Scope
+	Arguments    json.RawMessage
+	AmountMicros int64
+	Currency     string
+}
+
+// DecisionOf returns the decision of an approved operation.
+func DecisionOf(op Operation) (Decision, bool) {
+	if op.DecisionID == nil {
+		return Decision{}, false
+	}
+	return Decision{
+		DecisionID:   *op.DecisionID,
+		PublicHandle: op.PublicHandle,
+		AgentID:      op.AgentID,
+		Tool:         op.Tool,
+		Scope:        op.Scope,
+		Arguments:    op.Arguments,
+		AmountMicros: op.AmountMicros,
+		Currency:     op.Currency,
+	}, true
+}
+
+// Executor runs decisions. Execute returns nil once the executor has durably accepted the
+// decision; it must be idempotent per DecisionID, because Hubu re-sends a decision whenever
+// it cannot be sure the executor has it. The outcome comes back later through settle or
+// release.
+type Executor interface {
+	Execute(ctx context.Context, d Decision) error
+}
+
+// Role is what a credential may do.
+type Role string
+
+const (
+	RoleAgent    Role = "agent"
+	RoleOperator Role = "operator"
+	RoleService  Role = "service"
+)
+
+// Principal is the authenticated caller. AgentID is set only for agents, and it is the
+// only source of an operation's agent.
+type Principal struct {
+	Role    Role
+	Name    string
+	AgentID uuid.UUID
+}
+
+// LedgerEntry is one append-only movement of an operation's money.
+type LedgerEntry struct {
+	ID           int64
+	Kind         string // hold, capture, release
+	AmountMicros int64
+	Currency     string
+	CreatedAt    time.Time
+}
+
+// Policy is an agent's spending policy.
+type Policy struct {
+	Currency                  string
+	PerOperationCeilingMicros int64
+	AutoApproveLimitMicros    int64
+	BudgetMicros              int64
+	BudgetPeriod              string // day, week, month
+	AllowedProviders          []string
+	AllowedModels             []string
+}
+
+// DefaultPolicy is given to an agent created without one: auto-approve up to $0.05 an
+// operation, a ceiling of $1.00 an operation, $5.00 a day, every catalog model.
+func DefaultPolicy() Policy {
+	return Policy{
+		Currency:                  "USD",
+		PerOperationCeilingMicros: 1_000_000,
+		AutoApproveLimitMicros:    50_000,
+		BudgetMicros:              5_000_000,
+		BudgetPeriod:              "day",
+		AllowedProviders:          []string{"*"},
+		AllowedModels:             []string{"*"},
+	}
+}
+
+// Agent is an agent with its policy.
+type Agent struct {
+	ID        uuid.UUID
+	Name      string
+	Account   string
+	Policy    Policy
+	CreatedAt time.Time
+}
+
+// Price is one catalog entry.
+type Price struct {
+	Provider     string
+	Model        string
+	Size         string // "<width>x<height>" or "*"
+	AmountMicros int64
+	Currency     string
+	UpdatedAt    time.Time
+}
+
+// Budget is an agent's use of its current budget period.
+type Budget struct {
+	Period          string
+	PeriodStart     time.Time
+	LimitMicros     int64
+	UsedMicros      int64
+	RemainingMicros int64
+	Currency        string
+}
+
+// Capabilities is what an agent may do now.
+type Capabilities struct {
+	Agent  Agent
+	Prices []Price
+	Budget Budget
+}

@@ -1,0 +1,112 @@
+// Package lifecycle moves decisions from Hubu to the executor. Hubu owns an operation's
+// lifecycle: a decision is recorded as "dispatching" in the same transaction that issues it,
+// then handed to the executor; only when the executor has accepted it does the operation
+// become "executing". A crash anywhere in between leaves it "dispatching", and Recover sends
+// the same decision again. Executors are idempotent per decision id, so re-sending is safe.
+package lifecycle
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/postgres"
+)
+
+// Service wraps the store's authorize and resume with the hand-off to the executor.
+type Service struct {
+	Store *postgres.Store
+	// Executor runs decisions. When nil, decisions wait in "dispatching" until one is configured.
+	Executor hubu.Executor
+	Logger   *slog.Logger
+	Now      func() time.Time
+	// RetryAfter is how long a decision stays unacknowledged before Recover re-sends it.
+	RetryAfter time.Duration
+}
+
+// Authorize records or replays an authorization, then hands an approved decision on.
+// A replay of an operation still dispatching re-sends its decision: execution continues
+// under the same decision, never a new one.
+func (s *Service) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest) (hubu.Operation, bool, error) {
+	op, replayed, err := s.Store.Authorize(ctx, agentID, req, s.Now())
+	if err != nil {
+		return op, replayed, err
+	}
+	return s.dispatch(ctx, op), replayed, nil
+}
+
+// Resume moves an approved operation on and hands its decision to the executor.
+func (s *Service) Resume(ctx context.Context, who hubu.Principal, handle string) (hubu.Operation, error) {
+	op, err := s.Store.Resume(ctx, who, handle, s.Now())
+	if err != nil {
+		return op, err
+	}
+	return s.dispatch(ctx, op), nil
+}
+
+// dispatch hands a dispatching operation's decision to the executor. A failure is not the
+// caller's error: the operation stays dispatching and Recover re-sends it.
+func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operation {
+	if op.State != hubu.StateDispatching || s.Executor == nil {
+		return op
+	}
+	d, _ := hubu.DecisionOf(op)
+	if err := s.Executor.Execute(ctx, d); err != nil {
+		s.logger().WarnContext(ctx, "hand-off to the executor failed; it will be re-sent",
+			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", err)
+		return op
+	}
+	next, err := s.Store.MarkExecuting(ctx, d.DecisionID, s.Now())
+	if err != nil {
+		s.logger().WarnContext(ctx, "could not record the hand-off; it will be re-sent",
+			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", err)
+		return op
+	}
+	return next
+}
+
+// Recover re-sends every decision left dispatching for longer than RetryAfter and closes
+// approvals that expired. It returns how many decisions it re-sent.
+func (s *Service) Recover(ctx context.Context) (int, error) {
+	now := s.Now()
+	if _, err := s.Store.ExpireApprovals(ctx, now, 100); err != nil {
+		return 0, err
+	}
+	if s.Executor == nil {
+		return 0, nil
+	}
+	ops, err := s.Store.ListDispatching(ctx, now.Add(-s.RetryAfter), 100)
+	if err != nil {
+		return 0, err
+	}
+	for _, op := range ops {
+		s.dispatch(ctx, op)
+	}
+	return len(ops), nil
+}
+
+// Run calls Recover every interval until ctx ends.
+func (s *Service) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := s.Recover(ctx); err != nil && ctx.Err() == nil {
+			s.logger().ErrorContext(ctx, "recovery pass failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Service) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
+}

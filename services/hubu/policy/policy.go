@@ -1,0 +1,89 @@
+// Package policy decides what happens to a priced operation under an agent's policy. It is
+// pure: the caller supplies the budget already used, under a lock that keeps it true.
+package policy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"hubu.dev/hubu/services/hubu"
+)
+
+// Outcome is the policy's verdict.
+type Outcome int
+
+const (
+	Approve Outcome = iota // within the auto-approve limit: execute now
+	Hold                   // above the auto-approve limit: hold the budget and wait for a human
+	Deny                   // refused; nothing is held
+)
+
+// Verdict is an Outcome, with the denial when it is Deny.
+type Verdict struct {
+	Outcome Outcome
+	Denial  *hubu.Denial
+}
+
+// Decide applies p to an operation of amount in currency for scope, given usedMicros of the
+// current budget period. The checks run from the hardest refusal to the softest.
+func Decide(p hubu.Policy, scope hubu.Scope, amount int64, currency string, usedMicros int64) Verdict {
+	deny := func(code, format string, args ...any) Verdict {
+		return Verdict{Outcome: Deny, Denial: &hubu.Denial{Code: code, Message: fmt.Sprintf(format, args...)}}
+	}
+	switch {
+	case currency != p.Currency:
+		return deny(hubu.DenialDenied, "the price is in %s but the agent's budget is in %s", currency, p.Currency)
+	case !allowed(p.AllowedProviders, scope.Provider):
+		return deny(hubu.DenialDenied, "provider %s is not allowed for this agent", scope.Provider)
+	case !allowed(p.AllowedModels, scope.Model):
+		return deny(hubu.DenialDenied, "model %s is not allowed for this agent", scope.Model)
+	case amount > p.PerOperationCeilingMicros:
+		return deny(hubu.DenialDenied, "%s is above the agent's per-operation ceiling of %s",
+			FormatMicros(amount, currency), FormatMicros(p.PerOperationCeilingMicros, currency))
+	case amount > p.BudgetMicros-usedMicros:
+		return deny(hubu.DenialBudgetExceeded, "%s would exceed the agent's %s budget of %s (%s left)",
+			FormatMicros(amount, currency), p.BudgetPeriod, FormatMicros(p.BudgetMicros, currency),
+			FormatMicros(max(p.BudgetMicros-usedMicros, 0), currency))
+	case amount > p.AutoApproveLimitMicros:
+		return Verdict{Outcome: Hold}
+	}
+	return Verdict{Outcome: Approve}
+}
+
+func allowed(list []string, name string) bool {
+	return slices.Contains(list, "*") || slices.Contains(list, name)
+}
+
+// PeriodStart is the start of the calendar budget period that contains now, in UTC.
+// Weeks start on Monday.
+func PeriodStart(period string, now time.Time) (time.Time, error) {
+	now = now.UTC()
+	day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	switch period {
+	case "day":
+		return day, nil
+	case "week":
+		offset := (int(day.Weekday()) + 6) % 7 // days since Monday
+		return day.AddDate(0, 0, -offset), nil
+	case "month":
+		return time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC), nil
+	}
+	return time.Time{}, fmt.Errorf("unknown budget period %q", period)
+}
+
+// FormatMicros renders an amount for people: 25000 USD is "USD 0.025", 1000000 is "USD 1.00".
+func FormatMicros(micros int64, currency string) string {
+	sign := ""
+	if micros < 0 {
+		sign, micros = "-", -micros
+	}
+	whole, frac := micros/1_000_000, micros%1_000_000
+	s := fmt.Sprintf("%s%d.%06d", sign, whole, frac)
+	// Trim trailing zeros but keep cents.
+	for len(s) > 0 && s[len(s)-1] == '0' && len(s)-strings.IndexByte(s, '.') > 3 {
+		s = s[:len(s)-1]
+	}
+	return currency + " " + s
+}

@@ -1,0 +1,272 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/credential"
+	"hubu.dev/hubu/services/hubu/policy"
+	"hubu.dev/hubu/sql/hubu/hubudb"
+)
+
+// Store is Hubu's PostgreSQL storage. Its methods return *hubu.Error for anything the
+// caller did wrong; any other error is internal.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *hubudb.Queries
+	// ApprovalTTL is how long a held operation waits for a human before it expires.
+	ApprovalTTL time.Duration
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool, approvalTTL time.Duration) *Store {
+	return &Store{pool: pool, q: hubudb.New(), ApprovalTTL: approvalTTL}
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// Authenticate returns the principal a bearer token belongs to.
+func (s *Store) Authenticate(ctx context.Context, token string) (hubu.Principal, error) {
+	c, err := s.q.GetActiveCredential(ctx, s.pool, credential.Hash(token))
+	if isNoRows(err) {
+		return hubu.Principal{}, hubu.Errorf(hubu.CodeUnauthorized, "the bearer token is not valid")
+	}
+	if err != nil {
+		return hubu.Principal{}, fmt.Errorf("look up credential: %w", err)
+	}
+	p := hubu.Principal{Role: hubu.Role(c.Kind), Name: c.Name}
+	if c.AgentID != nil {
+		p.AgentID = *c.AgentID
+	}
+	return p, nil
+}
+
+// CreateCredential makes an operator or service token and returns it; only its hash is kept.
+func (s *Store) CreateCredential(ctx context.Context, role hubu.Role, name string, now time.Time) (string, error) {
+	prefix := map[hubu.Role]string{hubu.RoleOperator: credential.PrefixOperator, hubu.RoleService: credential.PrefixService}[role]
+	if prefix == "" {
+		return "", hubu.Errorf(hubu.CodeInvalidArguments, "credentials of role %q are made with their agent", role)
+	}
+	if name == "" {
+		return "", hubu.Errorf(hubu.CodeInvalidArguments, "a credential needs a name")
+	}
+	token := credential.New(prefix)
+	err := s.q.InsertCredential(ctx, s.pool, hubudb.InsertCredentialParams{
+		TokenHash: credential.Hash(token), Kind: string(role), Name: name, CreatedAt: now,
+	})
+	if err != nil {
+		return "", fmt.Errorf("insert credential: %w", err)
+	}
+	return token, nil
+}
+
+// CreateAgent makes an agent, its policy and its token in one transaction.
+func (s *Store) CreateAgent(ctx context.Context, name, account string, pol hubu.Policy, now time.Time) (hubu.Agent, string, error) {
+	token := credential.New(credential.PrefixAgent)
+	agent, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (hubu.Agent, error) {
+		a, err := s.q.InsertAgent(ctx, tx, hubudb.InsertAgentParams{ID: uuid.New(), Name: name, Account: account, CreatedAt: now})
+		if uniqueViolation(err, "agents_name_key") {
+			return hubu.Agent{}, hubu.Errorf(hubu.CodeConflict, "an agent named %q exists already", name)
+		}
+		if err != nil {
+			return hubu.Agent{}, fmt.Errorf("insert agent: %w", err)
+		}
+		p, err := s.q.UpsertPolicy(ctx, tx, policyParams(a.ID, pol, now))
+		if err != nil {
+			return hubu.Agent{}, fmt.Errorf("insert policy: %w", err)
+		}
+		err = s.q.InsertCredential(ctx, tx, hubudb.InsertCredentialParams{
+			TokenHash: credential.Hash(token), Kind: string(hubu.RoleAgent), Name: name, AgentID: &a.ID, CreatedAt: now,
+		})
+		if err != nil {
+			return hubu.Agent{}, fmt.Errorf("insert agent credential: %w", err)
+		}
+		return agentOf(a, p), nil
+	})
+	if err != nil {
+		return hubu.Agent{}, "", err
+	}
+	return agent, token, nil
+}
+
+// GetAgent returns one agent.
+func (s *Store) GetAgent(ctx context.Context, id uuid.UUID) (hubu.Agent, error) {
+	a, err := s.q.GetAgent(ctx, s.pool, id)
+	if isNoRows(err) {
+		return hubu.Agent{}, hubu.Errorf(hubu.CodeNotFound, "no agent %s", id)
+	}
+	if err != nil {
+		return hubu.Agent{}, fmt.Errorf("get agent: %w", err)
+	}
+	p, err := s.q.GetPolicy(ctx, s.pool, id)
+	if err != nil {
+		return hubu.Agent{}, fmt.Errorf("get policy: %w", err)
+	}
+	return agentOf(a, p), nil
+}
+
+// ListAgents returns every agent, by name.
+func (s *Store) ListAgents(ctx context.Context) ([]hubu.Agent, error) {
+	agents, err := s.q.ListAgents(ctx, s.pool)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	policies, err := s.q.ListPolicies(ctx, s.pool)
+	if err != nil {
+		return nil, fmt.Errorf("list policies: %w", err)
+	}
+	byAgent := make(map[uuid.UUID]hubudb.Policy, len(policies))
+	for _, p := range policies {
+		byAgent[p.AgentID] = p
+	}
+	out := make([]hubu.Agent, 0, len(agents))
+	for _, a := range agents {
+		out = append(out, agentOf(a, byAgent[a.ID]))
+	}
+	return out, nil
+}
+
+// SetPolicy replaces an agent's policy. Operations already recorded keep their decisions.
+func (s *Store) SetPolicy(ctx context.Context, id uuid.UUID, pol hubu.Policy, now time.Time) (hubu.Agent, error) {
+	if _, err := s.GetAgent(ctx, id); err != nil {
+		return hubu.Agent{}, err
+	}
+	if _, err := s.q.UpsertPolicy(ctx, s.pool, policyParams(id, pol, now)); err != nil {
+		return hubu.Agent{}, fmt.Errorf("set policy: %w", err)
+	}
+	return s.GetAgent(ctx, id)
+}
+
+// SetAccount moves an agent to another billing account.
+func (s *Store) SetAccount(ctx context.Context, id uuid.UUID, account string) (hubu.Agent, error) {
+	_, err := s.q.SetAgentAccount(ctx, s.pool, hubudb.SetAgentAccountParams{ID: id, Account: account})
+	if isNoRows(err) {
+		return hubu.Agent{}, hubu.Errorf(hubu.CodeNotFound, "no agent %s", id)
+	}
+	if err != nil {
+		return hubu.Agent{}, fmt.Errorf("set account: %w", err)
+	}
+	return s.GetAgent(ctx, id)
+}
+
+// ListPrices returns the catalog.
+func (s *Store) ListPrices(ctx context.Context) ([]hubu.Price, error) {
+	rows, err := s.q.ListPrices(ctx, s.pool)
+	if err != nil {
+		return nil, fmt.Errorf("list prices: %w", err)
+	}
+	out := make([]hubu.Price, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, priceOf(r))
+	}
+	return out, nil
+}
+
+// SetPrice creates or changes one catalog entry. Operations already recorded keep the
+// amount they were authorized for.
+func (s *Store) SetPrice(ctx context.Context, p hubu.Price, now time.Time) (hubu.Price, error) {
+	r, err := s.q.UpsertPrice(ctx, s.pool, hubudb.UpsertPriceParams{
+		Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: now,
+	})
+	if err != nil {
+		return hubu.Price{}, fmt.Errorf("set price: %w", err)
+	}
+	return priceOf(r), nil
+}
+
+// price computes what a scope costs from the catalog; the request never names an amount.
+func (s *Store) price(ctx context.Context, db hubudb.DBTX, scope hubu.Scope) (hubudb.Price, error) {
+	p, err := s.q.LookupPrice(ctx, db, hubudb.LookupPriceParams{Provider: scope.Provider, Model: scope.Model, Size: scope.Size})
+	if isNoRows(err) {
+		n, cerr := s.q.CountModelPrices(ctx, db, hubudb.CountModelPricesParams{Provider: scope.Provider, Model: scope.Model})
+		if cerr != nil {
+			return hubudb.Price{}, fmt.Errorf("count prices: %w", cerr)
+		}
+		if n == 0 {
+			return hubudb.Price{}, hubu.Errorf(hubu.CodeInvalidArguments, "unknown model %q", scope.Model)
+		}
+		return hubudb.Price{}, hubu.Errorf(hubu.CodeInvalidArguments, "model %q has no price for size %s", scope.Model, scope.Size)
+	}
+	if err != nil {
+		return hubudb.Price{}, fmt.Errorf("look up price: %w", err)
+	}
+	return p, nil
+}
+
+// Capabilities returns what an agent may do now, its prices and its budget.
+func (s *Store) Capabilities(ctx context.Context, agentID uuid.UUID, now time.Time) (hubu.Capabilities, error) {
+	agent, err := s.GetAgent(ctx, agentID)
+	if err != nil {
+		return hubu.Capabilities{}, err
+	}
+	all, err := s.ListPrices(ctx)
+	if err != nil {
+		return hubu.Capabilities{}, err
+	}
+	var prices []hubu.Price
+	for _, p := range all {
+		v := policy.Decide(agent.Policy, hubu.Scope{Provider: p.Provider, Model: p.Model}, 0, p.Currency, 0)
+		if v.Outcome != policy.Deny {
+			prices = append(prices, p)
+		}
+	}
+	start, err := policy.PeriodStart(agent.Policy.BudgetPeriod, now)
+	if err != nil {
+		return hubu.Capabilities{}, err
+	}
+	used, err := s.q.GetBudgetUsage(ctx, s.pool, hubudb.GetBudgetUsageParams{AgentID: agentID, PeriodStart: start})
+	if err != nil && !isNoRows(err) {
+		return hubu.Capabilities{}, fmt.Errorf("budget usage: %w", err)
+	}
+	return hubu.Capabilities{
+		Agent:  agent,
+		Prices: prices,
+		Budget: hubu.Budget{
+			Period: agent.Policy.BudgetPeriod, PeriodStart: start, LimitMicros: agent.Policy.BudgetMicros,
+			UsedMicros: used, RemainingMicros: max(agent.Policy.BudgetMicros-used, 0), Currency: agent.Policy.Currency,
+		},
+	}, nil
+}
+
+func policyParams(agentID uuid.UUID, p hubu.Policy, now time.Time) hubudb.UpsertPolicyParams {
+	return hubudb.UpsertPolicyParams{
+		AgentID: agentID, Currency: p.Currency, PerOperationCeilingMicros: p.PerOperationCeilingMicros,
+		AutoApproveLimitMicros: p.AutoApproveLimitMicros, BudgetMicros: p.BudgetMicros, BudgetPeriod: p.BudgetPeriod,
+		AllowedProviders: nonNil(p.AllowedProviders), AllowedModels: nonNil(p.AllowedModels), UpdatedAt: now,
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func agentOf(a hubudb.Agent, p hubudb.Policy) hubu.Agent {
+	return hubu.Agent{
+		ID: a.ID, Name: a.Name, Account: a.Account, CreatedAt: a.CreatedAt,
+		Policy: hubu.Policy{
+			Currency: p.Currency, PerOperationCeilingMicros: p.PerOperationCeilingMicros,
+			AutoApproveLimitMicros: p.AutoApproveLimitMicros, BudgetMicros: p.BudgetMicros,
+			BudgetPeriod: p.BudgetPeriod, AllowedProviders: p.AllowedProviders, AllowedModels: p.AllowedModels,
+		},
+	}
+}
+
+func priceOf(r hubudb.Price) hubu.Price {
+	return hubu.Price{Provider: r.Provider, Model: r.Model, Size: r.Size, AmountMicros: r.AmountMicros, Currency: r.Currency, UpdatedAt: r.UpdatedAt}
+}
+
+func policyOfRow(p hubudb.Policy) hubu.Policy { return agentOf(hubudb.Agent{}, p).Policy }
+
+// marshalArguments stores the validated request, not the bytes the caller sent.
+func marshalArguments(r hubu.ImageRequest) ([]byte, error) { return json.Marshal(r) }

@@ -1,0 +1,27 @@
+-- name: InsertLedgerEntry :one
+INSERT INTO ledger_entries (operation_id, kind, amount_micros, currency, created_at)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING *;
+
+-- name: ListLedgerEntries :many
+SELECT * FROM ledger_entries WHERE operation_id = $1 ORDER BY id;
+
+-- name: LedgerTotals :one
+SELECT
+    coalesce(sum(amount_micros) FILTER (WHERE kind = 'hold'), 0)::bigint    AS held,
+    coalesce(sum(amount_micros) FILTER (WHERE kind = 'capture'), 0)::bigint AS captured,
+    coalesce(sum(amount_micros) FILTER (WHERE kind = 'release'), 0)::bigint AS released
+FROM ledger_entries WHERE operation_id = $1;
+
+-- name: EnsureBudgetUsage :exec
+INSERT INTO budget_usage (agent_id, period_start, used_micros)
+VALUES ($1, $2, 0)
+ON CONFLICT (agent_id, period_start) DO NOTHING;
+
+-- name: GetBudgetUsage :one
+SELECT used_micros FROM budget_usage WHERE agent_id = $1 AND period_start = $2;
+
+-- name: AddBudgetUsage :one
+UPDATE budget_usage SET used_micros = used_micros + sqlc.arg(delta)::bigint
+WHERE agent_id = $1 AND period_start = $2
+RETURNING used_micros;

@@ -1,0 +1,58 @@
+-- name: InsertOperation :one
+INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
+                        account, provider, model, size, amount_micros, currency, state,
+                        budget_period_start, decision_id, denial_code, denial_message,
+                        approval_expires_at, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20)
+RETURNING *;
+
+-- name: GetOperationByKey :one
+SELECT * FROM operations WHERE agent_id = $1 AND operation_key = $2;
+
+-- name: GetOperationByHandle :one
+SELECT * FROM operations WHERE public_handle = $1;
+
+-- name: GetOperationByDecision :one
+SELECT * FROM operations WHERE decision_id = $1;
+
+-- name: LockOperation :one
+SELECT * FROM operations WHERE id = $1 FOR UPDATE;
+
+-- name: ApproveOperation :one
+UPDATE operations
+SET state = 'approved', decision_id = $2, decided_by = $3, decided_at = $4, updated_at = $4
+WHERE id = $1 AND state = 'pending_approval'
+RETURNING *;
+
+-- name: CloseOperation :one
+-- Moves an operation to a final state without a decision (denied or expired).
+UPDATE operations
+SET state = sqlc.arg(state), denial_code = sqlc.arg(denial_code), denial_message = sqlc.arg(denial_message),
+    decided_by = sqlc.arg(decided_by), decided_at = sqlc.arg(now), updated_at = sqlc.arg(now)
+WHERE id = sqlc.arg(id) AND state = 'pending_approval'
+RETURNING *;
+
+-- name: SetOperationState :one
+UPDATE operations
+SET state = sqlc.arg(to_state), failure_reason = sqlc.arg(failure_reason), updated_at = sqlc.arg(now)
+WHERE id = sqlc.arg(id) AND state = sqlc.arg(from_state)
+RETURNING *;
+
+-- name: ListPendingApprovals :many
+SELECT * FROM operations WHERE state = 'pending_approval' ORDER BY created_at, id;
+
+-- name: ListExpiredApprovals :many
+SELECT id FROM operations
+WHERE state = 'pending_approval' AND approval_expires_at <= $1
+ORDER BY approval_expires_at
+LIMIT $2;
+
+-- name: ListDispatching :many
+-- Operations whose decision was issued but not yet acknowledged by the executor.
+SELECT * FROM operations
+WHERE state = 'dispatching' AND updated_at <= $1
+ORDER BY updated_at
+LIMIT $2;
+
+-- name: GetOperation :one
+SELECT * FROM operations WHERE id = $1;
