@@ -1,0 +1,269 @@
+package httpserver_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/hubu"
+)
+
+func TestAuthorizeNewThenReplay(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.newAgent(t, "codex-desktop", nil)
+	c := newCall("flux-dev")
+
+	first := authorize(t, a, c)
+	if first.StatusCode() != http.StatusCreated || first.HTTPResponse.Header.Get("Idempotent-Replayed") != "false" {
+		t.Fatalf("first: %d replayed=%q %s", first.StatusCode(), first.HTTPResponse.Header.Get("Idempotent-Replayed"), first.Body)
+	}
+	op := *first.JSON201
+	if op.State != hubuapi.OperationStateExecuting || op.AmountMicros != 25_000 || op.Currency != "USD" || op.DecisionId == nil {
+		t.Fatalf("first: %+v", op)
+	}
+	if op.HeldMicros != 25_000 || op.Scope != (hubuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"}) {
+		t.Fatalf("hold or scope: %+v", op)
+	}
+	if op.AgentId != a.id || op.Account != "acct:codex-desktop" {
+		t.Fatalf("agent or account: %+v", op)
+	}
+
+	for range 3 {
+		again := authorize(t, a, c)
+		if again.StatusCode() != http.StatusOK || again.HTTPResponse.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay: %d %s", again.StatusCode(), again.Body)
+		}
+		r := *again.JSON200
+		if r.PublicHandle != op.PublicHandle || *r.DecisionId != *op.DecisionId || r.State != op.State {
+			t.Fatalf("replay returned another record: %+v", r)
+		}
+	}
+	if n := len(b.exec.Decisions()); n != 1 {
+		t.Fatalf("executor got %d decisions, want 1", n)
+	}
+	if n := count(t, b.pool, "SELECT count(*) FROM operations"); n != 1 {
+		t.Fatalf("%d operations, want 1", n)
+	}
+	if n := count(t, b.pool, "SELECT count(*) FROM ledger_entries"); n != 1 {
+		t.Fatalf("%d ledger entries, want one hold", n)
+	}
+}
+
+// The same key for another agent is another operation: keys are scoped by agent.
+func TestSameKeyTwoAgents(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a1, a2 := b.newAgent(t, "one", nil), b.newAgent(t, "two", nil)
+	c := newCall("flux-dev")
+	op1 := mustOperation(t, authorize(t, a1, c))
+	c2 := c
+	c2.handle = newCall("flux-dev").handle
+	resp := authorize(t, a2, c2)
+	if resp.StatusCode() != http.StatusCreated {
+		t.Fatalf("second agent: %d %s", resp.StatusCode(), resp.Body)
+	}
+	if resp.JSON201.AgentId == op1.AgentId {
+		t.Fatal("the second agent's operation names the first agent")
+	}
+	// The same public handle for a new key is refused: handles name one operation.
+	c3 := newCall("flux-dev")
+	c3.handle = c.handle
+	if r := authorize(t, a2, c3); r.StatusCode() != http.StatusConflict || problemCode(t, r.Body) != "conflict" {
+		t.Fatalf("reused handle: %d %s", r.StatusCode(), r.Body)
+	}
+}
+
+func TestCreateNewOperation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		change func(t *testing.T, b *bundle, a agent, c *call)
+	}{
+		{"amount", func(t *testing.T, b *bundle, a agent, c *call) {
+			resp, err := b.operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 30_000, Currency: "USD"})
+			if err != nil || resp.JSON200 == nil {
+				t.Fatalf("set price: %v %s", err, resp.Body)
+			}
+		}},
+		{"account", func(t *testing.T, b *bundle, a agent, c *call) {
+			resp, err := b.operator.SetAgentAccountWithResponse(ctx, a.id, hubuapi.AccountUpdate{Account: "acct:team-b"})
+			if err != nil || resp.JSON200 == nil {
+				t.Fatalf("set account: %v %s", err, resp.Body)
+			}
+		}},
+		{"scope: model", func(t *testing.T, b *bundle, a agent, c *call) { c.args.Model = "flux-pro-1.1" }},
+		{"scope: size", func(t *testing.T, b *bundle, a agent, c *call) { c.args.Width = 768 }},
+		{"request", func(t *testing.T, b *bundle, a agent, c *call) { c.args.Prompt = "a paper crane" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			a := b.newAgent(t, "agent", nil)
+			c := newCall("flux-dev")
+			op := mustOperation(t, authorize(t, a, c))
+			tc.change(t, b, a, &c)
+			resp := authorize(t, a, c)
+			if resp.StatusCode() != http.StatusConflict || problemCode(t, resp.Body) != "create_new_operation" {
+				t.Fatalf("changed %s: %d %s", tc.name, resp.StatusCode(), resp.Body)
+			}
+			if n := count(t, b.pool, "SELECT count(*) FROM operations"); n != 1 {
+				t.Fatalf("%d operations after the refused change, want 1", n)
+			}
+			got, err := a.client.GetOperationWithResponse(ctx, op.PublicHandle)
+			if err != nil || got.JSON200 == nil || got.JSON200.AmountMicros != op.AmountMicros || got.JSON200.Account != op.Account {
+				t.Fatalf("the original record changed: %v %s", err, got.Body)
+			}
+		})
+	}
+}
+
+func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.newAgent(t, "agent", nil)
+	c := newCall("flux-dev")
+	const n = 50
+	statuses := make([]int, n)
+	handles := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp := authorize(t, a, c)
+			statuses[i] = resp.StatusCode()
+			if op := resp.JSON200; op != nil {
+				handles[i] = op.PublicHandle
+			} else if op := resp.JSON201; op != nil {
+				handles[i] = op.PublicHandle
+			}
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for i, s := range statuses {
+		switch s {
+		case http.StatusCreated:
+			created++
+		case http.StatusOK:
+		default:
+			t.Fatalf("delivery %d: status %d", i, s)
+		}
+		if handles[i] != c.handle {
+			t.Fatalf("delivery %d saw handle %q", i, handles[i])
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d deliveries created a record, want 1", created)
+	}
+	if got := count(t, b.pool, "SELECT count(*) FROM operations"); got != 1 {
+		t.Fatalf("%d operations, want 1", got)
+	}
+	if got := count(t, b.pool, "SELECT count(*) FROM ledger_entries WHERE kind = 'hold'"); got != 1 {
+		t.Fatalf("%d holds, want 1", got)
+	}
+	// A delivery that finds the decision still being handed off re-sends it (executors are
+	// idempotent per decision id), so the executor may see it more than once, but only ever
+	// one decision.
+	distinct := map[string]bool{}
+	for _, d := range b.exec.Decisions() {
+		distinct[d.DecisionID.String()] = true
+	}
+	if len(distinct) != 1 {
+		t.Fatalf("executor got %d distinct decisions, want 1", len(distinct))
+	}
+}
+
+func TestBudgetRace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	// flux-dev costs 25 000 micros: the budget fits exactly 10.
+	a := b.newAgent(t, "agent", policy(50_000, 1_000_000, 250_000))
+	const n = 50
+	states := make([]hubuapi.OperationState, n)
+	denials := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
+			states[i] = op.State
+			if op.Denial != nil {
+				denials[i] = string(op.Denial.Code)
+			}
+		}()
+	}
+	wg.Wait()
+	approved := 0
+	for i, s := range states {
+		switch {
+		case s == hubuapi.OperationStateExecuting:
+			approved++
+		case s == hubuapi.OperationStateDenied && denials[i] == hubu.DenialBudgetExceeded:
+		default:
+			t.Fatalf("operation %d: state %s denial %q", i, s, denials[i])
+		}
+	}
+	if approved != 10 {
+		t.Fatalf("%d approved, want exactly 10", approved)
+	}
+	caps, err := a.client.GetCapabilitiesWithResponse(context.Background())
+	if err != nil || caps.JSON200 == nil {
+		t.Fatalf("capabilities: %v %s", err, caps.Body)
+	}
+	if bu := caps.JSON200.Budget; bu.UsedMicros != 250_000 || bu.RemainingMicros != 0 {
+		t.Fatalf("budget after the race: %+v", bu)
+	}
+}
+
+// Denials are records too: a re-delivered denied call gets the same denial, not a new try.
+func TestDenialIsRecordedAndReplayed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.newAgent(t, "agent", policy(50_000, 50_000, 5_000_000)) // ceiling below flux-pro-1.1-ultra
+	c := newCall("flux-pro-1.1-ultra")
+	op := mustOperation(t, authorize(t, a, c))
+	if op.State != hubuapi.OperationStateDenied || op.Denial == nil || op.Denial.Code != hubuapi.DenialCodeDenied || op.HeldMicros != 0 {
+		t.Fatalf("above the ceiling: %+v", op)
+	}
+	again := authorize(t, a, c)
+	if again.StatusCode() != http.StatusOK || again.JSON200.State != hubuapi.OperationStateDenied {
+		t.Fatalf("replay of a denial: %d %s", again.StatusCode(), again.Body)
+	}
+	restricted := b.newAgent(t, "restricted", &hubuapi.Policy{Currency: "USD", AutoApproveLimitMicros: 50_000,
+		PerOperationCeilingMicros: 1_000_000, BudgetMicros: 1_000_000, BudgetPeriod: hubuapi.PolicyBudgetPeriodDay,
+		AllowedProviders: []string{"bfl"}, AllowedModels: []string{"flux-schnell"}})
+	op = mustOperation(t, authorize(t, restricted, newCall("flux-dev")))
+	if op.State != hubuapi.OperationStateDenied || op.Denial.Code != hubuapi.DenialCodeDenied {
+		t.Fatalf("model outside the allowed list: %+v", op)
+	}
+	if len(b.exec.Decisions()) != 0 {
+		t.Fatal("a denied operation reached the executor")
+	}
+}
+
+func TestCapabilities(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.newAgent(t, "agent", &hubuapi.Policy{Currency: "USD", AutoApproveLimitMicros: 50_000,
+		PerOperationCeilingMicros: 1_000_000, BudgetMicros: 5_000_000, BudgetPeriod: hubuapi.PolicyBudgetPeriodWeek,
+		AllowedProviders: []string{"*"}, AllowedModels: []string{"flux-dev", "flux-pro-1.1"}})
+	mustOperation(t, authorize(t, a, newCall("flux-dev")))
+	resp, err := a.client.GetCapabilitiesWithResponse(context.Background())
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("capabilities: %v %s", err, resp.Body)
+	}
+	c := resp.JSON200
+	if len(c.Prices) != 2 || c.Budget.UsedMicros != 25_000 || c.Budget.RemainingMicros != 4_975_000 || c.Budget.Period != hubuapi.BudgetPeriodWeek {
+		t.Fatalf("capabilities: %+v", c)
+	}
+	if c.AutoApproveLimitMicros != 50_000 || c.Tools[0] != hubuapi.GenerateImage {
+		t.Fatalf("capabilities: %+v", c)
+	}
+}
