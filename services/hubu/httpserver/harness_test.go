@@ -89,11 +89,14 @@ type bundle struct {
 }
 
 // setup starts Hubu over real HTTP on its own database, with an operator and a service credential.
-func setup(t *testing.T) *bundle {
+func setup(t *testing.T) *bundle { return setupWithTTL(t, 24*time.Hour) }
+
+// setupWithTTL is setup with another approval window.
+func setupWithTTL(t *testing.T, approvalTTL time.Duration) *bundle {
 	t.Helper()
 	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
 	clk := &clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-	store := postgres.NewStore(pool, 24*time.Hour)
+	store := postgres.NewStore(pool, approvalTTL)
 	exec := &executor{}
 	life := &lifecycle.Service{Store: store, Executor: exec, Now: clk.Now, RetryAfter: 10 * time.Second}
 	srv := &httpserver.Server{Store: store, Lifecycle: life, Now: clk.Now}
