@@ -76,16 +76,17 @@ func (e *executor) FailNext(n int) {
 }
 
 type bundle struct {
-	pool      *pgxpool.Pool
-	store     *postgres.Store
-	life      *lifecycle.Service
-	clock     *clock
-	exec      *executor
-	url       string
-	validator *apitest.Transport
-	operator  *hubuapi.ClientWithResponses
-	service   *hubuapi.ClientWithResponses
-	anonymous *hubuapi.ClientWithResponses
+	pool          *pgxpool.Pool
+	store         *postgres.Store
+	life          *lifecycle.Service
+	clock         *clock
+	exec          *executor
+	url           string
+	validator     *apitest.Transport
+	operatorToken string
+	operator      *hubuapi.ClientWithResponses
+	service       *hubuapi.ClientWithResponses
+	anonymous     *hubuapi.ClientWithResponses
 }
 
 // setup starts Hubu over real HTTP on its own database, with an operator and a service credential.
@@ -117,6 +118,7 @@ func setupWithTTL(t *testing.T, approvalTTL time.Duration) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.operatorToken = opToken
 	b.operator = b.client(t, opToken)
 	b.service = b.client(t, svcToken)
 	b.anonymous = b.client(t, "")
