@@ -1,0 +1,84 @@
+package hubusql_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	hubusql "hubu.dev/hubu/sql/hubu"
+	"hubu.dev/hubu/sql/migrator"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+func TestMigrationsUpDownUp(t *testing.T) {
+	t.Parallel()
+	dbURL := sqltest.NewEmptyDatabase(t, "hubu")
+	latest, err := migrator.Latest(hubusql.Migrations())
+	if err != nil || latest == 0 {
+		t.Fatalf("latest: %d %v", latest, err)
+	}
+	tables := func() int {
+		conn, err := pgx.Connect(context.Background(), dbURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var n int
+		if err := conn.QueryRow(context.Background(),
+			"SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename <> 'schema_migrations'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for round := range 2 {
+		if err := migrator.Up(dbURL, hubusql.Migrations()); err != nil {
+			t.Fatalf("round %d up: %v", round, err)
+		}
+		if st, err := migrator.Version(dbURL, hubusql.Migrations()); err != nil || st.Version != latest || st.Dirty {
+			t.Fatalf("round %d after up: %+v %v", round, st, err)
+		}
+		if n := tables(); n != 7 {
+			t.Fatalf("round %d: %d tables after up, want 7", round, n)
+		}
+		if err := migrator.Up(dbURL, hubusql.Migrations()); err != nil {
+			t.Fatalf("round %d: a second up is not a no-op: %v", round, err)
+		}
+		if err := migrator.Down(dbURL, hubusql.Migrations(), 0); err != nil {
+			t.Fatalf("round %d down: %v", round, err)
+		}
+		if st, err := migrator.Version(dbURL, hubusql.Migrations()); err != nil || st.Version != 0 {
+			t.Fatalf("round %d after down: %+v %v", round, st, err)
+		}
+		if n := tables(); n != 0 {
+			t.Fatalf("round %d: %d tables left after down", round, n)
+		}
+	}
+}
+
+func TestSeededCatalog(t *testing.T) {
+	t.Parallel()
+	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	var n int
+	if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM prices WHERE provider = 'bfl'").Scan(&n); err != nil || n < 4 {
+		t.Fatalf("seeded prices: %d %v", n, err)
+	}
+}
+
+// Each test gets a database of its own: what one writes, another never sees.
+func TestDatabasesAreIsolated(t *testing.T) {
+	t.Parallel()
+	a, urlA := sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	b, urlB := sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	if urlA == urlB {
+		t.Fatal("two tests share a database")
+	}
+	ctx := context.Background()
+	if _, err := a.Exec(ctx, "DELETE FROM prices"); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := b.QueryRow(ctx, "SELECT count(*) FROM prices").Scan(&n); err != nil || n == 0 {
+		t.Fatalf("the other database saw the delete: %d %v", n, err)
+	}
+}
