@@ -90,10 +90,10 @@ type bundle struct {
 }
 
 // setup starts Hubu over real HTTP on its own database, with an operator and a service credential.
-func setup(t *testing.T) *bundle { return setupWithTTL(t, 24*time.Hour) }
+func setup(t testing.TB) *bundle { return setupWithTTL(t, 24*time.Hour) }
 
 // setupWithTTL is setup with another approval window.
-func setupWithTTL(t *testing.T, approvalTTL time.Duration) *bundle {
+func setupWithTTL(t testing.TB, approvalTTL time.Duration) *bundle {
 	t.Helper()
 	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
 	clk := &clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
@@ -127,7 +127,7 @@ func setupWithTTL(t *testing.T, approvalTTL time.Duration) *bundle {
 }
 
 // client returns a generated client whose every response is validated against the spec.
-func (b *bundle) client(t *testing.T, token string) *hubuapi.ClientWithResponses {
+func (b *bundle) client(t testing.TB, token string) *hubuapi.ClientWithResponses {
 	t.Helper()
 	c, err := hubuapi.NewClientWithResponses(b.url,
 		hubuapi.WithHTTPClient(&http.Client{Transport: b.validator, Timeout: 30 * time.Second}),
@@ -150,7 +150,7 @@ type agent struct {
 }
 
 // newAgent creates an agent through the API, with the default policy when pol is nil.
-func (b *bundle) newAgent(t *testing.T, name string, pol *hubuapi.Policy) agent {
+func (b *bundle) newAgent(t testing.TB, name string, pol *hubuapi.Policy) agent {
 	t.Helper()
 	resp, err := b.operator.CreateAgentWithResponse(context.Background(), hubuapi.AgentCreate{Name: name, Policy: pol})
 	if err != nil {
@@ -191,7 +191,7 @@ func (c call) request() hubuapi.AuthorizeRequest {
 		RequestHash: hex.EncodeToString(h[:]), Arguments: c.args}
 }
 
-func authorize(t *testing.T, a agent, c call) *hubuapi.AuthorizeResponse {
+func authorize(t testing.TB, a agent, c call) *hubuapi.AuthorizeResponse {
 	t.Helper()
 	resp, err := a.client.AuthorizeWithResponse(context.Background(), c.request())
 	if err != nil {
@@ -201,7 +201,7 @@ func authorize(t *testing.T, a agent, c call) *hubuapi.AuthorizeResponse {
 }
 
 // mustOperation returns the operation of a 200 or 201 answer.
-func mustOperation(t *testing.T, resp *hubuapi.AuthorizeResponse) hubuapi.Operation {
+func mustOperation(t testing.TB, resp *hubuapi.AuthorizeResponse) hubuapi.Operation {
 	t.Helper()
 	switch {
 	case resp.JSON201 != nil:
@@ -214,7 +214,7 @@ func mustOperation(t *testing.T, resp *hubuapi.AuthorizeResponse) hubuapi.Operat
 }
 
 // problemCode is the stable code of a problem+json body.
-func problemCode(t *testing.T, body []byte) string {
+func problemCode(t testing.TB, body []byte) string {
 	t.Helper()
 	var p hubuapi.Problem
 	if err := json.Unmarshal(body, &p); err != nil {
@@ -223,7 +223,7 @@ func problemCode(t *testing.T, body []byte) string {
 	return string(p.Code)
 }
 
-func count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
+func count(t testing.TB, pool *pgxpool.Pool, query string, args ...any) int {
 	t.Helper()
 	var n int
 	if err := pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
@@ -235,7 +235,7 @@ func count(t *testing.T, pool *pgxpool.Pool, query string, args ...any) int {
 // checkLedgerInvariants holds after every test: a final operation holds nothing, an open
 // one holds exactly its amount, captures never exceed the amount, and each budget period's
 // usage equals its operations' outstanding holds plus captures.
-func checkLedgerInvariants(t *testing.T, pool *pgxpool.Pool) {
+func checkLedgerInvariants(t testing.TB, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `
