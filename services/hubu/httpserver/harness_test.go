@@ -1,13 +1,16 @@
 package httpserver_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -84,6 +87,7 @@ type bundle struct {
 	url           string
 	validator     *apitest.Transport
 	operatorToken string
+	logs          *syncBuffer
 	operator      *hubuapi.ClientWithResponses
 	service       *hubuapi.ClientWithResponses
 	anonymous     *hubuapi.ClientWithResponses
@@ -99,8 +103,10 @@ func setupWithTTL(t testing.TB, approvalTTL time.Duration) *bundle {
 	clk := &clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
 	store := postgres.NewStore(pool, approvalTTL)
 	exec := &executor{}
-	life := &lifecycle.Service{Store: store, Executor: exec, Now: clk.Now, RetryAfter: 10 * time.Second}
-	srv := &httpserver.Server{Store: store, Lifecycle: life, Now: clk.Now}
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	life := &lifecycle.Service{Store: store, Executor: exec, Logger: logger, Now: clk.Now, RetryAfter: 10 * time.Second}
+	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: clk.Now}
 	ts := httptest.NewServer(srv.Handler(prometheus.NewRegistry()))
 	t.Cleanup(ts.Close)
 
@@ -118,12 +124,43 @@ func setupWithTTL(t testing.TB, approvalTTL time.Duration) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.logs = logs
 	b.operatorToken = opToken
 	b.operator = b.client(t, opToken)
 	b.service = b.client(t, svcToken)
 	b.anonymous = b.client(t, "")
-	t.Cleanup(func() { checkLedgerInvariants(t, pool) })
+	t.Cleanup(func() {
+		checkLedgerInvariants(t, pool)
+		checkNoSecretsLogged(t, logs.String())
+	})
 	return b
+}
+
+// checkNoSecretsLogged fails when Hubu's log holds a token or a private operation key.
+func checkNoSecretsLogged(t testing.TB, logs string) {
+	t.Helper()
+	for _, secret := range []string{"hubu:operation:v1:", "hubu_agent_", "hubu_operator_", "hubu_service_"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("Hubu logged a secret (%s…)", secret)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // client returns a generated client whose every response is validated against the spec.

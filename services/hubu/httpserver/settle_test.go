@@ -3,6 +3,7 @@ package httpserver_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -103,6 +104,9 @@ func TestHandoffRecovery(t *testing.T) {
 	ds := b.exec.Decisions()
 	if len(ds) != 1 || ds[0].DecisionID != *op.DecisionId {
 		t.Fatalf("executor decisions: %+v", ds)
+	}
+	if !strings.Contains(b.logs.String(), "hand-off to the executor failed") {
+		t.Fatalf("the failed hand-off was not logged: %s", b.logs.String())
 	}
 	b.clock.Advance(time.Minute)
 	if n, _ := b.life.Recover(ctx); n != 0 {
