@@ -3633,6 +3633,8 @@ type ListPricesResponse struct {
 	JSON200 *PriceList
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
 	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 }
@@ -3645,6 +3647,11 @@ func (r ListPricesResponse) GetJSON200() *PriceList {
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
 func (r ListPricesResponse) GetApplicationproblemJSON401() *Problem {
 	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListPricesResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -5295,6 +5302,13 @@ func ParseListPricesResponse(rsp *http.Response) (*ListPricesResponse, error) {
 		}
 		response.ApplicationproblemJSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6161,78 +6175,78 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D15c9u2nl8Fw+1M7be0jsQ5rPzll3ZfMq/dZpJ0dmZjrwwRP4moSYAPAC0rXn33HRw8BVGHrdjb5q/Q",
-	"FIjjd5/IXRDxNOMMmJLB6C6IARMQ5vE9gTTjCpj6CFmCF0D0WwIyEjRTlLNgFFwpkcMVmsfAkIoBCZAZ",
-	"Z1I/6E8kwgzBLZWKshkSEHFBQnQ1xYmEKzTlAmHEYI44g14QBjKKIcV6FWB5Goy+BHr6IAzMB8FlGKhF",
-	"BsEokEpQNguWy2UYZFjgFJTb9PkMmHr/k36keoMZVnEQBgyn+jusfx1TEoSBgH/lVOgz6TXqa0+5SLEK",
-	"RkGem5HtNcPgJ4iopJytXYe4Afdf6kM+SWj0DjOSwCr4P8eAeAYC679/lCgzo1FshofoKs4n+ci+PCnH",
-	"jW6Go4t8MHge6VXNE1xp8HsOYr8d2wk7j/KDgGkwCv6tX9FT3/4q+41DGKQVdGJw9kHwSQKpfow40wSn",
-	"H3GWJTQyO+5ndsS//yH1se+2XdbNa1ZsAu6cIRCCixBhiT7+x1t0dvriFXLLIAIK00SiOVUxwkgqPEkA",
-	"XUWcaEDp2dwShuKiiOdM/Z4RrAyKMCFUL4OTD0IDXVF9TEPCYZDVXt0F2H6rHzOsFAi9t//5cn7y3/jk",
-	"6+Dk7LJ67I1HJ5d3g3D47NXyBy+pVLj5Uk5csQyf/AGRCpahZZH9N9paOAwiAVgBGWPVIGkNjhNFU1jd",
-	"bBhQsgX5F1ToWTPjCY0WGwnAjmoDx6xlpg7Lg5VTNs6zFnxvzZj9gdikxp9givNESaQ4usJRpBx/6j3W",
-	"+POeJFKBsz5RMUsxhZnh5XP/BPcCu1l9A0TJriAtaLlrP5bgl2Gg+DUwvxQ1E/0o0QSwAIHMyB76FPM5",
-	"Q5xF8Aa9yyc5ugbIJOIsWSCqJIqxjHubmdGsXyy/FgK/UKn2Ob55ogpSuT0g7AawEHjh36707zNXMRf0",
-	"K3yEf+Ww+3bFLE+LHXdt9B/AtLKC9ymewXn51TIMSi02voaNhPhbMfifsDDk29BmOyktCyKQaqxxvkpD",
-	"7+AWfXp3fvLsxUvEp8YWUpwnSBN9iDD6CoKjyUIBwoyYnyPMOKMRTtCRVkCvX71+cYxKCLX5fXByhk+m",
-	"l3cvT/2cqRfbdKLPekwb202Ahisa30zcOn1Yw6SPTP6ekxnsShxRLgQwK11WjpfQlKpxSiPBZUNzUKZe",
-	"nlYAoUzBDIRBNgjKSd2YJFgfcA5wHYRBypmKPSZl8eFYKix20GgCUkwZZbPddplLILUvWkTFEyKRVDRJ",
-	"EM+VVJgRbUhnSS5RhDOVC5Ca3EokSoQLFtVURiWyp9HktHE3LcpwAGwBpIWL5gk8YAgrxPpI5S3O8IQm",
-	"tBQRD2OTlIb+NlaGHbzW1sC54mOcZYLfwHgPQpyU3NDFnI5nLP2NK66MgCY7U1UmaATSr+kirHDCZwiY",
-	"EhSkpZJC/VkFj3CS8LmRQVvplQ96uVW9YoXH9urJyqdttJP1q2p4qxtydtESCCUCujC5Aeo+yi2cwH1U",
-	"9taUmeoz7Yb7B1CynaK47ttuc4Z7KV0Z8WzjR5/MID1aOaN8K6Pgkxl9H93ZdPPbmrNGqU6J2tPUUdRG",
-	"cQ32xXH8tMcoTnZVsJxAQx0Co0BK/hjDbQRAgHiVYgpS4plPQLZgYlapxq/Z/WI/A1IAdhGAFN/+Amym",
-	"4mD0YjDwWeAry/6sHf63LSBQdoMTSsZ1lOSsUqJWb04oIcC018jVeMpzpt9HnE0TGqnSZRwzmFcyxBhw",
-	"i4RjMlacjxMsZmAml3mWcaE9zBQIxWOz0dCwsGA4sRu4wTTBkwS8yFjDubvBMgY6iz3O6DlK80TRLAFt",
-	"WTx/prVAim9pqgE2PD0dhEFKmf3z2YuXPhGUcgJJC0svT813xZ9Dz7F4rrJcw9dKlApJGZsFYfBHBjO/",
-	"wSZ4mqnWeqeDwWDjihKAeMVqeeCzweDV8Ozs2YvTV6eDs7Nh7fAD39HnlKj4AEBt22b2yAWoi3XDAqs+",
-	"tnsHOLF724FKtAzKZR0Z/NoXiG1uz33l28UvQPSBdhRd1tYlu2lCZ+FsbX/Yrf3MlFj4jJkYkh03cE9/",
-	"MwEsdz3zXiqwTVwtRWbnrODZBEW4gp3Vva8nBAvtHU2oPayifYKUnWYQJVuufE1ZwwuNeUIqoFXA2sxV",
-	"xpQw03WaDRvilyXyH83d2seoNUY7TsZwm1EBcic8PoRFvJcAenCi0wYnATKeLLpyQVygecyRc3QI4gJZ",
-	"Ww9R1fOtuatJT0rzswuazkhdlZzNfVvH10U59Eh0NDAhVzSlDCfHW4UuHkXWtiOCq+bF0/JewiA3Sapd",
-	"CHKDavD4OE5ZdAioylX3OUStSOOuqqbBdY0TdwrDf8IalhI8VyB+lCgT9AYrQNewKDKrnpRqlmCl4WrT",
-	"Np48K/pPuAGBBKhcMCCtOO/qtK0EjUnPPB8uR2VE+PXypHw+3eJ5+MwfQS5BsUceooo/bm1sVWpoU8Sn",
-	"NnknCj8V/NNEYgYmaDouVMjICJkQzTE1VQm2CiHOU8zelDJzVLyqpChVzW9UDBfM0D9SHAmQeQpvEKEy",
-	"wyqKKZuNUCFXEZUyB2JC/xPQE2gGAqI/VDEguIUoV1y8cU/64wtW/wXFWCKq3iCZR9ZLD9EU00T/a2V7",
-	"iKxqJCMrN3sXzJhszoNqASEoVKrxcGub1t8Ue9AMWixnijD0ekFYBQ7cil6n7EOZKtzFxkgSPte8rL0a",
-	"j674Vb83ORUZarV29TdXRZIkPfRzmqkidImYKykpaXE1Y9Iy74u1NVRoUQPTXP6D++lQO+gKNDd38lst",
-	"4D/hN+CiuAKsBq3RtFd9dvuwLh7UnZXQtNxIQTBwuQaU4gViXCEbUDJb238XVRqnuYu3OAFGsHCLSkQZ",
-	"+v3zW3Q0B7iWyCQrEGfoV84IXhgrYsc8UN0Sa6XeL+/WJcg3xO63xaJlsZ2h1o7FVTq3c2PdkfEmObQR",
-	"42OcsM3IPrltkwbfwPPrMqjLSJUvqGRO4zfs6FePprmy2t6EYqy6v7VvbFDGWQBNscEWSE9mSo14rky9",
-	"nHaJNUtRJRGfM6/Jfn9LrjhfFUMyp+q03DZYUwale5gPVbrqPummlQOaSdfuc7+CrY0E2C3U9pEpJY3u",
-	"X7ZTo+X1kxSmpXeKguJrnx9dXPztf7VZeXn3PDxd3laPxz8cgvz8mCxLB/3Jji46qhICxqdVmPpFQRUD",
-	"XUWooiqBDu2+Ggj+/eN7bT9oK9CUgXBiKjWVyuSo39cOQI/ATVHyKPtWhOhhtVKwbuC6jILdW7n/0ALF",
-	"C8ZWlWnbI/GVkD64A/LRenKPkBn6VPjpnQs2EflfMVYGgTUjH014zrRV/6Zh1qM0lwqJnCG4xZFKFqVJ",
-	"1DzDIyijvfnUR0WfQKlk39KwtmBdA+1iPyiKsZgBeYOwQimX9tda8Yud8L4WVHNbvkN/duGXwricuRji",
-	"mKbN/GcNwBKiXFC1+KQFkT2/rTs8z22Cxkgo/ZF9XWFJiwlbz0zZlHts83ySIxsllGgeg4pBGxllfYfU",
-	"jqAx0Gcc4Rgw6aHfWAU4w92uUN8W7psKogt2VER6QtSoGDu2pG79YG28JnO8kOad9gj0v66kMhJAgCmK",
-	"SweOwY2eGqMp1U6LK5tz8Z8eMuLZmsNX64rBr/w12sb3daLZwqR5QAniRtsQYXADwhZxBMPeoDdwJYYM",
-	"ZzQYBc97g95zG6CJDZb6scmhfdXPrqanhMZ7EoyCf4B654a0ityfDQYdBe67Fba7TJ6nrv2zZZEIpNTY",
-	"MOdks16D6oLRF02VeCZNOsLOdalH9AVgsug83Uc74tEOR7DCEyxBn04AjmKN9p5G24vB83VTl3uttQRs",
-	"BY+bYb8qsfWCRFu757MydHkgmFT1wb5ehiSx/CcNHE4Hwx3goMc/32n8C3uu7eFcQLZITgSXppJceqBp",
-	"i8DPXb20kwR/52TxsJB01fvLprRXIoflChKHh1iarCNvK0cxI8b5s1XoFkmDHZF6WCI4HZztNn644/zD",
-	"F4clSpmnKRaLkuZKJVkCv94JgI5k2QlgQkkemm7Ii/5doS+XXdK0ovRDCo5OYnui5HX6GDKp1kn4xT9b",
-	"NaRfdBouL9dhvt9o79pv7jDIcg/tfHK0c16m0g4iLButbVuJy29Jutb207zKYI4csP8U9PyExeWv/KYm",
-	"LBVHmHHjZUxoklA2K/CAjkxjby3CLaBw2rSdL3YWpP2q++xA3PShaAE8BDOVXXFPmossjL8z0WGZyDTU",
-	"R7DimZvmHoeBTt5wadwNfkk56oAE1iwb8BDaB3eucs9P00upkFPLynlqBMp4X4h4QkAqNKVCqg34qkcf",
-	"bMrD+T+rTGmmK6IgKGfERnBK9KJrWLgIjYuzlL8UpmuxxQt2VGT5w1pi2CEirArDjs2nmMk5CImeDYY9",
-	"pLcicWrqXayIUO7NBbNRsbAQ9WFRtsAZMhU9ZrbiBDGWcW3qQXOyItaEGblgV9WVEyfFnRMjZK6Y6KFz",
-	"tkCETqcggBnWsTOeDs7Qla/+3kWBmmxRNrAeymJqN8h+Y3Ffq6rxBArcrRyITz33cvRMsZXn9o+T+vUf",
-	"vsXdV33PhSFmFw/pRG84oFZhhz7Od1/80L44FwWl1oP6jdi0TZ43pWJdBtue+1IAR60203UOeaMd9YB8",
-	"2linyzr70TT6lmOfuu4s8zQRdt6AMTFTvECEhwgrNNcjTG4+NGoi5nOU5lGMbFkJohIlMFUduCy0m+zf",
-	"1QqXO+MsZa/mAVFarrEucu1+/2sGXCoSqcPCXqphqyPDmmFgjAiq6inVOkEUidU9oja1q5vKwM0aguoX",
-	"jRk7O5yNRdbFul26u0GaD2+QtJLqy9Xbl76Z+WGMW1NDWhPbRxbIVlRgykq7rjAQj/8cvuifR0c7ijII",
-	"msc8ARRzm701NmXhCCgt54t4D+MqNnlILw9vYENpygoOxIW2ZuHATNgsjHhKLoHx8szuGkxpXlU82fTY",
-	"rPf3nVGfvDFtq7OtxVXVI2kER1wqdNRZOXPsnPiK2QU0wxyrHFxFe/t3jU6hTuPst1rH/ONxQbmtv7p9",
-	"dl73qib2nrPGvZLI1gJJJAHsVWgqBioQn7PjVbM9vE+Ordmnd7mRzFxgdA9l0VppnbqwIVV4GiRbNXhW",
-	"ktu+06Kbqu8W1QNxhIVzM96wEk59Y/0Y2YjAIkq6I8MdtEyALQ5GyD8BWzSp+OHNnvo9L4/teLgG6Bqn",
-	"aPB+55OH5BON741M4iwKyybac9ibP5LyJpGNloW7dOSABOhWWEN9dqvfIz9GZwEjJ8ZssFApL6JzTYQ1",
-	"Q+xxbQnb0vuAErhJFx/19MbHqnOMcZtpcelj1sqdhqUcE0W7r/ax2Qxk4WNfsHoqTzOZbaBRyHTm91B9",
-	"XY8FoU/f0mG2S/mClf0MRRuDvRg3wco0tGtoSbeyjQE3FvZk48xW4InZ/whPlTuAPdNfnW3Lip9VYrHE",
-	"UfmVR6qWtzAFk1UuXbP8cUdYv2oCXFvQ8KG40fFgZFJ1MK4trqdReYfmXtmY+9cqhiXo1tcz2R7JA1Uy",
-	"1donv3Ewy7V+rglkKa4FokHR02Ta/w+ZV6tPjCquXxW7tiKp2UnR7GT6cqn1nwRxU+jOXCSujWnU7w+f",
-	"veoNeoPecPR68HpodKVbwdPtnwBxzT5V8aEpzVax4PnMBijtbS1GzNT/y49gGW6Ysbw5qaiYEcdF+X05",
-	"VXnq7tnqrX8/yqLXaGW2Mny2Otvv5gJKYEoziaFoPgFZ+9Y1qSwvl/8XAAD//w==",
+	"7D3pcts4mq+C4nZV7FlaR+IcVn550r2T1HRvp5J0bdXGXhkiPonokAAHAC0rXr37FA6egqjDVuzuzq/Q",
+	"FIjju0/kNoh4mnEGTMlgdBvEgAkI8/iOQJpxBUx9gCzBCyD6LQEZCZopylkwCq6UyOEKzWNgSMWABMiM",
+	"M6kf9CcSYYbghkpF2QwJiLggIbqa4kTCFZpygTBiMEecQS8IAxnFkGK9CrA8DUafAz19EAbmg+AyDNQi",
+	"g2AUSCUomwXL5TIMMixwCspt+nwGTL37UT9SvcEMqzgIA4ZT/R3Wv44pCcJAwL9yKvSZ9Br1tadcpFgF",
+	"oyDPzcj2mmHwI0RUUs7WrkPcgLsv9T6fJDR6ixlJYBX8n2JAPAOB9d9PJMrMaBSb4SG6ivNJPrIvT8px",
+	"o+vh6CIfDJ5FelXzBFca/J6D2G/HdsLOo/wgYBqMgv/oV/TUt7/KfuMQBmkFnRicvRd8kkCqHyPONMHp",
+	"R5xlCY3MjvuZHfGfv0t97Nttl3XzmhWbgDtnCITgIkRYog//9QadnT5/idwyiIDCNJFoTlWMMJIKTxJA",
+	"VxEnGlB6NreEobgo4jlTv2UEK4MiTAjVy+DkvdBAV1Qf05BwGGS1V7cBtt/qxwwrBULv7f8+n5/8Lz75",
+	"Ojg5u6wee+PRyeXtIBw+fbn8wUsqFW4+lxNXLMMnv0OkgmVoWWT/jbYWDoNIAFZAxlg1SFqD40TRFFY3",
+	"GwaUbEH+BRV61sx4QqPFRgKwo9rAMWuZqcPyYOWUjfOsBd8bM2Z/IDap8UeY4jxREimOrnAUKcefeo81",
+	"/rwjiVTgrE9UzFJMYWZ48cw/wZ3AblbfAFGyK0gLWu7ajyX4ZRgo/gWYX4qaiZ5INAEsQCAzsoc+xnzO",
+	"EGcRvEZv80mOvgBkEnGWLBBVEsVYxr3NzGjWL5ZfC4GfqVT7HN88UQWp3B4QdgNYCLzwb1f695mrmAv6",
+	"FT7Av3LYfbtilqfFjrs2+g9gWlnBuxTP4Lz8ahkGpRYbf4GNhPhrMfifsDDk29BmOyktCyKQaqxxvkpD",
+	"b+EGfXx7fvL0+QvEp8YWUpwnSBN9iDD6CoKjyUIBwoyYnyPMOKMRTtCRVkCvXr56foxKCLX5fXByhk+m",
+	"l7cvTv2cqRfbdKJPekwb202Ahisa30zcOn1Yw6SPTP6ekxnsShxRLgQwK11WjpfQlKpxSiPBZUNzUKZe",
+	"nFYAoUzBDIRBNgjKSd2YJFgfcA7wJQiDlDMVe0zK4sOxVFjsoNEEpJgyyma77TKXQGpftIiKJ0QiqWiS",
+	"IJ4rqTAj2pDOklyiCGcqFyA1uZVIlAgXLKqpjEpkT6PJaeNuWpThANgCSAsXzRN4wBBWiPWRyhuc4QlN",
+	"aCki7scmKQ39bawMO3itrYFzxcc4ywS/hvEehDgpuaGLOR3PWPobV1wZAU12pqpM0AikX9NFWOGEzxAw",
+	"JShISyWF+rMKHuEk4XMjg7bSK+/1cqt6xQqP7dWTlU/baCfrV9XwVjfk7KIlEEoEdGFyA9R9lFs4gfuo",
+	"7K0pM9Vn2g3396BkO0Vx3bfd5gx3Uroy4tnGjz6aQXq0ckb5VkbBRzP6Lrqz6ea3NWeNUp0Staepo6iN",
+	"4hrsi+P4aY9RnOyqYDmBhjoERoGU/DGGmwiAAPEqxRSkxDOfgGzBxKxSjV+z+8V+BqQA7CIAKb75GdhM",
+	"xcHo+WDgs8BXlv1JO/xvWkCg7BonlIzrKMlZpUSt3pxQQoBpr5Gr8ZTnTL+POJsmNFKlyzhmMK9kiDHg",
+	"FgnHZKw4HydYzMBMLvMs40J7mCkQisdmo6FhYcFwYjdwjWmCJwl4kbGGc3eDZQx0Fnuc0XOU5omiWQLa",
+	"snj2VGuBFN/QVANseHo6CIOUMvvn0+cvfCIo5QSSFpZenJrvij+HnmPxXGW5hq+VKBWSMjYLwuD3DGZ+",
+	"g03wNFOt9U4Hg8HGFSUA8YrV8sBng8HL4dnZ0+enL08HZ2fD2uEHvqPPKVHxAYDats3skQtQF+uGBVZ9",
+	"bPcWcGL3tgOVaBmUyzoy+BdfILa5PfeVbxc/A9EH2lF0WVuX7KYJnYWztf1ht/YTU2LhM2ZiSHbcwB39",
+	"zQSw3PXMe6nANnG1FJmds4JnExThCnZW976eECy0dzSh9rCK9glSdppBlGy58hfKGl5ozBNSAa0C1mau",
+	"MqaEma7TbNgQvyyR/2Du1j5GrTHacTKGm4wKkDvh8T4s4r0E0L0TnTY4CZDxZNGVC+ICzWOOnKNDEBfI",
+	"2nqIqp5vzV1NelKan13QdEbqquRs7ts6vi7KoUeio4EJuaIpZTg53ip08SCyth0RXDUvHpf3Ega5SVLt",
+	"QpAbVIPHx3HKokNAVa66zyFqRRp3VTUNrmucuFMY/hPWsJTguQLxRKJM0GusAH2BRZFZ9aRUswQrDVeb",
+	"tvHkWdF/wzUIJEDlggFpxXlXp20laEx65tlwOSojwq+WJ+Xz6RbPw6f+CHIJij3yEFX8cWtjq1JDmyI+",
+	"tck7Ufix4J8mEjMwQdNxoUJGRsiEaI6pqUqwVQhxnmL2upSZo+JVJUWpan6jYrhghv6R4kiAzFN4jQiV",
+	"GVZRTNlshAq5iqiUORAT+p+AnkAzEBD9oYoBwQ1EueLitXvSH1+w+i8oxhJR9RrJPLJeeoimmCb6Xyvb",
+	"Q2RVIxlZudm7YMZkcx5UCwhBoVKNh1vbtP6m2INm0GI5U4Sh1wvCKnDgVvQ6Ze/LVOEuNkaS8LnmZe3V",
+	"eHTFL/q9yanIUKu1q7+5KpIk6aGf0kwVoUvEXElJSYurGZOWeV+sraFCixqY5vLv3U+H2kFXoLm5k19r",
+	"Af8JvwYXxRVgNWiNpr3qs9uHdfGg7qyEpuVGCoKByzWgFC8Q4wrZgJLZ2v67qNI4zV28wQkwgoVbVCLK",
+	"0G+f3qCjOcAXiUyyAnGGfuGM4IWxInbMA9UtsVbq/fJ2XYJ8Q+x+WyxaFtsZau1YXKVzOzfWHRlvkkMb",
+	"MT7GCduM7JPbNmnwDTy/LoO6jFT5gkrmNH7Djn71aJorq+1NKMaq+xv7xgZlnAXQFBtsgfRkptSI58rU",
+	"y2mXWLMUVRLxOfOa7He35IrzVTEkc6pOy22DNWVQuof5UKWr7pJuWjmgmXTtPvcr2NpIgN1CbR+ZUtLo",
+	"/mU7NVpeP0lhWnqnKCi+9vnRxcXf/l+blZe3z8LT5U31ePzDIcjPj8mydNCf7OiioyohYHxahalfFFQx",
+	"0FWEKqoS6NDuq4Hg3z680/aDtgJNGQgnplJTqUyO+n3tAPQIXBclj7JvRYgeVisF6wauyyjYvZX7Dy1Q",
+	"vGBsVZm2PRJfCem9OyAfrCf3AJmhj4Wf3rlgE5H/E2NlEFgz8tGE50xb9a8bZj1Kc6mQyBmCGxypZFGa",
+	"RM0zPIAy2ptPfVT0EZRK9i0NawvWNdAu9oOiGIsZkNcIK5RyaX+tFb/YCe9qQTW35Tv0Jxd+KYzLmYsh",
+	"jmnazH/WACwhygVVi49aENnz27rD89wmaIyE0h/Z1xWWtJiw9cyUTbnHNs8nObJRQonmMagYtJFR1ndI",
+	"7QgaA33GEY4Bkx76lVWAM9ztCvVt4b6pILpgR0WkJ0SNirFjS+rWD9bGazLHC2neaY9A/+tKKiMBBJii",
+	"uHTgGFzrqTGaUu20uLI5F//pISOerTl8ta4Y/Mpfo218XyeaLUyaB5QgrrUNEQbXIGwRRzDsDXoDV2LI",
+	"cEaDUfCsN+g9swGa2GCpH5sc2lf97Gp6Smi8I8Eo+Aeot25Iq8j96WDQUeC+W2G7y+R56to/WRaJQEqN",
+	"DXNONus1qC4YfdZUiWfSpCPsXJd6RF8AJovO032wIx7scAQrPMES9OkE4CjWaO9ptD0fPFs3dbnXWkvA",
+	"VvC4HvarElsvSLS1ez4rQ5cHgklVH+zrZUgSy3/SwOF0MNwBDnr8s53GP7fn2h7OBWSL5ERwaSrJpQea",
+	"tgj83NVLO0nwd04W9wtJV72/bEp7JXJYriBxeIilyTrytnIUM2KcP1uFbpE02BGphyWC08HZbuOHO84/",
+	"fH5YopR5mmKxKGmuVJIl8OudAOhIlp0AJpTkoemGvOjfFvpy2SVNK0o/pODoJLZHSl6nDyGTap2En/2z",
+	"VUP6Rafh8nId5vuN9q795g6DLPfQzkdHO+dlKu0gwrLR2raVuPyWpGttP82rDObIAftPQc+PWFz+wq9r",
+	"wlJxhBk3XsaEJgllswIP6Mg09tYi3AIKp03b+WJnQdqvus8OxE3vixbAQzBT2RX3qLnIwvg7Ex2WiUxD",
+	"fQQrnrlp7nEY6OQNl8bd4JeUow5IYM2yAQ+hvXfnKvf8OL2UCjm1rJynRqCM94WIJwSkQlMqpNqAr3r0",
+	"waY8nP+zypRmuiIKgnJGbASnRC/6AgsXoXFxlvKXwnQttnjBjoosf1hLDDtEhFVh2LH5FDM5ByHR08Gw",
+	"h/RWJE5NvYsVEcq9uWA2KhYWoj4syhY4Q6aix8xWnCDGMq5NPWhOVsSaMCMX7Kq6cuKkuHNihMwVEz10",
+	"zhaI0OkUBDDDOnbG08EZuvLV37soUJMtygbWQ1lM7QbZbyzua1U1nkCBu5UD8annXo6eKbby3P5xUr/+",
+	"w7e4+6rvuTDE7OI+negNB9Qq7NDH+e6LH9oX56Kg1HpQvxGbtsnzplSsy2Dbc18K4KjVZrrOIW+0ox6Q",
+	"TxvrdFlnT0yjbzn2sevOMk8TYecNGBMzxQtEeIiwQnM9wuTmQ6MmYj5HaR7FyJaVICpRAlPVgctCu8n+",
+	"ba1wuTPOUvZqHhCl5RrrItfu979mwKUikTos7KUatjoyrBkGxoigqp5SrRNEkVjdI2pTu7qpDNysIah+",
+	"0Zixs8PZWGRdrNuluxukef8GSSupvly9fembmR/GuDU1pDWxfWSBbEUFpqy06woD8fjP4Yv+eXS0oyiD",
+	"oHnME0Axt9lbY1MWjoDScr6I9zCuYpOH9PLwBjaUpqzgQFxoaxYOzITNwojH5BIYL8/srsGU5lXFk02P",
+	"zXp/3xn10RvTtjrbWlxVPZJGcMSlQkedlTPHzomvmF1AM8yxysFVtLd/2+gU6jTOfq11zD8cF5Tb+qvb",
+	"Z+d1r2pi7zlr3CuJbC2QRBLAXoWmYqAC8Tk7XjXbw7vk2Jp9epcbycwFRvdQFq2V1qkLG1KFx0GyVYNn",
+	"JbntOy26qfpuUd0TR1g4N+MNK+HU19aPkY0ILKKkOzLcQcsE2OJghPwjsEWTiu/f7Knf8/LQjodrgK5x",
+	"igbvdz65Tz7R+N7IJM6isGyiPYe9+SMpbxLZaFm4S0cOSIBuhTXUZ7f6PfJjdBYwcmLMBguV8iI610RY",
+	"M8Qe1pawLb33KIGbdPFBT298rDrHGLeZFpc+Zq3caVjKMVG0+2ofm81AFj72Baun8jST2QYahUxnfg/V",
+	"1/VYEPr0LR1mu5QvWNnPULQx2ItxE6xMQ7uGlnQr2xhwY2FPNs5sBR6Z/Y/wVLkD2DP91dm2rPhZJRZL",
+	"HJVfeaRqeQtTMFnl0jXLH3eE9asmwLUFDe+LGx0PRiZVB+Pa4noalXdo/kHqrcMS1Ovrn2xP5YEqn2rt",
+	"lt84+OVaRdcEvhTXAtSg9HEy+R8hU2v1j1Hd9atl11YwNTsvmp1Pny+1vpQgrgtdm4vEtT2N+v3h05e9",
+	"QW/QG45eDV4NjW51K3huB0iAuOagqljRlHKrWPB8ZgOa9nYXI5bq/0VIsAw3zFjetFRU2Ijjoly/nKo8",
+	"dfds9VbBJ7LoTVqZrQy3rc72m7mwEpjSTGIomk9A1r51TS3Ly+W/AwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -110,7 +110,7 @@ func setupWithTTL(t testing.TB, approvalTTL time.Duration) *bundle {
 	ts := httptest.NewServer(srv.Handler(prometheus.NewRegistry()))
 	t.Cleanup(ts.Close)
 
-	doc, err := hubuapi.GetSwagger()
+	doc, err := hubuapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

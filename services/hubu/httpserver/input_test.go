@@ -86,6 +86,15 @@ func TestBadInput(t *testing.T) {
 			r, _ := b.operator.SetAgentPolicyWithResponse(ctx, a.id, *policy(0, 0, -5))
 			return r.StatusCode(), r.Body
 		},
+		"auto-approve above the ceiling": func() (int, []byte) {
+			r, _ := b.operator.SetAgentPolicyWithResponse(ctx, a.id, *policy(5_000_000, 1_000, 10_000_000))
+			return r.StatusCode(), r.Body
+		},
+		"deny reason over 500 characters": func() (int, []byte) {
+			long := strings.Repeat("é", 501)
+			r, _ := b.operator.DenyOperationWithResponse(ctx, "hubu:public-operation:v1:00000000-0000-4000-8000-000000000000", hubuapi.DenyRequest{Reason: &long})
+			return r.StatusCode(), r.Body
+		},
 		"bad agent name": func() (int, []byte) {
 			r, _ := b.operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "Robert'); DROP TABLE agents;--"})
 			return r.StatusCode(), r.Body

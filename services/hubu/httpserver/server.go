@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -251,7 +252,7 @@ func (s *Server) DenyOperation(w http.ResponseWriter, r *http.Request, handle hu
 	if body.Reason != nil {
 		reason = *body.Reason
 	}
-	if len(reason) > 500 {
+	if utf8.RuneCountInString(reason) > 500 {
 		s.writeError(w, r, invalid("reason must be at most 500 characters"))
 		return
 	}
@@ -467,7 +468,7 @@ func (s *Server) ReleaseDecision(w http.ResponseWriter, r *http.Request, id hubu
 	if err == nil {
 		err = decode(w, r, &body, true)
 	}
-	if err == nil && body.Reason != nil && len(*body.Reason) > 500 {
+	if err == nil && body.Reason != nil && utf8.RuneCountInString(*body.Reason) > 500 {
 		err = invalid("reason must be at most 500 characters")
 	}
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 // The server validates formats with its own regular expressions; they must be the ones the
 // spec publishes, or clients would be told one thing and held to another.
 func TestSpecPatterns(t *testing.T) {
-	doc, err := hubuapi.GetSwagger()
+	doc, err := hubuapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,8 @@ func policyOf(p hubuapi.Policy) (hubu.Policy, error) {
 		return hubu.Policy{}, invalid("policy amounts must not be negative")
 	case p.BudgetPeriod != hubuapi.PolicyBudgetPeriodDay && p.BudgetPeriod != hubuapi.PolicyBudgetPeriodWeek && p.BudgetPeriod != hubuapi.PolicyBudgetPeriodMonth:
 		return hubu.Policy{}, invalid("policy.budget_period must be day, week or month")
+	case p.AutoApproveLimitMicros > p.PerOperationCeilingMicros:
+		return hubu.Policy{}, invalid("policy.auto_approve_limit_micros must not be above per_operation_ceiling_micros")
 	case p.AllowedProviders == nil || p.AllowedModels == nil:
 		return hubu.Policy{}, invalid("policy.allowed_providers and allowed_models are required (use [\"*\"] for all)")
 	}
