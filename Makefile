@@ -4,8 +4,9 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 # Every Go package of the workspace's modules.
-PKGS := hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... hubu.dev/hubu/services/hubu/...
-GENERATED := proto/hubuapi/hubuapi.gen.go sql/hubu/hubudb
+PKGS := hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... hubu.dev/hubu/services/hubu/... \
+	hubu.dev/hubu/services/mockflux/...
+GENERATED := proto/hubuapi/hubuapi.gen.go proto/bflapi/bflapi.gen.go sql/hubu/hubudb
 
 .PHONY: help
 help: ## list the targets
@@ -14,6 +15,7 @@ help: ## list the targets
 .PHONY: generate
 generate: ## regenerate Go code from the OpenAPI spec (oapi-codegen) and the SQL queries (sqlc)
 	cd proto/hubuapi && go generate ./...
+	cd proto/bflapi && go generate ./...
 	cd sql/hubu && go generate ./...
 
 .PHONY: generate-check
@@ -23,7 +25,7 @@ generate-check: generate ## regenerate and fail if the committed generated code 
 
 .PHONY: build
 build: ## build every binary into bin/
-	go build -o bin/ ./services/hubu/cmd/...
+	go build -o bin/ ./services/hubu/cmd/... ./services/mockflux/cmd/...
 
 .PHONY: test
 test: ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)

@@ -1,0 +1,6 @@
+// Package bflapi holds the Go types, chi server interface and HTTP client generated from
+// proto/bfl.openapi.yaml, the Black Forest Labs FLUX API as Hubu uses it (and as mockflux
+// serves it, with its mock-only routes).
+package bflapi
+
+//go:generate go tool oapi-codegen -config oapi-codegen.yaml ../bfl.openapi.yaml

@@ -1,0 +1,132 @@
+// Command mockflux is a stand-in for the Black Forest Labs FLUX API for local development and
+// tests: `mockflux serve`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"hubu.dev/hubu/services/mockflux"
+	"hubu.dev/hubu/services/mockflux/fault"
+	"hubu.dev/hubu/services/mockflux/httpserver"
+)
+
+const usage = `usage:
+  mockflux serve --listen ADDR [--data FILE] [--api-key KEY] [--pending-polls N] [--sample-ttl 10m]
+Settings fall back to MOCKFLUX_LISTEN, MOCKFLUX_DATA, MOCKFLUX_API_KEY, MOCKFLUX_PENDING_POLLS
+and MOCKFLUX_SAMPLE_TTL. Without an API key any non-empty x-key header is accepted.`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "mockflux:", err)
+		os.Exit(2)
+	}
+}
+
+// run is the whole program; tests and the e2e harness call it in-process.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return errors.New("missing command")
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(ctx, rest, getenv, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("mockflux serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	listen := fs.String("listen", envOr(getenv, "MOCKFLUX_LISTEN", "127.0.0.1:8083"), "address to listen on; port 0 picks one (env MOCKFLUX_LISTEN)")
+	data := fs.String("data", getenv("MOCKFLUX_DATA"), "journal file that keeps jobs and charges across restarts; empty keeps them in memory (env MOCKFLUX_DATA)")
+	apiKey := fs.String("api-key", getenv("MOCKFLUX_API_KEY"), "the only x-key accepted; empty accepts any non-empty key (env MOCKFLUX_API_KEY)")
+	pollsText := fs.String("pending-polls", envOr(getenv, "MOCKFLUX_PENDING_POLLS", "1"), "polls that answer Pending before a task is Ready (env MOCKFLUX_PENDING_POLLS)")
+	ttlText := fs.String("sample-ttl", envOr(getenv, "MOCKFLUX_SAMPLE_TTL", "10m"), "how long a sample URL works after the task is Ready (env MOCKFLUX_SAMPLE_TTL)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if *listen == "" {
+		return errors.New("--listen (or MOCKFLUX_LISTEN) must not be empty")
+	}
+	polls, err := strconv.Atoi(*pollsText)
+	if err != nil || polls < 0 {
+		return fmt.Errorf("--pending-polls %q is not a whole number of polls (0 or more)", *pollsText)
+	}
+	ttl, err := time.ParseDuration(*ttlText)
+	if err != nil || ttl <= 0 {
+		return fmt.Errorf("--sample-ttl %q is not a positive duration such as 10m", *ttlText)
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "mockflux")
+
+	provider, err := mockflux.Open(mockflux.Options{DataFile: *data, PendingPolls: polls, Now: time.Now})
+	if err != nil {
+		return fmt.Errorf("cannot use --data %s: %v", *data, err)
+	}
+	defer provider.Close()
+	charges, _ := provider.Charges()
+
+	srv := &httpserver.Server{Provider: provider, Faults: &fault.Set{}, APIKey: *apiKey, SampleTTL: ttl, Now: time.Now, Logger: logger}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %v", *listen, err)
+	}
+	httpSrv := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// Requests see the process's context, so a slow fault stops waiting at SIGTERM.
+		BaseContext: func(net.Listener) context.Context { return ctx },
+	}
+	logger.Info("listening", "addr", ln.Addr().String(), "data", *data, "charges", len(charges), "api_key_required", *apiKey != "")
+
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}

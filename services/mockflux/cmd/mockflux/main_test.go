@@ -1,0 +1,286 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/mockflux/journal"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mockflux-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "mockflux")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("build mockflux: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func runMockflux(env map[string]string, args ...string) (string, string, error) {
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, func(k string) string { return env[k] }, &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+func TestBadSettings(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	corrupt := filepath.Join(dir, "corrupt.jsonl")
+	if err := os.WriteFile(corrupt, []byte("{\"type\":\"submit\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	locked := filepath.Join(dir, "locked.jsonl")
+	j, _, err := journal.Open(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no command", nil, nil, "missing command"},
+		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
+		{"unknown flag", nil, []string{"serve", "--port", "1"}, "flag provided but not defined: -port"},
+		{"stray argument", nil, []string{"serve", "now"}, `unexpected argument "now"`},
+		{"bad pending polls", nil, []string{"serve", "--pending-polls", "-1"}, "--pending-polls"},
+		{"bad pending polls from env", map[string]string{"MOCKFLUX_PENDING_POLLS": "many"}, []string{"serve"}, `--pending-polls "many"`},
+		{"bad sample ttl", nil, []string{"serve", "--sample-ttl", "0s"}, "--sample-ttl"},
+		{"bad listen address", nil, []string{"serve", "--listen", "no-such-host.invalid:x"}, "cannot listen on no-such-host.invalid:x"},
+		{"data in a missing directory", nil, []string{"serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "nope", "d.jsonl")}, "cannot use --data"},
+		{"corrupt data", map[string]string{"MOCKFLUX_DATA": corrupt}, []string{"serve", "--listen", "127.0.0.1:0"}, "record 1"},
+		{"data in use", nil, []string{"serve", "--listen", "127.0.0.1:0", "--data", locked}, "in use by another process"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, _, err := runMockflux(c.env, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to say %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("the error is more than one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	out, _, err := runMockflux(nil, "--help")
+	if err != nil || !strings.Contains(out, "mockflux serve --listen ADDR") {
+		t.Fatalf("--help: %q %v", out, err)
+	}
+	_, errOut, err := runMockflux(nil, "serve", "--help")
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "-pending-polls") {
+		t.Fatalf("serve --help: %q %v", errOut, err)
+	}
+	cmd := exec.Command(binary, "serve", "--help")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "MOCKFLUX_API_KEY") {
+		t.Fatalf("the binary's serve --help: %v %s", err, out)
+	}
+}
+
+// process is the real binary, started and stopped like an operator would.
+type process struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan error
+}
+
+func start(t *testing.T, env []string, args ...string) *process {
+	t.Helper()
+	p := &process{t: t, cmd: exec.Command(binary, append([]string{"serve"}, args...)...), done: make(chan error, 1)}
+	p.cmd.Env = append(os.Environ(), env...)
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.logs.Write(sc.Bytes())
+			p.logs.WriteByte('\n')
+			p.mu.Unlock()
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "listening" {
+				addr, _ := rec["addr"].(string)
+				addrc <- addr
+			}
+		}
+		p.done <- p.cmd.Wait()
+	}()
+	select {
+	case p.addr = <-addrc:
+	case err := <-p.done:
+		t.Fatalf("mockflux exited before listening (%v): %s", err, p.log())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("mockflux did not log its address within 20s: %s", p.log())
+	}
+	resp, err := http.Get("http://" + p.addr + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("healthz: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	return p
+}
+
+func (p *process) log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.logs.String()
+}
+
+// stop sends SIGTERM and requires a clean exit.
+func (p *process) stop() {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		p.t.Fatal(err)
+	}
+	select {
+	case err := <-p.done:
+		if err != nil {
+			p.t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
+		}
+	case <-time.After(20 * time.Second):
+		p.t.Fatal("mockflux did not stop within 20s of SIGTERM")
+	}
+	if !strings.Contains(p.log(), `"msg":"shutting down"`) {
+		p.t.Fatalf("no shutdown line in the log: %s", p.log())
+	}
+}
+
+func (p *process) client(key string) *bflapi.ClientWithResponses {
+	p.t.Helper()
+	c, err := bflapi.NewClientWithResponses("http://"+p.addr,
+		bflapi.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}),
+		bflapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("x-key", key)
+			return nil
+		}))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return c
+}
+
+func (p *process) charges() bflapi.Charges {
+	p.t.Helper()
+	resp, err := p.client("").ListChargesWithResponse(context.Background())
+	if err != nil || resp.JSON200 == nil {
+		p.t.Fatalf("charges: %v %v", err, resp)
+	}
+	return *resp.JSON200
+}
+
+// Charges, tasks and their idempotency keys survive a restart of the real binary on the same
+// data file (settings from the environment this time).
+func TestRestartKeepsChargesAndKeys(t *testing.T) {
+	t.Parallel()
+	data := filepath.Join(t.TempDir(), "mockflux.jsonl")
+	env := []string{"MOCKFLUX_LISTEN=127.0.0.1:0", "MOCKFLUX_DATA=" + data, "MOCKFLUX_API_KEY=s3cret", "MOCKFLUX_PENDING_POLLS=0"}
+	ctx := context.Background()
+	key := "decision-7"
+	params := &bflapi.SubmitParams{IdempotencyKey: &key}
+	w, h, seed := 1024, 768, int64(9)
+	body := bflapi.FluxRequest{Prompt: "a red fox", Width: &w, Height: &h, Seed: &seed}
+
+	first := start(t, env)
+	if resp, err := first.client("wrong").SubmitWithResponse(ctx, "flux-pro-1.1", params, body); err != nil || resp.StatusCode() != http.StatusForbidden {
+		t.Fatalf("the API key from the environment is not enforced: %v %v", err, resp)
+	}
+	sub, err := first.client("s3cret").SubmitWithResponse(ctx, "flux-pro-1.1", params, body)
+	if err != nil || sub.JSON200 == nil {
+		t.Fatalf("submit: %v %v", err, sub)
+	}
+	before := first.charges()
+	if before.Count != 1 || before.TotalMicros != 40_000 {
+		t.Fatalf("charges before: %+v", before)
+	}
+	first.stop()
+	if strings.Contains(first.log(), "s3cret") || strings.Contains(first.log(), key) {
+		t.Fatalf("a secret or idempotency key reached the log: %s", first.log())
+	}
+
+	second := start(t, env)
+	if second.addr == first.addr {
+		t.Log("the same port was picked twice; the test still holds")
+	}
+	after := second.charges()
+	if after.Count != 1 || after.TotalMicros != 40_000 || after.Charges[0].Id != before.Charges[0].Id || after.Charges[0].JobId != sub.JSON200.Id {
+		t.Fatalf("charges after restart: %+v, before: %+v", after, before)
+	}
+	again, err := second.client("s3cret").SubmitWithResponse(ctx, "flux-pro-1.1", params, body)
+	if err != nil || again.JSON200 == nil || again.JSON200.Id != sub.JSON200.Id {
+		t.Fatalf("the same key after restart: %v %v", err, again)
+	}
+	if !strings.HasPrefix(again.JSON200.PollingUrl, "http://"+second.addr+"/") {
+		t.Fatalf("polling URL %s does not point at the running process", again.JSON200.PollingUrl)
+	}
+	result, err := second.client("s3cret").GetResultWithResponse(ctx, &bflapi.GetResultParams{Id: sub.JSON200.Id})
+	if err != nil || result.JSON200 == nil || result.JSON200.Status != bflapi.Ready {
+		t.Fatalf("poll after restart: %v %v", err, result)
+	}
+	img, err := http.Get(result.JSON200.Result.Sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	png, _ := io.ReadAll(img.Body)
+	img.Body.Close()
+	if img.StatusCode != http.StatusOK || !bytes.HasPrefix(png, []byte("\x89PNG")) {
+		t.Fatalf("sample after restart: %d", img.StatusCode)
+	}
+	other := "decision-8"
+	if resp, err := second.client("s3cret").SubmitWithResponse(ctx, "flux-pro-1.1", &bflapi.SubmitParams{IdempotencyKey: &other}, body); err != nil || resp.JSON200 == nil {
+		t.Fatalf("a new key: %v %v", err, resp)
+	}
+	if c := second.charges(); c.Count != 2 || c.TotalMicros != 80_000 {
+		t.Fatalf("charges: %+v", c)
+	}
+	second.stop()
+}
+
+// Production binaries never link the test helpers.
+func TestNoTestHelpersInBinaries(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "hubu.dev/hubu/services/mockflux/cmd/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	if strings.Contains(string(out), "hubu.dev/hubu/proto/apitest\n") {
+		t.Error("a binary imports hubu.dev/hubu/proto/apitest")
+	}
+}

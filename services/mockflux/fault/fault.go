@@ -1,0 +1,118 @@
+// Package fault holds the faults a test arms in mockflux through POST /_mock/faults, and
+// hands each submit request the effects it must suffer.
+package fault
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"hubu.dev/hubu/proto/bflapi"
+)
+
+// Kinds in the order they are listed and applied.
+var Kinds = []bflapi.FaultKind{
+	bflapi.Slow,
+	bflapi.FailBeforeCharge,
+	bflapi.IdempotencyOff,
+	bflapi.ChargeThenDrop,
+	bflapi.ChargeThen500,
+}
+
+// MaxDelay bounds a slow fault, so a mistaken delay cannot hang a test run.
+const MaxDelay = 10 * time.Minute
+
+// Armed is one armed fault. Remaining 0 means until cleared.
+type Armed struct {
+	Kind      bflapi.FaultKind
+	Remaining int
+	Delay     time.Duration
+}
+
+// Effects is what one submit request must suffer.
+type Effects struct {
+	Slow             time.Duration
+	FailBeforeCharge bool
+	IdempotencyOff   bool
+	ChargeThenDrop   bool
+	ChargeThen500    bool
+}
+
+// Set is the armed faults; the zero value has none. It is safe for concurrent use.
+type Set struct {
+	mu    sync.Mutex
+	armed map[bflapi.FaultKind]Armed
+}
+
+// Arm arms kind for the next count submit requests (0: until cleared), replacing an armed
+// fault of the same kind.
+func (s *Set) Arm(kind bflapi.FaultKind, count int, delay time.Duration) error {
+	switch {
+	case !kind.Valid():
+		return fmt.Errorf("unknown fault kind %q", kind)
+	case count < 0:
+		return fmt.Errorf("count must not be negative")
+	case kind == bflapi.Slow && (delay <= 0 || delay > MaxDelay):
+		return fmt.Errorf("slow needs delay_ms between 1 and %d", MaxDelay.Milliseconds())
+	case kind != bflapi.Slow && delay != 0:
+		return fmt.Errorf("delay_ms applies only to slow")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.armed == nil {
+		s.armed = make(map[bflapi.FaultKind]Armed)
+	}
+	s.armed[kind] = Armed{Kind: kind, Remaining: count, Delay: delay}
+	return nil
+}
+
+// Clear disarms every fault.
+func (s *Set) Clear() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.armed = nil
+}
+
+// Active lists the armed faults in the order of Kinds.
+func (s *Set) Active() []Armed {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []Armed{}
+	for _, k := range Kinds {
+		if a, ok := s.armed[k]; ok {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Take returns the effects for one submit request and uses up one unit of every armed
+// fault with a count, disarming those that reach zero.
+func (s *Set) Take() Effects {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var e Effects
+	for k, a := range s.armed {
+		switch k {
+		case bflapi.Slow:
+			e.Slow = a.Delay
+		case bflapi.FailBeforeCharge:
+			e.FailBeforeCharge = true
+		case bflapi.IdempotencyOff:
+			e.IdempotencyOff = true
+		case bflapi.ChargeThenDrop:
+			e.ChargeThenDrop = true
+		case bflapi.ChargeThen500:
+			e.ChargeThen500 = true
+		}
+		if a.Remaining > 0 {
+			a.Remaining--
+			if a.Remaining == 0 {
+				delete(s.armed, k)
+			} else {
+				s.armed[k] = a
+			}
+		}
+	}
+	return e
+}

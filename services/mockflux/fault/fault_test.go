@@ -1,0 +1,118 @@
+package fault_test
+
+import (
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/mockflux/fault"
+)
+
+func TestCountsAndClear(t *testing.T) {
+	t.Parallel()
+	var s fault.Set
+	if e := s.Take(); e != (fault.Effects{}) {
+		t.Fatalf("no faults armed, got %+v", e)
+	}
+	must(t, s.Arm(bflapi.FailBeforeCharge, 2, 0))
+	must(t, s.Arm(bflapi.IdempotencyOff, 0, 0))
+	must(t, s.Arm(bflapi.Slow, 1, 5*time.Millisecond))
+
+	want := []fault.Armed{{Kind: bflapi.Slow, Remaining: 1, Delay: 5 * time.Millisecond}, {Kind: bflapi.FailBeforeCharge, Remaining: 2}, {Kind: bflapi.IdempotencyOff}}
+	if got := s.Active(); !equal(got, want) {
+		t.Fatalf("active %+v, want %+v", got, want)
+	}
+	if e := s.Take(); !e.FailBeforeCharge || !e.IdempotencyOff || e.Slow != 5*time.Millisecond {
+		t.Fatalf("first take %+v", e)
+	}
+	if e := s.Take(); !e.FailBeforeCharge || !e.IdempotencyOff || e.Slow != 0 {
+		t.Fatalf("second take %+v", e)
+	}
+	if e := s.Take(); e.FailBeforeCharge || !e.IdempotencyOff {
+		t.Fatalf("third take %+v", e)
+	}
+	if got := s.Active(); !equal(got, []fault.Armed{{Kind: bflapi.IdempotencyOff}}) {
+		t.Fatalf("after the counts ran out: %+v", got)
+	}
+	s.Clear()
+	if got := s.Active(); len(got) != 0 {
+		t.Fatalf("after clear: %+v", got)
+	}
+}
+
+func TestArmReplacesTheSameKind(t *testing.T) {
+	t.Parallel()
+	var s fault.Set
+	must(t, s.Arm(bflapi.ChargeThen500, 5, 0))
+	must(t, s.Arm(bflapi.ChargeThen500, 1, 0))
+	if got := s.Active(); !equal(got, []fault.Armed{{Kind: bflapi.ChargeThen500, Remaining: 1}}) {
+		t.Fatalf("active %+v", got)
+	}
+}
+
+func TestArmRefusesNonsense(t *testing.T) {
+	t.Parallel()
+	var s fault.Set
+	for _, c := range []struct {
+		kind  bflapi.FaultKind
+		count int
+		delay time.Duration
+	}{
+		{"explode", 1, 0},
+		{bflapi.ChargeThenDrop, -1, 0},
+		{bflapi.Slow, 1, 0},
+		{bflapi.Slow, 1, fault.MaxDelay + time.Millisecond},
+		{bflapi.ChargeThenDrop, 1, time.Second},
+	} {
+		if err := s.Arm(c.kind, c.count, c.delay); err == nil {
+			t.Errorf("Arm(%q, %d, %v) succeeded", c.kind, c.count, c.delay)
+		}
+	}
+	if got := s.Active(); len(got) != 0 {
+		t.Fatalf("a refused fault was armed: %+v", got)
+	}
+}
+
+// Every kind the spec names is one the set knows.
+func TestKindsMatchTheSpec(t *testing.T) {
+	t.Parallel()
+	doc, err := bflapi.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	enum := doc.Components.Schemas["FaultKind"].Value.Enum
+	if len(enum) != len(fault.Kinds) {
+		t.Fatalf("spec kinds %v, set kinds %v", enum, fault.Kinds)
+	}
+	for _, k := range enum {
+		if !bflapi.FaultKind(k.(string)).Valid() {
+			t.Errorf("kind %v", k)
+		}
+		found := false
+		for _, known := range fault.Kinds {
+			found = found || string(known) == k
+		}
+		if !found {
+			t.Errorf("the spec's kind %v is not in fault.Kinds", k)
+		}
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func equal(a, b []fault.Armed) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,24 @@
+module hubu.dev/hubu/services/mockflux
+
+go 1.26.8
+
+require (
+	github.com/getkin/kin-openapi v0.153.0
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/google/uuid v1.6.0
+	go.uber.org/goleak v1.3.0
+	hubu.dev/hubu/proto v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
+	github.com/go-openapi/jsonpointer v0.23.1 // indirect
+	github.com/go-openapi/swag/jsonname v0.26.0 // indirect
+	github.com/gorilla/mux v1.8.0 // indirect
+	github.com/oapi-codegen/runtime v1.9.0 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	go.yaml.in/yaml/v4 v4.0.0 // indirect
+	golang.org/x/text v0.40.0 // indirect
+)
+
+replace hubu.dev/hubu/proto => ../../proto

@@ -1,0 +1,256 @@
+package httpserver_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/proto/apitest"
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/mockflux"
+	"hubu.dev/hubu/services/mockflux/httpserver"
+)
+
+// clock is a controllable time source.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+type config struct {
+	apiKey       string
+	pendingPolls int
+}
+
+type bundle struct {
+	url        string
+	clock      *clock
+	validator  *apitest.Transport
+	signingKey []byte
+	logs       *syncBuffer
+	// client sends x-key; anonymous does not. Both validate every response against the spec.
+	client    *bflapi.ClientWithResponses
+	anonymous *bflapi.ClientWithResponses
+}
+
+const testKey = "test-api-key"
+
+// setup starts mockflux over real HTTP with an in-memory provider, a controlled clock and
+// one pending poll per job.
+func setup(t *testing.T) *bundle { return setupWith(t, config{pendingPolls: 1}) }
+
+func setupWith(t *testing.T, cfg config) *bundle {
+	t.Helper()
+	clk := &clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+	provider, err := mockflux.Open(mockflux.Options{PendingPolls: cfg.pendingPolls, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { provider.Close() })
+	logs := &syncBuffer{}
+	srv := &httpserver.Server{
+		Provider: provider, APIKey: cfg.apiKey, SampleTTL: 10 * time.Minute,
+		SigningKey: []byte("test signing key"), Now: clk.Now,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+	}
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(ts.Close)
+
+	doc, err := bflapi.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{url: ts.URL, clock: clk, signingKey: srv.SigningKey, logs: logs,
+		validator: apitest.NewTransport(t, doc, http.DefaultTransport)}
+	b.client = b.newClient(t, testKey)
+	if cfg.apiKey != "" {
+		b.client = b.newClient(t, cfg.apiKey)
+	}
+	b.anonymous = b.newClient(t, "")
+	return b
+}
+
+func (b *bundle) newClient(t *testing.T, key string) *bflapi.ClientWithResponses {
+	t.Helper()
+	opts := []bflapi.ClientOption{bflapi.WithHTTPClient(&http.Client{Transport: b.validator, Timeout: 30 * time.Second})}
+	if key != "" {
+		opts = append(opts, bflapi.WithRequestEditorFn(withKey(key)))
+	}
+	c, err := bflapi.NewClientWithResponses(b.url, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func withKey(key string) bflapi.RequestEditorFn {
+	return func(_ context.Context, r *http.Request) error {
+		r.Header.Set("x-key", key)
+		return nil
+	}
+}
+
+func idem(key string) *bflapi.SubmitParams {
+	if key == "" {
+		return &bflapi.SubmitParams{}
+	}
+	return &bflapi.SubmitParams{IdempotencyKey: &key}
+}
+
+// submitRaw posts body exactly as written.
+func (b *bundle) submitRaw(t *testing.T, model, key, body string) *bflapi.SubmitHTTPResponse {
+	t.Helper()
+	resp, err := b.client.SubmitWithBodyWithResponse(context.Background(), model, idem(key), "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return resp
+}
+
+// submitOK posts body and requires a 200.
+func (b *bundle) submitOK(t *testing.T, model, key, body string) bflapi.SubmitResponse {
+	t.Helper()
+	resp := b.submitRaw(t, model, key, body)
+	if resp.StatusCode() != http.StatusOK || resp.JSON200 == nil {
+		t.Fatalf("submit %s %s: %d %s", model, body, resp.StatusCode(), resp.Body)
+	}
+	return *resp.JSON200
+}
+
+func (b *bundle) charges(t *testing.T) bflapi.Charges {
+	t.Helper()
+	resp, err := b.anonymous.ListChargesWithResponse(context.Background())
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("charges: %v %v", err, resp)
+	}
+	return *resp.JSON200
+}
+
+func (b *bundle) requireCharges(t *testing.T, count int, total int64) bflapi.Charges {
+	t.Helper()
+	c := b.charges(t)
+	if c.Count != count || len(c.Charges) != count || c.TotalMicros != total {
+		t.Fatalf("charges: count %d (%d listed) total %d, want %d and %d", c.Count, len(c.Charges), c.TotalMicros, count, total)
+	}
+	return c
+}
+
+func (b *bundle) poll(t *testing.T, id string) bflapi.ResultResponse {
+	t.Helper()
+	resp, err := b.client.GetResultWithResponse(context.Background(), &bflapi.GetResultParams{Id: id})
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("poll: %v %v", err, resp)
+	}
+	return *resp.JSON200
+}
+
+// pollUntilReady polls at most max times.
+func (b *bundle) pollUntilReady(t *testing.T, id string, max int) bflapi.Result {
+	t.Helper()
+	for range max {
+		r := b.poll(t, id)
+		if r.Status == bflapi.Ready {
+			if r.Result == nil {
+				t.Fatal("Ready without a result")
+			}
+			return *r.Result
+		}
+		if r.Status != bflapi.Pending {
+			t.Fatalf("status %q", r.Status)
+		}
+	}
+	t.Fatalf("not Ready after %d polls", max)
+	return bflapi.Result{}
+}
+
+// get fetches a URL the server handed out, through the validating transport.
+func (b *bundle) get(t *testing.T, url string, header http.Header) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := (&http.Client{Transport: b.validator, Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, body
+}
+
+func (b *bundle) armFault(t *testing.T, kind bflapi.FaultKind, count, delayMS int) bflapi.Faults {
+	t.Helper()
+	req := bflapi.FaultRequest{Kind: kind}
+	if count != 0 {
+		req.Count = &count
+	}
+	if delayMS != 0 {
+		req.DelayMs = &delayMS
+	}
+	resp, err := b.anonymous.ArmFaultWithResponse(context.Background(), req)
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("arm %s: %v %s", kind, err, resp.Body)
+	}
+	return *resp.JSON200
+}
+
+func (b *bundle) faults(t *testing.T) bflapi.Faults {
+	t.Helper()
+	resp, err := b.anonymous.GetFaultsWithResponse(context.Background())
+	if err != nil || resp.JSON200 == nil {
+		t.Fatalf("faults: %v %v", err, resp)
+	}
+	return *resp.JSON200
+}
+
+func detail(t *testing.T, body []byte) string {
+	t.Helper()
+	var d bflapi.ErrorDetail
+	if err := json.Unmarshal(body, &d); err != nil || d.Detail == "" {
+		t.Fatalf("not an ErrorDetail: %s", body)
+	}
+	return d.Detail
+}
+
+const fox = `{"prompt":"a red fox in the snow","width":1024,"height":768,"seed":42}`

@@ -1,0 +1,362 @@
+// Package httpserver serves mockflux over HTTP: the chi server interface generated from
+// proto/bfl.openapi.yaml, x-key authentication, signed sample URLs, and the fault effects
+// (slow, fail before charging, charge then drop the connection, charge then 500).
+package httpserver
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/mockflux"
+	"hubu.dev/hubu/services/mockflux/fault"
+	"hubu.dev/hubu/services/mockflux/render"
+)
+
+// MaxBody bounds a request body.
+const MaxBody = 1 << 20
+
+// DefaultSampleTTL is how long a sample URL is valid, as with the real API.
+const DefaultSampleTTL = 10 * time.Minute
+
+// Server implements bflapi.ServerInterface. Set the fields before calling Handler.
+type Server struct {
+	Provider *mockflux.Provider
+	Faults   *fault.Set
+	// APIKey, when set, is the only x-key accepted; otherwise any non-empty x-key is.
+	APIKey string
+	// SampleTTL is how long after a job is first reported Ready its sample URL works.
+	SampleTTL time.Duration
+	// SigningKey signs sample URLs; a random one is made when it is empty.
+	SigningKey []byte
+	Now        func() time.Time
+	Logger     *slog.Logger
+}
+
+var _ bflapi.ServerInterface = (*Server)(nil)
+
+// Handler returns the HTTP handler with every route.
+func (s *Server) Handler() http.Handler {
+	if s.Faults == nil {
+		s.Faults = &fault.Set{}
+	}
+	if s.SampleTTL <= 0 {
+		s.SampleTTL = DefaultSampleTTL
+	}
+	if len(s.SigningKey) == 0 {
+		s.SigningKey = make([]byte, 32)
+		_, _ = rand.Read(s.SigningKey) // never fails (crypto/rand panics instead)
+	}
+	if s.Now == nil {
+		s.Now = time.Now
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	r := chi.NewRouter()
+	r.Use(s.authenticate)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeDetail(w, http.StatusNotFound, "Not Found")
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeDetail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+	})
+	return bflapi.HandlerWithOptions(s, bflapi.ChiServerOptions{
+		BaseRouter: r,
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			if strings.HasPrefix(r.URL.Path, "/samples/") {
+				writeDetail(w, http.StatusForbidden, "invalid sample URL")
+				return
+			}
+			writeDetail(w, http.StatusUnprocessableEntity, paramProblem(err))
+		},
+	})
+}
+
+// authenticate guards the FLUX API (/v1/); samples carry their own signature and the
+// /_mock routes and /healthz are open, as they are for tests.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasPrefix(r.URL.Path, "/v1/") {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key := r.Header.Get("x-key")
+		if key == "" {
+			writeDetail(w, http.StatusUnauthorized, "Not authenticated: send your API key in the x-key header")
+			return
+		}
+		if s.APIKey != "" && subtle.ConstantTimeCompare([]byte(key), []byte(s.APIKey)) != 1 {
+			writeDetail(w, http.StatusForbidden, "Invalid API key")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) GetHealthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, bflapi.Health{Status: bflapi.Ok})
+}
+
+func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, params bflapi.SubmitParams) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		writeDetail(w, http.StatusUnprocessableEntity, "the body is too large or could not be read")
+		return
+	}
+	effects := s.Faults.Take()
+	if effects.Slow > 0 {
+		t := time.NewTimer(effects.Slow)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			// The client left or the server is stopping: nothing was done, and nobody to tell.
+			t.Stop()
+			panic(http.ErrAbortHandler)
+		}
+	}
+	if effects.FailBeforeCharge {
+		writeDetail(w, http.StatusInternalServerError, "Internal Server Error (mockflux fault fail_before_charge: nothing was charged)")
+		return
+	}
+	var key string
+	if params.IdempotencyKey != nil {
+		key = *params.IdempotencyKey
+	}
+	job, replayed, err := s.Provider.Submit(mockflux.SubmitRequest{
+		Model: model, Body: body, IdempotencyKey: key, IgnoreKey: effects.IdempotencyOff,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var charged int64
+	if !replayed {
+		charged = mockflux.Models[job.Model].PriceMicros
+	}
+	// The idempotency key is not logged: it is the caller's, and the job id identifies the call.
+	s.Logger.InfoContext(r.Context(), "submit", "job_id", job.ID, "model", job.Model, "replayed", replayed, "charged_micros", charged)
+	if effects.ChargeThenDrop {
+		s.drop(w)
+		return
+	}
+	if effects.ChargeThen500 {
+		writeDetail(w, http.StatusInternalServerError, "Internal Server Error (mockflux fault charge_then_500: the task was charged)")
+		return
+	}
+	writeJSON(w, http.StatusOK, bflapi.SubmitResponse{
+		Id:         job.ID,
+		PollingUrl: baseURL(r) + "/v1/get_result?id=" + url.QueryEscape(job.ID),
+	})
+}
+
+// drop closes the connection without a response, as a provider that crashed after charging.
+func (s *Server) drop(w http.ResponseWriter) {
+	if hj, ok := w.(http.Hijacker); ok {
+		if conn, _, err := hj.Hijack(); err == nil {
+			_ = conn.Close()
+			return
+		}
+	}
+	panic(http.ErrAbortHandler) // HTTP/2 and other writers: net/http resets the stream
+}
+
+func (s *Server) GetResult(w http.ResponseWriter, r *http.Request, params bflapi.GetResultParams) {
+	poll, ok := s.Provider.Poll(params.Id)
+	if !ok {
+		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: params.Id, Status: bflapi.TaskNotFound})
+		return
+	}
+	if !poll.Ready {
+		progress := poll.Progress
+		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: poll.Job.ID, Status: bflapi.Pending, Progress: &progress})
+		return
+	}
+	job := poll.Job
+	file := job.ID + "." + job.Format
+	exp := poll.ReadyAt.Add(s.SampleTTL).Unix()
+	sample := baseURL(r) + "/samples/" + file + "?exp=" + strconv.FormatInt(exp, 10) + "&sig=" + s.sign(file, exp)
+	start := unixSeconds(job.CreatedAt)
+	end := unixSeconds(poll.ReadyAt)
+	duration := end - start
+	prompt, seed := job.Prompt, job.Seed
+	writeJSON(w, http.StatusOK, bflapi.ResultResponse{
+		Id:     job.ID,
+		Status: bflapi.Ready,
+		Result: &bflapi.Result{Sample: sample, Prompt: &prompt, Seed: &seed, StartTime: &start, EndTime: &end, Duration: &duration},
+	})
+}
+
+func (s *Server) GetSample(w http.ResponseWriter, r *http.Request, file string, params bflapi.GetSampleParams) {
+	if !hmac.Equal([]byte(params.Sig), []byte(s.sign(file, params.Exp))) {
+		writeDetail(w, http.StatusForbidden, "invalid sample URL signature")
+		return
+	}
+	if s.Now().Unix() > params.Exp {
+		writeDetail(w, http.StatusForbidden, "the sample URL has expired")
+		return
+	}
+	id, ext, _ := strings.Cut(file, ".")
+	job, ok := s.Provider.Job(id)
+	if !ok || ext != job.Format {
+		writeDetail(w, http.StatusNotFound, "no such sample")
+		return
+	}
+	var img []byte
+	var err error
+	contentType := "image/png"
+	if job.Format == mockflux.FormatJPEG {
+		img, err = render.JPEG(job.Prompt, job.Seed, job.Width, job.Height)
+		contentType = "image/jpeg"
+	} else {
+		img, err = render.PNG(job.Prompt, job.Seed, job.Width, job.Height)
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(img)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(img)
+}
+
+func (s *Server) ListCharges(w http.ResponseWriter, r *http.Request) {
+	charges, total := s.Provider.Charges()
+	out := bflapi.Charges{Charges: make([]bflapi.Charge, len(charges)), Count: len(charges), TotalMicros: total}
+	for i, c := range charges {
+		out.Charges[i] = bflapi.Charge{
+			Id: c.ID, JobId: c.JobID, Model: c.Model, AmountMicros: c.AmountMicros,
+			IdempotencyKey: c.IdempotencyKey, CreatedAt: c.CreatedAt,
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) GetFaults(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.faults())
+}
+
+func (s *Server) ArmFault(w http.ResponseWriter, r *http.Request) {
+	var req bflapi.FaultRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeDetail(w, http.StatusUnprocessableEntity, "the body is not a valid FaultRequest: "+err.Error())
+		return
+	}
+	count, delayMS := 0, 0
+	if req.Count != nil {
+		count = *req.Count
+	}
+	if req.DelayMs != nil {
+		delayMS = *req.DelayMs
+	}
+	if err := s.Faults.Arm(req.Kind, count, time.Duration(delayMS)*time.Millisecond); err != nil {
+		writeDetail(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
+	s.Logger.InfoContext(r.Context(), "fault armed", "kind", req.Kind, "count", count, "delay_ms", delayMS)
+	writeJSON(w, http.StatusOK, s.faults())
+}
+
+func (s *Server) ClearFaults(w http.ResponseWriter, r *http.Request) {
+	s.Faults.Clear()
+	s.Logger.InfoContext(r.Context(), "faults cleared")
+	writeJSON(w, http.StatusOK, s.faults())
+}
+
+func (s *Server) faults() bflapi.Faults {
+	out := bflapi.Faults{Active: []bflapi.Fault{}, Idempotency: true}
+	for _, a := range s.Faults.Active() {
+		f := bflapi.Fault{Kind: a.Kind, Count: a.Remaining}
+		if a.Kind == bflapi.Slow {
+			ms := int(a.Delay.Milliseconds())
+			f.DelayMs = &ms
+		}
+		if a.Kind == bflapi.IdempotencyOff {
+			out.Idempotency = false
+		}
+		out.Active = append(out.Active, f)
+	}
+	return out
+}
+
+// sign is the hex HMAC-SHA256 of a sample file name and its expiry.
+func (s *Server) sign(file string, exp int64) string {
+	m := hmac.New(sha256.New, s.SigningKey)
+	m.Write([]byte(file + "\n" + strconv.FormatInt(exp, 10)))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// baseURL is where the client reached this server, so that URLs handed out work whatever
+// port mockflux bound.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
+}
+
+func unixSeconds(t time.Time) float64 {
+	return float64(t.UnixMicro()) / 1e6
+}
+
+// statusOf is the one table from error code to HTTP status.
+var statusOf = map[mockflux.Code]int{
+	mockflux.CodeNotFound:  http.StatusNotFound,
+	mockflux.CodeInvalid:   http.StatusUnprocessableEntity,
+	mockflux.CodeKeyReused: http.StatusUnprocessableEntity,
+	mockflux.CodeInternal:  http.StatusInternalServerError,
+}
+
+// writeError answers {"detail": ...}. Internal errors are logged and their details kept out
+// of the response.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := mockflux.ErrorCode(err)
+	status, ok := statusOf[code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	detail := err.Error()
+	if status == http.StatusInternalServerError {
+		s.Logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)
+		detail = "Internal Server Error"
+	}
+	writeDetail(w, status, detail)
+}
+
+func writeDetail(w http.ResponseWriter, status int, detail string) {
+	writeJSON(w, status, bflapi.ErrorDetail{Detail: detail})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // sample URLs read as URLs, with & rather than \u0026
+	_ = enc.Encode(v)
+}
+
+func paramProblem(err error) string {
+	var required *bflapi.RequiredParamError
+	if errors.As(err, &required) {
+		return required.ParamName + ": field required"
+	}
+	return "invalid request parameter: " + err.Error()
+}

@@ -1,0 +1,101 @@
+// Package mockflux is a stand-in for the Black Forest Labs FLUX API: it accepts generation
+// tasks, charges each accepted one exactly once (honouring an Idempotency-Key like a payment
+// API), keeps its jobs and charges in an fsynced journal when given a data file, and lets
+// tests read the charges and inject faults. The HTTP side lives in package httpserver.
+package mockflux
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Model is a FLUX model mockflux serves and what a task on it costs.
+type Model struct {
+	Name        string
+	PriceMicros int64 // micro-US-dollars, the whole price, charged at submit time
+	// SizeOptional models take an aspect ratio rather than a size, so width and height may be absent.
+	SizeOptional bool
+}
+
+// Models is the catalog, priced like Hubu's default catalog.
+var Models = map[string]Model{
+	"flux-schnell":       {Name: "flux-schnell", PriceMicros: 3_000},
+	"flux-dev":           {Name: "flux-dev", PriceMicros: 25_000},
+	"flux-pro-1.1":       {Name: "flux-pro-1.1", PriceMicros: 40_000},
+	"flux-pro-1.1-ultra": {Name: "flux-pro-1.1-ultra", PriceMicros: 60_000, SizeOptional: true},
+}
+
+// Size limits of the FLUX API: 256..1440 pixels, a multiple of 32.
+const (
+	MinSide      = 256
+	MaxSide      = 1440
+	SideMultiple = 32
+)
+
+// Output formats.
+const (
+	FormatPNG  = "png"
+	FormatJPEG = "jpeg"
+)
+
+// Job is one accepted generation task.
+type Job struct {
+	ID     string `json:"id"`
+	Model  string `json:"model"`
+	Prompt string `json:"prompt"`
+	Seed   int64  `json:"seed"`
+	Width  int    `json:"width,omitempty"`  // 0 when not requested
+	Height int    `json:"height,omitempty"` // 0 when not requested
+	Format string `json:"output_format"`
+	// IdempotencyKey is the key this job answers to; empty when the submit had none or
+	// idempotency was off.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// RequestHash is the hex SHA-256 of the model, a zero byte and the canonical JSON body:
+	// what a later submit under the same key must match.
+	RequestHash string    `json:"request_hash"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// Charge is money taken for one job.
+type Charge struct {
+	ID           string `json:"id"`
+	JobID        string `json:"job_id"`
+	Model        string `json:"model"`
+	AmountMicros int64  `json:"amount_micros"`
+	// IdempotencyKey is the key the submit carried, also when it was ignored.
+	IdempotencyKey *string   `json:"idempotency_key"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// Code classifies an Error; package httpserver maps each to an HTTP status.
+type Code string
+
+// Error codes.
+const (
+	CodeNotFound  Code = "not_found"  // an unknown model
+	CodeInvalid   Code = "invalid"    // a request that fails validation
+	CodeKeyReused Code = "key_reused" // an Idempotency-Key already used for another request
+	CodeInternal  Code = "internal"   // mockflux could not record the charge
+)
+
+// Error is mockflux's one error type. Detail is safe to show the client.
+type Error struct {
+	Code   Code
+	Detail string
+}
+
+func (e *Error) Error() string { return e.Detail }
+
+func errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Detail: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns err's code, CodeInternal for errors of other types.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}

@@ -1,0 +1,82 @@
+// Package render draws mockflux's stand-in images: small, real PNG or JPEG files whose
+// colours and pattern come from sha256(prompt, seed), so the same prompt and seed always
+// give the same bytes and another seed gives another image.
+package render
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
+)
+
+// Scale is how much smaller than the requested size the image is drawn; a mock has no
+// reason to ship megapixels.
+const Scale = 16
+
+// DefaultSide is the side of the image when no size was requested (flux-pro-1.1-ultra).
+const DefaultSide = 64
+
+// Image draws the image for prompt and seed at the requested size scaled down by Scale.
+func Image(prompt string, seed int64, width, height int) *image.NRGBA {
+	w, h := DefaultSide, DefaultSide
+	if width > 0 && height > 0 {
+		w, h = max(1, width/Scale), max(1, height/Scale)
+	}
+	sum := digest(prompt, seed)
+	from := color.NRGBA{sum[0], sum[1], sum[2], 255}
+	to := color.NRGBA{sum[3], sum[4], sum[5], 255}
+	accent := color.NRGBA{sum[6], sum[7], sum[8], 255}
+	// A 4x4 grid of cells, each either the gradient or the accent colour, chosen by the
+	// bits of two more digest bytes.
+	cells := binary.BigEndian.Uint16(sum[9:11])
+
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			cell := (y*4/h)*4 + x*4/w
+			if cells&(1<<cell) != 0 && (x+y)%2 == 0 {
+				img.SetNRGBA(x, y, accent)
+				continue
+			}
+			t := float64(x+y) / float64(max(1, w+h-2))
+			img.SetNRGBA(x, y, color.NRGBA{lerp(from.R, to.R, t), lerp(from.G, to.G, t), lerp(from.B, to.B, t), 255})
+		}
+	}
+	return img
+}
+
+// PNG encodes the image for prompt and seed as PNG.
+func PNG(prompt string, seed int64, width, height int) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, Image(prompt, seed, width, height)); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// JPEG encodes the image for prompt and seed as JPEG.
+func JPEG(prompt string, seed int64, width, height int) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, Image(prompt, seed, width, height), &jpeg.Options{Quality: 90}); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func digest(prompt string, seed int64) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(prompt))
+	h.Write([]byte{0})
+	_ = binary.Write(h, binary.BigEndian, seed)
+	var out [sha256.Size]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+func lerp(a, b uint8, t float64) uint8 {
+	return uint8(float64(a) + (float64(b)-float64(a))*t + 0.5)
+}
