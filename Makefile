@@ -4,24 +4,25 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 # Every Go package of the workspace's modules.
-PKGS := hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... hubu.dev/hubu/services/hubu/... \
-	hubu.dev/hubu/services/mockflux/...
-GENERATED := proto/hubuapi/hubuapi.gen.go proto/bflapi/bflapi.gen.go sql/hubu/hubudb
+PKGS := hubu.dev/hubu/httpjson/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
+	hubu.dev/hubu/services/hubu/... hubu.dev/hubu/services/mockflux/...
+GENERATED := proto/hubuapi proto/bflapi sql/hubu/hubudb
 
 .PHONY: help
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: generate
-generate: ## regenerate Go code from the OpenAPI spec (oapi-codegen) and the SQL queries (sqlc)
+generate: ## regenerate Go code from the OpenAPI specs (oapi-codegen) and the SQL queries (sqlc)
 	cd proto/hubuapi && go generate ./...
 	cd proto/bflapi && go generate ./...
-	cd sql/hubu && go generate ./...
+	cd sql && go tool sqlc generate
 
 .PHONY: generate-check
 generate-check: generate ## regenerate and fail if the committed generated code was stale
-	@if [ -n "$$(git status --porcelain -- $(GENERATED))" ]; then \
-		echo "generated code is stale; run 'make generate' and commit:"; git status --short -- $(GENERATED); exit 1; fi
+	git diff --exit-code --stat -- $(GENERATED) || { echo "generated code is stale: run 'make generate' and commit"; exit 1; }
+	untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED)); \
+	if [ -n "$$untracked" ]; then echo "generated files not committed:"; echo "$$untracked"; exit 1; fi
 
 .PHONY: build
 build: ## build every binary into bin/
@@ -29,14 +30,14 @@ build: ## build every binary into bin/
 
 .PHONY: test
 test: ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
-	TEST_DATABASE_URL="$$(scripts/ensure-postgres.sh)" go test -race -count=1 $(PKGS)
+	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -race -count=1 $(PKGS)
 
 .PHONY: bench
 bench: ## run the benchmarks (not tests; numbers, no assertions)
-	TEST_DATABASE_URL="$$(scripts/ensure-postgres.sh)" go test -run '^$$' -bench . -benchtime 3s $(PKGS)
+	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -run '^$$' -bench . -benchtime 3s $(PKGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
-	@unformatted=$$(gofmt -l proto sql services); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	unformatted=$$(gofmt -l httpjson proto sql services); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
 	go tool staticcheck $(PKGS)

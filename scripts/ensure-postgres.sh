@@ -252,9 +252,17 @@ esac
 if [[ -n "${TEST_DATABASE_URL:-}" ]]; then emit "$TEST_DATABASE_URL"; fi
 if [[ -n "${DATABASE_URL:-}" ]]; then emit "$DATABASE_URL"; fi
 
-# 2. A server already running on the standard port.
+# 2. A server already running on the standard port, if user postgres can log in without a
+#    password (a distribution's default cluster often asks for one over TCP; then a private
+#    cluster is the way). Without psql to try a login, an open port has to do.
 if tcp_open "$PROBE_HOST" "$PROBE_PORT"; then
-	emit "postgres://postgres@$PROBE_HOST:$PROBE_PORT/postgres?sslmode=disable"
+	url="postgres://postgres@$PROBE_HOST:$PROBE_PORT/postgres?sslmode=disable"
+	if ! command -v psql >/dev/null 2>&1; then
+		emit "$url"
+	elif PGCONNECT_TIMEOUT=5 psql "$url" -XAtqc 'select 1' </dev/null >/dev/null 2>&1; then
+		emit "$url"
+	fi
+	say "a PostgreSQL answers on $PROBE_HOST:$PROBE_PORT but user postgres cannot log in without a password; starting a private cluster instead"
 fi
 
 # 3./4. A private cluster from installed (or freshly installed) binaries.

@@ -319,11 +319,32 @@ type Decision struct {
 	// Scope What the decision is bound to; the executor must run exactly this.
 	Scope Scope `json:"scope"`
 
-	// State pending_approval: held, waiting for a human; approved: a human approved it, waiting for the
-	// agent to resume; dispatching: decision issued and being handed to the executor; executing:
+	// State pending_approval: held, waiting for a human until approval_expires_at; approved: a human
+	// approved it, waiting for the agent to resume it until approval_expires_at; dispatching: decision issued and being handed to the executor; executing:
 	// the executor has it; succeeded, failed, denied, expired: final.
 	State OperationState `json:"state"`
 	Tool  Tool           `json:"tool"`
+}
+
+// DecisionList defines model for DecisionList.
+type DecisionList struct {
+	Decisions []DecisionSummary `json:"decisions"`
+}
+
+// DecisionSummary defines model for DecisionSummary.
+type DecisionSummary struct {
+	AmountMicros   int64              `json:"amount_micros"`
+	CapturedMicros int64              `json:"captured_micros"`
+	Currency       string             `json:"currency"`
+	DecisionId     openapi_types.UUID `json:"decision_id"`
+	HeldMicros     int64              `json:"held_micros"`
+	PublicHandle   PublicHandle       `json:"public_handle"`
+	ReleasedMicros int64              `json:"released_micros"`
+
+	// State pending_approval: held, waiting for a human until approval_expires_at; approved: a human
+	// approved it, waiting for the agent to resume it until approval_expires_at; dispatching: decision issued and being handed to the executor; executing:
+	// the executor has it; succeeded, failed, denied, expired: final.
+	State OperationState `json:"state"`
 }
 
 // Denial defines model for Denial.
@@ -375,8 +396,8 @@ type Ledger struct {
 	PublicHandle   PublicHandle  `json:"public_handle"`
 	ReleasedMicros int64         `json:"released_micros"`
 
-	// State pending_approval: held, waiting for a human; approved: a human approved it, waiting for the
-	// agent to resume; dispatching: decision issued and being handed to the executor; executing:
+	// State pending_approval: held, waiting for a human until approval_expires_at; approved: a human
+	// approved it, waiting for the agent to resume it until approval_expires_at; dispatching: decision issued and being handed to the executor; executing:
 	// the executor has it; succeeded, failed, denied, expired: final.
 	State OperationState `json:"state"`
 }
@@ -409,6 +430,9 @@ type Operation struct {
 	DecisionId *openapi_types.UUID `json:"decision_id,omitempty"`
 	Denial     *Denial             `json:"denial,omitempty"`
 
+	// FailureReason Why the executor released the hold, for a failed operation.
+	FailureReason *string `json:"failure_reason,omitempty"`
+
 	// HeldMicros Budget still held (0 once final).
 	HeldMicros     int64        `json:"held_micros"`
 	PublicHandle   PublicHandle `json:"public_handle"`
@@ -418,8 +442,8 @@ type Operation struct {
 	// Scope What the decision is bound to; the executor must run exactly this.
 	Scope Scope `json:"scope"`
 
-	// State pending_approval: held, waiting for a human; approved: a human approved it, waiting for the
-	// agent to resume; dispatching: decision issued and being handed to the executor; executing:
+	// State pending_approval: held, waiting for a human until approval_expires_at; approved: a human
+	// approved it, waiting for the agent to resume it until approval_expires_at; dispatching: decision issued and being handed to the executor; executing:
 	// the executor has it; succeeded, failed, denied, expired: final.
 	State     OperationState `json:"state"`
 	Tool      Tool           `json:"tool"`
@@ -434,8 +458,8 @@ type OperationList struct {
 	Operations []Operation `json:"operations"`
 }
 
-// OperationState pending_approval: held, waiting for a human; approved: a human approved it, waiting for the
-// agent to resume; dispatching: decision issued and being handed to the executor; executing:
+// OperationState pending_approval: held, waiting for a human until approval_expires_at; approved: a human
+// approved it, waiting for the agent to resume it until approval_expires_at; dispatching: decision issued and being handed to the executor; executing:
 // the executor has it; succeeded, failed, denied, expired: final.
 type OperationState string
 
@@ -719,6 +743,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/capabilities (the `GetCapabilities` operationId).
 	GetCapabilities(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListDecisions Every decision Hubu issued with its ledger totals, for reconciliation.
+	//
+	// Corresponds with GET /v1/decisions (the `ListDecisions` operationId).
+	ListDecisions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetDecision The decision Hubu issued, with the scope it is bound to.
 	//
 	// Corresponds with GET /v1/decisions/{decision_id} (the `GetDecision` operationId).
@@ -762,14 +791,14 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/operations/{public_handle}/approve (the `ApproveOperation` operationId).
 	ApproveOperation(ctx context.Context, publicHandle PublicHandle, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DenyOperationWithBody Deny an operation held for approval; releases its hold.
+	// DenyOperationWithBody Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/operations/{public_handle}/deny (the `DenyOperation` operationId).
 	DenyOperationWithBody(ctx context.Context, publicHandle PublicHandle, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// DenyOperation Deny an operation held for approval; releases its hold.
+	// DenyOperation Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1036,6 +1065,21 @@ func (c *Client) GetCapabilities(ctx context.Context, reqEditors ...RequestEdito
 	return c.Client.Do(req)
 }
 
+// ListDecisions Every decision Hubu issued with its ledger totals, for reconciliation.
+//
+// Corresponds with GET /v1/decisions (the `ListDecisions` operationId).
+func (c *Client) ListDecisions(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDecisionsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetDecision The decision Hubu issued, with the scope it is bound to.
 //
 // Corresponds with GET /v1/decisions/{decision_id} (the `GetDecision` operationId).
@@ -1149,7 +1193,7 @@ func (c *Client) ApproveOperation(ctx context.Context, publicHandle PublicHandle
 	return c.Client.Do(req)
 }
 
-// DenyOperationWithBody Deny an operation held for approval; releases its hold.
+// DenyOperationWithBody Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1166,7 +1210,7 @@ func (c *Client) DenyOperationWithBody(ctx context.Context, publicHandle PublicH
 	return c.Client.Do(req)
 }
 
-// DenyOperation Deny an operation held for approval; releases its hold.
+// DenyOperation Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1590,6 +1634,33 @@ func NewGetCapabilitiesRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/capabilities")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListDecisionsRequest constructs an http.Request for the ListDecisions method
+func NewListDecisionsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/decisions")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2129,6 +2200,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/capabilities (the `GetCapabilities` operationId).
 	GetCapabilitiesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCapabilitiesResponse, error)
 
+	// ListDecisionsWithResponse Every decision Hubu issued with its ledger totals, for reconciliation.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/decisions (the `ListDecisions` operationId).
+	ListDecisionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDecisionsResponse, error)
+
 	// GetDecisionWithResponse The decision Hubu issued, with the scope it is bound to.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2178,14 +2256,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/operations/{public_handle}/approve (the `ApproveOperation` operationId).
 	ApproveOperationWithResponse(ctx context.Context, publicHandle PublicHandle, reqEditors ...RequestEditorFn) (*ApproveOperationResponse, error)
 
-	// DenyOperationWithBodyWithResponse Deny an operation held for approval; releases its hold.
+	// DenyOperationWithBodyWithResponse Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/operations/{public_handle}/deny (the `DenyOperation` operationId).
 	DenyOperationWithBodyWithResponse(ctx context.Context, publicHandle PublicHandle, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*DenyOperationResponse, error)
 
-	// DenyOperationWithResponse Deny an operation held for approval; releases its hold.
+	// DenyOperationWithResponse Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2650,6 +2728,8 @@ type SetAgentPolicyResponse struct {
 	ApplicationproblemJSON403 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
 	ApplicationproblemJSON413 *Problem
 	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
@@ -2681,6 +2761,11 @@ func (r SetAgentPolicyResponse) GetApplicationproblemJSON403() *Problem {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r SetAgentPolicyResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SetAgentPolicyResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
@@ -2956,6 +3041,68 @@ func (r GetCapabilitiesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetCapabilitiesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListDecisionsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DecisionList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDecisionsResponse) GetJSON200() *DecisionList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListDecisionsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListDecisionsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListDecisionsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDecisionsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDecisionsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDecisionsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDecisionsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -3406,6 +3553,10 @@ type DenyOperationResponse struct {
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 }
@@ -3438,6 +3589,16 @@ func (r DenyOperationResponse) GetApplicationproblemJSON404() *Problem {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r DenyOperationResponse) GetApplicationproblemJSON409() *Problem {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r DenyOperationResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r DenyOperationResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -3955,6 +4116,19 @@ func (c *ClientWithResponses) GetCapabilitiesWithResponse(ctx context.Context, r
 	return ParseGetCapabilitiesResponse(rsp)
 }
 
+// ListDecisionsWithResponse Every decision Hubu issued with its ledger totals, for reconciliation.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/decisions (the `ListDecisions` operationId).
+func (c *ClientWithResponses) ListDecisionsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDecisionsResponse, error) {
+	rsp, err := c.ListDecisions(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDecisionsResponse(rsp)
+}
+
 // GetDecisionWithResponse The decision Hubu issued, with the scope it is bound to.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4046,7 +4220,7 @@ func (c *ClientWithResponses) ApproveOperationWithResponse(ctx context.Context, 
 	return ParseApproveOperationResponse(rsp)
 }
 
-// DenyOperationWithBodyWithResponse Deny an operation held for approval; releases its hold.
+// DenyOperationWithBodyWithResponse Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4059,7 +4233,7 @@ func (c *ClientWithResponses) DenyOperationWithBodyWithResponse(ctx context.Cont
 	return ParseDenyOperationResponse(rsp)
 }
 
-// DenyOperationWithResponse Deny an operation held for approval; releases its hold.
+// DenyOperationWithResponse Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4505,6 +4679,13 @@ func ParseSetAgentPolicyResponse(rsp *http.Response) (*SetAgentPolicyResponse, e
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4699,6 +4880,53 @@ func ParseGetCapabilitiesResponse(rsp *http.Response) (*GetCapabilitiesResponse,
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest Capabilities
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListDecisionsResponse parses an HTTP response from a ListDecisionsWithResponse call
+func ParseListDecisionsResponse(rsp *http.Response) (*ListDecisionsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDecisionsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DecisionList
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -5140,6 +5368,20 @@ func ParseDenyOperationResponse(rsp *http.Response) (*DenyOperationResponse, err
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5421,6 +5663,9 @@ type ServerInterface interface {
 	// GetCapabilities What the calling agent may do, at what price, and how much budget is left.
 	// (GET /v1/capabilities)
 	GetCapabilities(w http.ResponseWriter, r *http.Request)
+	// ListDecisions Every decision Hubu issued with its ledger totals, for reconciliation.
+	// (GET /v1/decisions)
+	ListDecisions(w http.ResponseWriter, r *http.Request)
 	// GetDecision The decision Hubu issued, with the scope it is bound to.
 	// (GET /v1/decisions/{decision_id})
 	GetDecision(w http.ResponseWriter, r *http.Request, decisionId DecisionID)
@@ -5436,7 +5681,7 @@ type ServerInterface interface {
 	// ApproveOperation Approve an operation held for approval; issues its decision id.
 	// (POST /v1/operations/{public_handle}/approve)
 	ApproveOperation(w http.ResponseWriter, r *http.Request, publicHandle PublicHandle)
-	// DenyOperation Deny an operation held for approval; releases its hold.
+	// DenyOperation Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 	// (POST /v1/operations/{public_handle}/deny)
 	DenyOperation(w http.ResponseWriter, r *http.Request, publicHandle PublicHandle)
 	// GetOperationLedger The append-only ledger entries of one operation.
@@ -5513,6 +5758,12 @@ func (_ Unimplemented) GetCapabilities(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// ListDecisions Every decision Hubu issued with its ledger totals, for reconciliation.
+// (GET /v1/decisions)
+func (_ Unimplemented) ListDecisions(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetDecision The decision Hubu issued, with the scope it is bound to.
 // (GET /v1/decisions/{decision_id})
 func (_ Unimplemented) GetDecision(w http.ResponseWriter, r *http.Request, decisionId DecisionID) {
@@ -5543,7 +5794,7 @@ func (_ Unimplemented) ApproveOperation(w http.ResponseWriter, r *http.Request, 
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// DenyOperation Deny an operation held for approval; releases its hold.
+// DenyOperation Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 // (POST /v1/operations/{public_handle}/deny)
 func (_ Unimplemented) DenyOperation(w http.ResponseWriter, r *http.Request, publicHandle PublicHandle) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -5748,6 +5999,20 @@ func (siw *ServerInterfaceWrapper) GetCapabilities(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetCapabilities(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListDecisions operation middleware
+func (siw *ServerInterfaceWrapper) ListDecisions(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListDecisions(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -6158,6 +6423,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/v1/prices", wrapper.SetPrice)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/decisions", wrapper.ListDecisions)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/decisions/{decision_id}", wrapper.GetDecision)
 	})
 	r.Group(func(r chi.Router) {
@@ -6175,78 +6443,81 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D3pcts4mq+C4nZV7FlaR+IcVn550r2T1HRvp5J0bdXGXhkiPonokAAHAC0rXr37FA6egqjDVuzuzq/Q",
-	"FIjju0/kNoh4mnEGTMlgdBvEgAkI8/iOQJpxBUx9gCzBCyD6LQEZCZopylkwCq6UyOEKzWNgSMWABMiM",
-	"M6kf9CcSYYbghkpF2QwJiLggIbqa4kTCFZpygTBiMEecQS8IAxnFkGK9CrA8DUafAz19EAbmg+AyDNQi",
-	"g2AUSCUomwXL5TIMMixwCspt+nwGTL37UT9SvcEMqzgIA4ZT/R3Wv44pCcJAwL9yKvSZ9Br1tadcpFgF",
-	"oyDPzcj2mmHwI0RUUs7WrkPcgLsv9T6fJDR6ixlJYBX8n2JAPAOB9d9PJMrMaBSb4SG6ivNJPrIvT8px",
-	"o+vh6CIfDJ5FelXzBFca/J6D2G/HdsLOo/wgYBqMgv/oV/TUt7/KfuMQBmkFnRicvRd8kkCqHyPONMHp",
-	"R5xlCY3MjvuZHfGfv0t97Nttl3XzmhWbgDtnCITgIkRYog//9QadnT5/idwyiIDCNJFoTlWMMJIKTxJA",
-	"VxEnGlB6NreEobgo4jlTv2UEK4MiTAjVy+DkvdBAV1Qf05BwGGS1V7cBtt/qxwwrBULv7f8+n5/8Lz75",
-	"Ojg5u6wee+PRyeXtIBw+fbn8wUsqFW4+lxNXLMMnv0OkgmVoWWT/jbYWDoNIAFZAxlg1SFqD40TRFFY3",
-	"GwaUbEH+BRV61sx4QqPFRgKwo9rAMWuZqcPyYOWUjfOsBd8bM2Z/IDap8UeY4jxREimOrnAUKcefeo81",
-	"/rwjiVTgrE9UzFJMYWZ48cw/wZ3AblbfAFGyK0gLWu7ajyX4ZRgo/gWYX4qaiZ5INAEsQCAzsoc+xnzO",
-	"EGcRvEZv80mOvgBkEnGWLBBVEsVYxr3NzGjWL5ZfC4GfqVT7HN88UQWp3B4QdgNYCLzwb1f695mrmAv6",
-	"FT7Av3LYfbtilqfFjrs2+g9gWlnBuxTP4Lz8ahkGpRYbf4GNhPhrMfifsDDk29BmOyktCyKQaqxxvkpD",
-	"b+EGfXx7fvL0+QvEp8YWUpwnSBN9iDD6CoKjyUIBwoyYnyPMOKMRTtCRVkCvXr56foxKCLX5fXByhk+m",
-	"l7cvTv2cqRfbdKJPekwb202Ahisa30zcOn1Yw6SPTP6ekxnsShxRLgQwK11WjpfQlKpxSiPBZUNzUKZe",
-	"nFYAoUzBDIRBNgjKSd2YJFgfcA7wJQiDlDMVe0zK4sOxVFjsoNEEpJgyyma77TKXQGpftIiKJ0QiqWiS",
-	"IJ4rqTAj2pDOklyiCGcqFyA1uZVIlAgXLKqpjEpkT6PJaeNuWpThANgCSAsXzRN4wBBWiPWRyhuc4QlN",
-	"aCki7scmKQ39bawMO3itrYFzxcc4ywS/hvEehDgpuaGLOR3PWPobV1wZAU12pqpM0AikX9NFWOGEzxAw",
-	"JShISyWF+rMKHuEk4XMjg7bSK+/1cqt6xQqP7dWTlU/baCfrV9XwVjfk7KIlEEoEdGFyA9R9lFs4gfuo",
-	"7K0pM9Vn2g3396BkO0Vx3bfd5gx3Uroy4tnGjz6aQXq0ckb5VkbBRzP6Lrqz6ea3NWeNUp0Staepo6iN",
-	"4hrsi+P4aY9RnOyqYDmBhjoERoGU/DGGmwiAAPEqxRSkxDOfgGzBxKxSjV+z+8V+BqQA7CIAKb75GdhM",
-	"xcHo+WDgs8BXlv1JO/xvWkCg7BonlIzrKMlZpUSt3pxQQoBpr5Gr8ZTnTL+POJsmNFKlyzhmMK9kiDHg",
-	"FgnHZKw4HydYzMBMLvMs40J7mCkQisdmo6FhYcFwYjdwjWmCJwl4kbGGc3eDZQx0Fnuc0XOU5omiWQLa",
-	"snj2VGuBFN/QVANseHo6CIOUMvvn0+cvfCIo5QSSFpZenJrvij+HnmPxXGW5hq+VKBWSMjYLwuD3DGZ+",
-	"g03wNFOt9U4Hg8HGFSUA8YrV8sBng8HL4dnZ0+enL08HZ2fD2uEHvqPPKVHxAYDats3skQtQF+uGBVZ9",
-	"bPcWcGL3tgOVaBmUyzoy+BdfILa5PfeVbxc/A9EH2lF0WVuX7KYJnYWztf1ht/YTU2LhM2ZiSHbcwB39",
-	"zQSw3PXMe6nANnG1FJmds4JnExThCnZW976eECy0dzSh9rCK9glSdppBlGy58hfKGl5ozBNSAa0C1mau",
-	"MqaEma7TbNgQvyyR/2Du1j5GrTHacTKGm4wKkDvh8T4s4r0E0L0TnTY4CZDxZNGVC+ICzWOOnKNDEBfI",
-	"2nqIqp5vzV1NelKan13QdEbqquRs7ts6vi7KoUeio4EJuaIpZTg53ip08SCyth0RXDUvHpf3Ega5SVLt",
-	"QpAbVIPHx3HKokNAVa66zyFqRRp3VTUNrmucuFMY/hPWsJTguQLxRKJM0GusAH2BRZFZ9aRUswQrDVeb",
-	"tvHkWdF/wzUIJEDlggFpxXlXp20laEx65tlwOSojwq+WJ+Xz6RbPw6f+CHIJij3yEFX8cWtjq1JDmyI+",
-	"tck7Ufix4J8mEjMwQdNxoUJGRsiEaI6pqUqwVQhxnmL2upSZo+JVJUWpan6jYrhghv6R4kiAzFN4jQiV",
-	"GVZRTNlshAq5iqiUORAT+p+AnkAzEBD9oYoBwQ1EueLitXvSH1+w+i8oxhJR9RrJPLJeeoimmCb6Xyvb",
-	"Q2RVIxlZudm7YMZkcx5UCwhBoVKNh1vbtP6m2INm0GI5U4Sh1wvCKnDgVvQ6Ze/LVOEuNkaS8LnmZe3V",
-	"eHTFL/q9yanIUKu1q7+5KpIk6aGf0kwVoUvEXElJSYurGZOWeV+sraFCixqY5vLv3U+H2kFXoLm5k19r",
-	"Af8JvwYXxRVgNWiNpr3qs9uHdfGg7qyEpuVGCoKByzWgFC8Q4wrZgJLZ2v67qNI4zV28wQkwgoVbVCLK",
-	"0G+f3qCjOcAXiUyyAnGGfuGM4IWxInbMA9UtsVbq/fJ2XYJ8Q+x+WyxaFtsZau1YXKVzOzfWHRlvkkMb",
-	"MT7GCduM7JPbNmnwDTy/LoO6jFT5gkrmNH7Djn71aJorq+1NKMaq+xv7xgZlnAXQFBtsgfRkptSI58rU",
-	"y2mXWLMUVRLxOfOa7He35IrzVTEkc6pOy22DNWVQuof5UKWr7pJuWjmgmXTtPvcr2NpIgN1CbR+ZUtLo",
-	"/mU7NVpeP0lhWnqnKCi+9vnRxcXf/l+blZe3z8LT5U31ePzDIcjPj8mydNCf7OiioyohYHxahalfFFQx",
-	"0FWEKqoS6NDuq4Hg3z680/aDtgJNGQgnplJTqUyO+n3tAPQIXBclj7JvRYgeVisF6wauyyjYvZX7Dy1Q",
-	"vGBsVZm2PRJfCem9OyAfrCf3AJmhj4Wf3rlgE5H/E2NlEFgz8tGE50xb9a8bZj1Kc6mQyBmCGxypZFGa",
-	"RM0zPIAy2ptPfVT0EZRK9i0NawvWNdAu9oOiGIsZkNcIK5RyaX+tFb/YCe9qQTW35Tv0Jxd+KYzLmYsh",
-	"jmnazH/WACwhygVVi49aENnz27rD89wmaIyE0h/Z1xWWtJiw9cyUTbnHNs8nObJRQonmMagYtJFR1ndI",
-	"7QgaA33GEY4Bkx76lVWAM9ztCvVt4b6pILpgR0WkJ0SNirFjS+rWD9bGazLHC2neaY9A/+tKKiMBBJii",
-	"uHTgGFzrqTGaUu20uLI5F//pISOerTl8ta4Y/Mpfo218XyeaLUyaB5QgrrUNEQbXIGwRRzDsDXoDV2LI",
-	"cEaDUfCsN+g9swGa2GCpH5sc2lf97Gp6Smi8I8Eo+Aeot25Iq8j96WDQUeC+W2G7y+R56to/WRaJQEqN",
-	"DXNONus1qC4YfdZUiWfSpCPsXJd6RF8AJovO032wIx7scAQrPMES9OkE4CjWaO9ptD0fPFs3dbnXWkvA",
-	"VvC4HvarElsvSLS1ez4rQ5cHgklVH+zrZUgSy3/SwOF0MNwBDnr8s53GP7fn2h7OBWSL5ERwaSrJpQea",
-	"tgj83NVLO0nwd04W9wtJV72/bEp7JXJYriBxeIilyTrytnIUM2KcP1uFbpE02BGphyWC08HZbuOHO84/",
-	"fH5YopR5mmKxKGmuVJIl8OudAOhIlp0AJpTkoemGvOjfFvpy2SVNK0o/pODoJLZHSl6nDyGTap2En/2z",
-	"VUP6Rafh8nId5vuN9q795g6DLPfQzkdHO+dlKu0gwrLR2raVuPyWpGttP82rDObIAftPQc+PWFz+wq9r",
-	"wlJxhBk3XsaEJgllswIP6Mg09tYi3AIKp03b+WJnQdqvus8OxE3vixbAQzBT2RX3qLnIwvg7Ex2WiUxD",
-	"fQQrnrlp7nEY6OQNl8bd4JeUow5IYM2yAQ+hvXfnKvf8OL2UCjm1rJynRqCM94WIJwSkQlMqpNqAr3r0",
-	"waY8nP+zypRmuiIKgnJGbASnRC/6AgsXoXFxlvKXwnQttnjBjoosf1hLDDtEhFVh2LH5FDM5ByHR08Gw",
-	"h/RWJE5NvYsVEcq9uWA2KhYWoj4syhY4Q6aix8xWnCDGMq5NPWhOVsSaMCMX7Kq6cuKkuHNihMwVEz10",
-	"zhaI0OkUBDDDOnbG08EZuvLV37soUJMtygbWQ1lM7QbZbyzua1U1nkCBu5UD8annXo6eKbby3P5xUr/+",
-	"w7e4+6rvuTDE7OI+negNB9Qq7NDH+e6LH9oX56Kg1HpQvxGbtsnzplSsy2Dbc18K4KjVZrrOIW+0ox6Q",
-	"TxvrdFlnT0yjbzn2sevOMk8TYecNGBMzxQtEeIiwQnM9wuTmQ6MmYj5HaR7FyJaVICpRAlPVgctCu8n+",
-	"ba1wuTPOUvZqHhCl5RrrItfu979mwKUikTos7KUatjoyrBkGxoigqp5SrRNEkVjdI2pTu7qpDNysIah+",
-	"0Zixs8PZWGRdrNuluxukef8GSSupvly9fembmR/GuDU1pDWxfWSBbEUFpqy06woD8fjP4Yv+eXS0oyiD",
-	"oHnME0Axt9lbY1MWjoDScr6I9zCuYpOH9PLwBjaUpqzgQFxoaxYOzITNwojH5BIYL8/srsGU5lXFk02P",
-	"zXp/3xn10RvTtjrbWlxVPZJGcMSlQkedlTPHzomvmF1AM8yxysFVtLd/2+gU6jTOfq11zD8cF5Tb+qvb",
-	"Z+d1r2pi7zlr3CuJbC2QRBLAXoWmYqAC8Tk7XjXbw7vk2Jp9epcbycwFRvdQFq2V1qkLG1KFx0GyVYNn",
-	"JbntOy26qfpuUd0TR1g4N+MNK+HU19aPkY0ILKKkOzLcQcsE2OJghPwjsEWTiu/f7Knf8/LQjodrgK5x",
-	"igbvdz65Tz7R+N7IJM6isGyiPYe9+SMpbxLZaFm4S0cOSIBuhTXUZ7f6PfJjdBYwcmLMBguV8iI610RY",
-	"M8Qe1pawLb33KIGbdPFBT298rDrHGLeZFpc+Zq3caVjKMVG0+2ofm81AFj72Baun8jST2QYahUxnfg/V",
-	"1/VYEPr0LR1mu5QvWNnPULQx2ItxE6xMQ7uGlnQr2xhwY2FPNs5sBR6Z/Y/wVLkD2DP91dm2rPhZJRZL",
-	"HJVfeaRqeQtTMFnl0jXLH3eE9asmwLUFDe+LGx0PRiZVB+Pa4noalXdo/kHqrcMS1Ovrn2xP5YEqn2rt",
-	"lt84+OVaRdcEvhTXAtSg9HEy+R8hU2v1j1Hd9atl11YwNTsvmp1Pny+1vpQgrgtdm4vEtT2N+v3h05e9",
-	"QW/QG45eDV4NjW51K3huB0iAuOagqljRlHKrWPB8ZgOa9nYXI5bq/0VIsAw3zFjetFRU2Ijjoly/nKo8",
-	"dfds9VbBJ7LoTVqZrQy3rc72m7mwEpjSTGIomk9A1r51TS3Ly+W/AwAA//8=",
+	"7D3pcts4mq+C4nZV27O0jsQ5rPzyJL2T1HRvp+J0bdXGXhkiP4nokAAHAC0rXr37FC5egqjDVuLuzq/Q",
+	"FIjju0/kLohYljMKVIpgdBckgGPg+vFdDFnOJFD5AfIULyBWb2MQESe5JIwGo+Ba8gKu0TwBimQCiIPI",
+	"GRXqQX0iEKYIbomQhM4Qh4jxOETXU5wKuEZTxhFGFOaIUegFYSCiBDKsVgFaZMHoU6CmD8JAfxBchYFc",
+	"5BCMAiE5obNguVyGQY45zkDaTZ/PgMp3b9QjURvMsUyCMKA4U99h9euYxEEYcPhXQbg6k1qjvvaU8QzL",
+	"YBQUhR7ZXjMM3kBEBGF07TqxHXD/pd4Xk5REbzGNU1gF/8cEEMuBY/X3jwLlejRK9PAQXSfFpBiZlyfl",
+	"uNHNcHRZDAZPI7WqfoJrBX7PQcy3YzNh51F+4DANRsF/9Ct66ptfRb9xCI00RycaZ+85m6SQqceIUUVw",
+	"6hHneUoiveN+bkb85+9CHftu22XtvHrFJuDOKQLOGQ8RFujDf71GZ6fPXiC7DIpBYpIKNCcyQRgJiScp",
+	"oOuIxQpQaja7hKa4KGIFlb/lMZYaRTiOiVoGp++5Arok6piahMMgr726C7D5Vj3mWErgam//9+n85H/x",
+	"yZfBydlV9dgbj06u7gbh8MmL5Q9eUqlw86mcuGIZNvkdIhksQ8Mi+2+0tXAYRBywhHiMZYOkFThOJMlg",
+	"dbNhQOItyN9RoWfNnKUkWmwkADOqDRy9lp46LA9WTtk4z1rwvdZj9gdikxrfwBQXqRRIMnSNo0ha/lR7",
+	"rPHnPUmkAmd9IjeLm0LP8Pypf4J7gV2vvgGi8a4gdbTctR9D8MswkOwzUL8U1RP9KNAEMAeO9MgeukjY",
+	"nCJGI3iF3haTAn0GyAViNF0gIgVKsEh6m5lRr++WXwuBn4mQ+xxfPxEJmdgeEGYDmHO88G9X+PdZyIRx",
+	"8gU+wL8K2H27fFZkbsddG/0HUKWs4F2GZ3BefrUMg1KLjT/DRkL81Q3+Jyw0+Ta02U5Ky4AIhBwrnK/S",
+	"0Fu4RRdvz0+ePHuO2FTbQpKxFCmiDxFGX4AzNFlIQJjG+ucIU0ZJhFN0pBTQyxcvnx2jEkJtfh+cnOGT",
+	"6dXd81M/Z6rFNp3ooxrTxnYToOGKxtcTt04f1jDpI5O/F/EMdiWOqOAcqJEuK8dLSUbkOCMRZ6KhOQiV",
+	"z08rgBAqYQZcIxs4YXHdmIyxOuAc4HMQBhmjMvGYlO7DsZCY76DROGSYUEJnu+2yEBDXvmgRFUtjgYQk",
+	"aYpYIYXENFaGdJ4WAkU4lwUHocitRKJA2LGoojIikDmNIqeNu2lRhgVgCyAtXDRP4AFDWCHWRyqvcY4n",
+	"JCWliHgYm6Q09LexMszgtbYGLiQb4zzn7AbGexDipOSGLua0PGPob1xxZQQk3Zmqck4iEH5NF2GJUzZD",
+	"QCUnIAyVOPVnFDzCacrmWgZtpVfeq+VW9YoRHturJyOfttFOxq+q4a1uyJlFSyCUCOjC5Aao+yjXOYH7",
+	"qOytKTNTZ9oN9w+gZDtFcd233eYM91K6ImL5xo8u9CA1WlqjfCuj4EKPvo/ubLr5bc1Zo1SrRM1p6ihq",
+	"o7gGe3ecLtrbw2R0e96eLd1iF0WWYb7YyKHVCl1bd7PtyD17MIRVlPGOXz0kDySQ7rj8PU3VFLDY9cR7",
+	"cc9OHGFW6KT5OqRWUbd6ND+JUYLTXc1PFkPDWARKIC61xxhuI4AYYq/JmIEQeOYzH1rw0atU49fsfrGf",
+	"e8UB2/hYhm9/BjqTSTB6Nhj4/NOVZX/inPHXLSAQeoNTEo/rAquglYlprMoJiWOgQRhQJsdTVlD1PmJ0",
+	"mpJIlgGVMYV5pWG1e7NIGY7HkrFxivkM9OSiyHPGpcIwxASP9UZDTaec4tRs4AaTFE9S8CJjjV7bDZYJ",
+	"kFniCdWco6xIJclTUHb30yfKRsrwLckUwIanp4MwyAg1fz559tzHZxmLIW1h6fmp/s79OfQcixUyLxR8",
+	"DSNXSMrpLAiD33OY+d0ZzrJcttY7HQwGG1cUALFXdpQHPhsMXgzPzp48O31xOjg7G9YOP/AdfU5imRwA",
+	"qG3PxRzZgdqtGzqs+tjuLeDU7G0HKlECrRB1ZLDPvjRFc3v2K98ufoZYHWhH0bWXgrP2/9ZmgNnaT1T6",
+	"TIC/kIpbp9QcPB9Gh9Wh/RVMpD1C+J0GEom3XPkzoY0YTcLSuAJaBazNXKUtDj1dp4GxIbpfIv+bBSP2",
+	"cfm0S4vTMdzmhIPYCY8P4S/uZ2E/NNEp4zOGeDxZdGVKGUfzhCEbBogR48jYeojInm/NXY39uDQ/u70q",
+	"PWoZBlNM0oLDuDLfmlv/n2ShA8ZwC1Ghtu/kh36rGCa0qXQ1kzqRo+HeFr5Icy0ThbIhRzUSHQ10/gNN",
+	"CcXp8VZxxG8i2tvh+VVr5nGFEsKg0BnjXeh/gybyBBw2O1xV3MwXnWiF/XfVbA0mb5y4U/b+E9ZwMGeF",
+	"BP6jQDknN1gC+gwLV+bgqW/IUywVXE0O1VP0gP4bbkAxlCw4hbiVdFmdtpUt1bnSp8PlqEzPvFyelM+n",
+	"WzwPn/jTOSUo9ojwVMmArW27SuttCu7UJu9E4YXjnyYSc9AZjLHTWCMtZEI0x0SXCBk5lhQZpqigkqTI",
+	"o9telcJ75AZf0lKeE9mcTrrsLpIMcRBFBojIrtljInIso4TQ2Qg56Y+IEAXEOn03ATW54jslhFlDOr+y",
+	"T+rjS9qQ2wkWiMhXSBSRiSWEVmKHVgOFyGwjHhlx27uk2rC0fl4LdoFT/NoPr21afeP2oPjaLRcYXWOG",
+	"u/CGXdHrOr4v0/27WEJpyuZKBCjfy6NiflHvdV5UhEr5Xv/NVoKlaQ/9lOXSpR8QtWVhJQmvZj1bTohb",
+	"W0GFuDq25vLv7U+H2kFXsqi5k19rSbsJuwGbieFgFG+NFbxat9vTtlGr7syiouVGGpGCzReiDC8QZRKZ",
+	"sJfe2v67qFKxzV28xinQGHO7qECEot8+vkZHc4DPAumEI2IU/cJojBfa+Ngxl1u3F1vlM1d364pcNuTf",
+	"tsWiYbGdodaOGFaqunNj3dmtJjm0EeNjnLDNyD5xbxJ/X8E/7TL7y3iaL/SlT+O3B8kXj4K6NkaCDhgZ",
+	"K+HWvDGhI2s4NMUGXSA1mS4XZIXUNa/KcVcsRaRAbO63xO9vALrzVZEufapOg2+DEaZRuofVUaWc75My",
+	"XjmgnnTtPvcrutxIgN1CbR+ZUtLo/qV3NVpeP4mzSL1TOIqvfX50efm3/1fW6NXd0/B0eVs9Hv9wCPLz",
+	"Y7Is//WnZLroqEpbaM9bYuIXBVWkdhWhksgUOrT7arj6tw/vlP2grEBdysViXW0tZS5G/b7yG3ox3Liy",
+	"ZdE3IkQNq5VzdgPX5j3M3sr9hwYoXjC2KsXbjoyvDPzB/ZYPxgH8BvmrC+fedy7YjqxgqRFYM/LRhBVU",
+	"WfWvmkGXrBAS8YIiuMWRTBelSdQ8wzdQRnvzqY+KLkDKdN/yzrZgXQNttx8UJZjPIH6FsEQZE+bXWgGb",
+	"mfC+FlRzW75Df7RRG2dczmykc0yyZpa2BmABUcGJXFwoQWTOb2qHzwuTRtISSn1kXldYUmLC9CQQOmUe",
+	"27yYFMjEMgWaJyATUEZGWaMllCOoDfQZQzgBHPfQr7QCnOZu22xjmm90FeAlPXIBohA1qj6PX9WcZGW8",
+	"pnO8EPqd8gjUv7YsOuIQA5UElw4chRs1NUZTopwWW/pqw0Y9pMWzMYev1zV0XPv7LLTva0WzgUnzgAL4",
+	"jbIhwuAGuCnECoa9QW9gy4QpzkkwCp72Br2nJq6TaCz1E53p+6KebV1eCY13cTAK/gHyrR3SalR5Mhh0",
+	"NKns1pxi842e3pSPhkUiEEJhQ5+TznoNqgtGnxRV4pnQSRMz15Ua0eeA40Xn6T6YEd/scDGWeIIFqNNx",
+	"wFGi0N5TaHs2eLpu6nKvtbaereBxM+xXZfJekChr93xWRjwPBJOqxt/Xj5Smhv+EhsPpYLgDHNT4pzuN",
+	"f2bOtT2cHWRdCiW40t0gwgNN08hxbnserCT4O4sXDwtJ24GzbEp7yQtYriBxeIil43XkbeQoprF2/kwn",
+	"iUHSYEekHpYITgdnu40f7jj/8NlhiVK4EkJLc6WSLIFf7+ZBR6Ls5tGhJA9NN+RF/87py2WXNK0o/ZCC",
+	"o5PYHil5nX4LmVTrBv7kn60a0nfdwsurdZjvN1o095s7DPLCQzsXlnbOywzcQYRloz11K3H5NUnX2H6K",
+	"VynMkQX2n4KeH7G4/IXd1ISlZAhTpr2MCUlTQmcOD+hIN+fXItwcnNOm7Hy+syDtVx2kB+Km966N9xDM",
+	"VHa2PmouMjD+czDRn8dG0ZdoRLDiyeuGPouxTl6yad8Nfkw56oAE2axO8BDme3uucs+P06upkFPL4vlK",
+	"EVx8MEQsjUFINCVcyA34qkcrTIrE+kurTKync1ETVNDYRHxK9KLPsLARHRuXKX9xpq7b4iU9clUBYS2R",
+	"bBERVuVux/pTTMUcuEBPBsMeUlsRONNlNUakSPvmkpooWuhUQ+jKHBhFunBIz+ZOkGCR1KYeNCdzsSlM",
+	"40t6XV0zc+LumRkhfa1MD53TBYrJdAocqGYdM+Pp4Axd+7oKbNSoyRZl0/qhLKx2U/xXVg+14h1PYMHe",
+	"xIPY1HMXT0/XdHlu/DmpX/njW9x+1fdcEqR38ZBO94YDKpV36ON8990P7bvrulZNqfUkQCOWbZLtTalY",
+	"l8Hmno1SAEet1vJ1DnyjBf2AfNpYp8ua+1E395djH7vuLPM6EbbegzZJM7xAMQsRlmiuRuhcfqjVRMLm",
+	"KCuiBJkyFEQESmEqO3DZ6Fpda/y8KUcdEI2N3tt1EW63kbbB8Lgx+dMN8EWVDNVJF1v2WDoYqW5MQZJJ",
+	"nApTeK7Yk0YkJVXRucWiy556ENm/q9XVdwbYykb7r4DUTQj9a0baKgqpw6JOH2HNwtPWIJH1XPoamtg1",
+	"XFe7d6+M2K0hqL7rG9o50tBYZF2Sw9Y5NEjz4S3LVjXFcvXqvK9mR2ovpdVego4MkI3Mx4SWBrqz9I+/",
+	"ByEeWxBCU5RG0DxhqekfKp0D59FJpbBdoI8ymegE9B5yvS90PcmBuNAUqxyYCZsVMY/Jt9Puut5dgyn1",
+	"q4onm663ceO/M+qj94pMWb4xnatCNIXgiAmJjjpLpo5tNKZidg7NeNUqB1dh/v5do7Os0zj7tXahw7fj",
+	"glrH41/bPjuvu8cTc0ll41JgZIrABBIA5h5LmQDhiM3p8ar/Fd4nudrs67zaSGY2wr2HsmittE5dmNg4",
+	"PA6SrfqPK8lt3inRTeR3i+qBOMLAuRk4WomLvzJ+jGiE0hGJu0P8HbQcA10cjJDfAF00qfjhzZ76NUTf",
+	"2vGw/fk1TlHg/c4nfySDRtHTBibUyalSLk4KqTsQFyBt2278ypk0hk+V67I3g6blTTsbTRt7Kc8BOcCu",
+	"sIb8zVa/h5600gQan2i7xQYi3TWmtn21effFNzRmDMk+oApo0sUHNb128uospf124q4MzltZ+LAUpNw1",
+	"misnn85AOCf/ktaTworJTOuWRPoqiR6qr+sxYdTpW0rU9Mdf0rKTxjXQmGvVUyz1DQwKWsKubLIJjYU9",
+	"eV29FXhkDgjCU2kPYM70V2fbstZslVgMcVSO7ZGsZcB0qW5VlaFY/rgjQVS1n67NDr139wEfjEyq3tm1",
+	"bR0kKm9g/oNU+oclqNdX3plu3gPV3NUafb9y9M02Ka+JvEmmBKhG6eNk8j9Czt/oH6266xeTr62Fa/b8",
+	"NHvuPl0pfSmA3zhdW/DUNtyN+v3hkxe9QW/QG45eDl4OtW61K3jupUhdzrNWJqubCGTCWTEzEVVzHZEW",
+	"S/X/YCpYhhtmLG8ic7Va/Ng1ipRTlafunq3epPqjcF1xK7OV8b7V2X7TF7oClYpJNEWzCYjat7adanm1",
+	"/HcAAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -21,8 +21,8 @@ const (
 	CodeUnavailable          Code = "unavailable"
 )
 
-// Error is Hubu's one error type. Message is safe to show to the caller; internal errors
-// carry their cause only for the log.
+// Error is Hubu's one error type. Message is safe to show to the caller. Any error that is
+// not an *Error is internal: it is logged, and the caller sees only "internal error".
 type Error struct {
 	Code    Code
 	Message string

@@ -40,6 +40,7 @@ require (
 )
 
 replace (
+	hubu.dev/hubu/httpjson => ../../httpjson
 	hubu.dev/hubu/proto => ../../proto
 	hubu.dev/hubu/sql => ../../sql
 )

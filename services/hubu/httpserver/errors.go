@@ -1,11 +1,10 @@
 package httpserver
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
 
-	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/httpjson"
 	"hubu.dev/hubu/services/hubu"
 )
 
@@ -34,24 +33,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if code == hubu.CodeInternal {
 		s.logger().ErrorContext(r.Context(), "internal error", "method", r.Method, "route", routeOf(r), "err", err)
 	}
-	detail := hubu.ErrorMessage(err)
-	body := hubuapi.Problem{
-		Type:   "https://hubu.dev/problems/" + string(code),
-		Title:  http.StatusText(status),
-		Status: status,
-		Code:   hubuapi.ErrorCode(code),
-		Detail: &detail,
-	}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+	httpjson.WriteProblem(w, status, string(code), hubu.ErrorMessage(err))
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { httpjson.WriteJSON(w, status, v) }
 
 func (s *Server) logger() *slog.Logger {
 	if s.Logger == nil {

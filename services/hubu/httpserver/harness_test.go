@@ -311,13 +311,13 @@ func checkLedgerInvariants(t testing.TB, pool *pgxpool.Pool) {
 	mismatch := count(t, pool, `
 		SELECT count(*) FROM budget_usage u
 		FULL JOIN (
-			SELECT o.agent_id, o.budget_period_start,
+			SELECT o.agent_id, o.budget_day,
 			       sum(CASE l.kind WHEN 'hold' THEN l.amount_micros WHEN 'release' THEN -l.amount_micros ELSE 0 END) AS used
 			FROM operations o JOIN ledger_entries l ON l.operation_id = o.id
-			GROUP BY o.agent_id, o.budget_period_start
-		) x ON x.agent_id = u.agent_id AND x.budget_period_start = u.period_start
+			GROUP BY o.agent_id, o.budget_day
+		) x ON x.agent_id = u.agent_id AND x.budget_day = u.day
 		WHERE coalesce(u.used_micros, 0) <> coalesce(x.used, 0)`)
 	if mismatch != 0 {
-		t.Errorf("budget usage disagrees with the ledger in %d periods", mismatch)
+		t.Errorf("budget usage disagrees with the ledger on %d days", mismatch)
 	}
 }

@@ -10,12 +10,12 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"hubu.dev/hubu/httpjson"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/lifecycle"
@@ -41,6 +41,12 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, hubu.Errorf(hubu.CodeNotFound, "no such route"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		httpjson.WriteProblem(w, http.StatusMethodNotAllowed, string(hubu.CodeInvalidArguments), "this route does not take "+r.Method)
+	})
 	return hubuapi.HandlerWithOptions(s, hubuapi.ChiServerOptions{
 		BaseRouter:  r,
 		Middlewares: []hubuapi.MiddlewareFunc{s.authenticate},
@@ -200,7 +206,7 @@ func (s *Server) GetOperationLedger(w http.ResponseWriter, r *http.Request, hand
 		s.writeError(w, r, err)
 		return
 	}
-	op, entries, err := s.Store.Ledger(r.Context(), who, handle)
+	op, entries, err := s.Store.Ledger(r.Context(), who, handle, s.Now())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -248,13 +254,13 @@ func (s *Server) DenyOperation(w http.ResponseWriter, r *http.Request, handle hu
 		s.writeError(w, r, err)
 		return
 	}
+	if err := validReason(body.Reason); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	reason := ""
 	if body.Reason != nil {
 		reason = *body.Reason
-	}
-	if utf8.RuneCountInString(reason) > 500 {
-		s.writeError(w, r, invalid("reason must be at most 500 characters"))
-		return
 	}
 	op, err := s.Store.Deny(r.Context(), who.Name, handle, reason, s.Now())
 	if err != nil {
@@ -444,6 +450,27 @@ func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.
 	})
 }
 
+func (s *Server) ListDecisions(w http.ResponseWriter, r *http.Request) {
+	if _, err := principal(r, hubu.RoleService); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ds, err := s.Store.ListDecisions(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := hubuapi.DecisionList{Decisions: []hubuapi.DecisionSummary{}}
+	for _, d := range ds {
+		out.Decisions = append(out.Decisions, hubuapi.DecisionSummary{
+			DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, State: hubuapi.OperationState(d.State),
+			AmountMicros: d.AmountMicros, Currency: d.Currency, HeldMicros: d.HeldMicros,
+			CapturedMicros: d.CapturedMicros, ReleasedMicros: d.ReleasedMicros,
+		})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
 func (s *Server) SettleDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
 	_, err := principal(r, hubu.RoleService)
 	var body hubuapi.SettleRequest
@@ -468,8 +495,8 @@ func (s *Server) ReleaseDecision(w http.ResponseWriter, r *http.Request, id hubu
 	if err == nil {
 		err = decode(w, r, &body, true)
 	}
-	if err == nil && body.Reason != nil && utf8.RuneCountInString(*body.Reason) > 500 {
-		err = invalid("reason must be at most 500 characters")
+	if err == nil {
+		err = validReason(body.Reason)
 	}
 	if err != nil {
 		s.writeError(w, r, err)
@@ -493,7 +520,8 @@ func operationOf(op hubu.Operation) hubuapi.Operation {
 		AmountMicros: op.AmountMicros, Currency: op.Currency, Account: op.Account,
 		Scope:       hubuapi.Scope{Provider: op.Scope.Provider, Model: op.Scope.Model, Size: op.Scope.Size},
 		RequestHash: op.RequestHash, DecisionId: op.DecisionID, ApprovalExpiresAt: op.ApprovalExpiresAt, DecidedBy: op.DecidedBy,
-		HeldMicros: op.HeldMicros, CapturedMicros: op.CapturedMicros, ReleasedMicros: op.ReleasedMicros,
+		FailureReason: op.FailureReason,
+		HeldMicros:    op.HeldMicros, CapturedMicros: op.CapturedMicros, ReleasedMicros: op.ReleasedMicros,
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
 	}
 	_ = json.Unmarshal(op.Arguments, &out.Arguments) // written by Hubu from a validated request

@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"regexp"
+	"strings"
 	"unicode/utf8"
 
 	"hubu.dev/hubu/proto/hubuapi"
@@ -47,8 +48,8 @@ func authorizeRequestOf(b hubuapi.AuthorizeRequest) (hubu.AuthorizeRequest, erro
 	}
 	a := b.Arguments
 	switch n := utf8.RuneCountInString(a.Prompt); {
-	case n == 0 || n > 4000 || !utf8.ValidString(a.Prompt):
-		return hubu.AuthorizeRequest{}, invalid("arguments.prompt must be 1 to 4000 characters")
+	case n == 0 || n > 4000 || !utf8.ValidString(a.Prompt) || strings.ContainsRune(a.Prompt, 0):
+		return hubu.AuthorizeRequest{}, invalid("arguments.prompt must be 1 to 4000 characters, without NUL")
 	case !modelRE.MatchString(a.Model):
 		return hubu.AuthorizeRequest{}, invalid("arguments.model is not a model name")
 	case !validSide(a.Width) || !validSide(a.Height):
@@ -70,6 +71,14 @@ func authorizeRequestOf(b hubuapi.AuthorizeRequest) (hubu.AuthorizeRequest, erro
 }
 
 func validSide(n int) bool { return n >= 256 && n <= 1440 && n%32 == 0 }
+
+// validReason checks an operator's or executor's free-text reason.
+func validReason(reason *string) error {
+	if reason != nil && (utf8.RuneCountInString(*reason) > 500 || strings.ContainsRune(*reason, 0)) {
+		return invalid("reason must be at most 500 characters, without NUL")
+	}
+	return nil
+}
 
 func policyOf(p hubuapi.Policy) (hubu.Policy, error) {
 	switch {

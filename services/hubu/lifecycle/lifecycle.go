@@ -7,6 +7,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -68,24 +69,26 @@ func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operatio
 	return next
 }
 
-// Recover re-sends every decision left dispatching for longer than RetryAfter and closes
-// approvals that expired. It returns how many decisions it re-sent.
+// Recover closes approvals that expired and re-sends every decision left dispatching for
+// longer than RetryAfter. It returns how many decisions the executor accepted; the two
+// halves run independently, so a failure of one does not stall the other.
 func (s *Service) Recover(ctx context.Context) (int, error) {
 	now := s.Now()
-	if _, err := s.Store.ExpireApprovals(ctx, now, 100); err != nil {
-		return 0, err
-	}
+	_, expireErr := s.Store.ExpireApprovals(ctx, now, 100)
 	if s.Executor == nil {
-		return 0, nil
+		return 0, expireErr
 	}
 	ops, err := s.Store.ListDispatching(ctx, now.Add(-s.RetryAfter), 100)
 	if err != nil {
-		return 0, err
+		return 0, errors.Join(expireErr, err)
 	}
+	sent := 0
 	for _, op := range ops {
-		s.dispatch(ctx, op)
+		if s.dispatch(ctx, op).State != hubu.StateDispatching {
+			sent++
+		}
 	}
-	return len(ops), nil
+	return sent, expireErr
 }
 
 // Run calls Recover every interval until ctx ends.

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -33,7 +34,7 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 		return hubu.Operation{}, false, fmt.Errorf("encode arguments: %w", err)
 	}
 	want := hubudb.Operation{
-		Tool: req.Tool, RequestHash: req.RequestHash, Account: agent.Account, Provider: scope.Provider,
+		PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash, Account: agent.Account, Provider: scope.Provider,
 		Model: scope.Model, Size: scope.Size, AmountMicros: price.AmountMicros, Currency: price.Currency,
 	}
 
@@ -66,10 +67,11 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 		if err != nil {
 			return result{}, err
 		}
-		if err := s.q.EnsureBudgetUsage(ctx, tx, hubudb.EnsureBudgetUsageParams{AgentID: agentID, PeriodStart: periodStart}); err != nil {
+		day, _ := policy.PeriodStart("day", now)
+		if err := s.q.EnsureBudgetUsage(ctx, tx, hubudb.EnsureBudgetUsageParams{AgentID: agentID, Day: day}); err != nil {
 			return result{}, fmt.Errorf("budget usage: %w", err)
 		}
-		used, err := s.q.GetBudgetUsage(ctx, tx, hubudb.GetBudgetUsageParams{AgentID: agentID, PeriodStart: periodStart})
+		used, err := s.q.SumBudgetUsage(ctx, tx, hubudb.SumBudgetUsageParams{AgentID: agentID, Since: periodStart})
 		if err != nil {
 			return result{}, fmt.Errorf("budget usage: %w", err)
 		}
@@ -78,7 +80,7 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 			ID: uuid.New(), AgentID: agentID, OperationKey: req.OperationKey, PublicHandle: req.PublicHandle,
 			Tool: req.Tool, Arguments: args, RequestHash: req.RequestHash, Account: agent.Account,
 			Provider: scope.Provider, Model: scope.Model, Size: scope.Size, AmountMicros: price.AmountMicros,
-			Currency: price.Currency, BudgetPeriodStart: periodStart, CreatedAt: now,
+			Currency: price.Currency, BudgetDay: day, CreatedAt: now,
 		}
 		verdict := policy.Decide(pol, scope, price.AmountMicros, price.Currency, used)
 		switch verdict.Outcome {
@@ -116,9 +118,23 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 	return op, false, err
 }
 
-// replay checks that a re-sent request asks for exactly what the record holds.
+// replay checks that a re-sent request asks for exactly what the record holds. The
+// arguments are compared as well as their hash, so a router bug cannot pass off other work
+// under a matching hash.
 func (s *Store) replay(ctx context.Context, existing, want hubudb.Operation, now time.Time) (hubu.Operation, error) {
+	if existing.PublicHandle != want.PublicHandle {
+		return hubu.Operation{}, hubu.Errorf(hubu.CodeConflict, "this operation key was authorized under another public handle")
+	}
+	var stored hubu.ImageRequest
+	if err := json.Unmarshal(existing.Arguments, &stored); err != nil {
+		return hubu.Operation{}, fmt.Errorf("decode stored arguments: %w", err)
+	}
+	storedArgs, err := marshalArguments(stored)
+	if err != nil {
+		return hubu.Operation{}, err
+	}
 	for _, d := range []struct{ field, got, want string }{
+		{"arguments", string(storedArgs), string(want.Arguments)},
 		{"tool", existing.Tool, want.Tool},
 		{"request hash", existing.RequestHash, want.RequestHash},
 		{"account", existing.Account, want.Account},
@@ -133,7 +149,7 @@ func (s *Store) replay(ctx context.Context, existing, want hubudb.Operation, now
 				"this operation key was authorized with a different %s; a changed request needs a new operation", d.field)
 		}
 	}
-	if existing.State == string(hubu.StatePendingApproval) {
+	if waitsForPeople(existing) {
 		return s.expireIfDue(ctx, existing.ID, now)
 	}
 	return s.operation(ctx, s.pool, existing)
@@ -146,7 +162,7 @@ func (s *Store) hold(ctx context.Context, tx pgx.Tx, row hubudb.Operation, now t
 	}); err != nil {
 		return fmt.Errorf("ledger hold: %w", err)
 	}
-	if _, err := s.q.AddBudgetUsage(ctx, tx, hubudb.AddBudgetUsageParams{AgentID: row.AgentID, PeriodStart: row.BudgetPeriodStart, Delta: row.AmountMicros}); err != nil {
+	if _, err := s.q.AddBudgetUsage(ctx, tx, hubudb.AddBudgetUsageParams{AgentID: row.AgentID, Day: row.BudgetDay, Delta: row.AmountMicros}); err != nil {
 		return fmt.Errorf("budget hold: %w", err)
 	}
 	return nil
@@ -177,7 +193,7 @@ func (s *Store) settle(ctx context.Context, tx pgx.Tx, row hubudb.Operation, cap
 		}
 	}
 	if released := outstanding - captured; released > 0 {
-		if _, err := s.q.AddBudgetUsage(ctx, tx, hubudb.AddBudgetUsageParams{AgentID: row.AgentID, PeriodStart: row.BudgetPeriodStart, Delta: -released}); err != nil {
+		if _, err := s.q.AddBudgetUsage(ctx, tx, hubudb.AddBudgetUsageParams{AgentID: row.AgentID, Day: row.BudgetDay, Delta: -released}); err != nil {
 			return fmt.Errorf("budget release: %w", err)
 		}
 	}
@@ -191,7 +207,7 @@ func (s *Store) GetOperation(ctx context.Context, who hubu.Principal, handle str
 	if err != nil {
 		return hubu.Operation{}, err
 	}
-	if row.State == string(hubu.StatePendingApproval) {
+	if waitsForPeople(row) {
 		return s.expireIfDue(ctx, row.ID, now)
 	}
 	return s.operation(ctx, s.pool, row)
@@ -209,16 +225,12 @@ func (s *Store) visible(ctx context.Context, who hubu.Principal, handle string) 
 }
 
 // Ledger returns an operation's ledger entries.
-func (s *Store) Ledger(ctx context.Context, who hubu.Principal, handle string) (hubu.Operation, []hubu.LedgerEntry, error) {
-	row, err := s.visible(ctx, who, handle)
+func (s *Store) Ledger(ctx context.Context, who hubu.Principal, handle string, now time.Time) (hubu.Operation, []hubu.LedgerEntry, error) {
+	op, err := s.GetOperation(ctx, who, handle, now)
 	if err != nil {
 		return hubu.Operation{}, nil, err
 	}
-	op, err := s.operation(ctx, s.pool, row)
-	if err != nil {
-		return hubu.Operation{}, nil, err
-	}
-	rows, err := s.q.ListLedgerEntries(ctx, s.pool, row.ID)
+	rows, err := s.q.ListLedgerEntries(ctx, s.pool, op.ID)
 	if err != nil {
 		return hubu.Operation{}, nil, fmt.Errorf("ledger: %w", err)
 	}
@@ -231,15 +243,15 @@ func (s *Store) Ledger(ctx context.Context, who hubu.Principal, handle string) (
 
 // ListPendingApprovals returns the operations waiting for a human, oldest first.
 func (s *Store) ListPendingApprovals(ctx context.Context, now time.Time) ([]hubu.Operation, error) {
+	if _, err := s.ExpireApprovals(ctx, now, 1000); err != nil {
+		return nil, err
+	}
 	rows, err := s.q.ListPendingApprovals(ctx, s.pool)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}
 	out := make([]hubu.Operation, 0, len(rows))
 	for _, r := range rows {
-		if r.ApprovalExpiresAt != nil && !now.Before(*r.ApprovalExpiresAt) {
-			continue // expired; the sweeper or the next read closes it
-		}
 		op, err := s.operation(ctx, s.pool, r)
 		if err != nil {
 			return nil, err
@@ -256,7 +268,10 @@ func (s *Store) Approve(ctx context.Context, operator, handle string, now time.T
 		switch {
 		case row.State == string(hubu.StatePendingApproval):
 			id := uuid.New()
-			return s.q.ApproveOperation(ctx, tx, hubudb.ApproveOperationParams{ID: row.ID, DecisionID: &id, DecidedBy: &operator, DecidedAt: &now})
+			resumeBy := now.Add(s.ApprovalTTL)
+			return s.q.ApproveOperation(ctx, tx, hubudb.ApproveOperationParams{
+				ID: row.ID, DecisionID: &id, DecidedBy: &operator, DecidedAt: &now, ApprovalExpiresAt: &resumeBy,
+			})
 		case row.DecidedBy != nil && row.DecisionID != nil:
 			return row, nil // approved before
 		case row.State == string(hubu.StateExpired):
@@ -268,14 +283,15 @@ func (s *Store) Approve(ctx context.Context, operator, handle string, now time.T
 	})
 }
 
-// Deny refuses a held operation and releases its hold. Denying it again answers the same.
+// Deny refuses a held operation, or an approved one the agent has not resumed, and releases
+// its hold. Denying it again answers the same.
 func (s *Store) Deny(ctx context.Context, operator, handle, reason string, now time.Time) (hubu.Operation, error) {
 	if reason == "" {
 		reason = "denied by an operator"
 	}
 	return s.decide(ctx, handle, now, func(tx pgx.Tx, row hubudb.Operation) (hubudb.Operation, error) {
 		switch {
-		case row.State == string(hubu.StatePendingApproval):
+		case row.State == string(hubu.StatePendingApproval), row.State == string(hubu.StateApproved):
 			return s.close(ctx, tx, row, hubu.StateDenied, hubu.DenialDenied, reason, &operator, now)
 		case row.State == string(hubu.StateDenied) && row.DecidedBy != nil:
 			return row, nil
@@ -441,7 +457,7 @@ func (s *Store) finish(ctx context.Context, decisionID uuid.UUID, now time.Time,
 	return s.operation(ctx, s.pool, row)
 }
 
-// ExpireApprovals closes held operations whose approval window has passed and releases
+// ExpireApprovals closes operations that waited for people past their deadline and releases
 // their holds. It returns how many it closed.
 func (s *Store) ExpireApprovals(ctx context.Context, now time.Time, limit int32) (int, error) {
 	ids, err := s.q.ListExpiredApprovals(ctx, s.pool, hubudb.ListExpiredApprovalsParams{ApprovalExpiresAt: &now, Limit: limit})
@@ -489,16 +505,25 @@ func (s *Store) expireIfDue(ctx context.Context, id uuid.UUID, now time.Time) (h
 	return s.operation(ctx, s.pool, row)
 }
 
-// lockAndExpire locks an operation and, when it is held past its approval window, closes it.
+// lockAndExpire locks an operation and closes it when it waited for people past its
+// deadline: held without a human decision, or approved without the agent's resume.
 func (s *Store) lockAndExpire(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time) (hubudb.Operation, error) {
 	row, err := s.q.LockOperation(ctx, tx, id)
 	if err != nil {
 		return row, fmt.Errorf("lock operation: %w", err)
 	}
-	if row.State != string(hubu.StatePendingApproval) || row.ApprovalExpiresAt == nil || now.Before(*row.ApprovalExpiresAt) {
+	if !waitsForPeople(row) || row.ApprovalExpiresAt == nil || now.Before(*row.ApprovalExpiresAt) {
 		return row, nil
 	}
-	return s.close(ctx, tx, row, hubu.StateExpired, hubu.DenialDenied, "no one approved the operation in time", nil, now)
+	msg := "no one approved the operation in time"
+	if row.State == string(hubu.StateApproved) {
+		msg = "the agent did not resume the approved operation in time"
+	}
+	return s.close(ctx, tx, row, hubu.StateExpired, hubu.DenialDenied, msg, nil, now)
+}
+
+func waitsForPeople(row hubudb.Operation) bool {
+	return row.State == string(hubu.StatePendingApproval) || row.State == string(hubu.StateApproved)
 }
 
 // close ends a held operation without a decision and releases its hold.
@@ -559,4 +584,32 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// DecisionSummary is one issued decision with its ledger totals.
+type DecisionSummary struct {
+	DecisionID     uuid.UUID
+	PublicHandle   string
+	State          hubu.State
+	AmountMicros   int64
+	Currency       string
+	HeldMicros     int64
+	CapturedMicros int64
+	ReleasedMicros int64
+}
+
+// ListDecisions returns every decision Hubu issued, oldest first, for reconciliation.
+func (s *Store) ListDecisions(ctx context.Context) ([]DecisionSummary, error) {
+	rows, err := s.q.ListDecisions(ctx, s.pool)
+	if err != nil {
+		return nil, fmt.Errorf("list decisions: %w", err)
+	}
+	out := make([]DecisionSummary, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, DecisionSummary{
+			DecisionID: r.DecisionID, PublicHandle: r.PublicHandle, State: hubu.State(r.State), AmountMicros: r.AmountMicros,
+			Currency: r.Currency, HeldMicros: r.Held - r.Captured - r.Released, CapturedMicros: r.Captured, ReleasedMicros: r.Released,
+		})
+	}
+	return out, nil
 }

@@ -135,9 +135,21 @@ func (s *Store) ListAgents(ctx context.Context) ([]hubu.Agent, error) {
 }
 
 // SetPolicy replaces an agent's policy. Operations already recorded keep their decisions.
+// The budget currency cannot change once the agent has operations: their amounts would be
+// summed with the new currency's.
 func (s *Store) SetPolicy(ctx context.Context, id uuid.UUID, pol hubu.Policy, now time.Time) (hubu.Agent, error) {
-	if _, err := s.GetAgent(ctx, id); err != nil {
+	current, err := s.GetAgent(ctx, id)
+	if err != nil {
 		return hubu.Agent{}, err
+	}
+	if pol.Currency != current.Policy.Currency {
+		has, err := s.q.AgentHasOperations(ctx, s.pool, id)
+		if err != nil {
+			return hubu.Agent{}, fmt.Errorf("check operations: %w", err)
+		}
+		if has {
+			return hubu.Agent{}, hubu.Errorf(hubu.CodeConflict, "the agent has operations in %s; create a new agent for another currency", current.Policy.Currency)
+		}
 	}
 	if _, err := s.q.UpsertPolicy(ctx, s.pool, policyParams(id, pol, now)); err != nil {
 		return hubu.Agent{}, fmt.Errorf("set policy: %w", err)
@@ -201,8 +213,12 @@ func (s *Store) price(ctx context.Context, db hubudb.DBTX, scope hubu.Scope) (hu
 	return p, nil
 }
 
-// Capabilities returns what an agent may do now, its prices and its budget.
+// Capabilities returns what an agent may do now: the prices its policy allows (a held price
+// is listed; one above the ceiling is not) and its budget, after closing expired holds.
 func (s *Store) Capabilities(ctx context.Context, agentID uuid.UUID, now time.Time) (hubu.Capabilities, error) {
+	if _, err := s.ExpireApprovals(ctx, now, 1000); err != nil {
+		return hubu.Capabilities{}, err
+	}
 	agent, err := s.GetAgent(ctx, agentID)
 	if err != nil {
 		return hubu.Capabilities{}, err
@@ -213,7 +229,7 @@ func (s *Store) Capabilities(ctx context.Context, agentID uuid.UUID, now time.Ti
 	}
 	var prices []hubu.Price
 	for _, p := range all {
-		v := policy.Decide(agent.Policy, hubu.Scope{Provider: p.Provider, Model: p.Model}, 0, p.Currency, 0)
+		v := policy.Decide(agent.Policy, hubu.Scope{Provider: p.Provider, Model: p.Model}, p.AmountMicros, p.Currency, 0)
 		if v.Outcome != policy.Deny {
 			prices = append(prices, p)
 		}
@@ -222,8 +238,8 @@ func (s *Store) Capabilities(ctx context.Context, agentID uuid.UUID, now time.Ti
 	if err != nil {
 		return hubu.Capabilities{}, err
 	}
-	used, err := s.q.GetBudgetUsage(ctx, s.pool, hubudb.GetBudgetUsageParams{AgentID: agentID, PeriodStart: start})
-	if err != nil && !isNoRows(err) {
+	used, err := s.q.SumBudgetUsage(ctx, s.pool, hubudb.SumBudgetUsageParams{AgentID: agentID, Since: start})
+	if err != nil {
 		return hubu.Capabilities{}, fmt.Errorf("budget usage: %w", err)
 	}
 	return hubu.Capabilities{
@@ -252,21 +268,20 @@ func nonNil(s []string) []string {
 }
 
 func agentOf(a hubudb.Agent, p hubudb.Policy) hubu.Agent {
-	return hubu.Agent{
-		ID: a.ID, Name: a.Name, Account: a.Account, CreatedAt: a.CreatedAt,
-		Policy: hubu.Policy{
-			Currency: p.Currency, PerOperationCeilingMicros: p.PerOperationCeilingMicros,
-			AutoApproveLimitMicros: p.AutoApproveLimitMicros, BudgetMicros: p.BudgetMicros,
-			BudgetPeriod: p.BudgetPeriod, AllowedProviders: p.AllowedProviders, AllowedModels: p.AllowedModels,
-		},
-	}
+	return hubu.Agent{ID: a.ID, Name: a.Name, Account: a.Account, CreatedAt: a.CreatedAt, Policy: policyOfRow(p)}
 }
 
 func priceOf(r hubudb.Price) hubu.Price {
 	return hubu.Price{Provider: r.Provider, Model: r.Model, Size: r.Size, AmountMicros: r.AmountMicros, Currency: r.Currency, UpdatedAt: r.UpdatedAt}
 }
 
-func policyOfRow(p hubudb.Policy) hubu.Policy { return agentOf(hubudb.Agent{}, p).Policy }
+func policyOfRow(p hubudb.Policy) hubu.Policy {
+	return hubu.Policy{
+		Currency: p.Currency, PerOperationCeilingMicros: p.PerOperationCeilingMicros,
+		AutoApproveLimitMicros: p.AutoApproveLimitMicros, BudgetMicros: p.BudgetMicros,
+		BudgetPeriod: p.BudgetPeriod, AllowedProviders: p.AllowedProviders, AllowedModels: p.AllowedModels,
+	}
+}
 
 // marshalArguments stores the validated request, not the bytes the caller sent.
 func marshalArguments(r hubu.ImageRequest) ([]byte, error) { return json.Marshal(r) }

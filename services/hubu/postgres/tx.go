@@ -13,36 +13,27 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// withTx runs fn in a transaction and commits it. The rollback after a failure still runs
+// withTxV runs fn in a transaction and commits it. The rollback after a failure still runs
 // when the caller's context is cancelled, so no transaction is left open on the connection.
-func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+func withTxV[T any](ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) (T, error)) (T, error) {
+	var zero T
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return zero, fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = tx.Rollback(rctx) // a no-op after commit
 	}()
-	if err := fn(tx); err != nil {
-		return err
+	out, err := fn(tx)
+	if err != nil {
+		return zero, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return zero, fmt.Errorf("commit: %w", err)
 	}
-	return nil
-}
-
-// withTxV is withTx for a function that returns a value.
-func withTxV[T any](ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) (T, error)) (T, error) {
-	var out T
-	err := withTx(ctx, pool, func(tx pgx.Tx) error {
-		v, err := fn(tx)
-		out = v
-		return err
-	})
-	return out, err
+	return out, nil
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -12,6 +12,17 @@ import (
 	"github.com/google/uuid"
 )
 
+const agentHasOperations = `-- name: AgentHasOperations :one
+SELECT EXISTS (SELECT 1 FROM operations WHERE agent_id = $1)
+`
+
+func (q *Queries) AgentHasOperations(ctx context.Context, db DBTX, agentID uuid.UUID) (bool, error) {
+	row := db.QueryRow(ctx, agentHasOperations, agentID)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const getAgent = `-- name: GetAgent :one
 SELECT id, name, account, created_at FROM agents WHERE id = $1
 `

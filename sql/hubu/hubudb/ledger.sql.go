@@ -14,53 +14,37 @@ import (
 
 const addBudgetUsage = `-- name: AddBudgetUsage :one
 UPDATE budget_usage SET used_micros = used_micros + $3::bigint
-WHERE agent_id = $1 AND period_start = $2
+WHERE agent_id = $1 AND day = $2
 RETURNING used_micros
 `
 
 type AddBudgetUsageParams struct {
-	AgentID     uuid.UUID
-	PeriodStart time.Time
-	Delta       int64
+	AgentID uuid.UUID
+	Day     time.Time
+	Delta   int64
 }
 
 func (q *Queries) AddBudgetUsage(ctx context.Context, db DBTX, arg AddBudgetUsageParams) (int64, error) {
-	row := db.QueryRow(ctx, addBudgetUsage, arg.AgentID, arg.PeriodStart, arg.Delta)
+	row := db.QueryRow(ctx, addBudgetUsage, arg.AgentID, arg.Day, arg.Delta)
 	var used_micros int64
 	err := row.Scan(&used_micros)
 	return used_micros, err
 }
 
 const ensureBudgetUsage = `-- name: EnsureBudgetUsage :exec
-INSERT INTO budget_usage (agent_id, period_start, used_micros)
+INSERT INTO budget_usage (agent_id, day, used_micros)
 VALUES ($1, $2, 0)
-ON CONFLICT (agent_id, period_start) DO NOTHING
+ON CONFLICT (agent_id, day) DO NOTHING
 `
 
 type EnsureBudgetUsageParams struct {
-	AgentID     uuid.UUID
-	PeriodStart time.Time
+	AgentID uuid.UUID
+	Day     time.Time
 }
 
 func (q *Queries) EnsureBudgetUsage(ctx context.Context, db DBTX, arg EnsureBudgetUsageParams) error {
-	_, err := db.Exec(ctx, ensureBudgetUsage, arg.AgentID, arg.PeriodStart)
+	_, err := db.Exec(ctx, ensureBudgetUsage, arg.AgentID, arg.Day)
 	return err
-}
-
-const getBudgetUsage = `-- name: GetBudgetUsage :one
-SELECT used_micros FROM budget_usage WHERE agent_id = $1 AND period_start = $2
-`
-
-type GetBudgetUsageParams struct {
-	AgentID     uuid.UUID
-	PeriodStart time.Time
-}
-
-func (q *Queries) GetBudgetUsage(ctx context.Context, db DBTX, arg GetBudgetUsageParams) (int64, error) {
-	row := db.QueryRow(ctx, getBudgetUsage, arg.AgentID, arg.PeriodStart)
-	var used_micros int64
-	err := row.Scan(&used_micros)
-	return used_micros, err
 }
 
 const insertLedgerEntry = `-- name: InsertLedgerEntry :one
@@ -147,4 +131,20 @@ func (q *Queries) ListLedgerEntries(ctx context.Context, db DBTX, operationID uu
 		return nil, err
 	}
 	return items, nil
+}
+
+const sumBudgetUsage = `-- name: SumBudgetUsage :one
+SELECT coalesce(sum(used_micros), 0)::bigint FROM budget_usage WHERE agent_id = $1 AND day >= $2
+`
+
+type SumBudgetUsageParams struct {
+	AgentID uuid.UUID
+	Since   time.Time
+}
+
+func (q *Queries) SumBudgetUsage(ctx context.Context, db DBTX, arg SumBudgetUsageParams) (int64, error) {
+	row := db.QueryRow(ctx, sumBudgetUsage, arg.AgentID, arg.Since)
+	var column_1 int64
+	err := row.Scan(&column_1)
+	return column_1, err
 }

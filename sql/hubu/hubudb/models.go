@@ -18,9 +18,9 @@ type Agent struct {
 }
 
 type BudgetUsage struct {
-	AgentID     uuid.UUID
-	PeriodStart time.Time
-	UsedMicros  int64
+	AgentID    uuid.UUID
+	Day        time.Time
+	UsedMicros int64
 }
 
 type Credential struct {
@@ -56,7 +56,7 @@ type Operation struct {
 	AmountMicros      int64
 	Currency          string
 	State             string
-	BudgetPeriodStart time.Time
+	BudgetDay         time.Time
 	DecisionID        *uuid.UUID
 	DenialCode        *string
 	DenialMessage     *string

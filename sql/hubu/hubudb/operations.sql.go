@@ -14,24 +14,27 @@ import (
 
 const approveOperation = `-- name: ApproveOperation :one
 UPDATE operations
-SET state = 'approved', decision_id = $2, decided_by = $3, decided_at = $4, updated_at = $4
+SET state = 'approved', decision_id = $2, decided_by = $3, decided_at = $4, updated_at = $4, approval_expires_at = $5
 WHERE id = $1 AND state = 'pending_approval'
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
 `
 
 type ApproveOperationParams struct {
-	ID         uuid.UUID
-	DecisionID *uuid.UUID
-	DecidedBy  *string
-	DecidedAt  *time.Time
+	ID                uuid.UUID
+	DecisionID        *uuid.UUID
+	DecidedBy         *string
+	DecidedAt         *time.Time
+	ApprovalExpiresAt *time.Time
 }
 
+// The agent must resume an approved operation before its new deadline.
 func (q *Queries) ApproveOperation(ctx context.Context, db DBTX, arg ApproveOperationParams) (Operation, error) {
 	row := db.QueryRow(ctx, approveOperation,
 		arg.ID,
 		arg.DecisionID,
 		arg.DecidedBy,
 		arg.DecidedAt,
+		arg.ApprovalExpiresAt,
 	)
 	var i Operation
 	err := row.Scan(
@@ -49,7 +52,7 @@ func (q *Queries) ApproveOperation(ctx context.Context, db DBTX, arg ApproveOper
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,
@@ -66,9 +69,9 @@ func (q *Queries) ApproveOperation(ctx context.Context, db DBTX, arg ApproveOper
 const closeOperation = `-- name: CloseOperation :one
 UPDATE operations
 SET state = $1, denial_code = $2, denial_message = $3,
-    decided_by = $4, decided_at = $5, updated_at = $5
-WHERE id = $6 AND state = 'pending_approval'
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
+    decided_by = coalesce($4, decided_by), decided_at = $5, updated_at = $5
+WHERE id = $6 AND state IN ('pending_approval', 'approved')
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
 `
 
 type CloseOperationParams struct {
@@ -80,7 +83,7 @@ type CloseOperationParams struct {
 	ID            uuid.UUID
 }
 
-// Moves an operation to a final state without a decision (denied or expired).
+// Ends an operation that waits for people (held, or approved but not resumed) as denied or expired.
 func (q *Queries) CloseOperation(ctx context.Context, db DBTX, arg CloseOperationParams) (Operation, error) {
 	row := db.QueryRow(ctx, closeOperation,
 		arg.State,
@@ -106,7 +109,7 @@ func (q *Queries) CloseOperation(ctx context.Context, db DBTX, arg CloseOperatio
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,
@@ -121,7 +124,7 @@ func (q *Queries) CloseOperation(ctx context.Context, db DBTX, arg CloseOperatio
 }
 
 const getOperation = `-- name: GetOperation :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE id = $1
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE id = $1
 `
 
 func (q *Queries) GetOperation(ctx context.Context, db DBTX, id uuid.UUID) (Operation, error) {
@@ -142,7 +145,7 @@ func (q *Queries) GetOperation(ctx context.Context, db DBTX, id uuid.UUID) (Oper
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,
@@ -157,7 +160,7 @@ func (q *Queries) GetOperation(ctx context.Context, db DBTX, id uuid.UUID) (Oper
 }
 
 const getOperationByDecision = `-- name: GetOperationByDecision :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE decision_id = $1
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE decision_id = $1
 `
 
 func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionID *uuid.UUID) (Operation, error) {
@@ -178,7 +181,7 @@ func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionI
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,
@@ -193,7 +196,7 @@ func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionI
 }
 
 const getOperationByHandle = `-- name: GetOperationByHandle :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE public_handle = $1
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE public_handle = $1
 `
 
 func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandle string) (Operation, error) {
@@ -214,7 +217,7 @@ func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandl
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,
@@ -229,7 +232,7 @@ func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandl
 }
 
 const getOperationByKey = `-- name: GetOperationByKey :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE agent_id = $1 AND operation_key = $2
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE agent_id = $1 AND operation_key = $2
 `
 
 type GetOperationByKeyParams struct {
@@ -255,7 +258,7 @@ func (q *Queries) GetOperationByKey(ctx context.Context, db DBTX, arg GetOperati
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,
@@ -272,10 +275,10 @@ func (q *Queries) GetOperationByKey(ctx context.Context, db DBTX, arg GetOperati
 const insertOperation = `-- name: InsertOperation :one
 INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
                         account, provider, model, size, amount_micros, currency, state,
-                        budget_period_start, decision_id, denial_code, denial_message,
+                        budget_day, decision_id, denial_code, denial_message,
                         approval_expires_at, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20)
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
 `
 
 type InsertOperationParams struct {
@@ -293,7 +296,7 @@ type InsertOperationParams struct {
 	AmountMicros      int64
 	Currency          string
 	State             string
-	BudgetPeriodStart time.Time
+	BudgetDay         time.Time
 	DecisionID        *uuid.UUID
 	DenialCode        *string
 	DenialMessage     *string
@@ -317,7 +320,7 @@ func (q *Queries) InsertOperation(ctx context.Context, db DBTX, arg InsertOperat
 		arg.AmountMicros,
 		arg.Currency,
 		arg.State,
-		arg.BudgetPeriodStart,
+		arg.BudgetDay,
 		arg.DecisionID,
 		arg.DenialCode,
 		arg.DenialMessage,
@@ -340,7 +343,7 @@ func (q *Queries) InsertOperation(ctx context.Context, db DBTX, arg InsertOperat
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,
@@ -354,8 +357,59 @@ func (q *Queries) InsertOperation(ctx context.Context, db DBTX, arg InsertOperat
 	return i, err
 }
 
+const listDecisions = `-- name: ListDecisions :many
+SELECT o.decision_id::uuid AS decision_id, o.public_handle, o.state, o.amount_micros, o.currency,
+    coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+    coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+    coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+FROM operations o LEFT JOIN ledger_entries l ON l.operation_id = o.id
+WHERE o.decision_id IS NOT NULL
+GROUP BY o.id
+ORDER BY o.created_at, o.id
+`
+
+type ListDecisionsRow struct {
+	DecisionID   uuid.UUID
+	PublicHandle string
+	State        string
+	AmountMicros int64
+	Currency     string
+	Held         int64
+	Captured     int64
+	Released     int64
+}
+
+func (q *Queries) ListDecisions(ctx context.Context, db DBTX) ([]ListDecisionsRow, error) {
+	rows, err := db.Query(ctx, listDecisions)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListDecisionsRow
+	for rows.Next() {
+		var i ListDecisionsRow
+		if err := rows.Scan(
+			&i.DecisionID,
+			&i.PublicHandle,
+			&i.State,
+			&i.AmountMicros,
+			&i.Currency,
+			&i.Held,
+			&i.Captured,
+			&i.Released,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listDispatching = `-- name: ListDispatching :many
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations
 WHERE state = 'dispatching' AND updated_at <= $1
 ORDER BY updated_at
 LIMIT $2
@@ -391,7 +445,7 @@ func (q *Queries) ListDispatching(ctx context.Context, db DBTX, arg ListDispatch
 			&i.AmountMicros,
 			&i.Currency,
 			&i.State,
-			&i.BudgetPeriodStart,
+			&i.BudgetDay,
 			&i.DecisionID,
 			&i.DenialCode,
 			&i.DenialMessage,
@@ -414,7 +468,7 @@ func (q *Queries) ListDispatching(ctx context.Context, db DBTX, arg ListDispatch
 
 const listExpiredApprovals = `-- name: ListExpiredApprovals :many
 SELECT id FROM operations
-WHERE state = 'pending_approval' AND approval_expires_at <= $1
+WHERE state IN ('pending_approval', 'approved') AND approval_expires_at <= $1
 ORDER BY approval_expires_at
 LIMIT $2
 `
@@ -445,7 +499,7 @@ func (q *Queries) ListExpiredApprovals(ctx context.Context, db DBTX, arg ListExp
 }
 
 const listPendingApprovals = `-- name: ListPendingApprovals :many
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE state = 'pending_approval' ORDER BY created_at, id
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE state = 'pending_approval' ORDER BY created_at, id
 `
 
 func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operation, error) {
@@ -472,7 +526,7 @@ func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operatio
 			&i.AmountMicros,
 			&i.Currency,
 			&i.State,
-			&i.BudgetPeriodStart,
+			&i.BudgetDay,
 			&i.DecisionID,
 			&i.DenialCode,
 			&i.DenialMessage,
@@ -494,7 +548,7 @@ func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operatio
 }
 
 const lockOperation = `-- name: LockOperation :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) LockOperation(ctx context.Context, db DBTX, id uuid.UUID) (Operation, error) {
@@ -515,7 +569,7 @@ func (q *Queries) LockOperation(ctx context.Context, db DBTX, id uuid.UUID) (Ope
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,
@@ -533,7 +587,7 @@ const setOperationState = `-- name: SetOperationState :one
 UPDATE operations
 SET state = $1, failure_reason = $2, updated_at = $3
 WHERE id = $4 AND state = $5
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_period_start, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
 `
 
 type SetOperationStateParams struct {
@@ -568,7 +622,7 @@ func (q *Queries) SetOperationState(ctx context.Context, db DBTX, arg SetOperati
 		&i.AmountMicros,
 		&i.Currency,
 		&i.State,
-		&i.BudgetPeriodStart,
+		&i.BudgetDay,
 		&i.DecisionID,
 		&i.DenialCode,
 		&i.DenialMessage,

@@ -66,7 +66,7 @@ CREATE TABLE operations (
     currency            text NOT NULL,
     state               text NOT NULL CHECK (state IN ('pending_approval', 'approved', 'dispatching',
                             'executing', 'succeeded', 'failed', 'denied', 'expired')),
-    budget_period_start timestamptz NOT NULL,
+    budget_day          timestamptz NOT NULL, -- midnight UTC of the day it was authorized
     decision_id         uuid UNIQUE,
     denial_code         text,
     denial_message      text,
@@ -77,10 +77,13 @@ CREATE TABLE operations (
     created_at          timestamptz NOT NULL,
     updated_at          timestamptz NOT NULL,
     UNIQUE (agent_id, operation_key),
-    CHECK ((state IN ('approved', 'dispatching', 'executing', 'succeeded', 'failed')) = (decision_id IS NOT NULL))
+    -- A decision exists from approval on; an approved operation that expires keeps its
+    -- (never executed) decision id.
+    CHECK (state NOT IN ('approved', 'dispatching', 'executing', 'succeeded', 'failed') OR decision_id IS NOT NULL),
+    CHECK (state <> 'pending_approval' OR decision_id IS NULL)
 );
 
-CREATE INDEX operations_pending_approval ON operations (approval_expires_at) WHERE state = 'pending_approval';
+CREATE INDEX operations_awaiting_people ON operations (approval_expires_at) WHERE state IN ('pending_approval', 'approved');
 CREATE INDEX operations_dispatching ON operations (updated_at) WHERE state = 'dispatching';
 
 -- Append-only: a trigger refuses UPDATE and DELETE. For every operation,
@@ -107,11 +110,12 @@ CREATE TRIGGER ledger_entries_append_only
     BEFORE UPDATE OR DELETE ON ledger_entries
     FOR EACH ROW EXECUTE FUNCTION ledger_entries_append_only();
 
--- What one agent has used of one budget period: outstanding holds plus captures of the
--- operations authorized in it. Updated in the same transaction as the ledger.
+-- What one agent has used per UTC day: outstanding holds plus captures of the operations
+-- authorized that day, updated in the same transaction as the ledger. A budget period's use
+-- is the sum of its days, so changing an agent's period never forgets what was spent.
 CREATE TABLE budget_usage (
-    agent_id     uuid NOT NULL REFERENCES agents (id),
-    period_start timestamptz NOT NULL,
-    used_micros  bigint NOT NULL CHECK (used_micros >= 0),
-    PRIMARY KEY (agent_id, period_start)
+    agent_id    uuid NOT NULL REFERENCES agents (id),
+    day         timestamptz NOT NULL,
+    used_micros bigint NOT NULL CHECK (used_micros >= 0),
+    PRIMARY KEY (agent_id, day)
 );

@@ -37,3 +37,6 @@ SELECT * FROM policies;
 -- LockPolicy serializes every decision that spends one agent's budget.
 -- name: LockPolicy :one
 SELECT * FROM policies WHERE agent_id = $1 FOR UPDATE;
+
+-- name: AgentHasOperations :one
+SELECT EXISTS (SELECT 1 FROM operations WHERE agent_id = $1);

@@ -14,14 +14,14 @@ SELECT
 FROM ledger_entries WHERE operation_id = $1;
 
 -- name: EnsureBudgetUsage :exec
-INSERT INTO budget_usage (agent_id, period_start, used_micros)
+INSERT INTO budget_usage (agent_id, day, used_micros)
 VALUES ($1, $2, 0)
-ON CONFLICT (agent_id, period_start) DO NOTHING;
+ON CONFLICT (agent_id, day) DO NOTHING;
 
--- name: GetBudgetUsage :one
-SELECT used_micros FROM budget_usage WHERE agent_id = $1 AND period_start = $2;
+-- name: SumBudgetUsage :one
+SELECT coalesce(sum(used_micros), 0)::bigint FROM budget_usage WHERE agent_id = $1 AND day >= sqlc.arg(since);
 
 -- name: AddBudgetUsage :one
 UPDATE budget_usage SET used_micros = used_micros + sqlc.arg(delta)::bigint
-WHERE agent_id = $1 AND period_start = $2
+WHERE agent_id = $1 AND day = $2
 RETURNING used_micros;

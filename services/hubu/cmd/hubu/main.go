@@ -39,10 +39,12 @@ Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL and HUBU_APPROVAL_TTL.`
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "hubu:", err)
-		}
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
+		// One line, whatever a dependency put in its message.
+		fmt.Fprintln(os.Stderr, "hubu:", strings.Join(strings.Fields(err.Error()), " "))
 		os.Exit(2)
 	}
 }
@@ -168,6 +170,10 @@ func migrate(args []string, getenv func(string) string, stdout, stderr io.Writer
 		return errors.New("usage: hubu migrate up|down|version --database-url URL")
 	}
 	action := args[0]
+	if action == "-h" || action == "--help" {
+		fmt.Fprintln(stdout, "usage: hubu migrate up|down|version --database-url URL [--steps N]")
+		return nil
+	}
 	fs := newFlags("migrate "+action, stderr)
 	dbURL := databaseURLFlag(fs, getenv)
 	steps := fs.Int("steps", 1, "with down: how many migrations to roll back (0 for all)")

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"os"
@@ -150,7 +152,11 @@ func TestServeAndGracefulShutdown(t *testing.T) {
 			t.Fatal("hubu did not log its address within 20s")
 		}
 	}
-	for path, want := range map[string]string{"/healthz": `"ok"`, "/readyz": `"ok"`, "/metrics": "hubu_http_requests_total"} {
+	// /metrics last: its request counter exists once a request was served.
+	for _, probe := range []struct{ path, want string }{
+		{"/healthz", `"ok"`}, {"/readyz", `"ok"`}, {"/metrics", "hubu_http_requests_total"},
+	} {
+		path, want := probe.path, probe.want
 		resp, err := http.Get("http://" + addr + path)
 		if err != nil {
 			t.Fatal(err)
@@ -193,6 +199,19 @@ func TestNoTestHelpersInBinaries(t *testing.T) {
 	for _, helper := range []string{"hubu.dev/hubu/sql/sqltest", "hubu.dev/hubu/proto/apitest"} {
 		if strings.Contains(string(out), helper+"\n") {
 			t.Errorf("a binary imports %s", helper)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"migrate", "--help"}, {"operator", "create", "--help"}} {
+		out, errOut, err := runHubu(t, nil, args...)
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%v: %v", args, err)
+		}
+		if !strings.Contains(out+errOut, "usage") && !strings.Contains(out+errOut, "-database-url") {
+			t.Errorf("%v printed no usage: %q %q", args, out, errOut)
 		}
 	}
 }
