@@ -5,8 +5,9 @@ SHELL := bash
 
 # Every Go package of the workspace's modules.
 PKGS := hubu.dev/hubu/httpjson/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
-	hubu.dev/hubu/services/hubu/... hubu.dev/hubu/services/mockflux/...
-GENERATED := proto/hubuapi proto/bflapi sql/hubu/hubudb
+	hubu.dev/hubu/services/hubu/... hubu.dev/hubu/services/gongbu/... hubu.dev/hubu/services/mockflux/... \
+	hubu.dev/hubu/e2e/...
+GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi sql/hubu/hubudb sql/gongbu/gongbudb
 
 .PHONY: help
 help: ## list the targets
@@ -15,6 +16,7 @@ help: ## list the targets
 .PHONY: generate
 generate: ## regenerate Go code from the OpenAPI specs (oapi-codegen) and the SQL queries (sqlc)
 	cd proto/hubuapi && go generate ./...
+	cd proto/gongbuapi && go generate ./...
 	cd proto/bflapi && go generate ./...
 	cd sql && go tool sqlc generate
 
@@ -26,7 +28,7 @@ generate-check: generate ## regenerate and fail if the committed generated code 
 
 .PHONY: build
 build: ## build every binary into bin/
-	go build -o bin/ ./services/hubu/cmd/... ./services/mockflux/cmd/...
+	go build -o bin/ ./services/hubu/cmd/... ./services/gongbu/cmd/... ./services/mockflux/cmd/...
 
 .PHONY: test
 test: ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
@@ -38,6 +40,6 @@ bench: ## run the benchmarks (not tests; numbers, no assertions)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
-	unformatted=$$(gofmt -l httpjson proto sql services); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	unformatted=$$(gofmt -l httpjson proto sql services e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
 	go tool staticcheck $(PKGS)

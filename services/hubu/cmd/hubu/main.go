@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/gongbuexec"
 	"hubu.dev/hubu/services/hubu/httpserver"
 	"hubu.dev/hubu/services/hubu/lifecycle"
 	"hubu.dev/hubu/services/hubu/postgres"
@@ -30,11 +32,12 @@ import (
 )
 
 const usage = `usage:
-  hubu serve --listen ADDR --database-url URL [--approval-ttl 24h]
+  hubu serve --listen ADDR --database-url URL [--approval-ttl 24h] [--gongbu-url URL --gongbu-token TOKEN]
   hubu migrate up|down|version --database-url URL
   hubu operator create --name NAME --database-url URL
   hubu service create --name NAME --database-url URL
-Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL and HUBU_APPROVAL_TTL.`
+Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL, HUBU_APPROVAL_TTL, HUBU_GONGBU_URL
+and HUBU_GONGBU_TOKEN.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -97,11 +100,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	dbURL := databaseURLFlag(fs, getenv)
 	ttlDefault := envOr(getenv, "HUBU_APPROVAL_TTL", "24h")
 	ttlText := fs.String("approval-ttl", ttlDefault, "how long a held operation waits for approval (env HUBU_APPROVAL_TTL)")
+	gongbuURL := fs.String("gongbu-url", getenv("HUBU_GONGBU_URL"), "Gongbu's base URL; without it decisions wait in dispatching (env HUBU_GONGBU_URL)")
+	gongbuToken := fs.String("gongbu-token", getenv("HUBU_GONGBU_TOKEN"), "the service token Gongbu accepts from Hubu (env HUBU_GONGBU_TOKEN)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := requireDatabaseURL(*dbURL); err != nil {
 		return err
+	}
+	var executor hubu.Executor
+	if *gongbuURL != "" {
+		if *gongbuToken == "" {
+			return errors.New("--gongbu-token (or HUBU_GONGBU_TOKEN) is required with --gongbu-url")
+		}
+		if u, err := url.Parse(*gongbuURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("--gongbu-url must be an http(s) URL")
+		}
+		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Timeout: 30 * time.Second})
+		if err != nil {
+			return fmt.Errorf("--gongbu-url: %v", err)
+		}
+		executor = gx
 	}
 	ttl, err := time.ParseDuration(*ttlText)
 	if err != nil || ttl <= 0 {
@@ -133,7 +152,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	now := time.Now
 	store := postgres.NewStore(pool, ttl)
-	life := &lifecycle.Service{Store: store, Logger: logger, Now: now, RetryAfter: 10 * time.Second}
+	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: 10 * time.Second}
 	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

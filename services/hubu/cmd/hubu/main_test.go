@@ -64,6 +64,8 @@ func TestBadSettings(t *testing.T) {
 		{"no database", nil, []string{"serve"}, "--database-url (or HUBU_DATABASE_URL) is required"},
 		{"not a postgres URL", nil, []string{"serve", "--database-url", "mysql://x"}, "must be a postgres:// URL"},
 		{"bad approval ttl", []string{"HUBU_DATABASE_URL=" + empty}, []string{"serve", "--approval-ttl", "soon"}, "--approval-ttl"},
+		{"gongbu without its token", []string{"HUBU_DATABASE_URL=" + empty, "HUBU_GONGBU_URL=http://127.0.0.1:1"}, []string{"serve"}, "--gongbu-token (or HUBU_GONGBU_TOKEN) is required"},
+		{"gongbu not a URL", []string{"HUBU_DATABASE_URL=" + empty}, []string{"serve", "--gongbu-url", "gongbu:8082", "--gongbu-token", "t"}, "--gongbu-url must be an http(s) URL"},
 		{"unmigrated database", []string{"HUBU_DATABASE_URL=" + empty}, []string{"serve", "--listen", "127.0.0.1:0"}, "run `hubu migrate up`"},
 		{"unknown migrate action", []string{"HUBU_DATABASE_URL=" + empty}, []string{"migrate", "sideways"}, "unknown migrate action"},
 		{"operator without name", []string{"HUBU_DATABASE_URL=" + empty}, []string{"operator", "create"}, "--name is required"},

@@ -1,0 +1,70 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/mockflux"
+)
+
+// `gongbu reconcile`, the real command, against a real stack: silent agreement exits 0; a
+// charge no execution explains exits non-zero and names it.
+func TestReconcileCommand(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{fluxIdempotent: true})
+	op := s.spend("flux-dev")
+	s.settle(op.PublicHandle)
+	run := func() (string, error) {
+		cmd := exec.Command(filepath.Join(bin, "gongbu"), "reconcile", "--hubu-url", s.hubuURL, "--hubu-token", s.hubuToken,
+			"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(); err != nil || !strings.Contains(out, "in agreement") {
+		t.Fatalf("agreeing stack: %v\n%s", err, out)
+	}
+	// A charge the provider took for nobody Hubu or Gongbu knows of.
+	w, h := 1024, 1024
+	if r, err := s.fluxAdmin.SubmitWithResponse(context.Background(), "flux-schnell", nil, bflapi.FluxRequest{Prompt: "stray", Width: &w, Height: &h},
+		func(_ context.Context, r *http.Request) error { r.Header.Set("x-key", "k"); return nil }); err != nil || r.JSON200 == nil {
+		t.Fatalf("stray submit: %v", err)
+	}
+	out, err := run()
+	if err == nil || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "belongs to no Gongbu execution") {
+		t.Fatalf("stray charge: %v\n%s", err, out)
+	}
+	if strings.Contains(out, s.hubuToken) || strings.Contains(out, s.gongbuToken) {
+		t.Fatal("reconcile printed a token")
+	}
+}
+
+// mockflux charges what Hubu's default catalog prices, so captures can equal charges.
+func TestMockfluxPricesMatchHubusCatalog(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{fluxIdempotent: true})
+	prices, err := s.operator.ListPricesWithResponse(context.Background())
+	if err != nil || prices.JSON200 == nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, p := range prices.JSON200.Prices {
+		m, ok := mockflux.Models[p.Model]
+		if !ok || p.Provider != "bfl" || p.Size != "*" {
+			t.Errorf("catalog entry %+v has no mockflux model", p)
+			continue
+		}
+		if m.PriceMicros != p.AmountMicros || p.Currency != "USD" {
+			t.Errorf("%s: Hubu prices %d %s, mockflux charges %d USD", p.Model, p.AmountMicros, p.Currency, m.PriceMicros)
+		}
+		seen++
+	}
+	if seen != len(mockflux.Models) {
+		t.Errorf("mockflux has %d models, Hubu's catalog %d", len(mockflux.Models), seen)
+	}
+}

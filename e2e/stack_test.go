@@ -1,0 +1,344 @@
+package e2e_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"hubu.dev/hubu/proto/apitest"
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/execution"
+	"hubu.dev/hubu/services/gongbu/flux"
+	gongbuhttp "hubu.dev/hubu/services/gongbu/httpserver"
+	"hubu.dev/hubu/services/gongbu/hubulink"
+	gongbupg "hubu.dev/hubu/services/gongbu/postgres"
+	"hubu.dev/hubu/services/gongbu/reconcile"
+	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/gongbuexec"
+	hubuhttp "hubu.dev/hubu/services/hubu/httpserver"
+	"hubu.dev/hubu/services/hubu/lifecycle"
+	hubupg "hubu.dev/hubu/services/hubu/postgres"
+	"hubu.dev/hubu/services/mockflux"
+	"hubu.dev/hubu/services/mockflux/fault"
+	fluxhttp "hubu.dev/hubu/services/mockflux/httpserver"
+	gongbusql "hubu.dev/hubu/sql/gongbu"
+	hubusql "hubu.dev/hubu/sql/hubu"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+// clock is the controllable time every service of a stack shares.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// pausable lets a test cut Hubu off from Gongbu, as a crash or a network partition between
+// the decision and the hand-off would; the hand-off itself is the real one.
+type pausable struct {
+	inner  hubu.Executor
+	paused atomic.Bool
+}
+
+func (p *pausable) Execute(ctx context.Context, d hubu.Decision) error {
+	if p.paused.Load() {
+		return errors.New("hand-off paused by the test")
+	}
+	return p.inner.Execute(ctx, d)
+}
+
+// stack is Hubu, Gongbu and mockflux in this process, each on its own real HTTP server and
+// (for Hubu and Gongbu) its own real Postgres database, talking through the generated clients.
+type stack struct {
+	clock       *clock
+	hubuStore   *hubupg.Store
+	hubuLife    *lifecycle.Service
+	handoff     *pausable
+	gongbuStore *gongbupg.Store
+	gongbu      *execution.Service
+	flux        *mockflux.Provider
+	faults      *fault.Set
+	hubuURL     string
+	gongbuURL   string
+	fluxURL     string
+	hubuToken   string // Hubu's service credential, held by Gongbu
+	gongbuToken string // the credential Gongbu accepts from Hubu
+	operator    *hubuapi.ClientWithResponses
+	agent       *hubuapi.ClientWithResponses
+	agentGongbu *gongbuapi.ClientWithResponses
+	otherGongbu *gongbuapi.ClientWithResponses
+	asHubu      *gongbuapi.ClientWithResponses // Gongbu's API as Hubu calls it
+	fluxAdmin   *bflapi.ClientWithResponses
+	wipeGongbu  func(t *testing.T)
+	t           *testing.T
+}
+
+type stackOptions struct {
+	// fluxIdempotent tells Gongbu that the provider honours idempotency keys (mockflux does,
+	// unless its idempotency_off fault is armed).
+	fluxIdempotent bool
+}
+
+const (
+	lease        = time.Minute
+	pollInterval = time.Second
+)
+
+func newStack(t *testing.T, opts stackOptions) *stack {
+	t.Helper()
+	ctx := context.Background()
+	s := &stack{t: t, clock: &clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}, handoff: &pausable{}}
+
+	// mockflux
+	fp, err := mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fp.Close() })
+	s.flux, s.faults = fp, &fault.Set{}
+	fluxTS := httptest.NewServer((&fluxhttp.Server{Provider: fp, Faults: s.faults, Now: s.clock.Now}).Handler())
+	t.Cleanup(fluxTS.Close)
+	s.fluxURL = fluxTS.URL
+
+	// Hubu and Gongbu need each other's address: start both servers first, route later.
+	var hubuHandler, gongbuHandler http.Handler
+	hubuTS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hubuHandler.ServeHTTP(w, r) }))
+	t.Cleanup(hubuTS.Close)
+	gongbuTS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gongbuHandler.ServeHTTP(w, r) }))
+	t.Cleanup(gongbuTS.Close)
+	s.hubuURL, s.gongbuURL = hubuTS.URL, gongbuTS.URL
+
+	// Hubu
+	hubuPool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	s.hubuStore = hubupg.NewStore(hubuPool, 24*time.Hour)
+	s.gongbuToken = "hubu-to-gongbu-" + t.Name()
+	gx, err := gongbuexec.New(s.gongbuURL, s.gongbuToken, &http.Client{Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.handoff.inner = gx
+	s.hubuLife = &lifecycle.Service{Store: s.hubuStore, Executor: s.handoff, Now: s.clock.Now, RetryAfter: 10 * time.Second}
+	hubuHandler = (&hubuhttp.Server{Store: s.hubuStore, Lifecycle: s.hubuLife, Now: s.clock.Now}).Handler(prometheus.NewRegistry())
+	s.hubuToken, err = s.hubuStore.CreateCredential(ctx, hubu.RoleService, "gongbu", s.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opToken, err := s.hubuStore.CreateCredential(ctx, hubu.RoleOperator, "alice", s.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Gongbu
+	gongbuPool, _ := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	s.gongbuStore = gongbupg.NewStore(gongbuPool)
+	s.wipeGongbu = func(t *testing.T) {
+		if _, err := gongbuPool.Exec(ctx, "DELETE FROM executions"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	authority, err := hubulink.New(s.hubuURL, s.hubuToken, &http.Client{Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adapter, err := flux.New(s.fluxURL, "test-key", opts.fluxIdempotent, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.gongbu = &execution.Service{
+		Store: s.gongbuStore, Providers: map[string]gongbu.Provider{"bfl": adapter}, Authority: authority,
+		Now: s.clock.Now, Lease: lease, PollInterval: pollInterval, PollDeadline: 10 * time.Minute,
+	}
+	gongbuHandler = (&gongbuhttp.Server{Executions: s.gongbu, Authority: authority, ServiceToken: s.gongbuToken, Ping: s.gongbuStore.Ping}).
+		Handler(prometheus.NewRegistry())
+
+	// Clients; every response of Hubu and Gongbu is checked against its spec.
+	hubuDoc, err := hubuapi.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gongbuDoc, err := gongbuapi.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubuHTTP := &http.Client{Transport: apitest.NewTransport(t, hubuDoc, nil), Timeout: 30 * time.Second}
+	gongbuHTTP := &http.Client{Transport: apitest.NewTransport(t, gongbuDoc, nil), Timeout: 30 * time.Second}
+	s.operator = mustHubuClient(t, s.hubuURL, opToken, hubuHTTP)
+	created, err := s.operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "agent"})
+	if err != nil || created.JSON201 == nil {
+		t.Fatalf("create agent: %v", err)
+	}
+	other, err := s.operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "other"})
+	if err != nil || other.JSON201 == nil {
+		t.Fatalf("create agent: %v", err)
+	}
+	s.agent = mustHubuClient(t, s.hubuURL, created.JSON201.Token, hubuHTTP)
+	s.agentGongbu = mustGongbuClient(t, s.gongbuURL, created.JSON201.Token, gongbuHTTP)
+	s.otherGongbu = mustGongbuClient(t, s.gongbuURL, other.JSON201.Token, gongbuHTTP)
+	s.asHubu = mustGongbuClient(t, s.gongbuURL, s.gongbuToken, gongbuHTTP)
+	s.fluxAdmin, err = bflapi.NewClientWithResponses(s.fluxURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func bearer(token string) func(context.Context, *http.Request) error {
+	return func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+func mustHubuClient(t *testing.T, url, token string, hc *http.Client) *hubuapi.ClientWithResponses {
+	c, err := hubuapi.NewClientWithResponses(url, hubuapi.WithHTTPClient(hc), hubuapi.WithRequestEditorFn(bearer(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func mustGongbuClient(t *testing.T, url, token string, hc *http.Client) *gongbuapi.ClientWithResponses {
+	c, err := gongbuapi.NewClientWithResponses(url, gongbuapi.WithHTTPClient(hc), gongbuapi.WithRequestEditorFn(bearer(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var callSeq atomic.Int64
+
+// spend authorizes a generate_image call through Hubu as the router would send it.
+func (s *stack) spend(model string) hubuapi.Operation {
+	s.t.Helper()
+	n := callSeq.Add(1)
+	args := hubuapi.GenerateImageArguments{Prompt: fmt.Sprintf("an origami fox #%d", n), Model: model, Width: 1024, Height: 1024}
+	resp, err := s.agent.AuthorizeWithResponse(context.Background(), hubuapi.AuthorizeRequest{
+		OperationKey: fmt.Sprintf("hubu:operation:v1:codex:00000000-0000-4000-8000-%012d", n),
+		PublicHandle: fmt.Sprintf("hubu:public-operation:v1:00000000-0000-4000-9000-%012d", n),
+		Tool:         hubuapi.GenerateImage, RequestHash: fmt.Sprintf("%064x", n), Arguments: args,
+	})
+	if err != nil || resp.JSON201 == nil {
+		s.t.Fatalf("authorize: %v %s", err, resp.Body)
+	}
+	return *resp.JSON201
+}
+
+// operation reads an operation from Hubu.
+func (s *stack) operation(handle string) hubuapi.Operation {
+	s.t.Helper()
+	resp, err := s.agent.GetOperationWithResponse(context.Background(), handle)
+	if err != nil || resp.JSON200 == nil {
+		s.t.Fatalf("operation: %v %s", err, resp.Body)
+	}
+	return *resp.JSON200
+}
+
+// decision is the decision as Hubu issued it, in the shape Hubu hands to Gongbu.
+func (s *stack) decision(op hubuapi.Operation) gongbuapi.ExecutionRequest {
+	s.t.Helper()
+	d, _, err := func() (gongbu.Decision, string, error) {
+		a, err := hubulink.New(s.hubuURL, s.hubuToken, http.DefaultClient)
+		if err != nil {
+			return gongbu.Decision{}, "", err
+		}
+		return a.Decision(context.Background(), *op.DecisionId)
+	}()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return gongbuapi.ExecutionRequest{
+		DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, AgentId: d.AgentID, Tool: gongbuapi.ExecutionRequestTool(d.Tool),
+		Scope:        gongbuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
+		Arguments:    gongbuapi.ImageArguments{Prompt: d.Arguments.Prompt, Model: d.Arguments.Model, Width: d.Arguments.Width, Height: d.Arguments.Height, Seed: d.Arguments.Seed},
+		AmountMicros: d.AmountMicros, Currency: d.Currency,
+	}
+}
+
+// settle runs Gongbu's background work (takeovers, polls, reports) until Hubu's operation is
+// final or the bound is reached, advancing the clock a poll interval each round.
+func (s *stack) settle(handle string) hubuapi.Operation {
+	s.t.Helper()
+	for range 20 {
+		if err := s.gongbu.Tick(context.Background()); err != nil {
+			s.t.Fatal(err)
+		}
+		if op := s.operation(handle); op.State == hubuapi.OperationStateSucceeded || op.State == hubuapi.OperationStateFailed {
+			return op
+		}
+		s.clock.Advance(pollInterval)
+	}
+	op := s.operation(handle)
+	s.t.Fatalf("operation %s did not finish: %s", handle, op.State)
+	return op
+}
+
+// charges is mockflux's charge ledger.
+func (s *stack) charges() bflapi.Charges {
+	s.t.Helper()
+	resp, err := s.fluxAdmin.ListChargesWithResponse(context.Background())
+	if err != nil || resp.JSON200 == nil {
+		s.t.Fatalf("charges: %v", err)
+	}
+	return *resp.JSON200
+}
+
+func (s *stack) arm(kind bflapi.FaultKind, count int) {
+	s.t.Helper()
+	if err := s.faults.Arm(kind, count, 0); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// reconcile compares Hubu's captures, Gongbu's executions and mockflux's charges.
+func (s *stack) reconcile() reconcile.Report {
+	s.t.Helper()
+	src, err := reconcile.NewSources(s.hubuURL, s.hubuToken, s.gongbuURL, s.gongbuToken, s.fluxURL, http.DefaultClient)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	r, err := reconcile.Run(context.Background(), src)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return r
+}
+
+// mustAgree fails the test unless the three records agree.
+func (s *stack) mustAgree() {
+	s.t.Helper()
+	if r := s.reconcile(); len(r.Mismatches) != 0 {
+		s.t.Fatalf("reconciliation:\n%s", r)
+	}
+}
+
+// gongbuDecision converts the wire decision into Gongbu's domain type.
+func gongbuDecision(r gongbuapi.ExecutionRequest) gongbu.Decision {
+	return gongbu.Decision{
+		DecisionID: r.DecisionId, PublicHandle: r.PublicHandle, AgentID: r.AgentId, Tool: string(r.Tool),
+		Scope:        gongbu.Scope{Provider: r.Scope.Provider, Model: r.Scope.Model, Size: r.Scope.Size},
+		Arguments:    gongbu.ImageArguments{Prompt: r.Arguments.Prompt, Model: r.Arguments.Model, Width: r.Arguments.Width, Height: r.Arguments.Height, Seed: r.Arguments.Seed},
+		AmountMicros: r.AmountMicros, Currency: r.Currency,
+	}
+}

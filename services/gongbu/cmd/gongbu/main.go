@@ -1,0 +1,318 @@
+// Command gongbu is the Gongbu executor: `gongbu serve`, `gongbu migrate up|down|version`
+// and `gongbu reconcile`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/execution"
+	"hubu.dev/hubu/services/gongbu/flux"
+	"hubu.dev/hubu/services/gongbu/httpserver"
+	"hubu.dev/hubu/services/gongbu/hubulink"
+	"hubu.dev/hubu/services/gongbu/postgres"
+	"hubu.dev/hubu/services/gongbu/reconcile"
+	gongbusql "hubu.dev/hubu/sql/gongbu"
+	"hubu.dev/hubu/sql/migrator"
+)
+
+const usage = `usage:
+  gongbu serve --listen ADDR --database-url URL --hubu-url URL --hubu-token TOKEN --service-token TOKEN
+               --flux-url URL --flux-key KEY [--flux-idempotent] [--poll-interval 1s] [--poll-deadline 10m]
+  gongbu migrate up|down|version --database-url URL
+  gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL
+Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
+GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT and GONGBU_URL.`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+	default:
+		fmt.Fprintln(os.Stderr, "gongbu:", err)
+		os.Exit(2)
+	}
+}
+
+// run is the whole program; tests and the e2e harness call it in-process. Its error is one
+// line, whatever a dependency put in its message (the driver's connection errors span lines).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if err := dispatch(ctx, args, getenv, stdout, stderr); err != nil {
+		return oneLineError{err}
+	}
+	return nil
+}
+
+type oneLineError struct{ err error }
+
+func (e oneLineError) Error() string { return strings.Join(strings.Fields(e.err.Error()), " ") }
+func (e oneLineError) Unwrap() error { return e.err }
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return errors.New("missing command")
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(ctx, rest, getenv, stderr)
+	case "migrate":
+		return migrate(rest, getenv, stdout, stderr)
+	case "reconcile":
+		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	default:
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("gongbu "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func envOr(getenv func(string) string, key, def string) string {
+	if v := getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func requireDatabaseURL(u string) error {
+	if u == "" {
+		return errors.New("--database-url (or GONGBU_DATABASE_URL) is required")
+	}
+	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
+		return errors.New("--database-url must be a postgres:// URL")
+	}
+	return nil
+}
+
+// requireHTTPURL checks a base URL setting.
+func requireHTTPURL(flagName, v string) error {
+	if v == "" {
+		return fmt.Errorf("--%s is required", flagName)
+	}
+	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("--%s must be an http(s) URL", flagName)
+	}
+	return nil
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := newFlags("serve", stderr)
+	listen := fs.String("listen", envOr(getenv, "GONGBU_LISTEN", "127.0.0.1:8082"), "address to listen on; port 0 picks one (env GONGBU_LISTEN)")
+	dbURL := fs.String("database-url", getenv("GONGBU_DATABASE_URL"), "PostgreSQL URL (env GONGBU_DATABASE_URL)")
+	hubuURL := fs.String("hubu-url", getenv("GONGBU_HUBU_URL"), "Hubu's base URL (env GONGBU_HUBU_URL)")
+	hubuToken := fs.String("hubu-token", getenv("GONGBU_HUBU_TOKEN"), "a Hubu service token, from `hubu service create` (env GONGBU_HUBU_TOKEN)")
+	serviceToken := fs.String("service-token", getenv("GONGBU_SERVICE_TOKEN"), "the token Hubu presents to Gongbu (env GONGBU_SERVICE_TOKEN)")
+	fluxURL := fs.String("flux-url", getenv("GONGBU_FLUX_URL"), "the FLUX API's base URL, or mockflux's (env GONGBU_FLUX_URL)")
+	fluxKey := fs.String("flux-key", getenv("GONGBU_FLUX_KEY"), "the FLUX API key (env GONGBU_FLUX_KEY)")
+	fluxIdem := false
+	if v := getenv("GONGBU_FLUX_IDEMPOTENT"); v != "" {
+		var err error
+		if fluxIdem, err = strconv.ParseBool(v); err != nil {
+			return errors.New("GONGBU_FLUX_IDEMPOTENT must be true or false")
+		}
+	}
+	fluxIdempotent := fs.Bool("flux-idempotent", fluxIdem, "the FLUX endpoint honours Idempotency-Key (mockflux does; the real API documents none) (env GONGBU_FLUX_IDEMPOTENT)")
+	pollInterval := fs.Duration("poll-interval", time.Second, "wait between two polls of a job")
+	pollDeadline := fs.Duration("poll-deadline", 10*time.Minute, "how long a job may stay pending before it is indeterminate")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := requireDatabaseURL(*dbURL); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, value string }{{"hubu-url", *hubuURL}, {"flux-url", *fluxURL}} {
+		if err := requireHTTPURL(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct{ name, value string }{{"hubu-token", *hubuToken}, {"service-token", *serviceToken}, {"flux-key", *fluxKey}} {
+		if f.value == "" {
+			return fmt.Errorf("--%s is required", f.name)
+		}
+	}
+	if *pollInterval <= 0 || *pollDeadline <= 0 {
+		return errors.New("--poll-interval and --poll-deadline must be positive")
+	}
+	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "gongbu")
+
+	pool, err := pgxpool.New(ctx, *dbURL)
+	if err != nil {
+		return errors.New("--database-url is not a valid PostgreSQL URL")
+	}
+	defer pool.Close()
+	startCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(startCtx); err != nil {
+		return fmt.Errorf("cannot reach the database: %v", err)
+	}
+	if err := requireMigrated(*dbURL); err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 60 * time.Second}
+	authority, err := hubulink.New(*hubuURL, *hubuToken, hc)
+	if err != nil {
+		return err
+	}
+	adapter, err := flux.New(*fluxURL, *fluxKey, *fluxIdempotent, 60*time.Second)
+	if err != nil {
+		return err
+	}
+	store := postgres.NewStore(pool)
+	svc := &execution.Service{
+		Store: store, Providers: map[string]gongbu.Provider{adapter.Name(): adapter}, Authority: authority,
+		Logger: logger, Now: time.Now, Lease: 2 * time.Minute, PollInterval: *pollInterval, PollDeadline: *pollDeadline,
+	}
+	srv := &httpserver.Server{Executions: svc, Authority: authority, ServiceToken: *serviceToken, Logger: logger, Ping: store.Ping}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s: %v", *listen, err)
+	}
+	httpSrv := &http.Server{Handler: srv.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
+	logger.Info("listening", "addr", ln.Addr().String(), "flux_idempotent", *fluxIdempotent)
+
+	bg, stopBG := context.WithCancel(ctx)
+	workerDone := make(chan struct{})
+	go func() {
+		defer close(workerDone)
+		svc.Run(bg, *pollInterval)
+	}()
+	// The worker stops before the pool closes, so a submission in flight is recorded rather
+	// than cut off by the process exiting (a submission outlives the cancellation).
+	defer func() {
+		stopBG()
+		<-workerDone
+	}()
+
+	errc := make(chan error, 1)
+	go func() { errc <- httpSrv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down")
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancelShutdown()
+	return httpSrv.Shutdown(shutdownCtx)
+}
+
+func requireMigrated(dbURL string) error {
+	st, err := migrator.Version(dbURL, gongbusql.Migrations())
+	if err != nil {
+		return fmt.Errorf("read the schema version: %w", err)
+	}
+	latest, err := migrator.Latest(gongbusql.Migrations())
+	if err != nil {
+		return err
+	}
+	if st.Dirty || st.Version != latest {
+		return fmt.Errorf("the database schema is at version %d (dirty=%v), this gongbu needs %d: run `gongbu migrate up`", st.Version, st.Dirty, latest)
+	}
+	return nil
+}
+
+func migrate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: gongbu migrate up|down|version --database-url URL")
+	}
+	action := args[0]
+	if action == "-h" || action == "--help" {
+		fmt.Fprintln(stdout, "usage: gongbu migrate up|down|version --database-url URL [--steps N]")
+		return nil
+	}
+	fs := newFlags("migrate "+action, stderr)
+	dbURL := fs.String("database-url", getenv("GONGBU_DATABASE_URL"), "PostgreSQL URL (env GONGBU_DATABASE_URL)")
+	steps := fs.Int("steps", 1, "with down: how many migrations to roll back (0 for all)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if err := requireDatabaseURL(*dbURL); err != nil {
+		return err
+	}
+	switch action {
+	case "up":
+		if err := migrator.Up(*dbURL, gongbusql.Migrations()); err != nil {
+			return err
+		}
+	case "down":
+		if *steps < 0 {
+			return errors.New("--steps must not be negative")
+		}
+		if err := migrator.Down(*dbURL, gongbusql.Migrations(), *steps); err != nil {
+			return err
+		}
+	case "version":
+	default:
+		return fmt.Errorf("unknown migrate action %q: use up, down or version", action)
+	}
+	st, err := migrator.Version(*dbURL, gongbusql.Migrations())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "version %d%s\n", st.Version, map[bool]string{true: " (dirty)"}[st.Dirty])
+	return nil
+}
+
+func reconcileCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("reconcile", stderr)
+	hubuURL := fs.String("hubu-url", getenv("GONGBU_HUBU_URL"), "Hubu's base URL (env GONGBU_HUBU_URL)")
+	hubuToken := fs.String("hubu-token", getenv("GONGBU_HUBU_TOKEN"), "a Hubu service token (env GONGBU_HUBU_TOKEN)")
+	gongbuURL := fs.String("gongbu-url", getenv("GONGBU_URL"), "Gongbu's base URL (env GONGBU_URL)")
+	serviceToken := fs.String("service-token", getenv("GONGBU_SERVICE_TOKEN"), "the token Gongbu accepts from Hubu (env GONGBU_SERVICE_TOKEN)")
+	fluxURL := fs.String("flux-url", getenv("GONGBU_FLUX_URL"), "mockflux's base URL, whose charge ledger is compared (env GONGBU_FLUX_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	for _, f := range []struct{ name, value string }{{"hubu-url", *hubuURL}, {"gongbu-url", *gongbuURL}, {"flux-url", *fluxURL}} {
+		if err := requireHTTPURL(f.name, f.value); err != nil {
+			return err
+		}
+	}
+	if *hubuToken == "" || *serviceToken == "" {
+		return errors.New("--hubu-token and --service-token are required")
+	}
+	src, err := reconcile.NewSources(*hubuURL, *hubuToken, *gongbuURL, *serviceToken, *fluxURL, &http.Client{Timeout: 30 * time.Second})
+	if err != nil {
+		return err
+	}
+	report, err := reconcile.Run(ctx, src)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
+	}
+	fmt.Fprint(stdout, report.String())
+	if len(report.Mismatches) > 0 {
+		return fmt.Errorf("%d mismatches", len(report.Mismatches))
+	}
+	return nil
+}

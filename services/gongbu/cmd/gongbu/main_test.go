@@ -1,0 +1,411 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/gongbutest"
+	"hubu.dev/hubu/services/gongbu/postgres"
+	"hubu.dev/hubu/services/gongbu/vendorkey"
+	gongbusql "hubu.dev/hubu/sql/gongbu"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gongbu-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "gongbu")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("build gongbu: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	// run is also called in-process (as the e2e harness does): it must leave nothing running.
+	if code == 0 {
+		if err := goleak.Find(
+			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func runGongbu(t *testing.T, env []string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), args, func(k string) string {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}, &stdout, &stderr)
+	return stdout.String(), stderr.String(), err
+}
+
+// serveEnv is every serve setting but the database, valid; the URLs need not answer.
+var serveEnv = []string{
+	"GONGBU_HUBU_URL=http://127.0.0.1:1", "GONGBU_HUBU_TOKEN=hubu_service_x", "GONGBU_SERVICE_TOKEN=service-token",
+	"GONGBU_FLUX_URL=http://127.0.0.1:1", "GONGBU_FLUX_KEY=flux-key",
+}
+
+// without returns env minus the setting key.
+func without(env []string, key string) []string {
+	var out []string
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, key+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func TestBadSettings(t *testing.T) {
+	t.Parallel()
+	empty := sqltest.NewEmptyDatabase(t, "gongbu")
+	migrated := sqltest.NewDatabase(t, "gongbu", gongbusql.Migrations())
+	db := func(url string) []string { return append([]string{"GONGBU_DATABASE_URL=" + url}, serveEnv...) }
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no command", nil, nil, "missing command"},
+		{"unknown command", nil, []string{"launch"}, `unknown command "launch"`},
+		{"no database", serveEnv, []string{"serve"}, "--database-url (or GONGBU_DATABASE_URL) is required"},
+		{"not a postgres URL", serveEnv, []string{"serve", "--database-url", "mysql://x"}, "must be a postgres:// URL"},
+		{"no Hubu URL", without(db(migrated), "GONGBU_HUBU_URL"), []string{"serve"}, "--hubu-url is required"},
+		{"a Hubu URL that is no URL", db(migrated), []string{"serve", "--hubu-url", "127.0.0.1:8081"}, "--hubu-url must be an http(s) URL"},
+		{"no FLUX URL", without(db(migrated), "GONGBU_FLUX_URL"), []string{"serve"}, "--flux-url is required"},
+		{"a FLUX URL that is not http", db(migrated), []string{"serve", "--flux-url", "ftp://flux"}, "--flux-url must be an http(s) URL"},
+		{"no Hubu token", without(db(migrated), "GONGBU_HUBU_TOKEN"), []string{"serve"}, "--hubu-token is required"},
+		{"no service token", without(db(migrated), "GONGBU_SERVICE_TOKEN"), []string{"serve"}, "--service-token is required"},
+		{"no FLUX key", without(db(migrated), "GONGBU_FLUX_KEY"), []string{"serve"}, "--flux-key is required"},
+		{"a poll interval that is no duration", db(migrated), []string{"serve", "--poll-interval", "soon"}, "-poll-interval"},
+		{"a zero poll deadline", db(migrated), []string{"serve", "--poll-deadline", "0s"}, "must be positive"},
+		{"an idempotency setting that is no boolean", append(db(migrated), "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "GONGBU_FLUX_IDEMPOTENT must be true or false"},
+		{"an unreachable database", db("postgres://postgres@127.0.0.1:1/gongbu?connect_timeout=2"), []string{"serve"}, "cannot reach the database"},
+		{"an unmigrated database", db(empty), []string{"serve", "--listen", "127.0.0.1:0"}, "run `gongbu migrate up`"},
+		{"an address it cannot listen on", db(migrated), []string{"serve", "--listen", "256.0.0.1:0"}, "cannot listen on 256.0.0.1:0"},
+		{"migrate without an action", nil, []string{"migrate"}, "usage: gongbu migrate up|down|version"},
+		{"unknown migrate action", []string{"GONGBU_DATABASE_URL=" + empty}, []string{"migrate", "sideways"}, "unknown migrate action"},
+		{"migrate without a database", nil, []string{"migrate", "up"}, "--database-url (or GONGBU_DATABASE_URL) is required"},
+		{"migrate down a negative number of steps", []string{"GONGBU_DATABASE_URL=" + empty}, []string{"migrate", "down", "--steps", "-1"}, "--steps must not be negative"},
+		{"reconcile without URLs", nil, []string{"reconcile"}, "--hubu-url is required"},
+		{"reconcile without tokens", []string{"GONGBU_HUBU_URL=http://h", "GONGBU_URL=http://g", "GONGBU_FLUX_URL=http://f"}, []string{"reconcile"}, "--hubu-token and --service-token are required"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := runGongbu(t, c.env, c.args...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want it to say %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("the error is more than one line: %q", err)
+			}
+		})
+	}
+}
+
+// The binary itself says what is wrong in one line on stderr and exits non-zero.
+func TestBinaryFailsInOneLine(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{serveEnv, []string{"serve"}, "gongbu: --database-url (or GONGBU_DATABASE_URL) is required\n"},
+		{append(serveEnv, "GONGBU_DATABASE_URL=postgres://x/y", "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "gongbu: GONGBU_FLUX_IDEMPOTENT must be true or false\n"},
+		{nil, []string{"migrate", "sideways", "--database-url", "postgres://x/y"}, "gongbu: unknown migrate action \"sideways\": use up, down or version\n"},
+	} {
+		cmd := exec.Command(binary, c.args...)
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, c.env...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Fatalf("%v: exit %v, want 2", c.args, err)
+		}
+		if stderr.String() != c.want || stdout.Len() != 0 {
+			t.Fatalf("%v: stderr %q, want %q; stdout %q", c.args, stderr.String(), c.want, stdout.String())
+		}
+	}
+}
+
+func TestMigrate(t *testing.T) {
+	t.Parallel()
+	env := []string{"GONGBU_DATABASE_URL=" + sqltest.NewEmptyDatabase(t, "gongbu")}
+	for _, step := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"migrate", "version"}, "version 0\n"},
+		{[]string{"migrate", "up"}, "version 1\n"},
+		{[]string{"migrate", "up"}, "version 1\n"},
+		{[]string{"migrate", "version"}, "version 1\n"},
+		{[]string{"migrate", "down"}, "version 0\n"},
+		{[]string{"migrate", "up"}, "version 1\n"},
+		{[]string{"migrate", "down", "--steps", "0"}, "version 0\n"},
+		{[]string{"migrate", "up"}, "version 1\n"},
+	} {
+		out, _, err := runGongbu(t, env, step.args...)
+		if err != nil || out != step.want {
+			t.Fatalf("%v: %q %v, want %q", step.args, out, err, step.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"migrate", "--help"}, {"migrate", "up", "--help"}, {"reconcile", "--help"}} {
+		out, errOut, err := runGongbu(t, nil, args...)
+		if err != nil && !errors.Is(err, flag.ErrHelp) {
+			t.Errorf("%v: %v", args, err)
+		}
+		if !strings.Contains(out+errOut, "usage") && !strings.Contains(out+errOut, "-database-url") && !strings.Contains(out+errOut, "-hubu-url") {
+			t.Errorf("%v printed no usage: %q %q", args, out, errOut)
+		}
+		cmd := exec.Command(binary, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%v: the binary exits with %v: %s", args, err, out)
+		}
+	}
+}
+
+// The real binary: serves on port 0, logs JSON with the bound address, answers the probes
+// and metrics, and stops cleanly on SIGTERM.
+func TestServeAndGracefulShutdown(t *testing.T) {
+	t.Parallel()
+	dbURL := sqltest.NewDatabase(t, "gongbu", gongbusql.Migrations())
+	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--hubu-url", "http://127.0.0.1:1", "--flux-url", "http://127.0.0.1:1",
+		"--poll-interval", "50ms")
+	cmd.Env = append(os.Environ(), "GONGBU_DATABASE_URL="+dbURL, "GONGBU_HUBU_TOKEN=hubu_service_x",
+		"GONGBU_SERVICE_TOKEN=service-token", "GONGBU_FLUX_KEY=flux-key", "GONGBU_FLUX_IDEMPOTENT=true")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	lines := make(chan map[string]any, 64)
+	var logs syncBuffer
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(io.TeeReader(stderr, &logs))
+		for sc.Scan() {
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil {
+				lines <- rec
+			}
+		}
+	}()
+	var addr string
+	deadline := time.After(20 * time.Second)
+	for addr == "" {
+		select {
+		case rec, ok := <-lines:
+			if !ok {
+				t.Fatalf("gongbu exited before listening: %s", logs.String())
+			}
+			if rec["msg"] == "listening" {
+				addr, _ = rec["addr"].(string)
+				if rec["flux_idempotent"] != true {
+					t.Errorf("the listening line does not say the FLUX endpoint honours keys: %v", rec)
+				}
+			}
+		case <-deadline:
+			t.Fatal("gongbu did not log its address within 20s")
+		}
+	}
+	// /metrics last: its request counter exists once a request was served.
+	for _, probe := range []struct{ path, want string }{
+		{"/healthz", `"ok"`}, {"/readyz", `"ok"`}, {"/metrics", "gongbu_http_requests_total"},
+	} {
+		resp, err := http.Get("http://" + addr + probe.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), probe.want) {
+			t.Fatalf("%s: %d %s", probe.path, resp.StatusCode, body)
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/v1/executions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the execution list answers %d without a token", resp.StatusCode)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		for range lines {
+		}
+		done <- cmd.Wait()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("gongbu did not stop within 20s of SIGTERM")
+	}
+	out := logs.String()
+	if !strings.Contains(out, `"msg":"shutting down"`) {
+		t.Fatalf("no shutdown line in the log: %s", out)
+	}
+	for _, secret := range []string{"hubu_service_x", "service-token", "flux-key"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("gongbu logged a secret (%s)", secret)
+		}
+	}
+	if strings.Contains(out, `"level":"ERROR"`) {
+		t.Errorf("errors in the log of a clean run: %s", out)
+	}
+}
+
+// Production binaries never link the test helpers.
+func TestNoTestHelpersInBinaries(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "hubu.dev/hubu/services/gongbu/cmd/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, helper := range []string{"hubu.dev/hubu/sql/sqltest", "hubu.dev/hubu/proto/apitest", "hubu.dev/hubu/services/gongbu/gongbutest", "go.uber.org/goleak"} {
+		if strings.Contains(string(out), helper+"\n") {
+			t.Errorf("a binary imports %s", helper)
+		}
+	}
+	// Nor any other component: Gongbu talks to Hubu and the provider only over the wire.
+	for _, other := range []string{"hubu.dev/hubu/services/hubu", "hubu.dev/hubu/services/mockflux", "hubu.dev/hubu/router"} {
+		if strings.Contains(string(out), other) {
+			t.Errorf("a binary imports %s", other)
+		}
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A worker that is submitting when the process is told to stop finishes the call and records
+// the job before serve returns and the pool closes; otherwise the provider's job (and charge)
+// would be lost to Gongbu.
+func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	store := postgres.NewStore(pool)
+	d := gongbutest.NewDecision()
+	now := time.Now()
+	// Left by a worker that died while submitting: its lease ran out.
+	if _, _, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(-time.Minute), now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+
+	arrived, stopped := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fluxSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost {
+			_, _ = io.WriteString(w, `{"id":"task-1","status":"Pending"}`)
+			return
+		}
+		once.Do(func() { close(arrived) })
+		select {
+		case <-stopped:
+			time.Sleep(300 * time.Millisecond) // the answer comes a little after the signal
+		case <-time.After(10 * time.Second):
+		}
+		_, _ = io.WriteString(w, `{"id":"task-1","polling_url":"http://x/v1/get_result?id=task-1"}`)
+	}))
+	t.Cleanup(fluxSrv.Close)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--database-url", dbURL, "--hubu-url", "http://127.0.0.1:1",
+			"--hubu-token", "t", "--service-token", "s", "--flux-url", fluxSrv.URL, "--flux-key", "k", "--flux-idempotent"},
+			func(string) string { return "" }, io.Discard, &stderr)
+	}()
+	select {
+	case <-arrived:
+	case err := <-done:
+		t.Fatalf("serve returned before the worker resubmitted: %v\n%s", err, stderr.String())
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the worker did not resubmit within 20s\n%s", stderr.String())
+	}
+	cancel() // SIGTERM
+	close(stopped)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not return within 20s of the signal")
+	}
+	x, err := store.Get(context.Background(), d.DecisionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.State != gongbu.StateSubmitted || x.ProviderJobID == nil || *x.ProviderJobID != "task-1" {
+		t.Fatalf("after shutdown: %s (job %v); want the job recorded\n%s", x.State, x.ProviderJobID, stderr.String())
+	}
+}

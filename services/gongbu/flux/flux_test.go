@@ -1,0 +1,334 @@
+package flux_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"go.uber.org/goleak"
+
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/flux"
+	"hubu.dev/hubu/services/gongbu/gongbutest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+	)
+}
+
+const apiKey = "bfl-test-key"
+
+// bfl plays the BFL API with canned answers, one per request in order, and keeps what it
+// was sent. Every request is checked against proto/bfl.openapi.yaml.
+type bfl struct {
+	t       *testing.T
+	router  routers.Router
+	mu      sync.Mutex
+	answers []http.HandlerFunc
+	got     []recorded
+	url     string
+}
+
+type recorded struct {
+	method, path, query string
+	header              http.Header
+	body                []byte
+}
+
+func newBFL(t *testing.T) *bfl {
+	t.Helper()
+	doc, err := bflapi.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Servers = nil
+	r, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bfl{t: t, router: r}
+	ts := httptest.NewServer(http.HandlerFunc(b.serve))
+	t.Cleanup(ts.Close)
+	b.url = ts.URL
+	return b
+}
+
+func (b *bfl) answer(hs ...http.HandlerFunc) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.answers = append(b.answers, hs...)
+}
+
+func (b *bfl) requests() []recorded {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]recorded(nil), b.got...)
+}
+
+func (b *bfl) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if route, params, err := b.router.FindRoute(r); err != nil {
+		b.t.Errorf("%s %s is not in the BFL spec: %v", r.Method, r.URL.Path, err)
+	} else if err := openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{
+		Request: r, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
+	}); err != nil {
+		b.t.Errorf("the adapter sent a request the BFL spec does not allow: %v\n%s", err, body)
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	b.mu.Lock()
+	b.got = append(b.got, recorded{r.Method, r.URL.Path, r.URL.RawQuery, r.Header.Clone(), body})
+	var h http.HandlerFunc
+	if len(b.answers) > 0 {
+		h, b.answers = b.answers[0], b.answers[1:]
+	}
+	b.mu.Unlock()
+	if h == nil {
+		b.t.Errorf("unexpected request %s %s", r.Method, r.URL)
+		http.Error(w, "unexpected", http.StatusTeapot)
+		return
+	}
+	h(w, r)
+}
+
+func reply(status int, v any) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(v)
+	}
+}
+
+func accepted(id string) http.HandlerFunc {
+	return reply(http.StatusOK, bflapi.SubmitResponse{Id: id, PollingUrl: "https://api.bfl.ai/v1/get_result?id=" + id})
+}
+
+// drop reads the request and closes the connection without an answer, as a provider that
+// charged and then lost the connection would.
+func drop(w http.ResponseWriter, _ *http.Request) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		panic(err)
+	}
+	conn.Close()
+}
+
+func newAdapter(t *testing.T, b *bfl, honours bool) *flux.Adapter {
+	t.Helper()
+	a, err := flux.New(b.url, apiKey, honours, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestSubmitRequest(t *testing.T) {
+	t.Parallel()
+	b := newBFL(t)
+	a := newAdapter(t, b, false)
+	if a.Name() != "bfl" || a.HonoursIdempotencyKeys() {
+		t.Fatalf("name %q honours %v", a.Name(), a.HonoursIdempotencyKeys())
+	}
+	b.answer(accepted("task-1"))
+	d := gongbutest.NewDecision()
+	f := "jpeg"
+	d.Arguments.OutputFormat = &f
+	job, err := a.Submit(context.Background(), "the-derived-key", d)
+	if err != nil || job.ID != "task-1" || job.PollingURL != "https://api.bfl.ai/v1/get_result?id=task-1" {
+		t.Fatalf("job %+v err %v", job, err)
+	}
+	reqs := b.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	r := reqs[0]
+	if r.method != http.MethodPost || r.path != "/v1/flux-dev" || r.header.Get("x-key") != apiKey ||
+		r.header.Get("Idempotency-Key") != "the-derived-key" || !strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
+		t.Fatalf("request %s %s, headers %v", r.method, r.path, r.header)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(r.body, &body); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"prompt": "an origami fox", "width": 1024.0, "height": 1024.0, "seed": 42.0, "output_format": "jpeg"}
+	if len(body) != len(want) {
+		t.Fatalf("body %v, want %v", body, want)
+	}
+	for k, v := range want {
+		if body[k] != v {
+			t.Fatalf("body %v, want %v", body, want)
+		}
+	}
+	if a2 := newAdapter(t, b, true); !a2.HonoursIdempotencyKeys() {
+		t.Fatal("an adapter configured as honouring keys says it does not")
+	}
+}
+
+func TestSubmitOutcomes(t *testing.T) {
+	t.Parallel()
+	detail := func(status int) http.HandlerFunc {
+		return reply(status, bflapi.ErrorDetail{Detail: http.StatusText(status)})
+	}
+	cases := []struct {
+		name     string
+		answer   http.HandlerFunc
+		rejected bool
+	}{
+		{"bad request", detail(http.StatusBadRequest), true},
+		{"unauthenticated", detail(http.StatusUnauthorized), true},
+		{"no credits", detail(http.StatusPaymentRequired), true},
+		{"bad key", detail(http.StatusForbidden), true},
+		{"unknown model", detail(http.StatusNotFound), true},
+		{"validation or key reused", detail(http.StatusUnprocessableEntity), true},
+		{"rate limited", detail(http.StatusTooManyRequests), true},
+		// Unknown outcomes: the provider may have charged.
+		{"request timeout", detail(http.StatusRequestTimeout), false},
+		{"a request under this key in flight", detail(http.StatusConflict), false},
+		{"server error", detail(http.StatusInternalServerError), false},
+		{"bad gateway", detail(http.StatusBadGateway), false},
+		{"unavailable", detail(http.StatusServiceUnavailable), false},
+		{"200 without a job", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			_, _ = io.WriteString(w, "<html>ok</html>")
+		}, false},
+		{"connection dropped", drop, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			for _, honours := range []bool{false, true} {
+				b := newBFL(t)
+				b.answer(c.answer, accepted("task-retried"))
+				_, err := newAdapter(t, b, honours).Submit(context.Background(), "k", gongbutest.NewDecision())
+				if err == nil {
+					t.Fatalf("honours=%v: no error", honours)
+				}
+				if gongbu.IsRejected(err) != c.rejected {
+					t.Fatalf("honours=%v: rejected=%v, want %v (%v)", honours, gongbu.IsRejected(err), c.rejected, err)
+				}
+			}
+		})
+	}
+}
+
+func TestSubmitTimeoutIsNotARefusal(t *testing.T) {
+	t.Parallel()
+	b := newBFL(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	b.answer(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	a, err := flux.New(b.url, apiKey, false, 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Submit(context.Background(), "k", gongbutest.NewDecision())
+	if err == nil || gongbu.IsRejected(err) {
+		t.Fatalf("err = %v, want an unknown outcome", err)
+	}
+}
+
+// Go's transport re-sends a request carrying an Idempotency-Key on its own when a reused
+// connection breaks before the answer. Against a provider that does not honour the key that
+// would be a second charge nobody decided; the adapter must not let it happen.
+func TestNoSilentResendWithoutIdempotency(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		honours bool
+		hits    int
+	}{
+		{false, 1}, // the error comes back; Gongbu marks the execution indeterminate
+		{true, 2},  // the transport's replay is safe under an honoured key (and proves this test reaches it)
+	} {
+		b := newBFL(t)
+		a := newAdapter(t, b, c.honours)
+		// A first request leaves a connection to reuse.
+		b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.Pending}))
+		if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-0"}); err != nil {
+			t.Fatal(err)
+		}
+		b.answer(drop, accepted("task-1"))
+		_, err := a.Submit(context.Background(), "k", gongbutest.NewDecision())
+		submits := 0
+		for _, r := range b.requests() {
+			if r.method == http.MethodPost {
+				submits++
+			}
+		}
+		if submits != c.hits {
+			t.Fatalf("honours=%v: the provider saw %d submits, want %d (err %v)", c.honours, submits, c.hits, err)
+		}
+		if !c.honours && (err == nil || gongbu.IsRejected(err)) {
+			t.Fatalf("honours=false: err = %v, want an unknown outcome", err)
+		}
+	}
+}
+
+func TestPoll(t *testing.T) {
+	t.Parallel()
+	sample := "https://delivery.bfl.ai/results/task-1/sample.png?sig=x"
+	result := func(status bflapi.ResultStatus, res *bflapi.Result) http.HandlerFunc {
+		return reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: status, Result: res})
+	}
+	cases := []struct {
+		name   string
+		answer http.HandlerFunc
+		want   gongbu.PollResult
+		err    bool
+	}{
+		{"pending", result(bflapi.Pending, nil), gongbu.PollResult{Status: gongbu.JobPending}, false},
+		{"ready", result(bflapi.Ready, &bflapi.Result{Sample: sample}), gongbu.PollResult{Status: gongbu.JobReady, ImageURL: sample}, false},
+		{"ready without a sample", result(bflapi.Ready, nil), gongbu.PollResult{}, true},
+		{"error", result(bflapi.Error, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Error"}, false},
+		{"request moderated", result(bflapi.RequestModerated, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Request Moderated"}, false},
+		{"content moderated", result(bflapi.ContentModerated, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Content Moderated"}, false},
+		{"task not found", result(bflapi.TaskNotFound, nil), gongbu.PollResult{Status: gongbu.JobLost}, false},
+		{"server error", reply(http.StatusInternalServerError, bflapi.ErrorDetail{Detail: "Internal Server Error"}), gongbu.PollResult{}, true},
+		{"unauthenticated", reply(http.StatusUnauthorized, bflapi.ErrorDetail{Detail: "Not authenticated"}), gongbu.PollResult{}, true},
+		{"connection dropped", drop, gongbu.PollResult{}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBFL(t)
+			b.answer(c.answer)
+			got, err := newAdapter(t, b, false).Poll(context.Background(), gongbu.Job{ID: "task-1", PollingURL: b.url + "/v1/get_result?id=task-1"})
+			if (err != nil) != c.err || got != c.want {
+				t.Fatalf("got %+v err %v, want %+v (error %v)", got, err, c.want, c.err)
+			}
+			r := b.requests()[0]
+			if r.method != http.MethodGet || r.path != "/v1/get_result" || r.query != "id=task-1" || r.header.Get("x-key") != apiKey {
+				t.Fatalf("request %s %s?%s, x-key %q", r.method, r.path, r.query, r.header.Get("x-key"))
+			}
+		})
+	}
+	// A status the adapter does not know is an error, never a guess.
+	b := newBFL(t)
+	b.answer(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"task-1","status":"Queued"}`)
+	})
+	if got, err := newAdapter(t, b, false).Poll(context.Background(), gongbu.Job{ID: "task-1"}); err == nil {
+		t.Fatalf("unknown status: %+v", got)
+	}
+}

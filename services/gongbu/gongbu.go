@@ -1,0 +1,192 @@
+// Package gongbu holds the domain of the Gongbu executor: executions, the provider adapters
+// they run through, Hubu as the authority that issues decisions, and Gongbu's one error type.
+// Gongbu turns one decision into at most one paid provider call.
+package gongbu
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// State is where an execution stands.
+type State string
+
+const (
+	// StateSubmitting is recorded before the provider is called, so a crash is never silent.
+	StateSubmitting State = "submitting"
+	// StateSubmitted: the provider accepted the job; Gongbu polls it.
+	StateSubmitted State = "submitted"
+	StateSucceeded State = "succeeded"
+	StateFailed    State = "failed"
+	// StateIndeterminate: the provider may have charged and Gongbu cannot find out. It is
+	// never retried; an operator reconciles it.
+	StateIndeterminate State = "indeterminate"
+)
+
+// Scope is what a decision is bound to.
+type Scope struct {
+	Provider string
+	Model    string
+	Size     string
+}
+
+// ImageArguments is a generate_image request as Hubu recorded it.
+type ImageArguments struct {
+	Prompt       string  `json:"prompt"`
+	Model        string  `json:"model"`
+	Width        int     `json:"width"`
+	Height       int     `json:"height"`
+	Seed         *int64  `json:"seed,omitempty"`
+	OutputFormat *string `json:"output_format,omitempty"`
+}
+
+// Decision is what Hubu issued and Gongbu executes.
+type Decision struct {
+	DecisionID   uuid.UUID
+	PublicHandle string
+	AgentID      uuid.UUID
+	Tool         string
+	Scope        Scope
+	Arguments    ImageArguments
+	AmountMicros int64
+	Currency     string
+}
+
+// SameWork reports whether two decisions ask for exactly the same paid work.
+func (d Decision) SameWork(o Decision) bool {
+	a, _ := json.Marshal(d.Arguments)
+	b, _ := json.Marshal(o.Arguments)
+	return d.DecisionID == o.DecisionID && d.PublicHandle == o.PublicHandle && d.AgentID == o.AgentID &&
+		d.Tool == o.Tool && d.Scope == o.Scope && string(a) == string(b) &&
+		d.AmountMicros == o.AmountMicros && d.Currency == o.Currency
+}
+
+// Execution is Gongbu's record of one decision.
+type Execution struct {
+	Decision
+	VendorKey     string
+	State         State
+	ProviderJobID *string
+	PollingURL    *string
+	PollDeadline  *time.Time
+	ResultURL     *string
+	Error         *string
+	ChargedMicros *int64
+	Reported      bool
+	Attempts      int
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Job is a provider's handle on submitted work.
+type Job struct {
+	ID         string
+	PollingURL string
+}
+
+// PollStatus is what a provider says of a job.
+type PollStatus int
+
+const (
+	JobPending PollStatus = iota
+	JobReady
+	JobFailed // the provider finished the job without a result
+	JobLost   // the provider does not know the job
+)
+
+// PollResult is one poll's answer.
+type PollResult struct {
+	Status   PollStatus
+	ImageURL string
+	Detail   string
+}
+
+// Provider is a paid provider behind an adapter.
+type Provider interface {
+	// Name is the provider's name in scopes and vendor keys, e.g. "bfl".
+	Name() string
+	// HonoursIdempotencyKeys says whether re-submitting under the same key is guaranteed
+	// to return the first job without a second charge. Only then may Gongbu resubmit after
+	// a crash; otherwise an unfinished submission becomes indeterminate.
+	HonoursIdempotencyKeys() bool
+	// Submit sends the work under the idempotency key. A *Rejected error means the provider
+	// refused it and charged nothing; any other error leaves the outcome unknown.
+	Submit(ctx context.Context, key string, d Decision) (Job, error)
+	// Poll asks for the job's state.
+	Poll(ctx context.Context, job Job) (PollResult, error)
+}
+
+// Rejected is a provider's definite refusal: nothing was charged.
+type Rejected struct{ Reason string }
+
+func (r *Rejected) Error() string { return "provider rejected the request: " + r.Reason }
+
+// IsRejected reports whether err is a definite refusal.
+func IsRejected(err error) bool {
+	var r *Rejected
+	return errors.As(err, &r)
+}
+
+// Authority is Hubu as Gongbu sees it: the issuer of decisions and the keeper of holds.
+type Authority interface {
+	// Decision returns a decision Hubu issued and the state of its operation; a decision
+	// Hubu does not know is a not_found *Error.
+	Decision(ctx context.Context, id uuid.UUID) (Decision, string, error)
+	// Settle captures amount of the decision's hold and releases the rest.
+	Settle(ctx context.Context, id uuid.UUID, amount int64) error
+	// Release releases the decision's whole hold.
+	Release(ctx context.Context, id uuid.UUID, reason string) error
+	// Owns reports whether the operation with this handle belongs to the agent whose token it is.
+	Owns(ctx context.Context, agentToken, publicHandle string) (bool, error)
+}
+
+// Code is a stable error code.
+type Code string
+
+const (
+	CodeInvalidArguments     Code = "invalid_arguments"
+	CodeUnauthorized         Code = "unauthorized"
+	CodeForbidden            Code = "forbidden"
+	CodeNotFound             Code = "not_found"
+	CodeDecisionMismatch     Code = "decision_mismatch"
+	CodePayloadTooLarge      Code = "payload_too_large"
+	CodeUnsupportedMediaType Code = "unsupported_media_type"
+	CodeInternal             Code = "internal"
+	CodeUnavailable          Code = "unavailable"
+)
+
+// Error is Gongbu's one error type; Message is safe to show to the caller.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with a formatted, caller-safe message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err, or CodeInternal.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the caller-safe message of err.
+func ErrorMessage(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

@@ -1,0 +1,435 @@
+// Package gongbutest holds the fakes at Gongbu's edges — Hubu as the Authority and a
+// scripted paid Provider — and a controllable clock, plus an Env that wires them to a real
+// execution.Service on a fresh Postgres database. Only tests import it.
+package gongbutest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/execution"
+	"hubu.dev/hubu/services/gongbu/postgres"
+	gongbusql "hubu.dev/hubu/sql/gongbu"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+// Timings of every Env's services.
+const (
+	Lease        = time.Minute
+	PollInterval = 2 * time.Second
+	PollDeadline = 10 * time.Minute
+)
+
+// Clock is a controllable time source.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock at a fixed instant.
+func NewClock() *Clock { return &Clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)} }
+
+// Now is the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// ErrDown is what a fake answers while it is down.
+var ErrDown = errors.New("connection refused (fake)")
+
+// Report is one outcome Gongbu told the Authority.
+type Report struct {
+	DecisionID uuid.UUID
+	Settled    bool // Settle; otherwise Release
+	Amount     int64
+	Reason     string
+}
+
+// Authority is a fake Hubu: it knows the decisions it was given, and counts reports.
+type Authority struct {
+	mu         sync.Mutex
+	decisions  map[uuid.UUID]authorityEntry
+	owners     map[string]string // public handle -> agent token
+	down       bool
+	reportDown bool
+	reports    []Report
+	failed     int // reports refused while down
+	asked      int
+}
+
+type authorityEntry struct {
+	d     gongbu.Decision
+	state string
+}
+
+// NewAuthority returns a fake Hubu that knows no decision.
+func NewAuthority() *Authority {
+	return &Authority{decisions: map[uuid.UUID]authorityEntry{}, owners: map[string]string{}}
+}
+
+// Issue makes the fake know a decision in an operation state, and the agent token that owns it.
+func (a *Authority) Issue(d gongbu.Decision, state, agentToken string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.decisions[d.DecisionID] = authorityEntry{d: d, state: state}
+	a.owners[d.PublicHandle] = agentToken
+}
+
+// SetDown makes every call fail (true) or succeed (false).
+func (a *Authority) SetDown(down bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.down = down
+}
+
+// SetReportsDown makes Settle and Release fail (true) or succeed (false); decisions can
+// still be looked up.
+func (a *Authority) SetReportsDown(down bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.reportDown = down
+}
+
+// Reports returns the successful reports, in order.
+func (a *Authority) Reports() []Report {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]Report(nil), a.reports...)
+}
+
+// FailedReports is how many reports were refused while the fake was down.
+func (a *Authority) FailedReports() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.failed
+}
+
+// Asked is how many times a decision was looked up.
+func (a *Authority) Asked() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.asked
+}
+
+func (a *Authority) Decision(_ context.Context, id uuid.UUID) (gongbu.Decision, string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.asked++
+	if a.down {
+		return gongbu.Decision{}, "", ErrDown
+	}
+	e, ok := a.decisions[id]
+	if !ok {
+		return gongbu.Decision{}, "", gongbu.Errorf(gongbu.CodeNotFound, "Hubu has no decision %s", id)
+	}
+	return e.d, e.state, nil
+}
+
+func (a *Authority) Settle(_ context.Context, id uuid.UUID, amount int64) error {
+	return a.report(Report{DecisionID: id, Settled: true, Amount: amount})
+}
+
+func (a *Authority) Release(_ context.Context, id uuid.UUID, reason string) error {
+	return a.report(Report{DecisionID: id, Reason: reason})
+}
+
+func (a *Authority) report(r Report) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.down || a.reportDown {
+		a.failed++
+		return ErrDown
+	}
+	if _, ok := a.decisions[r.DecisionID]; !ok {
+		return fmt.Errorf("status 404: not_found")
+	}
+	a.reports = append(a.reports, r)
+	return nil
+}
+
+// Owns answers like Hubu asked with the agent's token: true only for the agent that owns
+// the handle; an unknown token is unauthorized.
+func (a *Authority) Owns(_ context.Context, agentToken, handle string) (bool, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.down {
+		return false, ErrDown
+	}
+	known := false
+	for _, tok := range a.owners {
+		known = known || tok == agentToken
+	}
+	if !known {
+		return false, gongbu.Errorf(gongbu.CodeUnauthorized, "the bearer token is not valid")
+	}
+	return a.owners[handle] == agentToken, nil
+}
+
+// SubmitFunc scripts one Submit call.
+type SubmitFunc func(ctx context.Context, key string, d gongbu.Decision) (gongbu.Job, error)
+
+// PollFunc scripts one Poll call.
+type PollFunc func(ctx context.Context, job gongbu.Job) (gongbu.PollResult, error)
+
+// Provider is a scripted fake paid provider named "bfl". Each Submit and Poll takes the next
+// scripted answer; with none left, Submit accepts a job (the same job for the same key, as a
+// provider that honours keys would) and Poll answers Pending.
+type Provider struct {
+	honours bool
+
+	mu      sync.Mutex
+	submits []SubmitFunc
+	polls   []PollFunc
+	keys    map[string]int // submits per key
+	jobs    map[string]string
+	nSubmit int
+	nPoll   int
+	polled  []gongbu.Job
+}
+
+// NewProvider returns a fake provider that honours idempotency keys or not.
+func NewProvider(honours bool) *Provider {
+	return &Provider{honours: honours, keys: map[string]int{}, jobs: map[string]string{}}
+}
+
+func (p *Provider) Name() string                 { return "bfl" }
+func (p *Provider) HonoursIdempotencyKeys() bool { return p.honours }
+
+// OnSubmit scripts the next Submit calls, in order.
+func (p *Provider) OnSubmit(fs ...SubmitFunc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.submits = append(p.submits, fs...)
+}
+
+// OnPoll scripts the next Poll calls, in order.
+func (p *Provider) OnPoll(fs ...PollFunc) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.polls = append(p.polls, fs...)
+}
+
+// Submits is how many times Submit was called.
+func (p *Provider) Submits() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nSubmit
+}
+
+// SubmitsFor is how many times Submit was called with this idempotency key.
+func (p *Provider) SubmitsFor(key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keys[key]
+}
+
+// Polls is how many times Poll was called.
+func (p *Provider) Polls() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.nPoll
+}
+
+// Polled returns the jobs polled, in order.
+func (p *Provider) Polled() []gongbu.Job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]gongbu.Job(nil), p.polled...)
+}
+
+func (p *Provider) Submit(ctx context.Context, key string, d gongbu.Decision) (gongbu.Job, error) {
+	p.mu.Lock()
+	p.nSubmit++
+	p.keys[key]++
+	var f SubmitFunc
+	if len(p.submits) > 0 {
+		f, p.submits = p.submits[0], p.submits[1:]
+	}
+	p.mu.Unlock()
+	if f != nil {
+		return f(ctx, key, d)
+	}
+	return p.accept(key), nil
+}
+
+// accept is a provider's success: one job per key.
+func (p *Provider) accept(key string) gongbu.Job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	id, ok := p.jobs[key]
+	if !ok {
+		id = "job-" + strconv.Itoa(len(p.jobs)+1)
+		p.jobs[key] = id
+	}
+	return gongbu.Job{ID: id, PollingURL: "https://provider.test/v1/get_result?id=" + id}
+}
+
+// Accept scripts a successful Submit.
+func (p *Provider) Accept() SubmitFunc {
+	return func(_ context.Context, key string, _ gongbu.Decision) (gongbu.Job, error) { return p.accept(key), nil }
+}
+
+// Reject scripts a definite refusal.
+func Reject(reason string) SubmitFunc {
+	return func(context.Context, string, gongbu.Decision) (gongbu.Job, error) {
+		return gongbu.Job{}, &gongbu.Rejected{Reason: reason}
+	}
+}
+
+// Ambiguous scripts a call whose outcome is unknown (a dropped connection, a 500).
+func Ambiguous() SubmitFunc {
+	return func(context.Context, string, gongbu.Decision) (gongbu.Job, error) {
+		return gongbu.Job{}, errors.New("connection reset by peer (fake)")
+	}
+}
+
+// Answer scripts a poll answer.
+func Answer(status gongbu.PollStatus, imageURL, detail string) PollFunc {
+	return func(context.Context, gongbu.Job) (gongbu.PollResult, error) {
+		return gongbu.PollResult{Status: status, ImageURL: imageURL, Detail: detail}, nil
+	}
+}
+
+// PollError scripts a failed poll.
+func PollError() PollFunc {
+	return func(context.Context, gongbu.Job) (gongbu.PollResult, error) {
+		return gongbu.PollResult{}, errors.New("poll timed out (fake)")
+	}
+}
+
+func (p *Provider) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, error) {
+	p.mu.Lock()
+	p.nPoll++
+	p.polled = append(p.polled, job)
+	var f PollFunc
+	if len(p.polls) > 0 {
+		f, p.polls = p.polls[0], p.polls[1:]
+	}
+	p.mu.Unlock()
+	if f != nil {
+		return f(ctx, job)
+	}
+	return gongbu.PollResult{Status: gongbu.JobPending}, nil
+}
+
+// NewDecision returns a valid decision for a 1024x1024 flux-dev image.
+func NewDecision() gongbu.Decision {
+	seed := int64(42)
+	return gongbu.Decision{
+		DecisionID:   uuid.New(),
+		PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(),
+		AgentID:      uuid.New(),
+		Tool:         "generate_image",
+		Scope:        gongbu.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"},
+		Arguments:    gongbu.ImageArguments{Prompt: "an origami fox", Model: "flux-dev", Width: 1024, Height: 1024, Seed: &seed},
+		AmountMicros: 25_000,
+		Currency:     "USD",
+	}
+}
+
+// Env is an execution.Service on its own database with fakes at its edges.
+type Env struct {
+	Pool      *pgxpool.Pool
+	DBURL     string
+	Store     *postgres.Store
+	Clock     *Clock
+	Authority *Authority
+	Provider  *Provider
+	Service   *execution.Service
+	Logs      *SyncBuffer
+}
+
+// New returns an Env whose provider honours idempotency keys or not.
+func New(t testing.TB, honours bool) *Env {
+	t.Helper()
+	pool, dbURL := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	e := &Env{
+		Pool: pool, DBURL: dbURL, Store: postgres.NewStore(pool), Clock: NewClock(),
+		Authority: NewAuthority(), Provider: NewProvider(honours), Logs: &SyncBuffer{},
+	}
+	e.Service = e.NewService(e.Provider)
+	return e
+}
+
+// NewService returns another service on the same database, clock and Authority, as a
+// second worker process or a restarted one would be.
+func (e *Env) NewService(p gongbu.Provider) *execution.Service {
+	return &execution.Service{
+		Store: e.Store, Providers: map[string]gongbu.Provider{p.Name(): p}, Authority: e.Authority,
+		Logger: slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:    e.Clock.Now, Lease: Lease, PollInterval: PollInterval, PollDeadline: PollDeadline,
+	}
+}
+
+// Issue makes the Authority know a new decision in state dispatching and returns it.
+func (e *Env) Issue(agentToken string) gongbu.Decision {
+	d := NewDecision()
+	e.Authority.Issue(d, "dispatching", agentToken)
+	return d
+}
+
+// Executions counts the rows in the executions table.
+func (e *Env) Executions(t testing.TB) int {
+	t.Helper()
+	var n int
+	if err := e.Pool.QueryRow(context.Background(), "SELECT count(*) FROM executions").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Get returns the execution of a decision, failing the test when there is none.
+func (e *Env) Get(t testing.TB, id uuid.UUID) gongbu.Execution {
+	t.Helper()
+	x, err := e.Store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// Tick runs one background pass, failing the test on error.
+func (e *Env) Tick(t testing.TB) {
+	t.Helper()
+	if err := e.Service.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SyncBuffer is a log sink safe for concurrent writers.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,298 @@
+// Package httpserver serves Gongbu's HTTP API, the chi server interface generated from
+// proto/gongbu.openapi.yaml.
+package httpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"hubu.dev/hubu/httpjson"
+	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/execution"
+)
+
+// Server implements gongbuapi.ServerInterface.
+type Server struct {
+	Executions *execution.Service
+	Authority  gongbu.Authority
+	// ServiceToken is the credential Hubu presents; only it may submit decisions.
+	ServiceToken string
+	Logger       *slog.Logger
+	Ping         func(context.Context) error
+	requests     *prometheus.CounterVec
+}
+
+var _ gongbuapi.ServerInterface = (*Server)(nil)
+
+var statusOf = map[gongbu.Code]int{
+	gongbu.CodeInvalidArguments:     http.StatusBadRequest,
+	gongbu.CodeUnauthorized:         http.StatusUnauthorized,
+	gongbu.CodeForbidden:            http.StatusForbidden,
+	gongbu.CodeNotFound:             http.StatusNotFound,
+	gongbu.CodeDecisionMismatch:     http.StatusConflict,
+	gongbu.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
+	gongbu.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	gongbu.CodeInternal:             http.StatusInternalServerError,
+	gongbu.CodeUnavailable:          http.StatusServiceUnavailable,
+}
+
+var publicHandleRE = regexp.MustCompile(`^hubu:public-operation:v1:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// Handler returns the HTTP handler with every route, registering metrics on reg.
+func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gongbu_http_requests_total", Help: "HTTP requests by route pattern, method and status.",
+	}, []string{"route", "method", "status"})
+	reg.MustRegister(s.requests)
+	r := chi.NewRouter()
+	r.Use(s.instrument)
+	if g, ok := reg.(prometheus.Gatherer); ok {
+		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	}
+	return gongbuapi.HandlerWithOptions(s, gongbuapi.ChiServerOptions{
+		BaseRouter: r,
+		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "bad request parameter"))
+		},
+	})
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	code := gongbu.ErrorCode(err)
+	if code == gongbu.CodeInternal {
+		s.logger().ErrorContext(r.Context(), "internal error", "method", r.Method, "route", routeOf(r), "err", err)
+	}
+	httpjson.WriteProblem(w, statusOf[code], string(code), gongbu.ErrorMessage(err))
+}
+
+func bearerToken(r *http.Request) string {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if token == r.Header.Get("Authorization") {
+		return ""
+	}
+	return token
+}
+
+// requireService admits only Hubu's service credential.
+func (s *Server) requireService(r *http.Request) error {
+	token := bearerToken(r)
+	if token == "" {
+		return gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required")
+	}
+	want, got := sha256.Sum256([]byte(s.ServiceToken)), sha256.Sum256([]byte(token))
+	if s.ServiceToken == "" || subtle.ConstantTimeCompare(want[:], got[:]) != 1 {
+		return gongbu.Errorf(gongbu.CodeForbidden, "only Hubu's service credential may do that")
+	}
+	return nil
+}
+
+func (s *Server) GetHealthz(w http.ResponseWriter, r *http.Request) {
+	httpjson.WriteJSON(w, http.StatusOK, gongbuapi.Health{Status: gongbuapi.Ok})
+}
+
+func (s *Server) GetReadyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.Ping(ctx); err != nil {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnavailable, "the database is not reachable"))
+		return
+	}
+	httpjson.WriteJSON(w, http.StatusOK, gongbuapi.Health{Status: gongbuapi.Ok})
+}
+
+func (s *Server) Execute(w http.ResponseWriter, r *http.Request) {
+	if err := s.requireService(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var body gongbuapi.ExecutionRequest
+	if err := decode(w, r, &body); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	d, err := decisionOf(body)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	exec, created, err := s.Executions.Execute(r.Context(), d)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusAccepted
+	}
+	httpjson.WriteJSON(w, status, executionOf(exec))
+}
+
+func (s *Server) ListExecutions(w http.ResponseWriter, r *http.Request) {
+	if err := s.requireService(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	all, err := s.Executions.Store.List(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := gongbuapi.ExecutionList{Executions: []gongbuapi.Execution{}}
+	for _, e := range all {
+		out.Executions = append(out.Executions, executionOf(e))
+	}
+	httpjson.WriteJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) GetExecution(w http.ResponseWriter, r *http.Request, id uuid.UUID) {
+	if err := s.requireService(r); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	exec, err := s.Executions.Get(r.Context(), id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	httpjson.WriteJSON(w, http.StatusOK, executionOf(exec))
+}
+
+// GetOperationExecution serves an agent its own operation's execution. Hubu, asked with the
+// agent's token, decides what is the agent's; any other operation is not found.
+func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string) {
+	token := bearerToken(r)
+	if token == "" {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required"))
+		return
+	}
+	if !publicHandleRE.MatchString(handle) {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>"))
+		return
+	}
+	owns, err := s.Authority.Owns(r.Context(), token, handle)
+	if err != nil {
+		if gongbu.ErrorCode(err) == gongbu.CodeInternal {
+			s.logger().WarnContext(r.Context(), "cannot check ownership with Hubu", "err", err)
+			err = gongbu.Errorf(gongbu.CodeUnavailable, "Hubu cannot be reached to check the operation")
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	if !owns {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeNotFound, "no execution for that operation"))
+		return
+	}
+	exec, err := s.Executions.Store.GetByHandle(r.Context(), handle)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	httpjson.WriteJSON(w, http.StatusOK, executionOf(exec))
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	err := httpjson.Decode(w, r, v, false)
+	var de *httpjson.DecodeError
+	if errors.As(err, &de) {
+		code := map[httpjson.Kind]gongbu.Code{
+			httpjson.Invalid: gongbu.CodeInvalidArguments, httpjson.TooLarge: gongbu.CodePayloadTooLarge,
+			httpjson.UnsupportedMediaType: gongbu.CodeUnsupportedMediaType,
+		}[de.Kind]
+		return &gongbu.Error{Code: code, Message: de.Message}
+	}
+	return err
+}
+
+func decisionOf(b gongbuapi.ExecutionRequest) (gongbu.Decision, error) {
+	if !publicHandleRE.MatchString(b.PublicHandle) {
+		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>")
+	}
+	// The decoder does not apply the schema's required fields and enums; a missing id or an
+	// unknown tool is the caller's mistake (400), not a disagreement with Hubu (409).
+	switch {
+	case b.DecisionId == uuid.Nil || b.AgentId == uuid.Nil:
+		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "decision_id and agent_id are required")
+	case !b.Tool.Valid():
+		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "tool must be generate_image")
+	case b.Arguments.OutputFormat != nil && !b.Arguments.OutputFormat.Valid():
+		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "arguments.output_format must be png or jpeg")
+	}
+	a := b.Arguments
+	d := gongbu.Decision{
+		DecisionID: b.DecisionId, PublicHandle: b.PublicHandle, AgentID: b.AgentId, Tool: string(b.Tool),
+		Scope:        gongbu.Scope{Provider: b.Scope.Provider, Model: b.Scope.Model, Size: b.Scope.Size},
+		Arguments:    gongbu.ImageArguments{Prompt: a.Prompt, Model: a.Model, Width: a.Width, Height: a.Height, Seed: a.Seed},
+		AmountMicros: b.AmountMicros, Currency: b.Currency,
+	}
+	if a.OutputFormat != nil {
+		f := string(*a.OutputFormat)
+		d.Arguments.OutputFormat = &f
+	}
+	// The scope must describe the arguments; the decision check with Hubu does the rest.
+	if d.Scope.Model != a.Model || d.Scope.Size != strconv.Itoa(a.Width)+"x"+strconv.Itoa(a.Height) {
+		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeDecisionMismatch, "the scope does not match the arguments")
+	}
+	return d, nil
+}
+
+func executionOf(e gongbu.Execution) gongbuapi.Execution {
+	out := gongbuapi.Execution{
+		DecisionId: e.DecisionID, PublicHandle: e.PublicHandle, AgentId: e.AgentID,
+		Scope:        gongbuapi.Scope{Provider: e.Scope.Provider, Model: e.Scope.Model, Size: e.Scope.Size},
+		State:        gongbuapi.ExecutionState(e.State),
+		AmountMicros: e.AmountMicros, Currency: e.Currency, ProviderJobId: e.ProviderJobID, Error: e.Error,
+		ChargedMicros: e.ChargedMicros, Attempts: e.Attempts, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+	}
+	reported := e.Reported
+	out.Reported = &reported
+	if e.ResultURL != nil {
+		out.Result = &gongbuapi.ExecutionResult{ImageUrl: *e.ResultURL}
+	}
+	return out
+}
+
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		s.requests.WithLabelValues(routeOf(r), r.Method, strconv.Itoa(rec.status)).Inc()
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func routeOf(r *http.Request) string {
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+		return rc.RoutePattern()
+	}
+	return "unmatched"
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.Default()
+	}
+	return s.Logger
+}

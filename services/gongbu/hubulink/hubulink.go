@@ -1,0 +1,126 @@
+// Package hubulink is Gongbu's side of the wire to Hubu, through Hubu's generated client:
+// it fetches the decisions Hubu issued, reports outcomes, and asks whether an operation
+// belongs to the agent presenting a token.
+package hubulink
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/gongbu"
+)
+
+// Client implements gongbu.Authority.
+type Client struct {
+	api *hubuapi.ClientWithResponses
+}
+
+var _ gongbu.Authority = (*Client)(nil)
+
+// New returns a client for the Hubu at baseURL, authenticating with a Hubu service token.
+func New(baseURL, serviceToken string, hc *http.Client) (*Client, error) {
+	api, err := hubuapi.NewClientWithResponses(baseURL, hubuapi.WithHTTPClient(hc), hubuapi.WithRequestEditorFn(bearer(serviceToken)))
+	if err != nil {
+		return nil, err
+	}
+	return &Client{api: api}, nil
+}
+
+func bearer(token string) hubuapi.RequestEditorFn {
+	return func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}
+}
+
+// Decision returns the decision Hubu issued under id, with its operation's state.
+func (c *Client) Decision(ctx context.Context, id uuid.UUID) (gongbu.Decision, string, error) {
+	resp, err := c.api.GetDecisionWithResponse(ctx, id)
+	if err != nil {
+		return gongbu.Decision{}, "", fmt.Errorf("get decision from Hubu: %w", err)
+	}
+	switch {
+	case resp.JSON200 != nil:
+	case resp.StatusCode() == http.StatusNotFound:
+		return gongbu.Decision{}, "", gongbu.Errorf(gongbu.CodeNotFound, "Hubu has no decision %s", id)
+	default:
+		return gongbu.Decision{}, "", fmt.Errorf("get decision from Hubu: status %d", resp.StatusCode())
+	}
+	d := resp.JSON200
+	var args gongbu.ImageArguments
+	raw, err := json.Marshal(d.Arguments)
+	if err == nil {
+		err = json.Unmarshal(raw, &args)
+	}
+	if err != nil {
+		return gongbu.Decision{}, "", fmt.Errorf("decode decision arguments: %w", err)
+	}
+	return gongbu.Decision{
+		DecisionID: d.DecisionId, PublicHandle: d.PublicHandle, AgentID: d.AgentId, Tool: string(d.Tool),
+		Scope:     gongbu.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
+		Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
+	}, string(d.State), nil
+}
+
+// Settle captures amount of the decision's hold.
+func (c *Client) Settle(ctx context.Context, id uuid.UUID, amount int64) error {
+	resp, err := c.api.SettleDecisionWithResponse(ctx, id, hubuapi.SettleRequest{AmountMicros: amount})
+	if err != nil {
+		return fmt.Errorf("settle with Hubu: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return fmt.Errorf("settle with Hubu: status %d: %s", resp.StatusCode(), problemCode(resp.Body))
+	}
+	return nil
+}
+
+// Release releases the decision's whole hold.
+func (c *Client) Release(ctx context.Context, id uuid.UUID, reason string) error {
+	// Hubu takes at most 500 characters; cutting bytes could split a character.
+	if r := []rune(reason); len(r) > 500 {
+		reason = string(r[:500])
+	}
+	body := hubuapi.ReleaseRequest{}
+	if reason != "" {
+		body.Reason = &reason
+	}
+	resp, err := c.api.ReleaseDecisionWithResponse(ctx, id, body)
+	if err != nil {
+		return fmt.Errorf("release with Hubu: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return fmt.Errorf("release with Hubu: status %d: %s", resp.StatusCode(), problemCode(resp.Body))
+	}
+	return nil
+}
+
+// Owns asks Hubu, with the agent's own token, for the operation: Hubu answers 404 for an
+// operation that is not the agent's, so ownership never depends on Gongbu's own records.
+func (c *Client) Owns(ctx context.Context, agentToken, publicHandle string) (bool, error) {
+	resp, err := c.api.GetOperationWithResponse(ctx, publicHandle, bearer(agentToken))
+	if err != nil {
+		return false, fmt.Errorf("ask Hubu about the operation: %w", err)
+	}
+	switch resp.StatusCode() {
+	case http.StatusOK:
+		return true, nil
+	case http.StatusNotFound, http.StatusForbidden, http.StatusBadRequest:
+		return false, nil
+	case http.StatusUnauthorized:
+		return false, gongbu.Errorf(gongbu.CodeUnauthorized, "the bearer token is not valid")
+	}
+	return false, fmt.Errorf("ask Hubu about the operation: status %d", resp.StatusCode())
+}
+
+func problemCode(body []byte) string {
+	var p hubuapi.Problem
+	if json.Unmarshal(body, &p) != nil {
+		return "no problem body"
+	}
+	return string(p.Code)
+}

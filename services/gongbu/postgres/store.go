@@ -1,0 +1,212 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/sql/gongbu/gongbudb"
+)
+
+// Store is Gongbu's PostgreSQL storage.
+type Store struct {
+	pool *pgxpool.Pool
+	q    *gongbudb.Queries
+}
+
+// NewStore returns a Store on pool.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, q: gongbudb.New()} }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// Insert records a decision as submitting, under a lease that makes the caller its only
+// worker. created is false when the decision was recorded before; the existing row is
+// returned and nothing changes.
+func (s *Store) Insert(ctx context.Context, d gongbu.Decision, vendorKey string, leaseUntil, now time.Time) (gongbu.Execution, bool, error) {
+	args, err := json.Marshal(d.Arguments)
+	if err != nil {
+		return gongbu.Execution{}, false, err
+	}
+	row, err := s.q.InsertExecution(ctx, s.pool, gongbudb.InsertExecutionParams{
+		DecisionID: d.DecisionID, PublicHandle: d.PublicHandle, AgentID: d.AgentID, Provider: d.Scope.Provider,
+		Model: d.Scope.Model, Size: d.Scope.Size, Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
+		VendorKey: vendorKey, LeaseUntil: leaseUntil, CreatedAt: now,
+	})
+	if isNoRows(err) {
+		existing, err := s.Get(ctx, d.DecisionID)
+		return existing, false, err
+	}
+	// ON CONFLICT (decision_id) covers only the primary key. When two requests for one
+	// decision race, the loser can find the winner's row through another unique index first
+	// and fail with its violation instead: that is the same decision, not a conflict.
+	if uniqueViolation(err, "executions_public_handle_key") || uniqueViolation(err, "executions_vendor_key_key") {
+		existing, getErr := s.Get(ctx, d.DecisionID)
+		if getErr == nil {
+			return existing, false, nil
+		}
+		if gongbu.ErrorCode(getErr) != gongbu.CodeNotFound {
+			return gongbu.Execution{}, false, getErr
+		}
+		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeDecisionMismatch, "another decision was executed for this public handle")
+	}
+	if err != nil {
+		return gongbu.Execution{}, false, fmt.Errorf("insert execution: %w", err)
+	}
+	e, err := executionOf(row)
+	return e, true, err
+}
+
+// Get returns the execution of a decision.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (gongbu.Execution, error) {
+	row, err := s.q.GetExecution(ctx, s.pool, id)
+	if isNoRows(err) {
+		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeNotFound, "no execution for decision %s", id)
+	}
+	if err != nil {
+		return gongbu.Execution{}, fmt.Errorf("get execution: %w", err)
+	}
+	return executionOf(row)
+}
+
+// GetByHandle returns the execution of an operation by its public handle.
+func (s *Store) GetByHandle(ctx context.Context, handle string) (gongbu.Execution, error) {
+	row, err := s.q.GetExecutionByHandle(ctx, s.pool, handle)
+	if isNoRows(err) {
+		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeNotFound, "no execution for that operation")
+	}
+	if err != nil {
+		return gongbu.Execution{}, fmt.Errorf("get execution: %w", err)
+	}
+	return executionOf(row)
+}
+
+// List returns every execution, oldest first.
+func (s *Store) List(ctx context.Context) ([]gongbu.Execution, error) {
+	rows, err := s.q.ListExecutions(ctx, s.pool)
+	if err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	out := make([]gongbu.Execution, 0, len(rows))
+	for _, r := range rows {
+		e, err := executionOf(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// Open is an execution whose lease ran out: its worker crashed, or it waits for its next poll.
+type Open struct {
+	DecisionID uuid.UUID
+	State      gongbu.State
+}
+
+// ListClaimable returns open executions whose lease ended by now.
+func (s *Store) ListClaimable(ctx context.Context, now time.Time, limit int32) ([]Open, error) {
+	rows, err := s.q.ListClaimable(ctx, s.pool, gongbudb.ListClaimableParams{LeaseUntil: now, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("list claimable: %w", err)
+	}
+	out := make([]Open, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, Open{DecisionID: r.DecisionID, State: gongbu.State(r.State)})
+	}
+	return out, nil
+}
+
+// Claim takes the lease of an open execution still in state whose lease ended; ok is false
+// when another worker holds it or it moved on.
+func (s *Store) Claim(ctx context.Context, id uuid.UUID, state gongbu.State, leaseUntil, now time.Time) (gongbu.Execution, bool, error) {
+	row, err := s.q.ClaimExecution(ctx, s.pool, gongbudb.ClaimExecutionParams{DecisionID: id, State: string(state), LeaseUntil: leaseUntil, Now: now})
+	if isNoRows(err) {
+		return gongbu.Execution{}, false, nil
+	}
+	if err != nil {
+		return gongbu.Execution{}, false, fmt.Errorf("claim execution: %w", err)
+	}
+	e, err := executionOf(row)
+	return e, err == nil, err
+}
+
+// MarkSubmitted records the provider's job; the poller may take it from nextPoll on.
+func (s *Store) MarkSubmitted(ctx context.Context, id uuid.UUID, job gongbu.Job, pollDeadline, nextPoll, now time.Time) (gongbu.Execution, error) {
+	row, err := s.q.MarkSubmitted(ctx, s.pool, gongbudb.MarkSubmittedParams{
+		DecisionID: id, ProviderJobID: &job.ID, PollingUrl: &job.PollingURL, PollDeadline: &pollDeadline, LeaseUntil: nextPoll, UpdatedAt: now,
+	})
+	if err != nil {
+		return gongbu.Execution{}, fmt.Errorf("mark submitted: %w", err)
+	}
+	return executionOf(row)
+}
+
+// ExtendLease keeps an open execution to its worker until leaseUntil.
+func (s *Store) ExtendLease(ctx context.Context, id uuid.UUID, leaseUntil, now time.Time) error {
+	if err := s.q.ExtendLease(ctx, s.pool, gongbudb.ExtendLeaseParams{DecisionID: id, LeaseUntil: leaseUntil, UpdatedAt: now}); err != nil {
+		return fmt.Errorf("extend lease: %w", err)
+	}
+	return nil
+}
+
+// Finish moves an open execution to a final state.
+func (s *Store) Finish(ctx context.Context, id uuid.UUID, state gongbu.State, resultURL, errMsg *string, charged *int64, now time.Time) (gongbu.Execution, error) {
+	row, err := s.q.FinishExecution(ctx, s.pool, gongbudb.FinishExecutionParams{
+		DecisionID: id, State: string(state), ResultUrl: resultURL, Error: errMsg, ChargedMicros: charged, Now: now,
+	})
+	if isNoRows(err) {
+		return s.Get(ctx, id)
+	}
+	if err != nil {
+		return gongbu.Execution{}, fmt.Errorf("finish execution: %w", err)
+	}
+	return executionOf(row)
+}
+
+// ListUnreported returns final executions whose outcome Hubu has not been told.
+func (s *Store) ListUnreported(ctx context.Context, limit int32) ([]gongbu.Execution, error) {
+	rows, err := s.q.ListUnreported(ctx, s.pool, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list unreported: %w", err)
+	}
+	out := make([]gongbu.Execution, 0, len(rows))
+	for _, r := range rows {
+		e, err := executionOf(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// MarkReported records that Hubu has the outcome.
+func (s *Store) MarkReported(ctx context.Context, id uuid.UUID, now time.Time) error {
+	if err := s.q.MarkReported(ctx, s.pool, gongbudb.MarkReportedParams{DecisionID: id, ReportedAt: &now}); err != nil {
+		return fmt.Errorf("mark reported: %w", err)
+	}
+	return nil
+}
+
+func executionOf(r gongbudb.Execution) (gongbu.Execution, error) {
+	var args gongbu.ImageArguments
+	if err := json.Unmarshal(r.Arguments, &args); err != nil {
+		return gongbu.Execution{}, fmt.Errorf("decode arguments of %s: %w", r.DecisionID, err)
+	}
+	return gongbu.Execution{
+		Decision: gongbu.Decision{
+			DecisionID: r.DecisionID, PublicHandle: r.PublicHandle, AgentID: r.AgentID, Tool: "generate_image",
+			Scope:     gongbu.Scope{Provider: r.Provider, Model: r.Model, Size: r.Size},
+			Arguments: args, AmountMicros: r.AmountMicros, Currency: r.Currency,
+		},
+		VendorKey: r.VendorKey, State: gongbu.State(r.State), ProviderJobID: r.ProviderJobID, PollingURL: r.PollingUrl,
+		ResultURL: r.ResultUrl, Error: r.Error, ChargedMicros: r.ChargedMicros, Reported: r.ReportedAt != nil,
+		Attempts: int(r.Attempts), PollDeadline: r.PollDeadline, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}, nil
+}

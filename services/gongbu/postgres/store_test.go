@@ -1,0 +1,157 @@
+package postgres_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/gongbutest"
+	"hubu.dev/hubu/services/gongbu/postgres"
+	"hubu.dev/hubu/services/gongbu/vendorkey"
+	gongbusql "hubu.dev/hubu/sql/gongbu"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+func newStore(t *testing.T) *postgres.Store {
+	t.Helper()
+	pool, _ := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	return postgres.NewStore(pool)
+}
+
+// Concurrent inserts of one decision: one creates it, every other gets it back, and none
+// fails. ON CONFLICT (decision_id) alone does not cover a race that trips over the other
+// unique columns (public handle, vendor key) first.
+func TestConcurrentInsertsOfOneDecision(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	for round := range 30 {
+		d := gongbutest.NewDecision()
+		const n = 20
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		created := make([]bool, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				x, c, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(time.Minute), now)
+				if err == nil && x.DecisionID != d.DecisionID {
+					t.Errorf("got execution %s", x.DecisionID)
+				}
+				created[i], errs[i] = c, err
+			})
+		}
+		close(start)
+		wg.Wait()
+		nc := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("round %d: insert %d: %v", round, i, errs[i])
+			}
+			if created[i] {
+				nc++
+			}
+		}
+		if nc != 1 {
+			t.Fatalf("round %d: %d inserts created the row", round, nc)
+		}
+	}
+}
+
+func TestInsertAnotherDecisionForOneHandle(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	now := time.Now()
+	d := gongbutest.NewDecision()
+	if _, created, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now, now); err != nil || !created {
+		t.Fatalf("created=%v err=%v", created, err)
+	}
+	other := gongbutest.NewDecision()
+	other.PublicHandle = d.PublicHandle
+	_, created, err := store.Insert(context.Background(), other, vendorkey.For("bfl", other.DecisionID), now, now)
+	if created || gongbu.ErrorCode(err) != gongbu.CodeDecisionMismatch {
+		t.Fatalf("created=%v err=%v, want decision_mismatch", created, err)
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	d := gongbutest.NewDecision()
+	f := "jpeg"
+	d.Arguments.OutputFormat = &f
+	x, _, err := store.Insert(ctx, d, "k", now.Add(time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !x.Decision.SameWork(d) || x.State != gongbu.StateSubmitting || x.VendorKey != "k" || !x.CreatedAt.Equal(now) {
+		t.Fatalf("%+v", x)
+	}
+	if _, err := store.Get(ctx, gongbutest.NewDecision().DecisionID); gongbu.ErrorCode(err) != gongbu.CodeNotFound {
+		t.Fatalf("get unknown: %v", err)
+	}
+	if _, err := store.GetByHandle(ctx, "hubu:public-operation:v1:nope"); gongbu.ErrorCode(err) != gongbu.CodeNotFound {
+		t.Fatalf("get unknown handle: %v", err)
+	}
+	if got, err := store.GetByHandle(ctx, d.PublicHandle); err != nil || got.DecisionID != d.DecisionID {
+		t.Fatalf("by handle: %v %v", got.DecisionID, err)
+	}
+
+	// Not claimable while the lease holds; claimable once it ran out, by one claimer only.
+	if open, err := store.ListClaimable(ctx, now, 10); err != nil || len(open) != 0 {
+		t.Fatalf("claimable under the lease: %v %v", open, err)
+	}
+	later := now.Add(time.Minute)
+	open, err := store.ListClaimable(ctx, later, 10)
+	if err != nil || len(open) != 1 || open[0].State != gongbu.StateSubmitting {
+		t.Fatalf("claimable: %v %v", open, err)
+	}
+	if _, ok, err := store.Claim(ctx, d.DecisionID, gongbu.StateSubmitted, later.Add(time.Minute), later); ok || err != nil {
+		t.Fatalf("claimed in the wrong state: %v %v", ok, err)
+	}
+	c, ok, err := store.Claim(ctx, d.DecisionID, gongbu.StateSubmitting, later.Add(time.Minute), later)
+	if !ok || err != nil || c.Attempts != 1 {
+		t.Fatalf("claim: %v %v %+v", ok, err, c)
+	}
+	if _, ok, err := store.Claim(ctx, d.DecisionID, gongbu.StateSubmitting, later.Add(time.Minute), later); ok || err != nil {
+		t.Fatalf("claimed twice: %v %v", ok, err)
+	}
+
+	s, err := store.MarkSubmitted(ctx, d.DecisionID, gongbu.Job{ID: "job-1", PollingURL: "u"}, later.Add(time.Hour), later, later)
+	if err != nil || s.State != gongbu.StateSubmitted || *s.ProviderJobID != "job-1" || *s.PollingURL != "u" || !s.PollDeadline.Equal(later.Add(time.Hour)) {
+		t.Fatalf("mark submitted: %v %+v", err, s)
+	}
+	url, charged := "https://x/s.png", int64(25_000)
+	fin, err := store.Finish(ctx, d.DecisionID, gongbu.StateSucceeded, &url, nil, &charged, later)
+	if err != nil || fin.State != gongbu.StateSucceeded || *fin.ResultURL != url || *fin.ChargedMicros != charged || fin.Reported {
+		t.Fatalf("finish: %v %+v", err, fin)
+	}
+	// A final execution stays final.
+	msg := "late"
+	again, err := store.Finish(ctx, d.DecisionID, gongbu.StateIndeterminate, nil, &msg, nil, later)
+	if err != nil || again.State != gongbu.StateSucceeded {
+		t.Fatalf("finish twice: %v %+v", err, again)
+	}
+	if open, err := store.ListClaimable(ctx, later.Add(time.Hour), 10); err != nil || len(open) != 0 {
+		t.Fatalf("a final execution is claimable: %v %v", open, err)
+	}
+	un, err := store.ListUnreported(ctx, 10)
+	if err != nil || len(un) != 1 {
+		t.Fatalf("unreported: %v %v", un, err)
+	}
+	if err := store.MarkReported(ctx, d.DecisionID, later); err != nil {
+		t.Fatal(err)
+	}
+	if un, err := store.ListUnreported(ctx, 10); err != nil || len(un) != 0 {
+		t.Fatalf("unreported after the report: %v %v", un, err)
+	}
+	all, err := store.List(ctx)
+	if err != nil || len(all) != 1 || !all[0].Reported {
+		t.Fatalf("list: %v %+v", err, all)
+	}
+}

@@ -1,0 +1,57 @@
+// Package gongbuexec is Hubu's executor backed by Gongbu, through Gongbu's generated client:
+// it hands a decision to Gongbu, which runs it at most once per decision id.
+package gongbuexec
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/services/hubu"
+)
+
+// Executor implements hubu.Executor.
+type Executor struct {
+	api *gongbuapi.ClientWithResponses
+}
+
+var _ hubu.Executor = (*Executor)(nil)
+
+// New returns an executor for the Gongbu at baseURL; serviceToken is the credential Gongbu
+// accepts from Hubu.
+func New(baseURL, serviceToken string, hc *http.Client) (*Executor, error) {
+	api, err := gongbuapi.NewClientWithResponses(baseURL, gongbuapi.WithHTTPClient(hc),
+		gongbuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+serviceToken)
+			return nil
+		}))
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{api: api}, nil
+}
+
+// Execute hands the decision to Gongbu. Gongbu answers 202 for a new execution and 200 for
+// one it has; both mean it holds the decision durably.
+func (e *Executor) Execute(ctx context.Context, d hubu.Decision) error {
+	var args gongbuapi.ImageArguments
+	if err := json.Unmarshal(d.Arguments, &args); err != nil {
+		return fmt.Errorf("decode decision arguments: %w", err)
+	}
+	resp, err := e.api.ExecuteWithResponse(ctx, gongbuapi.ExecutionRequest{
+		DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, AgentId: d.AgentID, Tool: gongbuapi.ExecutionRequestTool(d.Tool),
+		Scope:     gongbuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
+		Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
+	})
+	if err != nil {
+		return fmt.Errorf("hand the decision to Gongbu: %w", err)
+	}
+	if resp.JSON200 == nil && resp.JSON202 == nil {
+		var p gongbuapi.Problem
+		_ = json.Unmarshal(resp.Body, &p)
+		return fmt.Errorf("decision refused by Gongbu: status %d, code %s", resp.StatusCode(), p.Code)
+	}
+	return nil
+}

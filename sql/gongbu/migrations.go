@@ -1,0 +1,18 @@
+package gongbusql
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// Migrations returns the golang-migrate migration files of Gongbu's database.
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // the embedded directory is fixed at build time
+	}
+	return sub
+}

@@ -1,0 +1,55 @@
+-- name: InsertExecution :one
+-- The one insert per decision; a second request for the same decision inserts nothing.
+INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, size, arguments,
+                        amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'submitting', $11, $12, $12)
+ON CONFLICT (decision_id) DO NOTHING
+RETURNING *;
+
+-- name: GetExecution :one
+SELECT * FROM executions WHERE decision_id = $1;
+
+-- name: GetExecutionByHandle :one
+SELECT * FROM executions WHERE public_handle = $1;
+
+-- name: ListExecutions :many
+SELECT * FROM executions ORDER BY created_at, decision_id;
+
+-- name: ClaimExecution :one
+-- Takes the lease of an open execution whose lease ran out (its worker crashed or gave up),
+-- so exactly one worker acts on it at a time.
+UPDATE executions
+SET lease_until = sqlc.arg(lease_until), attempts = attempts + 1, updated_at = sqlc.arg(now)
+WHERE decision_id = sqlc.arg(decision_id) AND state = sqlc.arg(state) AND lease_until <= sqlc.arg(now)
+RETURNING *;
+
+-- name: ListClaimable :many
+SELECT decision_id, state FROM executions
+WHERE state IN ('submitting', 'submitted') AND lease_until <= $1
+ORDER BY lease_until
+LIMIT $2;
+
+-- name: MarkSubmitted :one
+UPDATE executions
+SET state = 'submitted', provider_job_id = $2, polling_url = $3, poll_deadline = $4, lease_until = $5, updated_at = $6
+WHERE decision_id = $1 AND state = 'submitting'
+RETURNING *;
+
+-- name: ExtendLease :exec
+UPDATE executions SET lease_until = $2, updated_at = $3 WHERE decision_id = $1 AND state IN ('submitting', 'submitted');
+
+-- name: FinishExecution :one
+UPDATE executions
+SET state = sqlc.arg(state), result_url = sqlc.arg(result_url), error = sqlc.arg(error),
+    charged_micros = sqlc.arg(charged_micros), updated_at = sqlc.arg(now)
+WHERE decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted')
+RETURNING *;
+
+-- name: ListUnreported :many
+SELECT * FROM executions
+WHERE state IN ('succeeded', 'failed') AND reported_at IS NULL
+ORDER BY updated_at
+LIMIT $1;
+
+-- name: MarkReported :exec
+UPDATE executions SET reported_at = $2 WHERE decision_id = $1 AND reported_at IS NULL;
