@@ -6,8 +6,11 @@ SHELL := bash
 # Every Go package of the workspace's modules.
 PKGS := hubu.dev/hubu/httpjson/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
 	hubu.dev/hubu/services/hubu/... hubu.dev/hubu/services/gongbu/... hubu.dev/hubu/services/mockflux/... \
-	hubu.dev/hubu/e2e/...
-GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi sql/hubu/hubudb sql/gongbu/gongbudb
+	hubu.dev/hubu/router/... hubu.dev/hubu/e2e/...
+GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi sql/hubu/hubudb sql/gongbu/gongbudb \
+	sql/router/routerdb sql/router/prealloc/preallocdb
+# The official TypeScript MCP client, which the router's tests drive as well as the Go SDK's.
+TSCLIENT := router/testdata/tsclient
 
 .PHONY: help
 help: ## list the targets
@@ -28,10 +31,13 @@ generate-check: generate ## regenerate and fail if the committed generated code 
 
 .PHONY: build
 build: ## build every binary into bin/
-	go build -o bin/ ./services/hubu/cmd/... ./services/gongbu/cmd/... ./services/mockflux/cmd/...
+	go build -o bin/ ./services/hubu/cmd/... ./services/gongbu/cmd/... ./services/mockflux/cmd/... ./router/cmd/...
+
+$(TSCLIENT)/node_modules/.package-lock.json: $(TSCLIENT)/package-lock.json
+	cd $(TSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 .PHONY: test
-test: ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
+test: $(TSCLIENT)/node_modules/.package-lock.json ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -race -count=1 $(PKGS)
 
 .PHONY: bench
@@ -40,6 +46,6 @@ bench: ## run the benchmarks (not tests; numbers, no assertions)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
-	unformatted=$$(gofmt -l httpjson proto sql services e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	unformatted=$$(gofmt -l httpjson proto sql services router e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
 	go tool staticcheck $(PKGS)

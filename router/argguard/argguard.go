@@ -1,0 +1,194 @@
+// Package argguard refuses tool-call arguments that try to carry call identity (DESIGN.md, "trusted
+// call identity"). Identity comes from the harness in params._meta; arguments are written by the
+// model, so an identity-looking key anywhere in them is refused before anything is recorded, rather
+// than ignored, so that no later step can mistake it for the real thing.
+package argguard
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"unicode"
+)
+
+// Forbidden lists the normalized keys (see Normalized) that name call identity.
+var Forbidden = [...]string{
+	"operationkey",
+	"callid",
+	"tooluseid",
+	"toolcallid",
+	"invocationid",
+	"harnesscallid",
+	"idempotencykey",
+	"requestid",
+	"taskid",
+	"platform",
+	"installationid",
+	"meta",
+	"claudecodetooluseid",
+	"hubudevplatforminvocation",
+}
+
+var forbidden = func() map[string]bool {
+	m := make(map[string]bool, len(Forbidden))
+	for _, k := range Forbidden {
+		m[k] = true
+	}
+	return m
+}()
+
+// Normalized lower-cases key and removes the characters _ - . and /, so that "Tool-Call-ID",
+// "tool_call_id" and "toolCallId" all become "toolcallid". Lower-casing is Unicode's, which errs on
+// the side of refusing: "İ" (U+0130) and the Kelvin sign lower-case to ASCII "i" and "k".
+func Normalized(key string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '_', '-', '.', '/':
+			return -1
+		}
+		return r
+	}, strings.ToLower(key))
+}
+
+// IsForbidden reports whether key, once normalized, names call identity.
+func IsForbidden(key string) bool { return forbidden[Normalized(key)] }
+
+// MaxKeyShown bounds how much of an offending key an IdentityError repeats.
+const MaxKeyShown = 64
+
+// ErrIdentityInArguments matches (with errors.Is) every *IdentityError: the router answers
+// identity_in_arguments.
+var ErrIdentityInArguments = errors.New("identity in arguments")
+
+// ErrMalformed matches (with errors.Is) every *MalformedError: the router answers invalid_arguments.
+var ErrMalformed = errors.New("malformed arguments")
+
+// IdentityError refuses arguments that contain an identity key. It names the key, never a value.
+type IdentityError struct {
+	// Key is the offending key as the client wrote it (JSON escapes decoded), with control and
+	// formatting characters removed and cut to MaxKeyShown characters.
+	Key       string
+	Truncated bool // Key was cut
+}
+
+func (e *IdentityError) Error() string {
+	key := strconv.Quote(e.Key)
+	if e.Truncated {
+		key += "..."
+	}
+	return "arguments must not carry call identity: key " + key +
+		" is reserved; the call's identity comes from the MCP client (_meta), never from arguments"
+}
+
+// Is makes errors.Is(err, ErrIdentityInArguments) true for every *IdentityError.
+func (e *IdentityError) Is(target error) bool { return target == ErrIdentityInArguments }
+
+// MalformedError refuses arguments that are not one well-formed JSON value. Its message never
+// quotes the arguments.
+type MalformedError struct {
+	Offset int64 // byte offset of the error in the arguments, -1 when unknown
+	err    error
+}
+
+func (e *MalformedError) Error() string {
+	if e.Offset < 0 {
+		return "arguments are not valid JSON"
+	}
+	return "arguments are not valid JSON (at byte " + strconv.FormatInt(e.Offset, 10) + ")"
+}
+
+// Is makes errors.Is(err, ErrMalformed) true for every *MalformedError.
+func (e *MalformedError) Is(target error) bool { return target == ErrMalformed }
+
+// Unwrap returns encoding/json's error, whose text may quote the input: do not show it to callers.
+func (e *MalformedError) Unwrap() error { return e.err }
+
+// Check refuses arguments in which any object key, at any depth (inside nested objects and arrays),
+// normalizes to one of Forbidden, with an *IdentityError naming the first such key. Only keys count:
+// a string value "callId" is fine. Arguments that are not one well-formed JSON value are refused
+// with a *MalformedError. Absent arguments (empty or only whitespace) pass.
+func Check(arguments []byte) error {
+	if len(bytes.TrimLeft(arguments, " \t\r\n")) == 0 {
+		return nil
+	}
+	// Decoder.Token checks the grammar token by token but is content with a stream of values, so
+	// validate the whole first; this also makes a malformed input's error independent of its keys.
+	if !json.Valid(arguments) {
+		return malformed(arguments)
+	}
+	dec := json.NewDecoder(bytes.NewReader(arguments))
+	dec.UseNumber() // no float conversion, so no range errors
+	// For each open container: is it an object, and if so, is its next string token a key?
+	type frame struct{ object, wantKey bool }
+	var stack []frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &MalformedError{Offset: dec.InputOffset(), err: err}
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = &stack[len(stack)-1]
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			switch tok {
+			case '{', '[':
+				if top != nil && top.object {
+					top.wantKey = true // this container is the current member's value
+				}
+				stack = append(stack, frame{object: tok == '{', wantKey: tok == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.object && top.wantKey {
+				if IsForbidden(tok) {
+					return identityError(tok)
+				}
+				top.wantKey = false
+				continue
+			}
+			if top != nil && top.object {
+				top.wantKey = true
+			}
+		default: // number, bool, null
+			if top != nil && top.object {
+				top.wantKey = true
+			}
+		}
+	}
+}
+
+func malformed(arguments []byte) error {
+	var raw json.RawMessage
+	err := json.Unmarshal(arguments, &raw)
+	if se, ok := errors.AsType[*json.SyntaxError](err); ok {
+		return &MalformedError{Offset: se.Offset, err: err}
+	}
+	return &MalformedError{Offset: -1, err: err}
+}
+
+func identityError(key string) *IdentityError {
+	var b strings.Builder
+	n := 0
+	truncated := false
+	for _, r := range key {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			continue
+		}
+		if n == MaxKeyShown {
+			truncated = true
+			break
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return &IdentityError{Key: b.String(), Truncated: truncated}
+}

@@ -1,0 +1,327 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"hubu.dev/hubu/router/routertest"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hubu-router-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "hubu-unified-mcp")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		panic("build: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const fox = `{"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}`
+
+// lockedBuffer collects a process's stderr.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// stdio starts the real router binary as an MCP subprocess on the registry file state.
+func stdio(t *testing.T, b *routertest.Backend, state string, extra ...string) (*mcp.ClientSession, *lockedBuffer) {
+	t.Helper()
+	args := append([]string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s", "--diagnose-meta"}, extra...)
+	cmd := exec.Command(binary, args...)
+	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "PATH=/usr/bin:/bin"}
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, logs.String())
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, logs
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, tool, args string, meta map[string]any) map[string]any {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: meta})
+	if err != nil {
+		t.Fatalf("%s: %v", tool, err)
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return out
+}
+
+func errorCode(o map[string]any) string {
+	e, _ := o["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+// checkLogs fails when a process log holds a private key, a token or a raw _meta value.
+func checkLogs(t *testing.T, logs string, b *routertest.Backend, raw ...string) {
+	t.Helper()
+	secrets := append(append([]string{b.Token}, b.Keys()...), raw...)
+	if leaks := routertest.LeaksIn(logs, secrets...); len(leaks) > 0 || strings.Contains(logs, "hubu:operation:v1:") {
+		t.Fatalf("the router's log holds a secret:\n%s", logs)
+	}
+}
+
+func TestStdioSubprocess(t *testing.T) {
+	t.Parallel()
+	b := routertest.New(t)
+	state := filepath.Join(t.TempDir(), "router.db")
+	cs, logs := stdio(t, b, state)
+
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, tool := range tools.Tools {
+		names[tool.Name] = true
+		schema, _ := json.Marshal(tool.InputSchema)
+		if !strings.Contains(string(schema), `"additionalProperties":false`) {
+			t.Errorf("%s: schema allows extra properties: %s", tool.Name, schema)
+		}
+	}
+	for _, want := range []string{"generate_image", "resume_operation", "operation_status", "capabilities", "get_execution"} {
+		if !names[want] {
+			t.Errorf("tool %s missing", want)
+		}
+	}
+	meta := map[string]any{"callId": "call_abc123", "openai/session": "sess-secret-1"}
+	first := call(t, cs, "generate_image", fox, meta)
+	again := call(t, cs, "generate_image", fox, meta)
+	if first["status"] != "succeeded" || again["replayed"] != true || again["public_handle"] != first["public_handle"] {
+		t.Fatalf("first %v, again %v", first, again)
+	}
+	if n := b.Calls("authorize"); n != 1 {
+		t.Fatalf("%d authorizations", n)
+	}
+	if c := errorCode(call(t, cs, "generate_image", fox, map[string]any{"openai/session": "sess-secret-1"})); c != "identity_required" {
+		t.Fatalf("without a call id: %s", c)
+	}
+	if caps := call(t, cs, "capabilities", `{}`, nil); caps["status"] != "ok" {
+		t.Fatalf("capabilities: %v", caps)
+	}
+	cs.Close()
+	logText := logs.String()
+	if !strings.Contains(logText, `"verdict":"accepted:codex"`) || !strings.Contains(logText, `"key":"callId"`) || !strings.Contains(logText, `"verdict":"identity_required"`) {
+		t.Fatalf("the diagnostic lines are missing:\n%s", logText)
+	}
+	checkLogs(t, logText, b, "call_abc123", "sess-secret-1")
+}
+
+// A router that stopped after recording a call but before forwarding it: the restarted
+// router continues the same operation under the same key.
+func TestRestartBetweenRecordAndForward(t *testing.T) {
+	t.Parallel()
+	b := routertest.New(t)
+	state := filepath.Join(t.TempDir(), "router.db")
+	b.SetDown(true) // the call is recorded, then forwarding fails as a crash would leave it
+	cs, _ := stdio(t, b, state)
+	first := call(t, cs, "generate_image", fox, map[string]any{"callId": "crash-1"})
+	if errorCode(first) != "backend_unavailable" {
+		t.Fatalf("first: %v", first)
+	}
+	cs.Close()
+	b.SetDown(false)
+	cs2, logs := stdio(t, b, state)
+	again := call(t, cs2, "generate_image", fox, map[string]any{"callId": "crash-1"})
+	if again["status"] != "succeeded" || again["public_handle"] != first["public_handle"] || again["replayed"] != true {
+		t.Fatalf("after the restart: %v (first %v)", again, first)
+	}
+	if len(b.Keys()) != 1 {
+		t.Fatalf("%d authorizations", len(b.Keys()))
+	}
+	cs2.Close()
+	checkLogs(t, logs.String(), b, "crash-1")
+}
+
+// Two router processes on one registry file: a call delivered to both is one operation.
+func TestTwoProcessesOneRegistry(t *testing.T) {
+	t.Parallel()
+	b := routertest.New(t)
+	state := filepath.Join(t.TempDir(), "router.db")
+	a, _ := stdio(t, b, state)
+	c, _ := stdio(t, b, state)
+	var wg sync.WaitGroup
+	results := make([]map[string]any, 20)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := a
+			if i%2 == 1 {
+				s = c
+			}
+			results[i] = call(t, s, "generate_image", fox, map[string]any{"callId": "shared-1"})
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r["public_handle"] != results[0]["public_handle"] {
+			t.Fatalf("processes disagree: %v vs %v", r, results[0])
+		}
+	}
+	keys := map[string]bool{}
+	for _, k := range b.Keys() {
+		keys[k] = true
+	}
+	if len(keys) != 1 {
+		t.Fatalf("%d operation keys for one call", len(keys))
+	}
+	// A second installation (its own file) seeing the same call id is another operation.
+	other, _ := stdio(t, b, filepath.Join(t.TempDir(), "other.db"))
+	if r := call(t, other, "generate_image", fox, map[string]any{"callId": "shared-1"}); r["public_handle"] == results[0]["public_handle"] {
+		t.Fatal("two installations merged one call id")
+	}
+}
+
+// Streamable HTTP refuses clients without the router's token.
+func TestStreamableHTTP(t *testing.T) {
+	t.Parallel()
+	b := routertest.New(t)
+	cmd := exec.Command(binary, "--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", filepath.Join(t.TempDir(), "r.db"), "--http", "127.0.0.1:0")
+	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "ROUTER_MCP_TOKEN=router-secret-token", "PATH=/usr/bin:/bin"}
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := make(chan string, 1)
+	var logs lockedBuffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logs.Write(append(sc.Bytes(), '\n'))
+			var rec map[string]any
+			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "listening" {
+				addr <- rec["addr"].(string)
+			}
+		}
+	}()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no address logged:\n%s", logs.String())
+	}
+	endpoint := base + "/mcp"
+
+	resp, err := http.Post(endpoint, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("without the token: %d", resp.StatusCode)
+	}
+	wrong := &http.Client{Transport: bearerTransport("not-the-token")}
+	if _, err := mcp.NewClient(&mcp.Implementation{Name: "x"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: wrong, MaxRetries: -1}, nil); err == nil {
+		t.Fatal("a client with the wrong token connected")
+	}
+	right := &http.Client{Transport: bearerTransport("router-secret-token")}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http-test"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: right}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	o := call(t, cs, "generate_image", fox, map[string]any{"claudecode/toolUseId": "toolu_http_1"})
+	if o["status"] != "succeeded" {
+		t.Fatalf("over HTTP: %v", o)
+	}
+	if n := b.Calls("authorize"); n != 1 {
+		t.Fatalf("%d authorizations", n)
+	}
+	checkLogs(t, logs.String(), b, "toolu_http_1", "router-secret-token")
+}
+
+type bearerTransport string
+
+func (tok bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(tok))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func TestStartErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cases := []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--gongbu-url", "http://x"}, "--hubu-url is required"},
+		{nil, []string{"--hubu-url", "ftp://x", "--gongbu-url", "http://x"}, "--hubu-url must be an http(s) URL"},
+		{nil, []string{"--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", dir + "/r.db"}, "HUBU_AGENT_TOKEN is not set"},
+		{[]string{"HUBU_AGENT_TOKEN=t"}, []string{"--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", dir + "/r.db", "--http", "127.0.0.1:0"}, "--http needs ROUTER_MCP_TOKEN"},
+		{[]string{"HUBU_AGENT_TOKEN=t"}, []string{"--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", dir + "/r.db", "--identity-config", dir + "/missing.json"}, "--identity-config"},
+	}
+	for _, c := range cases {
+		cmd := exec.Command(binary, c.args...)
+		cmd.Env = c.env
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), c.want) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+			t.Errorf("%v: %v %q, want one line saying %q", c.args, err, out, c.want)
+		}
+	}
+	// An unreachable Hubu is not a start error: the router starts and answers backend_unavailable.
+	b := routertest.New(t)
+	b.HubuURL, b.GongbuURL = "http://127.0.0.1:1", "http://127.0.0.1:1"
+	cs, _ := stdio(t, b, filepath.Join(dir, "down.db"))
+	if c := errorCode(call(t, cs, "generate_image", fox, map[string]any{"callId": "down-1"})); c != "backend_unavailable" {
+		t.Fatalf("with Hubu down: %s", c)
+	}
+	if out, err := exec.Command(binary, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "usage") {
+		t.Fatalf("--help: %v %s", err, out)
+	}
+}
+
+func TestDefaultState(t *testing.T) {
+	t.Parallel()
+	got, err := defaultState(func(k string) string { return map[string]string{"HOME": "/home/u"}[k] })
+	if err != nil || got != "/home/u/.local/state/hubu/router.db" {
+		t.Fatalf("%s %v", got, err)
+	}
+	got, _ = defaultState(func(k string) string { return map[string]string{"XDG_STATE_HOME": "/s", "HOME": "/home/u"}[k] })
+	if got != "/s/hubu/router.db" {
+		t.Fatal(got)
+	}
+}

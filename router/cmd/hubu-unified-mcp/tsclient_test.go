@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"hubu.dev/hubu/router/routertest"
+)
+
+// The official TypeScript MCP client (Claude Code and the MCP Inspector build on it) checks
+// results more strictly than the Go SDK's; the router must satisfy it too. `make test`
+// installs it (npm ci in router/testdata/tsclient).
+func TestTypeScriptClient(t *testing.T) {
+	t.Parallel()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatal("node is not installed; the TypeScript client test needs Node.js 18 or later")
+	}
+	dir, _ := filepath.Abs("../../testdata/tsclient")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		t.Fatal("run `npm ci` in router/testdata/tsclient (make test does) to install the TypeScript MCP client")
+	}
+	b := routertest.New(t)
+	cmd := exec.Command(node, filepath.Join(dir, "client.mjs"), binary, b.HubuURL, b.GongbuURL, filepath.Join(t.TempDir(), "r.db"), b.Token)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("the TypeScript client failed: %v\n%s", err, stderr)
+	}
+	var got struct {
+		Tools                                                       []string `json:"tools"`
+		First, Again, NoIdentity, InArguments, Capabilities, Status struct {
+			IsError           bool           `json:"isError"`
+			StructuredContent map[string]any `json:"structuredContent"`
+			Content           []struct {
+				Type string `json:"type"`
+			} `json:"content"`
+		}
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(got.Tools) != 5 {
+		t.Fatalf("tools %v", got.Tools)
+	}
+	if got.First.IsError || got.First.StructuredContent["status"] != "succeeded" || len(got.First.Content) != 2 || got.First.Content[1].Type != "image" {
+		t.Fatalf("first: %+v", got.First)
+	}
+	if got.Again.StructuredContent["replayed"] != true || got.Again.StructuredContent["public_handle"] != got.First.StructuredContent["public_handle"] {
+		t.Fatalf("redelivery: %+v", got.Again)
+	}
+	for name, r := range map[string]struct {
+		isError bool
+		code    string
+	}{
+		"no identity":  {got.NoIdentity.IsError, code(got.NoIdentity.StructuredContent)},
+		"in arguments": {got.InArguments.IsError, code(got.InArguments.StructuredContent)},
+	} {
+		if !r.isError || r.code == "" {
+			t.Errorf("%s: %+v", name, r)
+		}
+	}
+	if code(got.NoIdentity.StructuredContent) != "identity_required" || code(got.InArguments.StructuredContent) != "identity_in_arguments" {
+		t.Fatalf("codes: %s %s", code(got.NoIdentity.StructuredContent), code(got.InArguments.StructuredContent))
+	}
+	if got.Capabilities.IsError || got.Status.IsError {
+		t.Fatalf("read-only tools: %+v %+v", got.Capabilities, got.Status)
+	}
+	if n := b.Calls("authorize"); n != 1 {
+		t.Fatalf("%d authorizations", n)
+	}
+}
+
+func code(sc map[string]any) string {
+	e, _ := sc["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}

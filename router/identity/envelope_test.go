@@ -1,0 +1,152 @@
+package identity
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// The test vector for platform integrators: test key "k1" (seed below), this envelope, this
+// signature. It was reproduced outside Go with Python's cryptography package signing
+// json.dumps(env, sort_keys=True, separators=(",", ":")).
+const (
+	vectorSeed      = "4gvGraIHGsl35OsQog1QU5IjPrv7XZ1iHLm8Z/1nwvY="
+	vectorPublicKey = "04DH4/RtnzaxAMteIbXjw7VrsrFUz5K64SMHZZVvK1M="
+	vectorSigning   = `{"invocation_id":"inv-1","issued_at":1767225600,"platform":"acme","version":1}`
+	vectorEnvelope  = `{"version":1,"platform":"acme","invocation_id":"inv-1","issued_at":1767225600,"signature":{"alg":"ed25519","key_id":"k1","value":"t2Vig9H3wY7LpnS3z7xpjNHmlFC7_DqSf6j1QS7W8CuDG3Dl3O684uxDuVMI7QDuVmiqTuoqeyAk5483PYIoBQ"}}`
+)
+
+func TestSignTestVector(t *testing.T) {
+	t.Parallel()
+	seed, _ := base64.StdEncoding.DecodeString(vectorSeed)
+	priv := ed25519.NewKeyFromSeed(seed)
+	if got := base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)); got != vectorPublicKey {
+		t.Fatalf("public key = %s, want %s", got, vectorPublicKey)
+	}
+	_, testPriv := testKey("k1")
+	if !priv.Equal(testPriv) {
+		t.Fatal(`the vector's key is no longer testKey("k1"): signed fuzz seeds would stop verifying`)
+	}
+	env := Envelope{Version: 1, Platform: "acme", InvocationID: "inv-1", IssuedAt: unixPtr(testNow)}
+	sb, err := SigningBytes(env)
+	if err != nil || string(sb) != vectorSigning {
+		t.Fatalf("SigningBytes = %s, %v; want %s", sb, err, vectorSigning)
+	}
+	s, err := Sign(env, "k1", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(s)
+	if string(b) != vectorEnvelope {
+		t.Fatalf("signed envelope:\n got %s\nwant %s", b, vectorEnvelope)
+	}
+	// The signature must cover the signing bytes, checked without SigningBytes.
+	sig, _ := base64.RawURLEncoding.DecodeString(s.Signature.Value)
+	if !ed25519.Verify(priv.Public().(ed25519.PublicKey), []byte(vectorSigning), sig) {
+		t.Fatal("signature does not verify over the canonical bytes")
+	}
+	// And the router accepts it for a platform configured with that key.
+	key, _ := base64.StdEncoding.DecodeString(vectorPublicKey)
+	cfg := &Config{Now: testConfig().Now, Platforms: map[string]PlatformConfig{"acme": {RequireSignature: true, Keys: map[string]ed25519.PublicKey{"k1": key}}}}
+	id, err := Normalize(map[string]any{KeyPlatformInvocation: decode[any](t, vectorEnvelope)}, cfg)
+	if err != nil || id != (Identity{"acme", "inv-1", KeyPlatformInvocation}) {
+		t.Fatalf("Normalize(vector) = %+v, %v", id, err)
+	}
+}
+
+func TestSigningBytes(t *testing.T) {
+	t.Parallel()
+	zero := int64(0)
+	for _, tc := range []struct {
+		env  Envelope
+		want string
+	}{
+		{Envelope{Version: 1, Platform: "acme", InvocationID: "a"}, `{"invocation_id":"a","platform":"acme","version":1}`},
+		{Envelope{Version: 1, Platform: "acme", InvocationID: "a", IssuedAt: &zero}, `{"invocation_id":"a","issued_at":0,"platform":"acme","version":1}`},
+		{Envelope{Version: 1, Platform: "p-2", InvocationID: "A._:-z", IssuedAt: unixPtr(testNow),
+			Signature: &Signature{Alg: "ed25519", KeyID: "k", Value: "ignored"}}, `{"invocation_id":"A._:-z","issued_at":1767225600,"platform":"p-2","version":1}`},
+	} {
+		got, err := SigningBytes(tc.env)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("SigningBytes(%+v) = %s, %v; want %s", tc.env, got, err, tc.want)
+		}
+	}
+	neg, big := int64(-1), int64(MaxIssuedAt+1)
+	for _, env := range []Envelope{
+		{Version: 2, Platform: "acme", InvocationID: "a"},
+		{Version: 1, Platform: "codex", InvocationID: "a"},
+		{Version: 1, Platform: "Acme", InvocationID: "a"},
+		{Version: 1, Platform: "acme", InvocationID: ""},
+		{Version: 1, Platform: "acme", InvocationID: "a\u2028"}, // Go and RFC 8785 would disagree on this
+		{Version: 1, Platform: "acme", InvocationID: "a", IssuedAt: &neg},
+		{Version: 1, Platform: "acme", InvocationID: "a", IssuedAt: &big},
+	} {
+		if b, err := SigningBytes(env); err == nil {
+			t.Errorf("SigningBytes(%+v) = %s, want an error", env, b)
+		}
+	}
+}
+
+func TestSignRefuses(t *testing.T) {
+	t.Parallel()
+	_, priv := testKey("k1")
+	ok := Envelope{Version: 1, Platform: "acme", InvocationID: "a", IssuedAt: unixPtr(testNow)}
+	for _, tc := range []struct {
+		name  string
+		env   Envelope
+		keyID string
+		priv  ed25519.PrivateKey
+		want  string
+	}{
+		{"no issued_at", Envelope{Version: 1, Platform: "acme", InvocationID: "a"}, "k1", priv, "issued_at"},
+		{"bad key id", ok, "k 1", priv, "key id"},
+		{"empty key id", ok, "", priv, "key id"},
+		{"short private key", ok, "k1", priv[:32], "private key"},
+		{"reserved platform", Envelope{Version: 1, Platform: "claude-code", InvocationID: "a", IssuedAt: unixPtr(testNow)}, "k1", priv, "platform"},
+	} {
+		if _, err := Sign(tc.env, tc.keyID, tc.priv); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Sign error = %v, want one mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestParseEnvelope(t *testing.T) {
+	t.Parallel()
+	env, err := ParseEnvelope(decode[any](t, vectorEnvelope))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Version != 1 || env.Platform != "acme" || env.InvocationID != "inv-1" || env.IssuedAt == nil || *env.IssuedAt != testNow.Unix() ||
+		env.Signature == nil || env.Signature.KeyID != "k1" || env.Signature.Alg != "ed25519" {
+		t.Fatalf("ParseEnvelope = %+v", env)
+	}
+	// Values built in Go rather than decoded (json.Number, ints) parse alike.
+	env2, err := ParseEnvelope(map[string]any{"version": json.Number("1"), "platform": "acme", "invocation_id": "inv-1", "issued_at": json.Number("1767225600")})
+	if err != nil || env2.IssuedAt == nil || *env2.IssuedAt != testNow.Unix() {
+		t.Fatalf("ParseEnvelope(json.Number) = %+v, %v", env2, err)
+	}
+	if _, err := ParseEnvelope(map[string]any{"version": 1, "platform": "acme", "invocation_id": "inv-1", "issued_at": int64(5)}); err != nil {
+		t.Fatalf("ParseEnvelope(Go ints) = %v", err)
+	}
+	if _, err := ParseEnvelope(map[string]any{"version": json.Number("1.5"), "platform": "acme", "invocation_id": "inv-1"}); err == nil {
+		t.Fatal("ParseEnvelope accepted version json.Number(1.5)")
+	}
+}
+
+func TestSignatureValueMatchesPattern(t *testing.T) {
+	t.Parallel()
+	good := strings.Repeat("A", 85)
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=."
+	inputs := []string{"", good, good + "AA", good[:84] + "A", good + "A=", strings.Repeat("A", 86) + "=="}
+	for _, c := range alphabet {
+		inputs = append(inputs, good+string(c), string(c)+good)
+	}
+	for _, s := range inputs {
+		_, err := decodeSignatureValue(s)
+		if (err == nil) != signatureValueRe.MatchString(s) {
+			t.Errorf("decodeSignatureValue(%q) ok=%v, SignatureValuePattern says %v", s, err == nil, err != nil)
+		}
+	}
+}

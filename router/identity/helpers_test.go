@@ -1,0 +1,84 @@
+package identity
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/json"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// secret marks every identity value the tests send: no error message may ever contain it.
+const secret = "s3cr3t"
+
+// testNow is the router clock of the tests and of the fuzz seeds with signed envelopes.
+var testNow = time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
+
+var (
+	callIDRe         = regexp.MustCompile(CallIDPattern)
+	platformRe       = regexp.MustCompile(PlatformPattern)
+	keyIDRe          = regexp.MustCompile(KeyIDPattern)
+	signatureValueRe = regexp.MustCompile(SignatureValuePattern)
+)
+
+// testKey is a deterministic Ed25519 key pair, so signed fuzz seeds stay valid.
+func testKey(name string) (ed25519.PublicKey, ed25519.PrivateKey) {
+	seed := sha256.Sum256([]byte("hubu identity test key " + name))
+	priv := ed25519.NewKeyFromSeed(seed[:])
+	return priv.Public().(ed25519.PublicKey), priv
+}
+
+// testConfig accepts three envelope platforms:
+//   - "acme": no keys, unsigned envelopes accepted;
+//   - "signed": requires signatures by key "k1";
+//   - "optional": key "k2", signatures verified when present but not required.
+func testConfig() *Config {
+	k1, _ := testKey("k1")
+	k2, _ := testKey("k2")
+	return &Config{
+		Platforms: map[string]PlatformConfig{
+			"acme":     {},
+			"signed":   {RequireSignature: true, Keys: map[string]ed25519.PublicKey{"k1": k1}},
+			"optional": {Keys: map[string]ed25519.PublicKey{"k2": k2}},
+		},
+		Now: func() time.Time { return testNow },
+	}
+}
+
+// decode unmarshals JSON text the way the MCP SDK does (numbers as float64).
+func decode[T any](t testing.TB, text string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(text), &v); err != nil {
+		t.Fatalf("bad test JSON %s: %v", text, err)
+	}
+	return v
+}
+
+// asJSONValue turns a Go value into what it decodes to after a trip over the wire.
+func asJSONValue(t testing.TB, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decode[any](t, string(b))
+}
+
+func unixPtr(t time.Time) *int64 {
+	u := t.Unix()
+	return &u
+}
+
+// signed returns env with issued_at = at, signed by the test key signer under keyID, as decoded JSON.
+func signed(t testing.TB, env Envelope, at time.Time, signer, keyID string) map[string]any {
+	t.Helper()
+	_, priv := testKey(signer)
+	env.IssuedAt = unixPtr(at)
+	s, err := Sign(env, keyID, priv)
+	if err != nil {
+		t.Fatalf("Sign: %v", err)
+	}
+	return asJSONValue(t, s).(map[string]any)
+}

@@ -1,0 +1,456 @@
+package identity
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+type normalizeCase struct {
+	name     string
+	meta     map[string]any
+	cfg      *Config // testConfig() when nil and noConfig is false
+	noConfig bool
+	want     Identity // when code is ""
+	code     string
+	msg      []string // substrings the message must contain
+}
+
+func runNormalizeCases(t *testing.T, cases []normalizeCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := tc.cfg
+			if cfg == nil && !tc.noConfig {
+				cfg = testConfig()
+			}
+			got, err := Normalize(tc.meta, cfg)
+			if tc.code == "" {
+				if err != nil {
+					t.Fatalf("Normalize: unexpected error %v", err)
+				}
+				if got != tc.want {
+					t.Fatalf("Normalize = %+v, want %+v", got, tc.want)
+				}
+				return
+			}
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Normalize = %+v, %v; want *Error with code %s", got, err, tc.code)
+			}
+			if got != (Identity{}) {
+				t.Errorf("Normalize returned identity %+v with an error", got)
+			}
+			if e.Code != tc.code {
+				t.Errorf("code = %s, want %s (message: %s)", e.Code, tc.code, e.Message)
+			}
+			for _, s := range tc.msg {
+				if !strings.Contains(e.Message, s) {
+					t.Errorf("message %q does not contain %q", e.Message, s)
+				}
+			}
+			if strings.Contains(e.Error(), secret) {
+				t.Errorf("message echoes a value from _meta: %q", e.Error())
+			}
+			if strings.ContainsAny(e.Message, "\n\r") {
+				t.Errorf("message is not one line: %q", e.Message)
+			}
+		})
+	}
+}
+
+func TestNormalizeStringSources(t *testing.T) {
+	t.Parallel()
+	id256 := secret + strings.Repeat("x", 256-len(secret))
+	allChars := "AZaz09._:-" + secret
+	codexKey, claudeKey := strconv.Quote(KeyCodexCallID), strconv.Quote(KeyClaudeCodeToolUseID)
+	cases := []normalizeCase{
+		{name: "codex", meta: map[string]any{"callId": "call-" + secret}, want: Identity{"codex", "call-" + secret, "callId"}},
+		{
+			name: "codex desktop, full shape",
+			meta: decode[map[string]any](t, `{"callId":"call-s3cr3t-42","itemId":"item-9","openai/request_id":"req-1",
+				"sessionId":"sess-1","windowId":"w-1","progressToken":3,"openai/session":"conv-1","openai/subject":"user-1",
+				"openai/organization":"org-1","openai/userLocation":{"city":"Oslo","country":"NO"}}`),
+			want: Identity{"codex", "call-s3cr3t-42", "callId"},
+		},
+		{
+			name: "ChatGPT Work, with traceparent",
+			meta: decode[map[string]any](t, `{"callId":"s3cr3t","itemId":"item-9","openai/session":"conv-1",
+				"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}`),
+			want: Identity{"codex", secret, "callId"},
+		},
+		{name: "claude code, real tool_use id shape", meta: map[string]any{"claudecode/toolUseId": "toolu_01A09q90qw90lq917835lq9"}, want: Identity{"claude-code", "toolu_01A09q90qw90lq917835lq9", "claudecode/toolUseId"}},
+		{name: "codex, real call id shape", meta: map[string]any{"callId": "call_Wz3kZ9b1Xy"}, want: Identity{"codex", "call_Wz3kZ9b1Xy", "callId"}},
+		{name: "claude code", meta: map[string]any{"claudecode/toolUseId": "toolu-" + secret, "progressToken": "p"}, want: Identity{"claude-code", "toolu-" + secret, "claudecode/toolUseId"}},
+		{name: "every allowed character", meta: map[string]any{"callId": allChars}, want: Identity{"codex", allChars, "callId"}},
+		{name: "256 bytes accepted", meta: map[string]any{"callId": id256}, want: Identity{"codex", id256, "callId"}},
+		{name: "string sources need no config", noConfig: true, meta: map[string]any{"callId": secret}, want: Identity{"codex", secret, "callId"}},
+		{name: "257 bytes refused", meta: map[string]any{"callId": id256 + "x"}, code: CodeInvalid, msg: []string{codexKey, "longer than 256 bytes"}},
+		{name: "257 bytes refused, claude", meta: map[string]any{"claudecode/toolUseId": id256 + "x"}, code: CodeInvalid, msg: []string{claudeKey, "longer than 256 bytes"}},
+		{name: "empty", meta: map[string]any{"callId": ""}, code: CodeInvalid, msg: []string{codexKey, "empty"}},
+		{name: "empty, claude", meta: map[string]any{"claudecode/toolUseId": ""}, code: CodeInvalid, msg: []string{claudeKey, "empty"}},
+	}
+	for _, bad := range []struct{ name, value string }{
+		{"space", secret + " 1"}, {"slash", secret + "/1"}, {"backslash", secret + `\\`},
+		{"plus", secret + "+1"}, {"equals", secret + "=="}, {"newline", secret + "\n"}, {"NUL", secret + "\x00"},
+		{"unicode letter", secret + "é"}, {"unicode digit", secret + "٣"}, {"emoji", secret + "🙂"},
+		{"fullwidth colon", secret + "："}, {"invalid UTF-8", secret + "\xff"}, {"quote", secret + `"`},
+	} {
+		for _, key := range []string{KeyCodexCallID, KeyClaudeCodeToolUseID} {
+			cases = append(cases, normalizeCase{
+				name: bad.name + " " + key, meta: map[string]any{key: bad.value},
+				code: CodeInvalid, msg: []string{strconv.Quote(key), "outside [A-Za-z0-9._:-]"},
+			})
+		}
+	}
+	for _, bad := range []struct {
+		name, json, typ string
+	}{
+		{"number", `42`, "number"}, {"float", `1.5`, "number"}, {"zero", `0`, "number"},
+		{"true", `true`, "boolean"}, {"false", `false`, "boolean"},
+		{"null", `null`, "null"}, {"array", `["s3cr3t"]`, "array"}, {"empty array", `[]`, "array"},
+		{"object", `{"id":"s3cr3t"}`, "object"},
+	} {
+		for _, key := range []string{KeyCodexCallID, KeyClaudeCodeToolUseID} {
+			cases = append(cases, normalizeCase{
+				name: bad.name + " " + key, meta: map[string]any{key: decode[any](t, bad.json)},
+				code: CodeInvalid, msg: []string{strconv.Quote(key), "must be a string, got " + bad.typ},
+			})
+		}
+	}
+	runNormalizeCases(t, cases)
+}
+
+func TestNormalizeRequiredAndAmbiguous(t *testing.T) {
+	t.Parallel()
+	env := map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv-" + secret}
+	cases := []normalizeCase{
+		{name: "nil meta", meta: nil, code: CodeRequired, msg: []string{RequiredMessage}},
+		{name: "empty meta", meta: map[string]any{}, code: CodeRequired, msg: []string{RequiredMessage}},
+		{
+			name: "ChatGPT chat: session keys only",
+			meta: decode[map[string]any](t, `{"openai/session":"conv-s3cr3t","openai/subject":"user-s3cr3t","openai/organization":"org-1",
+				"openai/userLocation":{"country":"NO"},"openai/locale":"nb-NO","openai/userAgent":"ChatGPT/1.2025","timezone":"Europe/Oslo"}`),
+			code: CodeRequired, msg: []string{RequiredMessage, `"callId"`, `"claudecode/toolUseId"`, `"hubu.dev/platform-invocation"`},
+		},
+		{
+			name: "request ids, progress tokens and traces are not identity",
+			meta: map[string]any{"openai/request_id": "req-" + secret, "progressToken": "tok-" + secret, "traceparent": "00-" + secret,
+				"itemId": "item-" + secret, "sessionId": "sess-" + secret, "requestId": secret, "id": secret},
+			code: CodeRequired, msg: []string{RequiredMessage},
+		},
+		{
+			name: "keys are case-sensitive and exact",
+			meta: map[string]any{"callid": secret, "CallId": secret, "call_id": secret, "toolUseId": secret, "claudecode/tooluseid": secret,
+				"hubu.dev/platform_invocation": env, "_codex_apps": map[string]any{"call_id": secret}},
+			code: CodeRequired, msg: []string{RequiredMessage},
+		},
+		{name: "codex and claude", meta: map[string]any{"callId": secret, "claudecode/toolUseId": secret},
+			code: CodeAmbiguous, msg: []string{`"callId"`, `"claudecode/toolUseId"`}},
+		{name: "codex and envelope", meta: map[string]any{"callId": secret, KeyPlatformInvocation: env},
+			code: CodeAmbiguous, msg: []string{`"callId", "hubu.dev/platform-invocation"`}},
+		{name: "all three", meta: map[string]any{"callId": secret, "claudecode/toolUseId": secret, KeyPlatformInvocation: env},
+			code: CodeAmbiguous, msg: []string{`"callId", "claudecode/toolUseId", "hubu.dev/platform-invocation"`}},
+		{name: "an invalid second source is still a second source", meta: map[string]any{"callId": secret, "claudecode/toolUseId": nil},
+			code: CodeAmbiguous, msg: []string{`"callId"`, `"claudecode/toolUseId"`}},
+		{name: "same value twice", meta: map[string]any{"callId": secret, "claudecode/toolUseId": secret},
+			code: CodeAmbiguous},
+	}
+	runNormalizeCases(t, cases)
+}
+
+func TestNormalizeEnvelope(t *testing.T) {
+	t.Parallel()
+	envKey := strconv.Quote(KeyPlatformInvocation)
+	inv := "inv-" + secret
+	envJSON := func(body string) map[string]any {
+		return map[string]any{KeyPlatformInvocation: decode[any](t, body)}
+	}
+	cases := []normalizeCase{
+		{name: "unsigned, accepted platform", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			want: Identity{"acme", inv, KeyPlatformInvocation}},
+		{name: "unsigned with issued_at (not checked for age when unsigned)", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":0}`),
+			want: Identity{"acme", inv, KeyPlatformInvocation}},
+		{name: "other _meta keys beside the envelope", meta: decode[map[string]any](t, `{"progressToken":7,"traceparent":"00-1",
+			"hubu.dev/platform-invocation":{"invocation_id":"inv-s3cr3t","platform":"optional","version":1}}`),
+			want: Identity{"optional", inv, KeyPlatformInvocation}},
+		{name: "version written 1.0", meta: envJSON(`{"version":1.0,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			want: Identity{"acme", inv, KeyPlatformInvocation}},
+
+		{name: "nil config accepts no platform", noConfig: true, meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
+		{name: "zero config accepts no platform", cfg: &Config{}, meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
+		{name: "platform not accepted", meta: envJSON(`{"version":1,"platform":"beta","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
+		{name: "codex as envelope platform", meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
+		{name: "claude-code as envelope platform", meta: envJSON(`{"version":1,"platform":"claude-code","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
+		{name: "codex refused even when the operator lists it", cfg: &Config{Platforms: map[string]PlatformConfig{"codex": {}}},
+			meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
+
+		{name: "version 2", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
+		{name: "version 2 with new fields", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t","tenant":"t"}`),
+			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
+		{name: "version 0", meta: envJSON(`{"version":0,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
+		{name: "version 1.5", meta: envJSON(`{"version":1.5,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
+		{name: "version string", meta: envJSON(`{"version":"1","platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "version must be the number 1, got string"}},
+		{name: "version true", meta: envJSON(`{"version":true,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "got boolean"}},
+		{name: "version null", meta: envJSON(`{"version":null,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "got null"}},
+		{name: "version missing", meta: envJSON(`{"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "no version"}},
+		{name: "unknown field", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","s3cr3t_field":"x"}`),
+			code: CodeInvalid, msg: []string{envKey, "field that version 1 does not define"}},
+		{name: "unknown field that looks harmless", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","session":"x"}`),
+			code: CodeInvalid, msg: []string{envKey, "field that version 1 does not define"}},
+		{name: "unknown field in signature", meta: map[string]any{KeyPlatformInvocation: withField(
+			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv}, testNow, "k1", "k1"), "signature", "s3cr3t", "x")},
+			code: CodeInvalid, msg: []string{envKey, "signature has a field other than"}},
+
+		{name: "envelope null", meta: map[string]any{KeyPlatformInvocation: nil}, code: CodeInvalid, msg: []string{envKey, "got null"}},
+		{name: "envelope string", meta: map[string]any{KeyPlatformInvocation: `{"version":1,"platform":"acme","invocation_id":"s3cr3t"}`},
+			code: CodeInvalid, msg: []string{envKey, "must be a JSON object, got string"}},
+		{name: "envelope array", meta: envJSON(`[{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t"}]`), code: CodeInvalid, msg: []string{envKey, "got array"}},
+		{name: "envelope number", meta: envJSON(`1`), code: CodeInvalid, msg: []string{envKey, "got number"}},
+		{name: "envelope empty object", meta: envJSON(`{}`), code: CodeInvalid, msg: []string{envKey, "no version"}},
+
+		{name: "platform missing", meta: envJSON(`{"version":1,"invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform is missing"}},
+		{name: "platform number", meta: envJSON(`{"version":1,"platform":7,"invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform must be a string, got number"}},
+		{name: "platform empty", meta: envJSON(`{"version":1,"platform":"","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform is empty"}},
+		{name: "platform upper case", meta: envJSON(`{"version":1,"platform":"ACME","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
+		{name: "platform leading hyphen", meta: envJSON(`{"version":1,"platform":"-acme","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
+		{name: "platform underscore", meta: envJSON(`{"version":1,"platform":"ac_me","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
+		{name: "platform 33 bytes", meta: envJSON(`{"version":1,"platform":"` + strings.Repeat("a", 33) + `","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "platform is longer than 32 bytes"}},
+		{name: "platform 32 bytes, pattern ok but not accepted", meta: envJSON(`{"version":1,"platform":"` + strings.Repeat("a", 32) + `","invocation_id":"inv-s3cr3t"}`),
+			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
+
+		{name: "invocation_id missing", meta: envJSON(`{"version":1,"platform":"acme"}`), code: CodeInvalid, msg: []string{envKey, "invocation_id is missing"}},
+		{name: "invocation_id number", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":12}`), code: CodeInvalid, msg: []string{envKey, "invocation_id must be a string, got number"}},
+		{name: "invocation_id null", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":null}`), code: CodeInvalid, msg: []string{envKey, "invocation_id must be a string, got null"}},
+		{name: "invocation_id empty", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":""}`), code: CodeInvalid, msg: []string{envKey, "invocation_id is empty"}},
+		{name: "invocation_id 257", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 251) + `"}`),
+			code: CodeInvalid, msg: []string{envKey, "invocation_id is longer than 256 bytes"}},
+		{name: "invocation_id 256", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 250) + `"}`),
+			want: Identity{"acme", secret + strings.Repeat("x", 250), KeyPlatformInvocation}},
+		{name: "invocation_id unicode", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"s3cr3t\u00e9"}`),
+			code: CodeInvalid, msg: []string{envKey, "invocation_id contains characters outside"}},
+		{name: "invocation_id space", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"s3cr3t 1"}`),
+			code: CodeInvalid, msg: []string{envKey, "invocation_id contains characters outside"}},
+
+		{name: "issued_at string", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":"1767225600"}`),
+			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
+		{name: "issued_at fraction", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":1767225600.5}`),
+			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
+		{name: "issued_at negative", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":-1}`),
+			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
+		{name: "issued_at 2^53", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":9007199254740992}`),
+			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
+		{name: "issued_at null", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":null}`),
+			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer", "got null"}},
+	}
+	runNormalizeCases(t, cases)
+}
+
+// withField returns a deep-enough copy of env with obj[field][key] = value (or env[key] when field is "").
+func withField(env map[string]any, field, key string, value any) map[string]any {
+	out := make(map[string]any, len(env))
+	for k, v := range env {
+		out[k] = v
+	}
+	if field == "" {
+		out[key] = value
+		return out
+	}
+	inner := make(map[string]any)
+	for k, v := range env[field].(map[string]any) {
+		inner[k] = v
+	}
+	inner[key] = value
+	out[field] = inner
+	return out
+}
+
+func TestNormalizeSignatures(t *testing.T) {
+	t.Parallel()
+	envKey := strconv.Quote(KeyPlatformInvocation)
+	inv := "inv-" + secret
+	base := Envelope{Version: 1, Platform: "signed", InvocationID: inv}
+	good := signed(t, base, testNow, "k1", "k1")
+	goodSig := good["signature"].(map[string]any)["value"].(string)
+	meta := func(env map[string]any) map[string]any { return map[string]any{KeyPlatformInvocation: env} }
+	optional := Envelope{Version: 1, Platform: "optional", InvocationID: inv}
+	acme := Envelope{Version: 1, Platform: "acme", InvocationID: inv}
+	k1, _ := testKey("k1")
+	// Flip the last significant bits of the signature: still well-formed, no longer valid.
+	flipped := goodSig[:80] + string(rune(goodSig[80]^1)) + goodSig[81:]
+
+	cases := []normalizeCase{
+		{name: "valid", meta: meta(good), want: Identity{"signed", inv, KeyPlatformInvocation}},
+		{name: "valid, issued MaxAge ago", meta: meta(signed(t, base, testNow.Add(-DefaultMaxAge), "k1", "k1")), want: Identity{"signed", inv, KeyPlatformInvocation}},
+		{name: "valid, issued MaxAge ahead", meta: meta(signed(t, base, testNow.Add(DefaultMaxAge), "k1", "k1")), want: Identity{"signed", inv, KeyPlatformInvocation}},
+		{name: "valid, issued_at written as a float", meta: meta(withField(good, "", "issued_at", 1.7672256e9)), want: Identity{"signed", inv, KeyPlatformInvocation}},
+		{name: "valid, version written 1.0", meta: meta(withField(good, "", "version", 1.0)), want: Identity{"signed", inv, KeyPlatformInvocation}},
+		{name: "signed on a platform that does not require it", meta: meta(signed(t, optional, testNow, "k2", "k2")), want: Identity{"optional", inv, KeyPlatformInvocation}},
+		{name: "unsigned accepted when not required", meta: meta(asJSONValue(t, optional).(map[string]any)), want: Identity{"optional", inv, KeyPlatformInvocation}},
+		{name: "unsigned accepted, platform without keys", meta: meta(asJSONValue(t, acme).(map[string]any)), want: Identity{"acme", inv, KeyPlatformInvocation}},
+
+		{name: "missing when required", meta: meta(asJSONValue(t, base).(map[string]any)), code: CodeInvalid, msg: []string{envKey, `platform "signed" requires a signed envelope`}},
+		{name: "missing when required, with issued_at", meta: meta(asJSONValue(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv, IssuedAt: unixPtr(testNow)}).(map[string]any)),
+			code: CodeInvalid, msg: []string{envKey, "requires a signed envelope"}},
+		{name: "tampered invocation_id", meta: meta(withField(good, "", "invocation_id", inv+"2")), code: CodeInvalid, msg: []string{envKey, "signature does not verify", `key "k1"`}},
+		{name: "tampered issued_at", meta: meta(withField(good, "", "issued_at", float64(testNow.Unix()+1))), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
+		{name: "tampered signature bits", meta: meta(withField(good, "signature", "value", flipped)), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
+		{name: "signature of another envelope", meta: meta(withField(good, "signature", "value",
+			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: "other"}, testNow, "k1", "k1")["signature"].(map[string]any)["value"])),
+			code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
+		{name: "wrong key", meta: meta(signed(t, base, testNow, "k2", "k1")), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
+		{name: "unknown key_id", meta: meta(signed(t, base, testNow, "k1", "k9-s3cr3t")), code: CodeInvalid, msg: []string{envKey, "unknown key", `platform "signed"`}},
+		{name: "key of another platform", meta: meta(signed(t, base, testNow, "k2", "k2")), code: CodeInvalid, msg: []string{envKey, "unknown key"}},
+		{name: "signed on a platform without keys", meta: meta(signed(t, acme, testNow, "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "unknown key"}},
+		{name: "stale", meta: meta(signed(t, base, testNow.Add(-DefaultMaxAge-time.Second), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "stale"}},
+		{name: "very stale", meta: meta(signed(t, base, time.Unix(0, 0), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "stale"}},
+		{name: "future", meta: meta(signed(t, base, testNow.Add(DefaultMaxAge+time.Second), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "not yet valid"}},
+		{name: "far future", meta: meta(signed(t, base, time.Unix(MaxIssuedAt, 0), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "not yet valid"}},
+		{name: "custom MaxAge", cfg: func() *Config { c := testConfig(); c.MaxAge = time.Minute; return c }(),
+			meta: meta(signed(t, base, testNow.Add(-61*time.Second), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "stale", "1m0s"}},
+		{name: "signed without issued_at", meta: meta(withField(good, "", "issued_at", nil)), code: CodeInvalid, msg: []string{envKey, "issued_at"}},
+		{name: "signed, issued_at removed", meta: meta(func() map[string]any {
+			m := withField(good, "", "x", 0)
+			delete(m, "x")
+			delete(m, "issued_at")
+			return m
+		}()),
+			code: CodeInvalid, msg: []string{envKey, "a signed envelope must carry issued_at"}},
+		{name: "alg other", meta: meta(withField(good, "signature", "alg", "EdDSA")), code: CodeInvalid, msg: []string{envKey, `signature.alg must be "ed25519"`}},
+		{name: "alg missing", meta: meta(func() map[string]any {
+			m := withField(good, "signature", "alg", nil)
+			delete(m["signature"].(map[string]any), "alg")
+			return m
+		}()), code: CodeInvalid, msg: []string{envKey, "signature.alg is missing"}},
+		{name: "key_id bad characters", meta: meta(withField(good, "signature", "key_id", "k1/"+secret)), code: CodeInvalid, msg: []string{envKey, "signature.key_id contains characters outside"}},
+		{name: "key_id 65 bytes", meta: meta(withField(good, "signature", "key_id", secret+strings.Repeat("k", 59))), code: CodeInvalid, msg: []string{envKey, "signature.key_id is longer than 64 bytes"}},
+		{name: "key_id number", meta: meta(withField(good, "signature", "key_id", 1.0)), code: CodeInvalid, msg: []string{envKey, "signature.key_id must be a string, got number"}},
+		{name: "value padded", meta: meta(withField(good, "signature", "value", goodSig+"==")), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
+		{name: "value std alphabet", meta: meta(withField(good, "signature", "value", strings.NewReplacer("-", "+", "_", "/").Replace(goodSig[:85])+"+")), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
+		{name: "value non-zero trailing bits", meta: meta(withField(good, "signature", "value", goodSig[:85]+"B")), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
+		{name: "value too short", meta: meta(withField(good, "signature", "value", goodSig[:84])), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
+		{name: "value empty", meta: meta(withField(good, "signature", "value", "")), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
+		{name: "signature null", meta: meta(withField(good, "", "signature", nil)), code: CodeInvalid, msg: []string{envKey, "signature must be a JSON object, got null"}},
+		{name: "signature string", meta: meta(withField(good, "", "signature", goodSig)), code: CodeInvalid, msg: []string{envKey, "signature must be a JSON object, got string"}},
+		{name: "misconfigured key does not panic", cfg: &Config{Now: testConfig().Now, Platforms: map[string]PlatformConfig{
+			"signed": {RequireSignature: true, Keys: map[string]ed25519.PublicKey{"k1": k1[:31]}}}},
+			meta: meta(good), code: CodeInvalid, msg: []string{envKey, `key "k1" of platform "signed" is misconfigured`}},
+	}
+	runNormalizeCases(t, cases)
+}
+
+func TestNormalizeDoesNotModifyMeta(t *testing.T) {
+	t.Parallel()
+	good := signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: "inv-1"}, testNow, "k1", "k1")
+	for _, meta := range []map[string]any{
+		{"callId": "c", "progressToken": 1.0},
+		{KeyPlatformInvocation: good},
+		{KeyPlatformInvocation: withField(good, "", "extra", true)},
+	} {
+		before := fmt.Sprint(meta)
+		_, _ = Normalize(meta, testConfig())
+		if after := fmt.Sprint(meta); after != before {
+			t.Errorf("Normalize modified _meta:\n%s\n%s", before, after)
+		}
+	}
+}
+
+func TestCheckIDMatchesPattern(t *testing.T) {
+	t.Parallel()
+	inputs := []string{"", "a", "A.b_c", "a:b-c.d", "a b", "é", "\x00", "a\n", strings.Repeat("a", 256), strings.Repeat("a", 257), "[", "]", "^", "`", "{", "~", "@", "/"}
+	for c := 0; c < 256; c++ {
+		inputs = append(inputs, string(rune(c)), "x"+string([]byte{byte(c)}))
+	}
+	for _, s := range inputs {
+		if ok := checkID(s, MaxCallIDLen) == ""; ok != callIDRe.MatchString(s) {
+			t.Errorf("checkID(%q) ok=%v, CallIDPattern says %v", s, ok, !ok)
+		}
+		if ok := checkID(s, MaxKeyIDLen) == ""; ok != keyIDRe.MatchString(s) {
+			t.Errorf("checkID(%q, key) ok=%v, KeyIDPattern says %v", s, ok, !ok)
+		}
+	}
+	for _, s := range append(inputs, "acme", "a-", "-a", "0a", "a--b", strings.Repeat("a", 32), strings.Repeat("a", 33), "Acme", "claude-code") {
+		if ok := checkPlatform(s) == ""; ok != platformRe.MatchString(s) {
+			t.Errorf("checkPlatform(%q) ok=%v, PlatformPattern says %v", s, ok, !ok)
+		}
+	}
+}
+
+func TestSourcesTable(t *testing.T) {
+	t.Parallel()
+	var keys, fixed []string
+	for _, s := range Sources {
+		if s.Key == "" || s.Map == nil || s.Clients == "" {
+			t.Errorf("incomplete source %+v", s)
+		}
+		if s.JSONType != "string" && s.JSONType != "object" {
+			t.Errorf("source %q: JSONType %q", s.Key, s.JSONType)
+		}
+		if slices.Contains(keys, s.Key) {
+			t.Errorf("duplicate source key %q", s.Key)
+		}
+		keys = append(keys, s.Key)
+		if s.Platform != "" {
+			if checkPlatform(s.Platform) != "" {
+				t.Errorf("source %q: platform %q does not match PlatformPattern", s.Key, s.Platform)
+			}
+			fixed = append(fixed, s.Platform)
+		}
+	}
+	if want := []string{KeyCodexCallID, KeyClaudeCodeToolUseID, KeyPlatformInvocation}; !slices.Equal(keys, want) {
+		t.Errorf("source keys = %q, want %q (the contract table)", keys, want)
+	}
+	// An envelope naming a fixed platform would let one call reach the registry under two sources.
+	if !slices.Equal(fixed, reservedPlatforms) {
+		t.Errorf("reservedPlatforms = %q, want the fixed platforms of Sources %q", reservedPlatforms, fixed)
+	}
+}
+
+func TestNormalizeChecksMapperOutput(t *testing.T) {
+	// Not parallel: it swaps an entry of the package-level table.
+	saved := Sources[0].Map
+	t.Cleanup(func() { Sources[0].Map = saved })
+	for _, out := range [][2]string{{"codex", ""}, {"codex", "a b"}, {"", "id"}, {"Codex", "id"}, {"codex", strings.Repeat("a", 257)}} {
+		Sources[0].Map = func(any, *Config) (string, string, error) { return out[0], out[1], nil }
+		if _, err := Normalize(map[string]any{KeyCodexCallID: "x"}, nil); err == nil {
+			t.Errorf("mapper output %q accepted", out)
+		}
+	}
+}
+
+func TestErrorAndDescribeError(t *testing.T) {
+	t.Parallel()
+	_, err := Normalize(nil, nil)
+	if got, want := err.Error(), CodeRequired+": "+RequiredMessage; !strings.HasPrefix(got, want) {
+		t.Errorf("Error() = %q, want prefix %q", got, want)
+	}
+	code, msg := DescribeError(fmt.Errorf("tools/call: %w", err))
+	if code != CodeRequired || !strings.HasPrefix(msg, RequiredMessage) {
+		t.Errorf("DescribeError(wrapped) = %q, %q", code, msg)
+	}
+	if code, msg := DescribeError(errors.New("boom " + secret)); code != CodeInvalid || strings.Contains(msg, secret) {
+		t.Errorf("DescribeError(foreign) = %q, %q", code, msg)
+	}
+	if code, msg := DescribeError(nil); code != "" || msg != "" {
+		t.Errorf("DescribeError(nil) = %q, %q", code, msg)
+	}
+}

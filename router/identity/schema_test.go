@@ -1,0 +1,202 @@
+package identity
+
+import (
+	"encoding/json"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// schemaPath is the envelope's JSON Schema, the wire contract platform integrators validate against.
+const schemaPath = "../../proto/platform-invocation.schema.json"
+
+func loadSchema(t testing.TB) *jsonschema.Schema {
+	t.Helper()
+	f, err := os.Open(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := jsonschema.UnmarshalJSON(f)
+	if err != nil {
+		t.Fatalf("%s: %v", schemaPath, err)
+	}
+	c := jsonschema.NewCompiler()
+	const url = "https://hubu.dev/schemas/platform-invocation.schema.json"
+	if err := c.AddResource(url, doc); err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile(url) // also validates the schema against the 2020-12 meta-schema
+	if err != nil {
+		t.Fatalf("%s: %v", schemaPath, err)
+	}
+	return sch
+}
+
+// TestSchemaShape checks that the schema states the same rules as this package's constants.
+func TestSchemaShape(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(schemaPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s struct {
+		Schema               string                     `json:"$schema"`
+		Type                 string                     `json:"type"`
+		AdditionalProperties *bool                      `json:"additionalProperties"`
+		Required             []string                   `json:"required"`
+		DependentRequired    map[string][]string        `json:"dependentRequired"`
+		Properties           map[string]json.RawMessage `json:"properties"`
+	}
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	type prop struct {
+		Type                 string   `json:"type"`
+		Pattern              string   `json:"pattern"`
+		Const                any      `json:"const"`
+		Minimum              *float64 `json:"minimum"`
+		Maximum              *float64 `json:"maximum"`
+		Not                  *struct{ Enum []string }
+		AdditionalProperties *bool                      `json:"additionalProperties"`
+		Required             []string                   `json:"required"`
+		Properties           map[string]json.RawMessage `json:"properties"`
+	}
+	props := func(m map[string]json.RawMessage) map[string]prop {
+		out := map[string]prop{}
+		for k, v := range m {
+			var p prop
+			if err := json.Unmarshal(v, &p); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = p
+		}
+		return out
+	}
+	top := props(s.Properties)
+	sig := props(top["signature"].Properties)
+
+	if s.Schema != "https://json-schema.org/draft/2020-12/schema" || s.Type != "object" {
+		t.Errorf("$schema %q, type %q", s.Schema, s.Type)
+	}
+	if s.AdditionalProperties == nil || *s.AdditionalProperties || top["signature"].AdditionalProperties == nil || *top["signature"].AdditionalProperties {
+		t.Error("additionalProperties must be false at both levels")
+	}
+	if !sameSet(keys(top), envelopeFields) || !sameSet(keys(sig), signatureFields) {
+		t.Errorf("properties %q / %q, want %q / %q", keys(top), keys(sig), envelopeFields, signatureFields)
+	}
+	if !sameSet(s.Required, []string{"version", "platform", "invocation_id"}) || !sameSet(top["signature"].Required, signatureFields) {
+		t.Errorf("required %q / %q", s.Required, top["signature"].Required)
+	}
+	if !slices.Equal(s.DependentRequired["signature"], []string{"issued_at"}) {
+		t.Errorf("dependentRequired = %v", s.DependentRequired)
+	}
+	if top["version"].Const != float64(EnvelopeVersion) {
+		t.Errorf("version const = %v", top["version"].Const)
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"platform", top["platform"].Pattern, PlatformPattern},
+		{"invocation_id", top["invocation_id"].Pattern, CallIDPattern},
+		{"signature.key_id", sig["key_id"].Pattern, KeyIDPattern},
+		{"signature.value", sig["value"].Pattern, SignatureValuePattern},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s pattern = %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	if n := top["platform"].Not; n == nil || !slices.Equal(n.Enum, reservedPlatforms) {
+		t.Errorf("platform not.enum = %+v, want %q", n, reservedPlatforms)
+	}
+	if it := top["issued_at"]; it.Type != "integer" || it.Minimum == nil || *it.Minimum != 0 || it.Maximum == nil || *it.Maximum != MaxIssuedAt {
+		t.Errorf("issued_at = %+v", it)
+	}
+	if sig["alg"].Const != SignatureAlg {
+		t.Errorf("alg const = %v", sig["alg"].Const)
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func sameSet(a, b []string) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })
+}
+
+// TestSchemaAgreesWithNormalize runs envelopes through the schema, ParseEnvelope and Normalize.
+// FuzzEnvelope checks the same agreement on generated input.
+func TestSchemaAgreesWithNormalize(t *testing.T) {
+	t.Parallel()
+	sch := loadSchema(t)
+	cfg := testConfig()
+	good := signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: "inv-1"}, testNow, "k1", "k1")
+	goodJSON, _ := json.Marshal(good)
+	sigValue := good["signature"].(map[string]any)["value"].(string)
+	long := strings.Repeat("a", 256)
+	for _, tc := range []struct {
+		name, json string
+		valid      bool // by the schema and ParseEnvelope; Normalize accepts it too (testConfig platforms)
+	}{
+		{"minimal", `{"version":1,"platform":"acme","invocation_id":"inv-1"}`, true},
+		{"all id characters", `{"version":1,"platform":"acme","invocation_id":"AZaz09._:-"}`, true},
+		{"long id", `{"version":1,"platform":"acme","invocation_id":"` + long + `"}`, true},
+		{"version 1.0", `{"version":1.0,"platform":"acme","invocation_id":"i"}`, true},
+		{"issued_at 0", `{"version":1,"platform":"acme","invocation_id":"i","issued_at":0}`, true},
+		{"issued_at max", `{"version":1,"platform":"acme","invocation_id":"i","issued_at":9007199254740991}`, true},
+		{"issued_at 1e9", `{"version":1,"platform":"acme","invocation_id":"i","issued_at":1e9}`, true},
+		{"signed", string(goodJSON), true},
+
+		{"version 2", `{"version":2,"platform":"acme","invocation_id":"i"}`, false},
+		{"version string", `{"version":"1","platform":"acme","invocation_id":"i"}`, false},
+		{"version 1.5", `{"version":1.5,"platform":"acme","invocation_id":"i"}`, false},
+		{"version true", `{"version":true,"platform":"acme","invocation_id":"i"}`, false},
+		{"version missing", `{"platform":"acme","invocation_id":"i"}`, false},
+		{"unknown field", `{"version":1,"platform":"acme","invocation_id":"i","x":1}`, false},
+		{"unknown signature field", strings.Replace(string(goodJSON), `"alg"`, `"x":1,"alg"`, 1), false},
+		{"platform codex", `{"version":1,"platform":"codex","invocation_id":"i"}`, false},
+		{"platform claude-code", `{"version":1,"platform":"claude-code","invocation_id":"i"}`, false},
+		{"platform upper", `{"version":1,"platform":"Acme","invocation_id":"i"}`, false},
+		{"platform leading hyphen", `{"version":1,"platform":"-a","invocation_id":"i"}`, false},
+		{"platform 33", `{"version":1,"platform":"` + strings.Repeat("a", 33) + `","invocation_id":"i"}`, false},
+		{"platform trailing newline", `{"version":1,"platform":"acme\n","invocation_id":"i"}`, false},
+		{"invocation_id empty", `{"version":1,"platform":"acme","invocation_id":""}`, false},
+		{"invocation_id 257", `{"version":1,"platform":"acme","invocation_id":"` + long + `a"}`, false},
+		{"invocation_id unicode", `{"version":1,"platform":"acme","invocation_id":"\u00e9"}`, false},
+		{"invocation_id trailing newline", `{"version":1,"platform":"acme","invocation_id":"i\n"}`, false},
+		{"invocation_id number", `{"version":1,"platform":"acme","invocation_id":1}`, false},
+		{"issued_at negative", `{"version":1,"platform":"acme","invocation_id":"i","issued_at":-1}`, false},
+		{"issued_at fraction", `{"version":1,"platform":"acme","invocation_id":"i","issued_at":1.5}`, false},
+		{"issued_at 2^53", `{"version":1,"platform":"acme","invocation_id":"i","issued_at":9007199254740992}`, false},
+		{"issued_at null", `{"version":1,"platform":"acme","invocation_id":"i","issued_at":null}`, false},
+		{"signed without issued_at", strings.Replace(string(goodJSON), `"issued_at":1767225600,`, ``, 1), false},
+		{"alg", strings.Replace(string(goodJSON), `"ed25519"`, `"EdDSA"`, 1), false},
+		{"value padded", strings.Replace(string(goodJSON), sigValue, sigValue+"==", 1), false},
+		{"value trailing bits", strings.Replace(string(goodJSON), sigValue, sigValue[:85]+"B", 1), false},
+		{"key_id empty", strings.Replace(string(goodJSON), `"key_id":"k1"`, `"key_id":""`, 1), false},
+		{"signature null", `{"version":1,"platform":"acme","invocation_id":"i","issued_at":1,"signature":null}`, false},
+		{"array", `[]`, false},
+		{"string", `"x"`, false},
+		{"null", `null`, false},
+	} {
+		v := decode[any](t, tc.json)
+		schemaErr := sch.Validate(v)
+		_, parseErr := ParseEnvelope(v)
+		if (schemaErr == nil) != tc.valid {
+			t.Errorf("%s: schema valid = %v, want %v (%v)", tc.name, schemaErr == nil, tc.valid, schemaErr)
+		}
+		if (parseErr == nil) != tc.valid {
+			t.Errorf("%s: ParseEnvelope valid = %v, want %v (%v)", tc.name, parseErr == nil, tc.valid, parseErr)
+		}
+		_, err := Normalize(map[string]any{KeyPlatformInvocation: v}, cfg)
+		if (err == nil) != tc.valid {
+			t.Errorf("%s: Normalize accepted = %v, want %v (%v)", tc.name, err == nil, tc.valid, err)
+		}
+	}
+}

@@ -1,0 +1,92 @@
+package mcpserver
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Outcome is the structured content of every result the router returns.
+type Outcome struct {
+	Status       string       `json:"status"`
+	PublicHandle string       `json:"public_handle,omitempty"`
+	AmountMicros *int64       `json:"amount_micros,omitempty"`
+	Currency     string       `json:"currency,omitempty"`
+	Result       *ImageResult `json:"result,omitempty"`
+	Replayed     bool         `json:"replayed"`
+	Message      string       `json:"message,omitempty"`
+	Error        *ToolError   `json:"error,omitempty"`
+	// Details carries read-only tools' payloads (capabilities, status fields).
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// ImageResult is a generated image.
+type ImageResult struct {
+	ImageURL string `json:"image_url"`
+	MIMEType string `json:"mime_type,omitempty"`
+}
+
+// ToolError is a refusal or policy outcome with its stable code.
+type ToolError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// answer is an outcome on its way back: whether it is final (a redelivery may replay it
+// without touching a backend) and the image bytes to embed.
+type answer struct {
+	Outcome
+	final bool
+	image []byte
+}
+
+// stored is what the registry keeps of a final answer.
+type stored struct {
+	Outcome Outcome `json:"outcome"`
+	Image   []byte  `json:"image,omitempty"`
+}
+
+func refusal(code, format string, args ...any) answer {
+	msg := fmt.Sprintf(format, args...)
+	return answer{Outcome: Outcome{Status: "refused", Error: &ToolError{Code: code, Message: msg}, Message: msg}}
+}
+
+// toResult builds the MCP result: human-readable text, the structured outcome, and the
+// image as image content when there is one.
+func (a answer) toResult() *mcp.CallToolResult {
+	text := a.Message
+	if text == "" {
+		text = a.Status
+	}
+	if a.Error != nil {
+		text = a.Error.Code + ": " + a.Error.Message
+	}
+	if a.PublicHandle != "" {
+		text += " (operation " + a.PublicHandle + ")"
+	}
+	if a.Replayed {
+		text += " [replayed: this call was delivered before; nothing new was charged]"
+	}
+	res := &mcp.CallToolResult{
+		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
+		StructuredContent: a.Outcome,
+		IsError:           a.Error != nil,
+	}
+	if len(a.image) > 0 && a.Result != nil {
+		res.Content = append(res.Content, &mcp.ImageContent{Data: a.image, MIMEType: a.Result.MIMEType})
+	}
+	return res
+}
+
+func (a answer) marshal() ([]byte, error) {
+	return json.Marshal(stored{Outcome: a.Outcome, Image: a.image})
+}
+
+func unmarshalAnswer(b []byte) (answer, error) {
+	var s stored
+	if err := json.Unmarshal(b, &s); err != nil {
+		return answer{}, err
+	}
+	return answer{Outcome: s.Outcome, final: true, image: s.Image}, nil
+}

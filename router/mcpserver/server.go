@@ -1,0 +1,619 @@
+// Package mcpserver is the router's MCP server: the five tools, and for the spend tool the
+// whole flow of a call — refuse identity in the arguments, take exactly one trusted identity
+// from _meta, hash the intent, resolve it against the registry, forward it under the private
+// operation key, scrub the key from the answer, and record the answer once it is final.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/router/argguard"
+	"hubu.dev/hubu/router/identity"
+	"hubu.dev/hubu/router/registry"
+	"hubu.dev/hubu/router/reqhash"
+	"hubu.dev/hubu/router/scrub"
+)
+
+// Config wires a Router. Hubu and Gongbu are generated clients that present the agent's token.
+type Config struct {
+	Registry *registry.Registry
+	Hubu     *hubuapi.ClientWithResponses
+	Gongbu   *gongbuapi.ClientWithResponses
+	// Identity holds the operator's accepted envelope platforms and their keys; nil accepts
+	// Codex and Claude Code identities only.
+	Identity *identity.Config
+	Logger   *slog.Logger
+	// Diagnose, when set, receives one JSON line per call with the shape of its _meta.
+	Diagnose io.Writer
+	// Wait is how long a spend waits for its image before answering "running".
+	Wait time.Duration
+	// PollEvery is the pause between two looks at a running execution.
+	PollEvery time.Duration
+	// ImageLimit is the largest image embedded as MCP image content; larger ones are linked.
+	ImageLimit int64
+	// Images fetches generated images (the provider's delivery URLs).
+	Images *http.Client
+	Now    func() time.Time
+}
+
+// Router serves the tools.
+type Router struct {
+	cfg     Config
+	mu      sync.Mutex
+	flights map[string]*flight
+	diagMu  sync.Mutex
+}
+
+type flight struct {
+	done   chan struct{}
+	hash   string
+	answer answer
+}
+
+// New returns a Router.
+func New(cfg Config) *Router {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = 30 * time.Second
+	}
+	if cfg.PollEvery <= 0 {
+		cfg.PollEvery = 500 * time.Millisecond
+	}
+	if cfg.ImageLimit <= 0 {
+		cfg.ImageLimit = 1 << 20
+	}
+	if cfg.Images == nil {
+		cfg.Images = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Router{cfg: cfg, flights: map[string]*flight{}}
+}
+
+// Server returns an MCP server with the router's tools.
+func (r *Router) Server(version string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "hubu-unified-mcp", Version: version}, &mcp.ServerOptions{Logger: r.cfg.Logger})
+	s.AddTool(&mcp.Tool{
+		Name:        ToolGenerateImage,
+		Description: "Generate a FLUX image. Paid: Hubu prices it, may hold it for a human's approval, and charges it once however often the call is delivered.",
+		InputSchema: generateImageSchema,
+	}, r.generateImage)
+	s.AddTool(&mcp.Tool{
+		Name:        ToolResumeOperation,
+		Description: "Run an operation a human approved, by its public handle. It runs the original request once; resuming again only reports its state.",
+		InputSchema: handleSchema,
+	}, r.resumeOperation)
+	s.AddTool(&mcp.Tool{
+		Name:        ToolOperationStatus,
+		Description: "The state of an operation by its public handle.",
+		InputSchema: handleSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, r.operationStatus)
+	s.AddTool(&mcp.Tool{
+		Name:        ToolCapabilities,
+		Description: "What this agent may do: tools, models and prices, budget left, the approval limit, and the identity sources the router accepts.",
+		InputSchema: emptySchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, r.capabilities)
+	s.AddTool(&mcp.Tool{
+		Name:        ToolGetExecution,
+		Description: "The provider's state and result of an operation's execution, by its public handle.",
+		InputSchema: handleSchema,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, r.getExecution)
+	return s
+}
+
+// imageArgs is generate_image's input, decoded strictly.
+type imageArgs struct {
+	Prompt       string  `json:"prompt"`
+	Model        string  `json:"model"`
+	Width        int     `json:"width"`
+	Height       int     `json:"height"`
+	Seed         *int64  `json:"seed,omitempty"`
+	OutputFormat *string `json:"output_format,omitempty"`
+}
+
+var modelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+func parseImageArgs(raw []byte) (imageArgs, error) {
+	var a imageArgs
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return a, errors.New("arguments must be an object with prompt, model, width, height and optionally seed and output_format, and nothing else")
+	}
+	side := func(n int) bool { return n >= 256 && n <= 1440 && n%32 == 0 }
+	switch {
+	case a.Prompt == "" || utf8.RuneCountInString(a.Prompt) > 4000 || strings.ContainsRune(a.Prompt, 0):
+		return a, errors.New("prompt must be 1 to 4000 characters")
+	case !modelRE.MatchString(a.Model):
+		return a, errors.New("model must be a model name such as flux-dev (see the capabilities tool)")
+	case !side(a.Width) || !side(a.Height):
+		return a, errors.New("width and height must be multiples of 32 from 256 to 1440")
+	case a.Seed != nil && (*a.Seed < 0 || *a.Seed > 1<<53-1):
+		return a, errors.New("seed must be from 0 to 2^53-1")
+	case a.OutputFormat != nil && *a.OutputFormat != "png" && *a.OutputFormat != "jpeg":
+		return a, errors.New("output_format must be png or jpeg")
+	}
+	return a, nil
+}
+
+func argsOf(req *mcp.CallToolRequest) []byte {
+	if req.Params == nil || len(req.Params.Arguments) == 0 {
+		return []byte("{}")
+	}
+	return req.Params.Arguments
+}
+
+func metaOf(req *mcp.CallToolRequest) map[string]any {
+	if req.Params == nil {
+		return nil
+	}
+	return req.Params.Meta
+}
+
+// checkArguments refuses identity in the arguments (at any depth) and malformed JSON;
+// it runs before anything else, for every tool.
+func checkArguments(args []byte) *answer {
+	err := argguard.Check(args)
+	var idErr *argguard.IdentityError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &idErr):
+		a := refusal(CodeIdentityInArguments, "%s", idErr.Error())
+		return &a
+	default:
+		a := refusal(CodeInvalidArguments, "the arguments are not valid JSON")
+		return &a
+	}
+}
+
+// generateImage is the spend tool.
+func (r *Router) generateImage(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := argsOf(req)
+	if a := checkArguments(args); a != nil {
+		r.diagnose(req, a.Error.Code)
+		return a.toResult(), nil
+	}
+	id, err := identity.Normalize(metaOf(req), r.cfg.Identity)
+	if err != nil {
+		code, msg := identity.DescribeError(err)
+		r.diagnose(req, code)
+		return refusal(code, "%s", msg).toResult(), nil
+	}
+	r.diagnose(req, "accepted:"+id.Platform)
+	digest, _, err := reqhash.Hash(ToolGenerateImage, args)
+	if err != nil {
+		return refusal(CodeInvalidArguments, "%s", err.Error()).toResult(), nil
+	}
+	img, err := parseImageArgs(args)
+	if err != nil {
+		return refusal(CodeInvalidArguments, "%s", err.Error()).toResult(), nil
+	}
+	call := registry.Call{Platform: id.Platform, CallID: id.CallID, Tool: ToolGenerateImage, RequestHash: digest.String()}
+	return r.coalesce(call, func() answer { return r.spend(ctx, call, img) }).toResult(), nil
+}
+
+// coalesce lets one delivery of a call work while concurrent deliveries of the same call
+// and request wait for it and share its answer.
+func (r *Router) coalesce(call registry.Call, work func() answer) answer {
+	key := call.Platform + "\x00" + call.CallID
+	r.mu.Lock()
+	if f, ok := r.flights[key]; ok {
+		r.mu.Unlock()
+		<-f.done
+		if f.hash == call.RequestHash {
+			shared := f.answer
+			shared.Replayed = true
+			return shared
+		}
+		return work() // another request under the same call id: the registry refuses it
+	}
+	f := &flight{done: make(chan struct{}), hash: call.RequestHash}
+	r.flights[key] = f
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.flights, key)
+		r.mu.Unlock()
+		close(f.done)
+	}()
+	f.answer = work()
+	return f.answer
+}
+
+// spend resolves a call against the registry and forwards it when it is new or unfinished.
+func (r *Router) spend(ctx context.Context, call registry.Call, img imageArgs) answer {
+	entry, outcome, err := r.cfg.Registry.Resolve(ctx, call)
+	switch {
+	case errors.Is(err, registry.ErrNewOperationRefused):
+		return refusal(CodeDenied, "this router starts new operations only for Codex calls (preallocated keys)")
+	case err != nil:
+		r.cfg.Logger.ErrorContext(ctx, "registry unavailable", "err", err)
+		return refusal(CodeBackendUnavailable, "the router's registry is unavailable; nothing was sent, retry the same call")
+	}
+	log := r.cfg.Logger.With("tool", call.Tool, "platform", call.Platform, "resolution", outcome.String())
+	switch outcome {
+	case registry.Conflict:
+		log.InfoContext(ctx, "call refused")
+		return refusal(CodeCallReused, "this call was already used for a different request; a changed request needs a new tool call")
+	case registry.Replay:
+		a, err := unmarshalAnswer(entry.Result)
+		if err != nil {
+			log.ErrorContext(ctx, "stored result unreadable", "err", err)
+			return refusal(CodeBackendUnavailable, "the recorded result of this call cannot be read")
+		}
+		a.Replayed = true
+		log.InfoContext(ctx, "call replayed", "public_handle", a.PublicHandle)
+		return a
+	}
+	log.InfoContext(ctx, "call forwarded", "public_handle", entry.PublicHandle)
+	a := r.authorize(ctx, entry, img)
+	if outcome == registry.Continue {
+		a.Replayed = true
+	}
+	a = r.scrubbed(ctx, a, entry.OperationKey)
+	if a.final {
+		b, err := a.marshal()
+		if err == nil {
+			err = r.cfg.Registry.Finish(ctx, call, b)
+		}
+		if err != nil {
+			log.ErrorContext(ctx, "could not record the final result; a redelivery will ask again", "err", err)
+		}
+	}
+	return a
+}
+
+// authorize forwards the spend to Hubu under the private key.
+func (r *Router) authorize(ctx context.Context, entry registry.Entry, img imageArgs) answer {
+	body := hubuapi.AuthorizeRequest{
+		OperationKey: entry.OperationKey, PublicHandle: entry.PublicHandle, Tool: hubuapi.GenerateImage, RequestHash: entry.RequestHash,
+		Arguments: hubuapi.GenerateImageArguments{Prompt: img.Prompt, Model: img.Model, Width: img.Width, Height: img.Height, Seed: img.Seed},
+	}
+	if img.OutputFormat != nil {
+		f := hubuapi.GenerateImageArgumentsOutputFormat(*img.OutputFormat)
+		body.Arguments.OutputFormat = &f
+	}
+	resp, err := r.cfg.Hubu.AuthorizeWithResponse(ctx, body)
+	if err != nil {
+		r.cfg.Logger.WarnContext(ctx, "Hubu unreachable", "err", scrub.String(err.Error(), entry.OperationKey))
+		return r.unavailable(entry.PublicHandle)
+	}
+	op := resp.JSON201
+	if op == nil {
+		op = resp.JSON200
+	}
+	if op != nil {
+		a := r.afterDecision(ctx, *op)
+		a.Replayed = a.Replayed || resp.HTTPResponse.Header.Get("Idempotent-Replayed") == "true"
+		return a
+	}
+	return r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, entry.PublicHandle)
+}
+
+func (r *Router) unavailable(handle string) answer {
+	a := refusal(CodeBackendUnavailable, "Hubu cannot be reached; the call is recorded, so retrying the same call continues the same operation")
+	a.PublicHandle = handle
+	return a
+}
+
+// hubuRefusal maps Hubu's problem answers to tool errors.
+func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handle string) answer {
+	var p hubuapi.Problem
+	_ = json.Unmarshal(body, &p)
+	detail := ""
+	if p.Detail != nil {
+		detail = *p.Detail
+	}
+	var a answer
+	switch {
+	case p.Code == hubuapi.CreateNewOperation:
+		a = refusal(CodeCreateNewOperation, "%s", detail)
+		a.final = true
+	case p.Code == hubuapi.NotFound:
+		a = refusal(CodeNotFound, "no such operation")
+	case status == http.StatusBadRequest:
+		a = refusal(CodeInvalidArguments, "%s", detail)
+		a.final = true
+	default:
+		r.cfg.Logger.WarnContext(ctx, "Hubu refused the router", "status", status, "code", string(p.Code))
+		a = r.unavailable(handle)
+	}
+	a.PublicHandle = handle
+	return a
+}
+
+// afterDecision shapes Hubu's record of an operation, waiting a while for the image of one
+// that is executing.
+func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer {
+	amount := op.AmountMicros
+	base := Outcome{Status: string(op.State), PublicHandle: op.PublicHandle, AmountMicros: &amount, Currency: op.Currency}
+	switch op.State {
+	case hubuapi.OperationStatePendingApproval:
+		a := answer{Outcome: base}
+		a.Error = &ToolError{Code: CodeApprovalRequired, Message: "a human must approve this spend; once approved, call resume_operation with the public handle"}
+		return a
+	case hubuapi.OperationStateApproved:
+		a := answer{Outcome: base}
+		a.Message = "approved: call resume_operation with the public handle to run it"
+		return a
+	case hubuapi.OperationStateDenied, hubuapi.OperationStateExpired:
+		code, msg := CodeDenied, "the spend was refused"
+		if op.Denial != nil {
+			msg = op.Denial.Message
+			if op.Denial.Code == hubuapi.DenialCodeBudgetExceeded {
+				code = CodeBudgetExceeded
+			}
+		}
+		a := answer{Outcome: base, final: true}
+		a.Error = &ToolError{Code: code, Message: msg}
+		return a
+	case hubuapi.OperationStateFailed:
+		a := answer{Outcome: base, final: true}
+		a.Message = "the provider could not run it; nothing was charged"
+		if op.FailureReason != nil {
+			a.Message += ": " + *op.FailureReason
+		}
+		return a
+	}
+	return r.awaitImage(ctx, base)
+}
+
+// awaitImage polls Gongbu for the execution until it has a result or Wait runs out.
+func (r *Router) awaitImage(ctx context.Context, base Outcome) answer {
+	deadline := r.cfg.Now().Add(r.cfg.Wait)
+	for {
+		resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, base.PublicHandle)
+		if err == nil && resp.JSON200 != nil {
+			e := resp.JSON200
+			switch e.State {
+			case gongbuapi.Succeeded:
+				a := answer{Outcome: base, final: true}
+				a.Status = "succeeded"
+				if e.Result != nil {
+					a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
+					a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
+				}
+				a.Message = "image generated"
+				return a
+			case gongbuapi.Failed:
+				a := answer{Outcome: base, final: true}
+				a.Status = "failed"
+				a.Message = "the provider could not produce the image"
+				return a
+			case gongbuapi.Indeterminate:
+				a := answer{Outcome: base}
+				a.Status = "indeterminate"
+				a.Message = "the provider's outcome is unknown; an operator is reconciling it, and nothing will be charged twice"
+				return a
+			}
+		}
+		if !r.cfg.Now().Before(deadline) {
+			a := answer{Outcome: base}
+			a.Status = "running"
+			a.Message = "still running: call get_execution with the public handle for the result"
+			return a
+		}
+		t := time.NewTimer(r.cfg.PollEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			a := answer{Outcome: base}
+			a.Status = "running"
+			return a
+		case <-t.C:
+		}
+	}
+}
+
+// fetchImage downloads a small image to embed it; a large or unreachable one is only linked.
+func (r *Router) fetchImage(ctx context.Context, url string) ([]byte, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, ""
+	}
+	resp, err := r.cfg.Images.Do(req)
+	if err != nil {
+		return nil, ""
+	}
+	defer resp.Body.Close()
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(mt, "image/") {
+		return nil, ""
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, r.cfg.ImageLimit+1))
+	if err != nil || int64(len(b)) > r.cfg.ImageLimit {
+		return nil, mt
+	}
+	return b, mt
+}
+
+// scrubbed removes the private key from every string of the answer.
+func (r *Router) scrubbed(ctx context.Context, a answer, key string) answer {
+	b, err := json.Marshal(a.Outcome)
+	if err == nil {
+		b, err = scrub.JSON(b, key)
+	}
+	var out Outcome
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		r.cfg.Logger.ErrorContext(ctx, "could not scrub an answer; withholding it", "err", err)
+		return refusal(CodeBackendUnavailable, "the answer could not be checked for secrets")
+	}
+	a.Outcome = out
+	return a
+}
+
+// handleArgs decodes {"public_handle": ...} strictly.
+func handleArgs(args []byte) (string, *answer) {
+	var in struct {
+		PublicHandle string `json:"public_handle"`
+	}
+	dec := json.NewDecoder(strings.NewReader(string(args)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || !publicHandleRE.MatchString(in.PublicHandle) {
+		a := refusal(CodeInvalidArguments, "arguments must be {\"public_handle\": \"hubu:public-operation:v1:<uuid>\"}")
+		return "", &a
+	}
+	return in.PublicHandle, nil
+}
+
+var publicHandleRE = regexp.MustCompile(`^hubu:public-operation:v1:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+
+// privateKeyOf finds the key behind a handle this router made, for scrubbing.
+func (r *Router) privateKeyOf(ctx context.Context, handle string) string {
+	key, _, err := r.cfg.Registry.OperationKeyFor(ctx, handle)
+	if err != nil {
+		r.cfg.Logger.WarnContext(ctx, "registry lookup failed", "err", err)
+	}
+	return key
+}
+
+func (r *Router) resumeOperation(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := argsOf(req)
+	r.diagnose(req, "")
+	if a := checkArguments(args); a != nil {
+		return a.toResult(), nil
+	}
+	handle, bad := handleArgs(args)
+	if bad != nil {
+		return bad.toResult(), nil
+	}
+	resp, err := r.cfg.Hubu.ResumeOperationWithResponse(ctx, handle)
+	var a answer
+	switch {
+	case err != nil:
+		a = r.unavailable(handle)
+	case resp.JSON200 != nil:
+		a = r.afterDecision(ctx, *resp.JSON200)
+	default:
+		a = r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, handle)
+	}
+	return r.scrubbed(ctx, a, r.privateKeyOf(ctx, handle)).toResult(), nil
+}
+
+func (r *Router) operationStatus(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := argsOf(req)
+	r.diagnose(req, "")
+	if a := checkArguments(args); a != nil {
+		return a.toResult(), nil
+	}
+	handle, bad := handleArgs(args)
+	if bad != nil {
+		return bad.toResult(), nil
+	}
+	resp, err := r.cfg.Hubu.GetOperationWithResponse(ctx, handle)
+	var a answer
+	switch {
+	case err != nil:
+		a = r.unavailable(handle)
+	case resp.JSON200 != nil:
+		op := resp.JSON200
+		amount := op.AmountMicros
+		a = answer{Outcome: Outcome{Status: string(op.State), PublicHandle: op.PublicHandle, AmountMicros: &amount, Currency: op.Currency,
+			Message: "operation " + string(op.State), Details: map[string]any{
+				"held_micros": op.HeldMicros, "captured_micros": op.CapturedMicros, "released_micros": op.ReleasedMicros,
+				"approval_expires_at": op.ApprovalExpiresAt, "model": op.Scope.Model, "size": op.Scope.Size,
+			}}}
+		if op.Denial != nil {
+			a.Details["denial"] = op.Denial.Message
+		}
+	default:
+		a = r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, handle)
+	}
+	return r.scrubbed(ctx, a, r.privateKeyOf(ctx, handle)).toResult(), nil
+}
+
+func (r *Router) capabilities(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := argsOf(req)
+	r.diagnose(req, "")
+	if a := checkArguments(args); a != nil {
+		return a.toResult(), nil
+	}
+	if string(args) != "{}" && strings.TrimSpace(string(args)) != "{}" && strings.TrimSpace(string(args)) != "null" {
+		return refusal(CodeInvalidArguments, "capabilities takes no arguments").toResult(), nil
+	}
+	resp, err := r.cfg.Hubu.GetCapabilitiesWithResponse(ctx)
+	if err != nil {
+		return r.unavailable("").toResult(), nil
+	}
+	if resp.JSON200 == nil {
+		return r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, "").toResult(), nil
+	}
+	c := resp.JSON200
+	sources := make([]string, 0, len(identity.Sources))
+	for _, s := range identity.Sources {
+		sources = append(sources, s.Key)
+	}
+	models := make([]map[string]any, 0, len(c.Prices))
+	for _, p := range c.Prices {
+		models = append(models, map[string]any{"provider": p.Provider, "model": p.Model, "size": p.Size, "amount_micros": p.AmountMicros, "currency": p.Currency})
+	}
+	a := answer{Outcome: Outcome{Status: "ok", Message: fmt.Sprintf("%d models; %d of %d micros left this %s; spends above %d micros need approval",
+		len(models), c.Budget.RemainingMicros, c.Budget.LimitMicros, c.Budget.Period, c.AutoApproveLimitMicros),
+		Details: map[string]any{
+			"tools":                        []string{ToolGenerateImage, ToolResumeOperation, ToolOperationStatus, ToolCapabilities, ToolGetExecution},
+			"models":                       models,
+			"budget":                       c.Budget,
+			"auto_approve_limit_micros":    c.AutoApproveLimitMicros,
+			"per_operation_ceiling_micros": c.PerOperationCeilingMicros,
+			"identity_sources":             sources,
+		}}}
+	return a.toResult(), nil
+}
+
+func (r *Router) getExecution(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := argsOf(req)
+	r.diagnose(req, "")
+	if a := checkArguments(args); a != nil {
+		return a.toResult(), nil
+	}
+	handle, bad := handleArgs(args)
+	if bad != nil {
+		return bad.toResult(), nil
+	}
+	resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, handle)
+	var a answer
+	switch {
+	case err != nil:
+		a = refusal(CodeBackendUnavailable, "Gongbu cannot be reached; try again")
+	case resp.JSON200 != nil:
+		e := resp.JSON200
+		amount := e.AmountMicros
+		a = answer{Outcome: Outcome{Status: string(e.State), PublicHandle: handle, AmountMicros: &amount, Currency: e.Currency,
+			Message: "execution " + string(e.State)}}
+		if e.Result != nil {
+			a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
+			a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
+		}
+	case resp.StatusCode() == http.StatusNotFound:
+		a = refusal(CodeNotFound, "no execution for that operation (yet)")
+	default:
+		a = refusal(CodeBackendUnavailable, "Gongbu answered %d", resp.StatusCode())
+	}
+	return r.scrubbed(ctx, a, r.privateKeyOf(ctx, handle)).toResult(), nil
+}

@@ -1,0 +1,289 @@
+package mcpserver_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/router/routertest"
+)
+
+func TestSpendThenRedelivery(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	first := e.call(t, "generate_image", fox, codex("call-1"))
+	o := outcome(t, first)
+	if first.IsError || o.Status != "succeeded" || o.Result == nil || o.AmountMicros == nil || *o.AmountMicros != 25_000 || o.Replayed {
+		t.Fatalf("first delivery: %+v %s", o, text(first))
+	}
+	if !strings.HasPrefix(o.PublicHandle, "hubu:public-operation:v1:") {
+		t.Fatalf("public handle %q", o.PublicHandle)
+	}
+	var images int
+	for _, c := range first.Content {
+		if img, ok := c.(*mcp.ImageContent); ok && img.MIMEType == "image/png" && len(img.Data) > 0 {
+			images++
+		}
+	}
+	if images != 1 {
+		t.Fatalf("want the image as image content: %+v", first.Content)
+	}
+	before := e.backend.Calls("")
+
+	// The same call again, with the keys reordered and other whitespace: the same intent.
+	reordered := `{ "height":1024, "width":1024, "model":"flux-dev", "prompt":"an origami fox" }`
+	for _, args := range []string{fox, reordered} {
+		again := e.call(t, "generate_image", args, codex("call-1"))
+		r := outcome(t, again)
+		if !r.Replayed || r.PublicHandle != o.PublicHandle || r.Status != "succeeded" || !strings.Contains(text(again), "replayed") {
+			t.Fatalf("redelivery: %+v", r)
+		}
+	}
+	if got := e.backend.Calls(""); got != before {
+		t.Fatalf("a redelivery reached the backend: %d requests, want %d", got, before)
+	}
+	if n := len(e.backend.Keys()); n != 1 {
+		t.Fatalf("%d authorizations, want 1", n)
+	}
+
+	// The same arguments under a new call id are a new operation, with a new key.
+	other := outcome(t, e.call(t, "generate_image", fox, codex("call-2")))
+	if other.PublicHandle == o.PublicHandle || other.Replayed {
+		t.Fatalf("a new call was taken for a redelivery: %+v", other)
+	}
+	if len(e.backend.Keys()) != 2 || e.backend.Keys()[0] == e.backend.Keys()[1] {
+		t.Fatalf("operation keys %d, want two different", len(e.backend.Keys()))
+	}
+	for _, k := range e.backend.Keys() {
+		if !strings.HasPrefix(k, "hubu:operation:v1:codex:") {
+			t.Fatalf("operation key of the wrong shape")
+		}
+	}
+
+	// The same call id with other arguments is refused, before any backend.
+	before = e.backend.Calls("")
+	reused := e.call(t, "generate_image", `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`, codex("call-1"))
+	mustError(t, reused, "call_reused_for_different_request")
+	if e.backend.Calls("") != before {
+		t.Fatal("a reused call id reached the backend")
+	}
+}
+
+func TestHarnessSources(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	cc := outcome(t, e.call(t, "generate_image", fox, map[string]any{"claudecode/toolUseId": "toolu_01A", "progressToken": 3}))
+	cx := outcome(t, e.call(t, "generate_image", fox, map[string]any{"callId": "toolu_01A", "openai/session": "s-1"}))
+	if cc.Status != "succeeded" || cx.Status != "succeeded" || cc.PublicHandle == cx.PublicHandle {
+		t.Fatalf("the same id on two platforms must be two operations: %+v %+v", cc, cx)
+	}
+	if !strings.HasPrefix(e.backend.Keys()[0], "hubu:operation:v1:claude-code:") || !strings.HasPrefix(e.backend.Keys()[1], "hubu:operation:v1:codex:") {
+		t.Fatal("the operation keys do not name their platforms")
+	}
+}
+
+func TestIdentityRefusals(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	sentence := "Hubu spend tools require supported trusted identity from Codex, Claude Code, or the Hubu platform-invocation envelope"
+	cases := []struct {
+		name string
+		meta map[string]any
+		code string
+	}{
+		{"no _meta", nil, "identity_required"},
+		{"only session context, as ChatGPT chat sends", map[string]any{"openai/session": "sess-1", "openai/subject": "u-1", "openai/locale": "en-US", "progressToken": 0}, "identity_required"},
+		{"two sources", map[string]any{"callId": "c-1", "claudecode/toolUseId": "t-1"}, "identity_ambiguous"},
+		{"a number", map[string]any{"callId": 42.0}, "identity_invalid"},
+		{"empty", map[string]any{"callId": ""}, "identity_invalid"},
+		{"too long", map[string]any{"callId": strings.Repeat("a", 257)}, "identity_invalid"},
+		{"bad characters", map[string]any{"callId": "call 1; drop"}, "identity_invalid"},
+		{"envelope from an unknown platform", map[string]any{"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv-1"}}, "identity_invalid"},
+	}
+	for _, c := range cases {
+		res := e.call(t, "generate_image", fox, c.meta)
+		o := mustError(t, res, c.code)
+		if c.code == "identity_required" && !strings.Contains(o.Error.Message, sentence) {
+			t.Errorf("%s: the message lacks the sentence: %q", c.name, o.Error.Message)
+		}
+	}
+	if n := e.backend.Calls(""); n != 0 {
+		t.Fatalf("%d backend requests for refused calls", n)
+	}
+}
+
+func TestIdentityInArguments(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	for _, args := range []string{
+		`{"prompt":"x","model":"flux-dev","width":1024,"height":1024,"operation_key":"hubu:operation:v1:codex:00000000-0000-4000-8000-000000000000"}`,
+		`{"prompt":"x","model":"flux-dev","width":1024,"height":1024,"options":{"nested":[{"Tool-Call-ID":"c-9"}]}}`,
+		`{"prompt":"x","model":"flux-dev","width":1024,"height":1024,"_meta":{"callId":"c-9"}}`,
+	} {
+		mustError(t, e.call(t, "generate_image", args, codex("c-9")), "identity_in_arguments")
+	}
+	// Read-only tools need no identity but refuse it in arguments too.
+	mustError(t, e.call(t, "capabilities", `{"callId":"c-9"}`, nil), "identity_in_arguments")
+	mustError(t, e.call(t, "operation_status", `{"public_handle":"hubu:public-operation:v1:00000000-0000-4000-8000-000000000000","platform":"codex"}`, nil), "identity_in_arguments")
+	if n := e.backend.Calls(""); n != 0 {
+		t.Fatalf("%d backend requests", n)
+	}
+	// Nothing was recorded: the same call id still starts a fresh operation.
+	if o := outcome(t, e.call(t, "generate_image", fox, codex("c-9"))); o.Status != "succeeded" || o.Replayed {
+		t.Fatalf("after refusals: %+v", o)
+	}
+}
+
+func TestInvalidArguments(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	n := 0
+	for name, args := range map[string]string{
+		"duplicate key":        `{"prompt":"a","prompt":"b","model":"flux-dev","width":1024,"height":1024}`,
+		"integer beyond 2^53":  `{"prompt":"a","model":"flux-dev","width":1024,"height":1024,"seed":9007199254740993}`,
+		"unknown field":        `{"prompt":"a","model":"flux-dev","width":1024,"height":1024,"style":"ink"}`,
+		"width not /32":        `{"prompt":"a","model":"flux-dev","width":1000,"height":1024}`,
+		"missing prompt":       `{"model":"flux-dev","width":1024,"height":1024}`,
+		"not an object":        `[1,2]`,
+		"a string for a width": `{"prompt":"a","model":"flux-dev","width":"1024","height":1024}`,
+	} {
+		n++
+		res := e.call(t, "generate_image", args, codex(fmt.Sprintf("bad-%d", n)))
+		if !res.IsError {
+			t.Errorf("%s: accepted", name)
+			continue
+		}
+		if o := outcome(t, res); o.Error.Code != "invalid_arguments" {
+			t.Errorf("%s: %s", name, o.Error.Code)
+		}
+	}
+	if n := e.backend.Calls(""); n != 0 {
+		t.Fatalf("%d backend requests", n)
+	}
+}
+
+func TestPolicyOutcomes(t *testing.T) {
+	t.Parallel()
+	t.Run("approval required is not final", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, nil)
+		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
+			return http.StatusCreated, routertest.Operation(req, hubuapi.OperationStatePendingApproval), nil
+		})
+		o := mustError(t, e.call(t, "generate_image", fox, codex("held-1")), "approval_required")
+		again := mustError(t, e.call(t, "generate_image", fox, codex("held-1")), "approval_required")
+		if again.PublicHandle != o.PublicHandle || !again.Replayed {
+			t.Fatalf("redelivery of a held call: %+v", again)
+		}
+		if len(e.backend.Keys()) != 2 || e.backend.Keys()[0] != e.backend.Keys()[1] {
+			t.Fatal("a held call must be asked again under the same key")
+		}
+	})
+	t.Run("budget exceeded is final", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, nil)
+		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
+			op := routertest.Operation(req, hubuapi.OperationStateDenied)
+			op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeBudgetExceeded, Message: "over budget"}
+			return http.StatusCreated, op, nil
+		})
+		mustError(t, e.call(t, "generate_image", fox, codex("b-1")), "budget_exceeded")
+		mustError(t, e.call(t, "generate_image", fox, codex("b-1")), "budget_exceeded")
+		if n := e.backend.Calls("authorize"); n != 1 {
+			t.Fatalf("%d authorizations; a final refusal replays from the registry", n)
+		}
+	})
+	t.Run("denied", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, nil)
+		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
+			op := routertest.Operation(req, hubuapi.OperationStateDenied)
+			op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeDenied, Message: "above the ceiling"}
+			return http.StatusCreated, op, nil
+		})
+		mustError(t, e.call(t, "generate_image", fox, codex("d-1")), "denied")
+	})
+	t.Run("create new operation", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, nil)
+		detail := "authorized with a different amount"
+		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
+			return http.StatusConflict, nil, &hubuapi.Problem{Code: hubuapi.CreateNewOperation, Status: 409, Title: "Conflict", Type: "x", Detail: &detail}
+		})
+		mustError(t, e.call(t, "generate_image", fox, codex("n-1")), "create_new_operation")
+	})
+}
+
+// An unreachable Hubu is no loss: the call is recorded, and the retry continues the same
+// operation under the same key.
+func TestBackendUnavailableKeepsTheCall(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.backend.SetDown(true)
+	down := mustError(t, e.call(t, "generate_image", fox, codex("u-1")), "backend_unavailable")
+	e.backend.SetDown(false)
+	up := outcome(t, e.call(t, "generate_image", fox, codex("u-1")))
+	if up.Status != "succeeded" || up.PublicHandle != down.PublicHandle {
+		t.Fatalf("after the backend came back: %+v (first %+v)", up, down)
+	}
+	if len(e.backend.Keys()) != 1 {
+		t.Fatalf("%d authorizations", len(e.backend.Keys()))
+	}
+}
+
+// Concurrent deliveries of one call in one process reach the backend once.
+func TestConcurrentDeliveriesAreCoalesced(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	var wg sync.WaitGroup
+	handles := make([]string, 50)
+	for i := range handles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			handles[i] = outcome(t, e.call(t, "generate_image", fox, codex("burst"))).PublicHandle
+		}()
+	}
+	wg.Wait()
+	for _, h := range handles {
+		if h != handles[0] || h == "" {
+			t.Fatalf("deliveries disagree: %v", handles)
+		}
+	}
+	if n := e.backend.Calls("authorize"); n != 1 {
+		t.Fatalf("%d authorizations for one call", n)
+	}
+}
+
+// A backend that echoes the private key in every field it returns: the agent never sees it.
+func TestScrubber(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.backend.SetEchoKey(true)
+	res := e.call(t, "generate_image", fox, codex("s-1"))
+	handle := outcome(t, res).PublicHandle
+	results := []*mcp.CallToolResult{res,
+		e.call(t, "generate_image", fox, codex("s-1")),
+		e.call(t, "operation_status", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),
+		e.call(t, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),
+		e.call(t, "get_execution", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),
+	}
+	if len(e.backend.Keys()) == 0 {
+		t.Fatal("no authorization")
+	}
+	for i, r := range results {
+		raw, _ := json.Marshal(r)
+		if leaks := routertest.LeaksIn(string(raw), e.backend.Keys()...); len(leaks) > 0 || strings.Contains(string(raw), "hubu:operation:v1:") {
+			t.Fatalf("result %d carries the private key: %s", i, raw)
+		}
+		if !strings.Contains(string(raw), "[redacted]") {
+			t.Fatalf("result %d: the echoed key was not replaced: %s", i, raw)
+		}
+	}
+}

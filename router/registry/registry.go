@@ -1,0 +1,213 @@
+// Package registry is the router's durable memory of trusted calls: a SQLite file (WAL,
+// synchronous=FULL) with one row per (platform, installation, harness call id). A call's row,
+// with its private operation key, public handle and request hash, is committed before any
+// backend sees the call, so a crash at any later point is recovered by the redelivery.
+// Several router processes may share one file: every decision is an IMMEDIATE transaction.
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+
+	routersql "hubu.dev/hubu/sql/router"
+	"hubu.dev/hubu/sql/router/routerdb"
+)
+
+// Call is what identifies and describes one delivery.
+type Call struct {
+	Platform    string
+	CallID      string // the harness's per-call id; trusted, never model-written
+	Tool        string
+	RequestHash string
+}
+
+// Entry is a call's row.
+type Entry struct {
+	OperationKey string // private: for Hubu only
+	PublicHandle string
+	RequestHash  string
+	Tool         string
+	Result       []byte // the final result, once there is one
+}
+
+// Outcome is how a delivery resolves against the registry.
+type Outcome int
+
+const (
+	// New: the call was not known; its row was just committed with fresh keys.
+	New Outcome = iota
+	// Continue: the same call and request, not final yet (in flight, crashed, held for
+	// approval): it goes on under the same key.
+	Continue
+	// Replay: the same call and request with a final result: answer it, touch no backend.
+	Replay
+	// Conflict: the same call id with another request: refused, no backend touched.
+	Conflict
+)
+
+func (o Outcome) String() string {
+	return [...]string{"new", "continue", "replay", "conflict"}[o]
+}
+
+// KeySource makes the private operation key of a new call. Generated keys are the
+// default; an operator may configure preallocated ones instead.
+type KeySource interface {
+	NewKey(ctx context.Context, platform string) (string, error)
+}
+
+// ErrNewOperationRefused is returned by a KeySource that may not start an operation for a platform.
+var ErrNewOperationRefused = errors.New("this router may not start new operations for that platform")
+
+// GeneratedKeys makes random keys: hubu:operation:v1:<platform>:<uuid>.
+type GeneratedKeys struct{}
+
+// NewKey implements KeySource.
+func (GeneratedKeys) NewKey(_ context.Context, platform string) (string, error) {
+	return "hubu:operation:v1:" + platform + ":" + uuid.NewString(), nil
+}
+
+// Registry is an open registry file.
+type Registry struct {
+	db             *sql.DB
+	q              *routerdb.Queries
+	installationID string
+	keys           KeySource
+	now            func() time.Time
+}
+
+// Options configure Open. Nil fields take defaults.
+type Options struct {
+	Keys KeySource
+	Now  func() time.Time
+}
+
+// Open opens (creating if needed) the registry at path with 0600 permissions in a 0700
+// directory, migrates it, and makes or reads its installation id.
+func Open(ctx context.Context, path string, opts *Options) (*Registry, error) {
+	if opts == nil {
+		opts = &Options{}
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create the state directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the registry: %w", err)
+	}
+	f.Close()
+	dsn := "file:" + path + "?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open the registry: %w", err)
+	}
+	if err := routersql.Migrate(db, path); err != nil {
+		db.Close()
+		return nil, err
+	}
+	r := &Registry{db: db, q: routerdb.New(), keys: opts.Keys, now: opts.Now}
+	if r.keys == nil {
+		r.keys = GeneratedKeys{}
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if err := r.q.InsertInstallation(ctx, db, routerdb.InsertInstallationParams{InstallationID: uuid.NewString(), CreatedAt: r.now().UnixMilli()}); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("make the installation id: %w", err)
+	}
+	if r.installationID, err = r.q.GetInstallation(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("read the installation id: %w", err)
+	}
+	return r, nil
+}
+
+// Close closes the registry.
+func (r *Registry) Close() error { return r.db.Close() }
+
+// InstallationID is this registry's installation.
+func (r *Registry) InstallationID() string { return r.installationID }
+
+// Resolve looks a delivery up and, for a new call, commits its row with fresh keys before
+// returning. It is the only place a call's keys are made.
+func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Outcome, error) {
+	tx, err := r.db.BeginTx(ctx, nil) // IMMEDIATE (see the DSN): one writer decides at a time
+	if err != nil {
+		return Entry{}, 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after commit
+
+	row, err := r.q.GetCall(ctx, tx, routerdb.GetCallParams{Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID})
+	switch {
+	case err == nil:
+		e := entryOf(row)
+		if row.RequestHash != c.RequestHash || row.Tool != c.Tool {
+			return Entry{}, Conflict, nil
+		}
+		if e.Result != nil {
+			return e, Replay, nil
+		}
+		return e, Continue, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return Entry{}, 0, fmt.Errorf("look the call up: %w", err)
+	}
+
+	key, err := r.keys.NewKey(ctx, c.Platform)
+	if err != nil {
+		return Entry{}, 0, err
+	}
+	e := Entry{OperationKey: key, PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(), RequestHash: c.RequestHash, Tool: c.Tool}
+	now := r.now().UnixMilli()
+	if err := r.q.InsertCall(ctx, tx, routerdb.InsertCallParams{
+		Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID, Tool: c.Tool,
+		RequestHash: c.RequestHash, OperationKey: e.OperationKey, PublicHandle: e.PublicHandle, CreatedAt: now, UpdatedAt: now,
+	}); err != nil {
+		return Entry{}, 0, fmt.Errorf("record the call: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return Entry{}, 0, fmt.Errorf("commit the call: %w", err)
+	}
+	return e, New, nil
+}
+
+// Finish records a call's final result; later deliveries replay it without a backend.
+// A result recorded before is kept.
+func (r *Registry) Finish(ctx context.Context, c Call, result []byte) error {
+	s := string(result)
+	err := r.q.SetResult(ctx, r.db, routerdb.SetResultParams{
+		Result: &s, UpdatedAt: r.now().UnixMilli(), Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID,
+	})
+	if err != nil {
+		return fmt.Errorf("record the result: %w", err)
+	}
+	return nil
+}
+
+// OperationKeyFor returns the private key behind a public handle made by this registry,
+// for the scrubber of tools that name an operation by its handle.
+func (r *Registry) OperationKeyFor(ctx context.Context, publicHandle string) (string, bool, error) {
+	row, err := r.q.GetCallByHandle(ctx, r.db, publicHandle)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return row.OperationKey, true, nil
+}
+
+func entryOf(row routerdb.Call) Entry {
+	e := Entry{OperationKey: row.OperationKey, PublicHandle: row.PublicHandle, RequestHash: row.RequestHash, Tool: row.Tool}
+	if row.Result != nil {
+		e.Result = []byte(*row.Result)
+	}
+	return e
+}

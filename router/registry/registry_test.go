@@ -1,0 +1,168 @@
+package registry
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func open(t *testing.T, path string, opts *Options) *Registry {
+	t.Helper()
+	r, err := Open(context.Background(), path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r := open(t, filepath.Join(t.TempDir(), "state", "router.db"), nil)
+	c := Call{Platform: "codex", CallID: "call-1", Tool: "generate_image", RequestHash: "h1"}
+
+	e, out, err := r.Resolve(ctx, c)
+	if err != nil || out != New {
+		t.Fatalf("first: %v %v", out, err)
+	}
+	if !strings.HasPrefix(e.OperationKey, "hubu:operation:v1:codex:") || !strings.HasPrefix(e.PublicHandle, "hubu:public-operation:v1:") ||
+		strings.TrimPrefix(e.OperationKey, "hubu:operation:v1:codex:") == strings.TrimPrefix(e.PublicHandle, "hubu:public-operation:v1:") {
+		t.Fatalf("keys: %+v", e)
+	}
+	again, out, err := r.Resolve(ctx, c)
+	if err != nil || out != Continue || again.OperationKey != e.OperationKey || again.PublicHandle != e.PublicHandle {
+		t.Fatalf("redelivery before a result: %v %+v %v", out, again, err)
+	}
+	other := c
+	other.RequestHash = "h2"
+	if _, out, _ := r.Resolve(ctx, other); out != Conflict {
+		t.Fatalf("another request under the call id: %v", out)
+	}
+	if err := r.Finish(ctx, c, []byte(`{"final":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Finish(ctx, c, []byte(`{"final":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	replay, out, err := r.Resolve(ctx, c)
+	if err != nil || out != Replay || string(replay.Result) != `{"final":1}` {
+		t.Fatalf("after the result: %v %s %v (the first result is kept)", out, replay.Result, err)
+	}
+	cc := c
+	cc.Platform = "claude-code"
+	if _, out, _ := r.Resolve(ctx, cc); out != New {
+		t.Fatalf("the same id from another platform: %v", out)
+	}
+	if key, ok, err := r.OperationKeyFor(ctx, e.PublicHandle); err != nil || !ok || key != e.OperationKey {
+		t.Fatalf("key for handle: %v %v", ok, err)
+	}
+}
+
+func TestFilePermissionsAndInstallation(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "hubu")
+	path := filepath.Join(dir, "router.db")
+	first := open(t, path, nil)
+	id := first.InstallationID()
+	first.Close()
+	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("state directory: %v %v", st.Mode(), err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("registry file: %v %v", st.Mode(), err)
+	}
+	if again := open(t, path, nil); again.InstallationID() != id {
+		t.Fatal("the installation id changed on reopening")
+	}
+	if other := open(t, filepath.Join(t.TempDir(), "router.db"), nil); other.InstallationID() == id {
+		t.Fatal("two registries share an installation id")
+	}
+}
+
+// Two installations (two files) that see the same call id record two operations.
+func TestTwoInstallations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := open(t, filepath.Join(t.TempDir(), "a.db"), nil)
+	b := open(t, filepath.Join(t.TempDir(), "b.db"), nil)
+	c := Call{Platform: "codex", CallID: "same", Tool: "generate_image", RequestHash: "h"}
+	ea, oa, _ := a.Resolve(ctx, c)
+	eb, ob, _ := b.Resolve(ctx, c)
+	if oa != New || ob != New || ea.OperationKey == eb.OperationKey {
+		t.Fatalf("%v %v: two installations must make two operations", oa, ob)
+	}
+}
+
+// Several routers on one file: concurrent first deliveries of one call make one row.
+func TestSharedFile(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "router.db")
+	regs := []*Registry{open(t, path, nil), open(t, path, nil), open(t, path, nil)}
+	if regs[0].InstallationID() != regs[1].InstallationID() {
+		t.Fatal("routers on one file must share its installation")
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	outcomes := map[Outcome]int{}
+	keys := map[string]bool{}
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e, out, err := regs[i%3].Resolve(ctx, Call{Platform: "codex", CallID: "shared", Tool: "t", RequestHash: "h"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			outcomes[out]++
+			keys[e.OperationKey] = true
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if outcomes[New] != 1 || outcomes[Continue] != 29 || len(keys) != 1 {
+		t.Fatalf("outcomes %v, %d keys", outcomes, len(keys))
+	}
+}
+
+func TestPreallocatedKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	keys, err := OpenPreallocated(filepath.Join(t.TempDir(), "keys.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keys.Close()
+	k1, k2 := "hubu:operation:v1:codex:00000000-0000-4000-8000-000000000001", "hubu:operation:v1:codex:00000000-0000-4000-8000-000000000002"
+	if err := keys.Add(ctx, []string{"hubu:operation:v1:claude-code:00000000-0000-4000-8000-000000000003"}); err == nil {
+		t.Fatal("a non-codex key was accepted")
+	}
+	if err := keys.Add(ctx, []string{k1, k2}); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, filepath.Join(t.TempDir(), "router.db"), &Options{Keys: keys})
+	e1, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "a", Tool: "t", RequestHash: "h"})
+	if err != nil || e1.OperationKey != k1 {
+		t.Fatalf("first claim: %v %v", e1.OperationKey == k1, err)
+	}
+	if _, _, err := r.Resolve(ctx, Call{Platform: "claude-code", CallID: "b", Tool: "t", RequestHash: "h"}); err != ErrNewOperationRefused {
+		t.Fatalf("claude-code in preallocated mode: %v", err)
+	}
+	e2, _, _ := r.Resolve(ctx, Call{Platform: "codex", CallID: "c", Tool: "t", RequestHash: "h"})
+	if e2.OperationKey != k2 {
+		t.Fatal("second claim")
+	}
+	if _, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "d", Tool: "t", RequestHash: "h"}); err == nil || !strings.Contains(err.Error(), "no preallocated") {
+		t.Fatalf("exhausted: %v", err)
+	}
+	// A redelivery needs no new key.
+	if again, out, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "a", Tool: "t", RequestHash: "h"}); err != nil || out != Continue || again.OperationKey != k1 {
+		t.Fatalf("redelivery: %v %v", out, err)
+	}
+}

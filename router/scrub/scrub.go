@@ -1,0 +1,61 @@
+// Package scrub removes a private operation key from everything the router sends back: the
+// agent must only ever see the public handle.
+package scrub
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// Redacted replaces the key wherever it appears.
+const Redacted = "[redacted]"
+
+// JSON returns doc with every occurrence of each secret removed from every string, at any
+// depth: values and object keys alike. doc must be valid JSON; so is the result.
+func JSON(doc []byte, secrets ...string) ([]byte, error) {
+	live := secrets[:0:0]
+	for _, s := range secrets {
+		if s != "" {
+			live = append(live, s)
+		}
+	}
+	if len(live) == 0 {
+		return doc, nil
+	}
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(doc)))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(walk(v, live))
+}
+
+// String removes every occurrence of each secret from s.
+func String(s string, secrets ...string) string {
+	for _, k := range secrets {
+		if k != "" {
+			s = strings.ReplaceAll(s, k, Redacted)
+		}
+	}
+	return s
+}
+
+func walk(v any, secrets []string) any {
+	switch x := v.(type) {
+	case string:
+		return String(x, secrets...)
+	case []any:
+		for i := range x {
+			x[i] = walk(x[i], secrets)
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, val := range x {
+			out[String(k, secrets...)] = walk(val, secrets)
+		}
+		return out
+	}
+	return v
+}

@@ -1,0 +1,29 @@
+package scrub
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestJSON(t *testing.T) {
+	t.Parallel()
+	key := "hubu:operation:v1:codex:6f1c2a4e-9b7d-4c3e-8a21-0d5f6e7a8b9c"
+	doc := `{"a":"` + key + `","b":["x","prefix ` + key + ` suffix",{"` + key + `":{"c":"` + key + key + `"}}],"n":12345678901234567890,"t":true,"z":null}`
+	out, err := JSON([]byte(doc), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), key) || strings.Contains(string(out), "6f1c2a4e") {
+		t.Fatalf("the key survived: %s", out)
+	}
+	if !json.Valid(out) || !strings.Contains(string(out), "12345678901234567890") || !strings.Contains(string(out), "prefix [redacted] suffix") {
+		t.Fatalf("the document changed beyond the key: %s", out)
+	}
+	if same, _ := JSON([]byte(doc)); string(same) != doc {
+		t.Fatal("no secrets must leave the document as it is")
+	}
+	if _, err := JSON([]byte(`{"a":`), key); err == nil {
+		t.Fatal("invalid JSON accepted")
+	}
+}
