@@ -33,12 +33,14 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
+	hubu.dev/hubu/failpoint v0.0.0-00010101000000-000000000000
 	hubu.dev/hubu/proto v0.0.0
 	hubu.dev/hubu/sql v0.0.0
 	modernc.org/sqlite v1.62.0
 )
 
 replace (
+	hubu.dev/hubu/failpoint => ../failpoint
 	hubu.dev/hubu/httpjson => ../httpjson
 	hubu.dev/hubu/proto => ../proto
 	hubu.dev/hubu/sql => ../sql

@@ -174,3 +174,8 @@ func text(res *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// routertestOp builds a record in a state (see routertest.Operation).
+func routertestOp(req hubuapi.AuthorizeRequest, state hubuapi.OperationState) *hubuapi.Operation {
+	return routertest.Operation(req, state)
+}

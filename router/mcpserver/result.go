@@ -68,6 +68,10 @@ func (a answer) toResult() *mcp.CallToolResult {
 	if a.Replayed {
 		text += " [replayed: this call was delivered before; nothing new was charged]"
 	}
+	// Clients that read only text see the structured content too, as the MCP spec advises.
+	if sc, err := json.Marshal(a.Outcome); err == nil {
+		text += "\n" + string(sc)
+	}
 	res := &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
 		StructuredContent: a.Outcome,

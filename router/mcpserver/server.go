@@ -21,6 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"hubu.dev/hubu/failpoint"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/argguard"
@@ -135,26 +136,81 @@ type imageArgs struct {
 
 var modelRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
+// imageFields are generate_image's argument names, matched exactly: encoding/json alone
+// would also take "Prompt" or "ſeed" for them.
+var imageFields = map[string]bool{"prompt": true, "model": true, "width": true, "height": true, "seed": true, "output_format": true}
+
 func parseImageArgs(raw []byte) (imageArgs, error) {
 	var a imageArgs
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&a); err != nil {
-		return a, errors.New("arguments must be an object with prompt, model, width, height and optionally seed and output_format, and nothing else")
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return a, errors.New("arguments must be an object")
 	}
-	side := func(n int) bool { return n >= 256 && n <= 1440 && n%32 == 0 }
+	for k := range fields {
+		if !imageFields[k] {
+			return a, errors.New("arguments take prompt, model, width, height and optionally seed and output_format, and nothing else")
+		}
+	}
+	str := func(k string, dst *string) error {
+		if v, ok := fields[k]; ok && json.Unmarshal(v, dst) != nil {
+			return fmt.Errorf("%s must be a string", k)
+		}
+		return nil
+	}
+	integer := func(k string) (*int64, error) {
+		v, ok := fields[k]
+		if !ok {
+			return nil, nil
+		}
+		var n json.Number
+		if len(v) == 0 || (v[0] != '-' && (v[0] < '0' || v[0] > '9')) || json.Unmarshal(v, &n) != nil {
+			return nil, fmt.Errorf("%s must be an integer", k)
+		}
+		f, err := n.Float64()
+		if err != nil || f != float64(int64(f)) || f < -(1<<53-1) || f > 1<<53-1 {
+			return nil, fmt.Errorf("%s must be an integer", k)
+		}
+		i := int64(f)
+		return &i, nil
+	}
+	if err := str("prompt", &a.Prompt); err != nil {
+		return a, err
+	}
+	if err := str("model", &a.Model); err != nil {
+		return a, err
+	}
+	if _, ok := fields["output_format"]; ok {
+		var f string
+		if err := str("output_format", &f); err != nil {
+			return a, err
+		}
+		a.OutputFormat = &f
+	}
+	w, err := integer("width")
+	if err != nil {
+		return a, err
+	}
+	h, err := integer("height")
+	if err != nil {
+		return a, err
+	}
+	if a.Seed, err = integer("seed"); err != nil {
+		return a, err
+	}
+	side := func(n *int64) bool { return n != nil && *n >= 256 && *n <= 1440 && *n%32 == 0 }
 	switch {
 	case a.Prompt == "" || utf8.RuneCountInString(a.Prompt) > 4000 || strings.ContainsRune(a.Prompt, 0):
 		return a, errors.New("prompt must be 1 to 4000 characters")
 	case !modelRE.MatchString(a.Model):
 		return a, errors.New("model must be a model name such as flux-dev (see the capabilities tool)")
-	case !side(a.Width) || !side(a.Height):
+	case !side(w) || !side(h):
 		return a, errors.New("width and height must be multiples of 32 from 256 to 1440")
-	case a.Seed != nil && (*a.Seed < 0 || *a.Seed > 1<<53-1):
+	case a.Seed != nil && *a.Seed < 0:
 		return a, errors.New("seed must be from 0 to 2^53-1")
 	case a.OutputFormat != nil && *a.OutputFormat != "png" && *a.OutputFormat != "jpeg":
 		return a, errors.New("output_format must be png or jpeg")
 	}
+	a.Width, a.Height = int(*w), int(*h)
 	return a, nil
 }
 
@@ -212,7 +268,11 @@ func (r *Router) generateImage(ctx context.Context, req *mcp.CallToolRequest) (*
 		return refusal(CodeInvalidArguments, "%s", err.Error()).toResult(), nil
 	}
 	call := registry.Call{Platform: id.Platform, CallID: id.CallID, Tool: ToolGenerateImage, RequestHash: digest.String()}
-	return r.coalesce(call, func() answer { return r.spend(ctx, call, img) }).toResult(), nil
+	// The work is shared with concurrent deliveries of the same call, so it must not end
+	// when this delivery's client goes away; it is bounded on its own.
+	work, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Wait+2*time.Minute)
+	defer cancel()
+	return r.coalesce(call, func() answer { return r.spend(work, call, img) }).toResult(), nil
 }
 
 // coalesce lets one delivery of a call work while concurrent deliveries of the same call
@@ -249,6 +309,9 @@ func (r *Router) spend(ctx context.Context, call registry.Call, img imageArgs) a
 	switch {
 	case errors.Is(err, registry.ErrNewOperationRefused):
 		return refusal(CodeDenied, "this router starts new operations only for Codex calls (preallocated keys)")
+	case errors.Is(err, registry.ErrNoKeysLeft):
+		r.cfg.Logger.ErrorContext(ctx, "no preallocated operation keys are left")
+		return refusal(CodeBackendUnavailable, "this router has no preallocated operation keys left; nothing was sent, retry later")
 	case err != nil:
 		r.cfg.Logger.ErrorContext(ctx, "registry unavailable", "err", err)
 		return refusal(CodeBackendUnavailable, "the router's registry is unavailable; nothing was sent, retry the same call")
@@ -268,11 +331,10 @@ func (r *Router) spend(ctx context.Context, call registry.Call, img imageArgs) a
 		log.InfoContext(ctx, "call replayed", "public_handle", a.PublicHandle)
 		return a
 	}
+	failpoint.Inject(failpoint.RouterAfterRegistryInsert)
 	log.InfoContext(ctx, "call forwarded", "public_handle", entry.PublicHandle)
-	a := r.authorize(ctx, entry, img)
-	if outcome == registry.Continue {
-		a.Replayed = true
-	}
+	a := r.authorize(ctx, entry, img, outcome == registry.Continue)
+	failpoint.Inject(failpoint.RouterAfterBackendAnswer)
 	a = r.scrubbed(ctx, a, entry.OperationKey)
 	if a.final {
 		b, err := a.marshal()
@@ -286,8 +348,10 @@ func (r *Router) spend(ctx context.Context, call registry.Call, img imageArgs) a
 	return a
 }
 
-// authorize forwards the spend to Hubu under the private key.
-func (r *Router) authorize(ctx context.Context, entry registry.Entry, img imageArgs) answer {
+// authorize forwards the spend to Hubu under the private key. redelivery says the registry
+// knew the call already: Hubu's refusal of it then cannot be final, because the operation
+// it first recorded may still go on.
+func (r *Router) authorize(ctx context.Context, entry registry.Entry, img imageArgs, redelivery bool) answer {
 	body := hubuapi.AuthorizeRequest{
 		OperationKey: entry.OperationKey, PublicHandle: entry.PublicHandle, Tool: hubuapi.GenerateImage, RequestHash: entry.RequestHash,
 		Arguments: hubuapi.GenerateImageArguments{Prompt: img.Prompt, Model: img.Model, Width: img.Width, Height: img.Height, Seed: img.Seed},
@@ -310,7 +374,11 @@ func (r *Router) authorize(ctx context.Context, entry registry.Entry, img imageA
 		a.Replayed = a.Replayed || resp.HTTPResponse.Header.Get("Idempotent-Replayed") == "true"
 		return a
 	}
-	return r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, entry.PublicHandle)
+	a := r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, entry.PublicHandle)
+	if redelivery {
+		a.final = false
+	}
+	return a
 }
 
 func (r *Router) unavailable(handle string) answer {
@@ -337,8 +405,13 @@ func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handl
 	case status == http.StatusBadRequest:
 		a = refusal(CodeInvalidArguments, "%s", detail)
 		a.final = true
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		r.cfg.Logger.WarnContext(ctx, "Hubu refused the router's credential", "status", status)
+		a = refusal(CodeBackendUnavailable, "Hubu refused this router's agent token; an operator must fix HUBU_AGENT_TOKEN")
+	case p.Code == hubuapi.Conflict:
+		a = refusal(CodeBackendUnavailable, "Hubu refused the request: %s", detail)
 	default:
-		r.cfg.Logger.WarnContext(ctx, "Hubu refused the router", "status", status, "code", string(p.Code))
+		r.cfg.Logger.WarnContext(ctx, "Hubu answered with an error", "status", status, "code", string(p.Code))
 		a = r.unavailable(handle)
 	}
 	a.PublicHandle = handle
@@ -373,6 +446,9 @@ func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer
 	case hubuapi.OperationStateFailed:
 		a := answer{Outcome: base, final: true}
 		a.Message = "the provider could not run it; nothing was charged"
+		if op.CapturedMicros > 0 {
+			a.Message = fmt.Sprintf("the provider failed after charging %d micros", op.CapturedMicros)
+		}
 		if op.FailureReason != nil {
 			a.Message += ": " + *op.FailureReason
 		}
@@ -394,7 +470,11 @@ func (r *Router) awaitImage(ctx context.Context, base Outcome) answer {
 				a.Status = "succeeded"
 				if e.Result != nil {
 					a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
-					a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
+					var complete bool
+					a.image, a.Result.MIMEType, complete = r.fetchImage(ctx, e.Result.ImageUrl)
+					// A download that failed for now is not the last word: a redelivery
+					// fetches again, rather than replaying a link that expires.
+					a.final = complete
 				}
 				a.Message = "image generated"
 				return a
@@ -428,33 +508,38 @@ func (r *Router) awaitImage(ctx context.Context, base Outcome) answer {
 	}
 }
 
-// fetchImage downloads a small image to embed it; a large or unreachable one is only linked.
-func (r *Router) fetchImage(ctx context.Context, url string) ([]byte, string) {
+// fetchImage downloads a small image to embed it; a larger one is only linked. complete is
+// false when the download failed (the image may be fetched later), true when the image was
+// embedded or is simply too large to embed.
+func (r *Router) fetchImage(ctx context.Context, url string) (img []byte, mimeType string, complete bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, ""
+		return nil, "", false
 	}
 	resp, err := r.cfg.Images.Do(req)
 	if err != nil {
-		return nil, ""
+		return nil, "", false
 	}
 	defer resp.Body.Close()
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(mt, "image/") {
-		return nil, ""
+		return nil, "", false
 	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, r.cfg.ImageLimit+1))
-	if err != nil || int64(len(b)) > r.cfg.ImageLimit {
-		return nil, mt
+	switch {
+	case err != nil:
+		return nil, mt, false
+	case int64(len(b)) > r.cfg.ImageLimit:
+		return nil, mt, true
 	}
-	return b, mt
+	return b, mt, true
 }
 
 // scrubbed removes the private key from every string of the answer.
 func (r *Router) scrubbed(ctx context.Context, a answer, key string) answer {
 	b, err := json.Marshal(a.Outcome)
 	if err == nil {
-		b, err = scrub.JSON(b, key)
+		b, err = scrub.JSON(b, scrub.Variants(key)...)
 	}
 	var out Outcome
 	if err == nil {
@@ -470,16 +555,17 @@ func (r *Router) scrubbed(ctx context.Context, a answer, key string) answer {
 
 // handleArgs decodes {"public_handle": ...} strictly.
 func handleArgs(args []byte) (string, *answer) {
-	var in struct {
-		PublicHandle string `json:"public_handle"`
+	var fields map[string]json.RawMessage
+	var handle string
+	err := json.Unmarshal(args, &fields)
+	if err == nil {
+		err = json.Unmarshal(fields["public_handle"], &handle)
 	}
-	dec := json.NewDecoder(strings.NewReader(string(args)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil || !publicHandleRE.MatchString(in.PublicHandle) {
+	if err != nil || len(fields) != 1 || !publicHandleRE.MatchString(handle) {
 		a := refusal(CodeInvalidArguments, "arguments must be {\"public_handle\": \"hubu:public-operation:v1:<uuid>\"}")
 		return "", &a
 	}
-	return in.PublicHandle, nil
+	return handle, nil
 }
 
 var publicHandleRE = regexp.MustCompile(`^hubu:public-operation:v1:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
@@ -554,7 +640,8 @@ func (r *Router) capabilities(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if a := checkArguments(args); a != nil {
 		return a.toResult(), nil
 	}
-	if string(args) != "{}" && strings.TrimSpace(string(args)) != "{}" && strings.TrimSpace(string(args)) != "null" {
+	var none map[string]json.RawMessage
+	if err := json.Unmarshal(args, &none); err != nil || len(none) > 0 {
 		return refusal(CodeInvalidArguments, "capabilities takes no arguments").toResult(), nil
 	}
 	resp, err := r.cfg.Hubu.GetCapabilitiesWithResponse(ctx)
@@ -608,7 +695,7 @@ func (r *Router) getExecution(ctx context.Context, req *mcp.CallToolRequest) (*m
 			Message: "execution " + string(e.State)}}
 		if e.Result != nil {
 			a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
-			a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
+			a.image, a.Result.MIMEType, _ = r.fetchImage(ctx, e.Result.ImageUrl)
 		}
 	case resp.StatusCode() == http.StatusNotFound:
 		a = refusal(CodeNotFound, "no execution for that operation (yet)")

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"time"
 
@@ -25,9 +26,26 @@ type PreallocatedKeys struct {
 	now func() time.Time
 }
 
-// OpenPreallocated opens a preallocated-keys file.
-func OpenPreallocated(path string) (*PreallocatedKeys, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)")
+// ErrNoKeysLeft means every preallocated key was claimed.
+var ErrNoKeysLeft = errors.New("no preallocated operation keys are left")
+
+// OpenPreallocated opens a preallocated-keys file; with create, a missing file is made
+// (0600: the keys are secrets). A router opens it without create, so a mistyped path is a
+// start error rather than an empty file.
+func OpenPreallocated(path string, create bool) (*PreallocatedKeys, error) {
+	if err := safePath(path); err != nil {
+		return nil, err
+	}
+	flags := os.O_RDWR
+	if create {
+		flags |= os.O_CREATE
+	}
+	f, err := os.OpenFile(path, flags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open the preallocated keys: %w", err)
+	}
+	f.Close()
+	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +90,7 @@ func (p *PreallocatedKeys) NewKey(ctx context.Context, platform string) (string,
 	now := p.now().UnixMilli()
 	key, err := p.q.ClaimKey(ctx, p.db, &now)
 	if errors.Is(err, sql.ErrNoRows) {
-		return "", errors.New("no preallocated operation keys are left")
+		return "", ErrNoKeysLeft
 	}
 	if err != nil {
 		return "", fmt.Errorf("claim a preallocated key: %w", err)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -95,6 +96,9 @@ func Open(ctx context.Context, path string, opts *Options) (*Registry, error) {
 	if opts == nil {
 		opts = &Options{}
 	}
+	if err := safePath(path); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("create the state directory: %w", err)
 	}
@@ -103,8 +107,10 @@ func Open(ctx context.Context, path string, opts *Options) (*Registry, error) {
 		return nil, fmt.Errorf("open the registry: %w", err)
 	}
 	f.Close()
-	dsn := "file:" + path + "?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
-	db, err := sql.Open("sqlite", dsn)
+	if err := os.Chmod(path, 0o600); err != nil { // a file made by someone else keeps no wider mode
+		return nil, fmt.Errorf("secure the registry: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, fmt.Errorf("open the registry: %w", err)
 	}
@@ -128,6 +134,20 @@ func Open(ctx context.Context, path string, opts *Options) (*Registry, error) {
 		return nil, fmt.Errorf("read the installation id: %w", err)
 	}
 	return r, nil
+}
+
+// dsn is the SQLite URI of a file: every connection is IMMEDIATE, WAL, synchronous=FULL.
+func dsn(path string) string {
+	return "file:" + path + "?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+}
+
+// safePath refuses paths SQLite would read as URI syntax: they would open another file
+// without the settings above.
+func safePath(path string) error {
+	if strings.ContainsAny(path, "?#%") {
+		return fmt.Errorf("the path %q may not contain ?, # or %%", path)
+	}
+	return nil
 }
 
 // Close closes the registry.

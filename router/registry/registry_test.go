@@ -134,7 +134,11 @@ func TestSharedFile(t *testing.T) {
 func TestPreallocatedKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	keys, err := OpenPreallocated(filepath.Join(t.TempDir(), "keys.db"))
+	dir := t.TempDir()
+	if _, err := OpenPreallocated(filepath.Join(dir, "missing.db"), false); err == nil {
+		t.Fatal("a missing keys file was opened")
+	}
+	keys, err := OpenPreallocated(filepath.Join(dir, "keys.db"), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +162,14 @@ func TestPreallocatedKeys(t *testing.T) {
 	if e2.OperationKey != k2 {
 		t.Fatal("second claim")
 	}
-	if _, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "d", Tool: "t", RequestHash: "h"}); err == nil || !strings.Contains(err.Error(), "no preallocated") {
+	if _, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "d", Tool: "t", RequestHash: "h"}); err != ErrNoKeysLeft {
 		t.Fatalf("exhausted: %v", err)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "keys.db")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("keys file mode %v %v", st.Mode(), err)
+	}
+	if _, err := Open(ctx, filepath.Join(dir, "a?b", "router.db"), nil); err == nil {
+		t.Fatal("a path with URI syntax was accepted")
 	}
 	// A redelivery needs no new key.
 	if again, out, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "a", Tool: "t", RequestHash: "h"}); err != nil || out != Continue || again.OperationKey != k1 {

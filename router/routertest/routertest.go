@@ -38,6 +38,25 @@ type Backend struct {
 	// echoKey makes the fake put the last operation key it saw into every string it returns.
 	echoKey bool
 	down    bool
+	block   chan struct{}
+}
+
+// Block makes authorizations wait, after they were counted, until the returned function is
+// called: a test can then kill the router while its request is in flight.
+func (b *Backend) Block() (release func()) {
+	ch := make(chan struct{})
+	b.mu.Lock()
+	b.block = ch
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			b.block = nil
+			b.mu.Unlock()
+			close(ch)
+		})
+	}
 }
 
 // Decision answers an authorization.
@@ -202,8 +221,15 @@ func (f *fakeHubu) Authorize(w http.ResponseWriter, r *http.Request) {
 	f.b.keys = append(f.b.keys, req.OperationKey)
 	_, seen := f.b.handles[req.OperationKey]
 	f.b.handles[req.OperationKey] = req.PublicHandle
-	decide := f.b.decide
+	decide, block := f.b.decide, f.b.block
 	f.b.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-r.Context().Done():
+			return
+		}
+	}
 	status, op, problem := http.StatusCreated, Operation(req, hubuapi.OperationStateExecuting), (*hubuapi.Problem)(nil)
 	if decide != nil {
 		status, op, problem = decide(req)

@@ -4,6 +4,8 @@ package scrub
 
 import (
 	"encoding/json"
+	"net/url"
+	"sort"
 	"strings"
 )
 
@@ -19,6 +21,8 @@ func JSON(doc []byte, secrets ...string) ([]byte, error) {
 			live = append(live, s)
 		}
 	}
+	// Longest first, so a key is replaced whole before its random part alone would be.
+	sort.Slice(live, func(i, j int) bool { return len(live[i]) > len(live[j]) })
 	if len(live) == 0 {
 		return doc, nil
 	}
@@ -31,8 +35,23 @@ func JSON(doc []byte, secrets ...string) ([]byte, error) {
 	return json.Marshal(walk(v, live))
 }
 
+// Variants are the forms in which a private operation key could be echoed: as is,
+// URL-encoded, and its random part alone.
+func Variants(key string) []string {
+	if key == "" {
+		return nil
+	}
+	out := []string{key, url.QueryEscape(key), url.PathEscape(key)}
+	if i := strings.LastIndexByte(key, ':'); i >= 0 && len(key)-i > 8 {
+		out = append(out, key[i+1:])
+	}
+	return out
+}
+
 // String removes every occurrence of each secret from s.
 func String(s string, secrets ...string) string {
+	secrets = append([]string(nil), secrets...)
+	sort.Slice(secrets, func(i, j int) bool { return len(secrets[i]) > len(secrets[j]) })
 	for _, k := range secrets {
 		if k != "" {
 			s = strings.ReplaceAll(s, k, Redacted)

@@ -27,3 +27,16 @@ func TestJSON(t *testing.T) {
 		t.Fatal("invalid JSON accepted")
 	}
 }
+
+func TestVariants(t *testing.T) {
+	t.Parallel()
+	key := "hubu:operation:v1:codex:6f1c2a4e-9b7d-4c3e-8a21-0d5f6e7a8b9c"
+	doc := `{"a":"id 6f1c2a4e-9b7d-4c3e-8a21-0d5f6e7a8b9c","b":"q=hubu%3Aoperation%3Av1%3Acodex%3A6f1c2a4e-9b7d-4c3e-8a21-0d5f6e7a8b9c","c":"` + key + `"}`
+	out, err := JSON([]byte(doc), Variants(key)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "6f1c2a4e") {
+		t.Fatalf("a form of the key survived: %s", out)
+	}
+}

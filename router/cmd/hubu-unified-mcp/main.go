@@ -41,7 +41,7 @@ const usage = `usage:
   hubu-unified-mcp preallocate --file FILE --count N
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
 Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_DIAGNOSE_META,
-ROUTER_IDENTITY_CONFIG and ROUTER_PREALLOCATED_KEYS. Without --http the router speaks stdio.`
+ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS and ROUTER_WAIT. Without --http the router speaks stdio.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -86,13 +86,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	state := fs.String("state", getenv("ROUTER_STATE"), "the registry file (env ROUTER_STATE; default: $XDG_STATE_HOME/hubu/router.db)")
 	httpAddr := fs.String("http", getenv("ROUTER_HTTP"), "serve streamable HTTP on ADDR instead of stdio (env ROUTER_HTTP)")
 	diag := &diagnoseFlag{}
-	if v := getenv("ROUTER_DIAGNOSE_META"); v != "" {
+	switch v := getenv("ROUTER_DIAGNOSE_META"); strings.ToLower(v) {
+	case "", "0", "false", "no":
+	case "1", "true", "yes":
+		_ = diag.Set("true")
+	default:
 		_ = diag.Set(v)
 	}
 	fs.Var(diag, "diagnose-meta", "log the shape of each call's _meta (never values) to stderr, or to FILE")
 	identityConfig := fs.String("identity-config", getenv("ROUTER_IDENTITY_CONFIG"), "accepted envelope platforms and their keys (env ROUTER_IDENTITY_CONFIG)")
 	preallocated := fs.String("preallocated-keys", getenv("ROUTER_PREALLOCATED_KEYS"), "claim operation keys from this file; only Codex calls may start operations (env ROUTER_PREALLOCATED_KEYS)")
-	wait := fs.Duration("wait", 30*time.Second, "how long a spend waits for its image before answering running")
+	waitDefault := 30 * time.Second
+	if v := getenv("ROUTER_WAIT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("ROUTER_WAIT %q is not a duration such as 30s", v)
+		}
+		waitDefault = d
+	}
+	wait := fs.Duration("wait", waitDefault, "how long a spend waits for its image before answering running (env ROUTER_WAIT)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -134,11 +146,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	opts := &registry.Options{}
 	if *preallocated != "" {
-		keys, err := registry.OpenPreallocated(*preallocated)
+		keys, err := registry.OpenPreallocated(*preallocated, false)
 		if err != nil {
 			return fmt.Errorf("--preallocated-keys: %v", err)
 		}
 		defer keys.Close()
+		if free, err := keys.Free(ctx); err != nil || free == 0 {
+			return fmt.Errorf("--preallocated-keys %s has no free keys (make some with hubu-unified-mcp preallocate)", *preallocated)
+		}
 		opts.Keys = keys
 	}
 	reg, err := registry.Open(ctx, *state, opts)
@@ -202,9 +217,9 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, logg
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		sum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(want[:], sum[:]) != 1 {
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(want[:], sum[:]) != 1 {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hubu-unified-mcp"`)
 			http.Error(w, "a valid bearer token (ROUTER_MCP_TOKEN) is required", http.StatusUnauthorized)
 			return
@@ -265,7 +280,7 @@ func preallocate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *file == "" || *count <= 0 {
 		return errors.New("preallocate needs --file and a positive --count")
 	}
-	keys, err := registry.OpenPreallocated(*file)
+	keys, err := registry.OpenPreallocated(*file, true)
 	if err != nil {
 		return err
 	}

@@ -144,30 +144,67 @@ func TestStdioSubprocess(t *testing.T) {
 	checkLogs(t, logText, b, "call_abc123", "sess-secret-1")
 }
 
-// A router that stopped after recording a call but before forwarding it: the restarted
-// router continues the same operation under the same key.
-func TestRestartBetweenRecordAndForward(t *testing.T) {
+// The router is killed (SIGKILL) while its first delivery of a call is on its way to Hubu:
+// the row was committed before the request left. The restarted router continues the same
+// operation under the same key, and Hubu sees a replay, not a new operation.
+func TestKillBetweenRecordAndAnswer(t *testing.T) {
 	t.Parallel()
 	b := routertest.New(t)
 	state := filepath.Join(t.TempDir(), "router.db")
-	b.SetDown(true) // the call is recorded, then forwarding fails as a crash would leave it
+	release := b.Block()
+	defer release()
+	cmd := exec.Command(binary, "--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s")
+	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "PATH=/usr/bin:/bin"}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "kill-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: map[string]any{"callId": "kill-1"}})
+		done <- err
+	}()
+	deadline := time.Now().Add(20 * time.Second)
+	for b.Calls("authorize") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first delivery never reached Hubu")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err == nil {
+		t.Fatal("the killed router answered")
+	}
+	release()
+
+	cs2, logs := stdio(t, b, state)
+	again := call(t, cs2, "generate_image", fox, map[string]any{"callId": "kill-1"})
+	keys := b.Keys()
+	if again["status"] != "succeeded" || again["replayed"] != true || len(keys) != 2 || keys[0] != keys[1] {
+		t.Fatalf("after the restart: %v; %d authorizations, same key: %v", again, len(keys), len(keys) == 2 && keys[0] == keys[1])
+	}
+	cs2.Close()
+	checkLogs(t, logs.String(), b, "kill-1")
+}
+
+// An unreachable Hubu: the call is recorded; the retry after Hubu is back continues it.
+func TestBackendDownThenUp(t *testing.T) {
+	t.Parallel()
+	b := routertest.New(t)
+	state := filepath.Join(t.TempDir(), "router.db")
+	b.SetDown(true)
 	cs, _ := stdio(t, b, state)
-	first := call(t, cs, "generate_image", fox, map[string]any{"callId": "crash-1"})
+	first := call(t, cs, "generate_image", fox, map[string]any{"callId": "down-up-1"})
 	if errorCode(first) != "backend_unavailable" {
 		t.Fatalf("first: %v", first)
 	}
-	cs.Close()
 	b.SetDown(false)
-	cs2, logs := stdio(t, b, state)
-	again := call(t, cs2, "generate_image", fox, map[string]any{"callId": "crash-1"})
-	if again["status"] != "succeeded" || again["public_handle"] != first["public_handle"] || again["replayed"] != true {
-		t.Fatalf("after the restart: %v (first %v)", again, first)
+	again := call(t, cs, "generate_image", fox, map[string]any{"callId": "down-up-1"})
+	if again["status"] != "succeeded" || again["public_handle"] != first["public_handle"] || again["replayed"] != false {
+		t.Fatalf("after Hubu came back: %v (first %v); Hubu saw the call first now, so it is no replay", again, first)
 	}
-	if len(b.Keys()) != 1 {
-		t.Fatalf("%d authorizations", len(b.Keys()))
-	}
-	cs2.Close()
-	checkLogs(t, logs.String(), b, "crash-1")
 }
 
 // Two router processes on one registry file: a call delivered to both is one operation.

@@ -1,0 +1,3 @@
+module hubu.dev/hubu/failpoint
+
+go 1.26.8
