@@ -4,7 +4,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 
 # Every Go package of the workspace's modules.
-PKGS := hubu.dev/hubu/httpjson/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
+PKGS := hubu.dev/hubu/httpjson/... hubu.dev/hubu/failpoint/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
 	hubu.dev/hubu/services/hubu/... hubu.dev/hubu/services/gongbu/... hubu.dev/hubu/services/mockflux/... \
 	hubu.dev/hubu/router/... hubu.dev/hubu/e2e/...
 GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi sql/hubu/hubudb sql/gongbu/gongbudb \
@@ -29,6 +29,14 @@ generate-check: generate ## regenerate and fail if the committed generated code 
 	untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED)); \
 	if [ -n "$$untracked" ]; then echo "generated files not committed:"; echo "$$untracked"; exit 1; fi
 
+.PHONY: up
+up: ## run the whole stack in the foreground on loopback (Ctrl-C stops it); writes .hubu/stack.env
+	url=$$(env -u TEST_DATABASE_URL scripts/ensure-postgres.sh --private); HUBU_STACK_DATABASE_URL="$$url" go run ./e2e/cmd/hubu-stack
+
+.PHONY: down
+down: ## stop a stack started in the background (make up &)
+	if [ -f .hubu/stack.pid ]; then kill -TERM "$$(cat .hubu/stack.pid)"; echo "stopping the stack"; else echo "no stack is running"; fi
+
 .PHONY: build
 build: ## build every binary into bin/
 	go build -o bin/ ./services/hubu/cmd/... ./services/gongbu/cmd/... ./services/mockflux/cmd/... ./router/cmd/...
@@ -40,12 +48,16 @@ $(TSCLIENT)/node_modules/.package-lock.json: $(TSCLIENT)/package-lock.json
 test: $(TSCLIENT)/node_modules/.package-lock.json ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -race -count=1 $(PKGS)
 
+.PHONY: e2e
+e2e: ## run only the end-to-end double-charge suite (real binaries built with failpoints)
+	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -count=1 -race -run 'TestSuite' -v hubu.dev/hubu/e2e/
+
 .PHONY: bench
 bench: ## run the benchmarks (not tests; numbers, no assertions)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -run '^$$' -bench . -benchtime 3s $(PKGS)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
-	unformatted=$$(gofmt -l httpjson proto sql services router e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	unformatted=$$(gofmt -l httpjson failpoint proto sql services router e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
 	go tool staticcheck $(PKGS)

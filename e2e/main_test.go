@@ -1,25 +1,25 @@
 package e2e_test
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
+
+	harness "hubu.dev/hubu/e2e/stack"
 )
 
-// bin holds the binaries built once for this run.
-var bin string
+// bin holds every binary, built once for this run with the failpoints compiled in.
+var bin harness.Binaries
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "hubu-e2e-bin")
 	if err != nil {
 		panic(err)
 	}
-	bin = dir
-	build := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "hubu.dev/hubu/services/gongbu/cmd/gongbu")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build the binaries: %v\n%s", err, out)
+	bin, err = harness.Build(context.Background(), "..", dir, true)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,7 +19,7 @@ func TestReconcileCommand(t *testing.T) {
 	op := s.spend("flux-dev")
 	s.settle(op.PublicHandle)
 	run := func() (string, error) {
-		cmd := exec.Command(filepath.Join(bin, "gongbu"), "reconcile", "--hubu-url", s.hubuURL, "--hubu-token", s.hubuToken,
+		cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubuURL, "--hubu-token", s.hubuToken,
 			"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
 		cmd.Env = []string{"PATH=/usr/bin:/bin"}
 		out, err := cmd.CombinedOutput()

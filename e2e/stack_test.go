@@ -2,10 +2,15 @@ package e2e_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,23 +61,75 @@ func (c *clock) Advance(d time.Duration) {
 }
 
 // pausable lets a test cut Hubu off from Gongbu, as a crash or a network partition between
-// the decision and the hand-off would; the hand-off itself is the real one.
+// the decision and the hand-off would; the hand-off itself is the real one. With loseReply
+// the hand-off reaches Gongbu but its answer never comes back to Hubu.
 type pausable struct {
-	inner  hubu.Executor
-	paused atomic.Bool
+	inner     hubu.Executor
+	paused    atomic.Bool
+	loseReply atomic.Bool
 }
 
 func (p *pausable) Execute(ctx context.Context, d hubu.Decision) error {
 	if p.paused.Load() {
 		return errors.New("hand-off paused by the test")
 	}
-	return p.inner.Execute(ctx, d)
+	err := p.inner.Execute(ctx, d)
+	if err == nil && p.loseReply.Load() {
+		return errors.New("the executor's answer was lost (test)")
+	}
+	return err
+}
+
+// gate stands between Gongbu and mockflux when a test asks for it: it forwards everything,
+// except that it can answer the next submits with a refusal of its own, or the next polls
+// with a status of its own, as the real provider might.
+type gate struct {
+	mu     sync.Mutex
+	refuse []int                 // statuses for the next submits
+	polls  []bflapi.ResultStatus // statuses for the next polls
+	proxy  *httputil.ReverseProxy
+}
+
+func (g *gate) refuseNext(status int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refuse = append(g.refuse, status)
+}
+
+func (g *gate) answerNextPoll(status bflapi.ResultStatus) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.polls = append(g.polls, status)
+}
+
+func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	switch {
+	case r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/") && len(g.refuse) > 0:
+		status := g.refuse[0]
+		g.refuse = g.refuse[1:]
+		g.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(bflapi.ErrorDetail{Detail: http.StatusText(status)})
+	case r.Method == http.MethodGet && r.URL.Path == "/v1/get_result" && len(g.polls) > 0:
+		status := g.polls[0]
+		g.polls = g.polls[1:]
+		g.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(bflapi.ResultResponse{Id: r.URL.Query().Get("id"), Status: status})
+	default:
+		g.mu.Unlock()
+		g.proxy.ServeHTTP(w, r)
+	}
 }
 
 // stack is Hubu, Gongbu and mockflux in this process, each on its own real HTTP server and
 // (for Hubu and Gongbu) its own real Postgres database, talking through the generated clients.
 type stack struct {
 	clock       *clock
+	gongbuDB    string // the URL of Gongbu's database, for `gongbu resolve`
+	gate        *gate  // between Gongbu and mockflux, with stackOptions.gate
 	hubuStore   *hubupg.Store
 	hubuLife    *lifecycle.Service
 	handoff     *pausable
@@ -84,6 +141,7 @@ type stack struct {
 	gongbuURL   string
 	fluxURL     string
 	hubuToken   string // Hubu's service credential, held by Gongbu
+	opToken     string // an operator's credential at Hubu
 	gongbuToken string // the credential Gongbu accepts from Hubu
 	operator    *hubuapi.ClientWithResponses
 	agent       *hubuapi.ClientWithResponses
@@ -99,6 +157,8 @@ type stackOptions struct {
 	// fluxIdempotent tells Gongbu that the provider honours idempotency keys (mockflux does,
 	// unless its idempotency_off fault is armed).
 	fluxIdempotent bool
+	// gate puts a gate between Gongbu and mockflux.
+	gate bool
 }
 
 const (
@@ -149,9 +209,11 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.opToken = opToken
 
 	// Gongbu
-	gongbuPool, _ := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	gongbuPool, gongbuDB := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	s.gongbuDB = gongbuDB
 	s.gongbuStore = gongbupg.NewStore(gongbuPool)
 	s.wipeGongbu = func(t *testing.T) {
 		if _, err := gongbuPool.Exec(ctx, "DELETE FROM executions"); err != nil {
@@ -162,7 +224,18 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adapter, err := flux.New(s.fluxURL, "test-key", opts.fluxIdempotent, 30*time.Second)
+	fluxForGongbu := s.fluxURL
+	if opts.gate {
+		target, err := url.Parse(s.fluxURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.gate = &gate{proxy: httputil.NewSingleHostReverseProxy(target)}
+		gateTS := httptest.NewServer(s.gate)
+		t.Cleanup(gateTS.Close)
+		fluxForGongbu = gateTS.URL
+	}
+	adapter, err := flux.New(fluxForGongbu, "test-key", opts.fluxIdempotent, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,10 +331,10 @@ func (s *stack) operation(handle string) hubuapi.Operation {
 // decision is the decision as Hubu issued it, in the shape Hubu hands to Gongbu.
 func (s *stack) decision(op hubuapi.Operation) gongbuapi.ExecutionRequest {
 	s.t.Helper()
-	d, _, err := func() (gongbu.Decision, string, error) {
+	d, err := func() (gongbu.Issued, error) {
 		a, err := hubulink.New(s.hubuURL, s.hubuToken, http.DefaultClient)
 		if err != nil {
-			return gongbu.Decision{}, "", err
+			return gongbu.Issued{}, err
 		}
 		return a.Decision(context.Background(), *op.DecisionId)
 	}()
@@ -341,4 +414,34 @@ func gongbuDecision(r gongbuapi.ExecutionRequest) gongbu.Decision {
 		Arguments:    gongbu.ImageArguments{Prompt: r.Arguments.Prompt, Model: r.Arguments.Model, Width: r.Arguments.Width, Height: r.Arguments.Height, Seed: r.Arguments.Seed},
 		AmountMicros: r.AmountMicros, Currency: r.Currency,
 	}
+}
+
+// resolve runs the real `gongbu resolve` against the stack's Gongbu database.
+func (s *stack) resolve(decision string, verdict ...string) string {
+	s.t.Helper()
+	cmd := exec.Command(bin.Path("gongbu"), append([]string{"resolve", "--decision", decision}, verdict...)...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "GONGBU_DATABASE_URL=" + s.gongbuDB}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("gongbu resolve: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// tick runs Gongbu's background pass once.
+func (s *stack) tick() {
+	s.t.Helper()
+	if err := s.gongbu.Tick(context.Background()); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// execution reads Gongbu's execution of a decision as Hubu would.
+func (s *stack) execution(op hubuapi.Operation) gongbuapi.Execution {
+	s.t.Helper()
+	resp, err := s.asHubu.GetExecutionWithResponse(context.Background(), *op.DecisionId)
+	if err != nil || resp.JSON200 == nil {
+		s.t.Fatalf("execution: %v", err)
+	}
+	return *resp.JSON200
 }

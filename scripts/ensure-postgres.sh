@@ -13,7 +13,8 @@
 #   4. As root with apt-get: install the `postgresql` package, then do 3.
 #   5. Otherwise fail with one line on stderr saying what is missing.
 #
-# `ensure-postgres.sh stop` stops the private cluster, if one is running.
+# `ensure-postgres.sh --private` skips step 2 (make up keeps its data in its own cluster
+# unless DATABASE_URL names one). `ensure-postgres.sh stop` stops the private cluster.
 #
 # Everything except the final URL goes to stderr.
 set -euo pipefail
@@ -243,19 +244,20 @@ stop_cluster() {
 
 case "${1:-}" in
 	"" | start) ;;
+	--private) PRIVATE_ONLY=1 ;;
 	stop) [[ -d "$HUBU_DIR" ]] && with_lock; stop_cluster ;;
 	-h | --help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
-	*) die "unknown argument '$1' (usage: $0 [stop])" ;;
+	*) die "unknown argument '$1' (usage: $0 [--private|stop])" ;;
 esac
 
 # 1. Explicit configuration.
 if [[ -n "${TEST_DATABASE_URL:-}" ]]; then emit "$TEST_DATABASE_URL"; fi
 if [[ -n "${DATABASE_URL:-}" ]]; then emit "$DATABASE_URL"; fi
 
-# 2. A server already running on the standard port, if user postgres can log in without a
+# 2. (not with --private, which make up uses) A server already running on the standard port, if user postgres can log in without a
 #    password (a distribution's default cluster often asks for one over TCP; then a private
 #    cluster is the way). Without psql to try a login, an open port has to do.
-if tcp_open "$PROBE_HOST" "$PROBE_PORT"; then
+if [[ -z "${PRIVATE_ONLY:-}" ]] && tcp_open "$PROBE_HOST" "$PROBE_PORT"; then
 	url="postgres://postgres@$PROBE_HOST:$PROBE_PORT/postgres?sslmode=disable"
 	if ! command -v psql >/dev/null 2>&1; then
 		emit "$url"

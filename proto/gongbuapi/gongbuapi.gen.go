@@ -143,7 +143,7 @@ type Execution struct {
 	AmountMicros int64              `json:"amount_micros"`
 	Attempts     int                `json:"attempts"`
 
-	// ChargedMicros What Gongbu reported to Hubu as captured.
+	// ChargedMicros What the provider charged, as Gongbu reports it to Hubu to capture.
 	ChargedMicros *int64             `json:"charged_micros,omitempty"`
 	CreatedAt     time.Time          `json:"created_at"`
 	Currency      string             `json:"currency"`
@@ -153,13 +153,17 @@ type Execution struct {
 	PublicHandle  string             `json:"public_handle"`
 
 	// Reported Hubu has been told the outcome.
-	Reported *bool            `json:"reported,omitempty"`
-	Result   *ExecutionResult `json:"result,omitempty"`
-	Scope    Scope            `json:"scope"`
+	Reported *bool `json:"reported,omitempty"`
+
+	// ResolvedAt When an operator resolved the execution from indeterminate.
+	ResolvedAt *time.Time       `json:"resolved_at,omitempty"`
+	Result     *ExecutionResult `json:"result,omitempty"`
+	Scope      Scope            `json:"scope"`
 
 	// State submitting: recorded, the provider is being called; submitted: the provider has the job;
 	// succeeded and failed: final; indeterminate: the provider may have charged and Gongbu
-	// cannot know, so it will not retry; an operator reconciles it.
+	// cannot know, so it will not retry; Hubu keeps the hold until an operator resolves it
+	// (`gongbu resolve`), which makes it succeeded (charged) or failed (not charged).
 	State     ExecutionState `json:"state"`
 	UpdatedAt time.Time      `json:"updated_at"`
 }
@@ -192,7 +196,8 @@ type ExecutionResult struct {
 
 // ExecutionState submitting: recorded, the provider is being called; submitted: the provider has the job;
 // succeeded and failed: final; indeterminate: the provider may have charged and Gongbu
-// cannot know, so it will not retry; an operator reconciles it.
+// cannot know, so it will not retry; Hubu keeps the hold until an operator resolves it
+// (`gongbu resolve`), which makes it succeeded (charged) or failed (not charged).
 type ExecutionState string
 
 // Health defines model for Health.
@@ -329,7 +334,12 @@ type ClientInterface interface {
 	// `submitting`, calls the provider and answers 202. Any later request for the same
 	// decision answers 200 with the execution as it stands and never calls the provider.
 	// A request whose scope or arguments differ from what Hubu issued is refused with
-	// `decision_mismatch`.
+	// `decision_mismatch`. A decision Hubu handed over before (its operation is past
+	// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
+	// have been submitted already: it is resubmitted under the same idempotency key only
+	// where the provider honours keys, and otherwise recorded `indeterminate` without calling
+	// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
+	// then recorded.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -342,7 +352,12 @@ type ClientInterface interface {
 	// `submitting`, calls the provider and answers 202. Any later request for the same
 	// decision answers 200 with the execution as it stands and never calls the provider.
 	// A request whose scope or arguments differ from what Hubu issued is refused with
-	// `decision_mismatch`.
+	// `decision_mismatch`. A decision Hubu handed over before (its operation is past
+	// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
+	// have been submitted already: it is resubmitted under the same idempotency key only
+	// where the provider honours keys, and otherwise recorded `indeterminate` without calling
+	// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
+	// then recorded.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -354,10 +369,11 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/executions/{decision_id} (the `GetExecution` operationId).
 	GetExecution(ctx context.Context, decisionId openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetOperationExecution The execution of an agent's own operation, by public handle (agent token).
+	// GetOperationExecution The execution of an operation, by public handle (an agent's own, or any for an operator).
 	//
-	// Gongbu asks Hubu, with the caller's agent token, whether the operation is the caller's;
-	// another agent's operation answers 404.
+	// Gongbu asks Hubu's `GET /v1/operations/{public_handle}` with the caller's token and
+	// answers only what Hubu lets that token read: an agent its own operations (another
+	// agent's answers 404), an operator any.
 	//
 	// Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
 	GetOperationExecution(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -410,7 +426,12 @@ func (c *Client) ListExecutions(ctx context.Context, reqEditors ...RequestEditor
 // `submitting`, calls the provider and answers 202. Any later request for the same
 // decision answers 200 with the execution as it stands and never calls the provider.
 // A request whose scope or arguments differ from what Hubu issued is refused with
-// `decision_mismatch`.
+// `decision_mismatch`. A decision Hubu handed over before (its operation is past
+// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
+// have been submitted already: it is resubmitted under the same idempotency key only
+// where the provider honours keys, and otherwise recorded `indeterminate` without calling
+// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
+// then recorded.
 //
 // Takes any type of body and a specified content type.
 //
@@ -433,7 +454,12 @@ func (c *Client) ExecuteWithBody(ctx context.Context, contentType string, body i
 // `submitting`, calls the provider and answers 202. Any later request for the same
 // decision answers 200 with the execution as it stands and never calls the provider.
 // A request whose scope or arguments differ from what Hubu issued is refused with
-// `decision_mismatch`.
+// `decision_mismatch`. A decision Hubu handed over before (its operation is past
+// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
+// have been submitted already: it is resubmitted under the same idempotency key only
+// where the provider honours keys, and otherwise recorded `indeterminate` without calling
+// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
+// then recorded.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -465,10 +491,11 @@ func (c *Client) GetExecution(ctx context.Context, decisionId openapi_types.UUID
 	return c.Client.Do(req)
 }
 
-// GetOperationExecution The execution of an agent's own operation, by public handle (agent token).
+// GetOperationExecution The execution of an operation, by public handle (an agent's own, or any for an operator).
 //
-// Gongbu asks Hubu, with the caller's agent token, whether the operation is the caller's;
-// another agent's operation answers 404.
+// Gongbu asks Hubu's `GET /v1/operations/{public_handle}` with the caller's token and
+// answers only what Hubu lets that token read: an agent its own operations (another
+// agent's answers 404), an operator any.
 //
 // Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
 func (c *Client) GetOperationExecution(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -739,7 +766,12 @@ type ClientWithResponsesInterface interface {
 	// `submitting`, calls the provider and answers 202. Any later request for the same
 	// decision answers 200 with the execution as it stands and never calls the provider.
 	// A request whose scope or arguments differ from what Hubu issued is refused with
-	// `decision_mismatch`.
+	// `decision_mismatch`. A decision Hubu handed over before (its operation is past
+	// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
+	// have been submitted already: it is resubmitted under the same idempotency key only
+	// where the provider honours keys, and otherwise recorded `indeterminate` without calling
+	// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
+	// then recorded.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -752,7 +784,12 @@ type ClientWithResponsesInterface interface {
 	// `submitting`, calls the provider and answers 202. Any later request for the same
 	// decision answers 200 with the execution as it stands and never calls the provider.
 	// A request whose scope or arguments differ from what Hubu issued is refused with
-	// `decision_mismatch`.
+	// `decision_mismatch`. A decision Hubu handed over before (its operation is past
+	// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
+	// have been submitted already: it is resubmitted under the same idempotency key only
+	// where the provider honours keys, and otherwise recorded `indeterminate` without calling
+	// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
+	// then recorded.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -766,10 +803,11 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/executions/{decision_id} (the `GetExecution` operationId).
 	GetExecutionWithResponse(ctx context.Context, decisionId openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetExecutionResponse, error)
 
-	// GetOperationExecutionWithResponse The execution of an agent's own operation, by public handle (agent token).
+	// GetOperationExecutionWithResponse The execution of an operation, by public handle (an agent's own, or any for an operator).
 	//
-	// Gongbu asks Hubu, with the caller's agent token, whether the operation is the caller's;
-	// another agent's operation answers 404.
+	// Gongbu asks Hubu's `GET /v1/operations/{public_handle}` with the caller's token and
+	// answers only what Hubu lets that token read: an agent its own operations (another
+	// agent's answers 404), an operator any.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -1232,7 +1270,12 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, re
 // `submitting`, calls the provider and answers 202. Any later request for the same
 // decision answers 200 with the execution as it stands and never calls the provider.
 // A request whose scope or arguments differ from what Hubu issued is refused with
-// `decision_mismatch`.
+// `decision_mismatch`. A decision Hubu handed over before (its operation is past
+// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
+// have been submitted already: it is resubmitted under the same idempotency key only
+// where the provider honours keys, and otherwise recorded `indeterminate` without calling
+// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
+// then recorded.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1251,7 +1294,12 @@ func (c *ClientWithResponses) ExecuteWithBodyWithResponse(ctx context.Context, c
 // `submitting`, calls the provider and answers 202. Any later request for the same
 // decision answers 200 with the execution as it stands and never calls the provider.
 // A request whose scope or arguments differ from what Hubu issued is refused with
-// `decision_mismatch`.
+// `decision_mismatch`. A decision Hubu handed over before (its operation is past
+// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
+// have been submitted already: it is resubmitted under the same idempotency key only
+// where the provider honours keys, and otherwise recorded `indeterminate` without calling
+// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
+// then recorded.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1277,10 +1325,11 @@ func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, deci
 	return ParseGetExecutionResponse(rsp)
 }
 
-// GetOperationExecutionWithResponse The execution of an agent's own operation, by public handle (agent token).
+// GetOperationExecutionWithResponse The execution of an operation, by public handle (an agent's own, or any for an operator).
 //
-// Gongbu asks Hubu, with the caller's agent token, whether the operation is the caller's;
-// another agent's operation answers 404.
+// Gongbu asks Hubu's `GET /v1/operations/{public_handle}` with the caller's token and
+// answers only what Hubu lets that token read: an agent its own operations (another
+// agent's answers 404), an operator any.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -1634,7 +1683,7 @@ type ServerInterface interface {
 	// GetExecution One execution by decision id (Hubu's service credential).
 	// (GET /v1/executions/{decision_id})
 	GetExecution(w http.ResponseWriter, r *http.Request, decisionId openapi_types.UUID)
-	// GetOperationExecution The execution of an agent's own operation, by public handle (agent token).
+	// GetOperationExecution The execution of an operation, by public handle (an agent's own, or any for an operator).
 	// (GET /v1/operations/{public_handle}/execution)
 	GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string)
 }
@@ -1671,7 +1720,7 @@ func (_ Unimplemented) GetExecution(w http.ResponseWriter, r *http.Request, deci
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// GetOperationExecution The execution of an agent's own operation, by public handle (agent token).
+// GetOperationExecution The execution of an operation, by public handle (an agent's own, or any for an operator).
 // (GET /v1/operations/{public_handle}/execution)
 func (_ Unimplemented) GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -1934,39 +1983,44 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"5FhtbyO3Ef4rxDbAJehaWunk3Fn+5BbXXIADEtgt+sFy5dFypKW9S27IWel0gv57QXJfrbVlNbk0aL9R",
-	"K74883DmmRnuglhluZIoyQTTXaDR5EoadD9+1mqRYmaHsZKEkuwQ8jwVMZBQcpj7GX9+MEra/0ycYAZ2",
-	"9I3GZTAN/jRs9h/6f82w2ne/34cBRxNrkdvtgmlwJRlqrXTIwLDrv/2VXUzO37HyGMaRQKSGbQQlDJgh",
-	"WKTI7mPF8X4Q2N3KIyyCD58xLvy2uwA4F3YM6c9a5ahJWBOXkBoMg7z1aRfACiXNBbfjpdIZUDANikLw",
-	"IAxom2MwDQxpIVfBPgwgU4WkeSZirUxnhZD0/aRZIiThCrVbQ4RZ7vk+/DdOQK+Qt7bsMvTPBIj9oORq",
-	"UTCNudKEnJFiH4tFYUmLIadCIx8E4WvAxBqBkM+BOug5EJ6RyLDP6LjQGmW8bRnQ/MkxFkYo+VoG3XX3",
-	"7pRrtRYc9fxBLcrdDucUi1TE8wQkT7F3RsXRIZOOsQQMWyBKRirljBJkqqBYZThowC6UShGk380UKR1z",
-	"8Nr1rv1055gqx2PrbtwkO5uA8NWn3LjZ+zAocn7iZTqTfimEtgTddi7vKblhExmVORXQp3HQcpGWu3ec",
-	"rQP2rsalFg8YO8Jq6z4JQyeGMFZr3S9BmJlXk2nPLsGA1rA94Ki1+Yu4r/GXAl8BveuUf0+QVbdgw9k5",
-	"qTCmQM4EWaf8qmqVCSmyIgumUa9y6VWRVaniJTZ/zGCFV/Xs31ozjkf9aeFGSqXOb6Q1/TZYoUQNhHNh",
-	"7Whd868NG3dQEz0Nny9E0BEnq/TohPBwVs0LnR5qonW/SnffGMYxFWvUW/aP60+XTBDDz7nQaAZHlaQ5",
-	"40X8N5XQdWGYYpEJIiFXU6YxVpojD506V+CYsLot5IrFkKbIL1m5Bvm0O9EqvP3woBaXM2mKOEbkyBlI",
-	"zpYgUrtgKSSkl0xIjoQ6ExIIn2yTwZYlsEZWJmi33ufhmYxBSkXsUapNyIyyTG1EmjL7USPp7SUDyewd",
-	"ACntTJKxSNHYmJ7JIKxdr7Hc+kllkhuXwG1ed7CDMOgA7vHTMPiIkFJyooNYVS9MOyLU4/EoKFf13fcT",
-	"PTgNTYJilTgfz+CzV6fRZBK1xGp8/n2fXGWKY9orD6qgvKB5JTSNnbnj/SHHVS+buVZZXkH5hHJlqZ1E",
-	"kQdTfRj1rDSIvF9xK5suoujd6OJifD55N4kuLkbHxHgjuL/Yk1h5cmelQRVX1a5hRXrfZbbagu5F2Tq8",
-	"TaaQa0gFn7dlrpBQUKK0+OI9WemF4BxtCEhlb6SQ9nutqJkwGVBsIeWwTRXwOSk1T20Muu1MkfsCb54h",
-	"FzB3cENnsJaQ+iPXIFLbK/Requ8q+tNIHQiH/JOgZ5KP/7A7Ei4lUL9NfVToWezj/abKaSfEzvMhUAlb",
-	"v93iyyssqLdo3MctPATvAiAutKDtjU2+HtwCQaO+Krwbu6zsym33uckwCVHue0Uhl+owWZTNEBVaGgZN",
-	"9dQpnSQpBsQyZYgpiSwHwRtxtzlkwH6SyOrqbibxszBkWI662VPwy05aeGOY4JjlimyuZo+4tYmJoxZr",
-	"5GypVWYVnn2wTY5hoHEm759roO/7+1qXHkpnq2z1KJUlaY3aeB5Gg2gQOXXLUUIugmnwdhAN3rrQocRR",
-	"PkxcPvhixyt0SuazklDyR24PQPpYTgm7rwHjKHrhJeC0F4AyK/U8AJQFSIzGWCYN6rWQq0HHhYLp7Z39",
-	"PdQIfPuiLdd+xn/NFA4ECzBobdEIcWJvdmAv6Tx6+9zWNdbWS0mP9evRsNvo9JJg26cPzbSvyES3Y3uG",
-	"kAaxY2ESjU5gwc5/e9L8c2/fCSwXWQZ6G0yDD67wrfGGTKUcDbGl0IbYt1Zd3pQOGiOLNXKUJGwZuWyV",
-	"eMIx+Z0zNle+HTxkxe+pfcfo1rd0LE4wfjS+pqTEyVpYVsW+sq0xMjAzed+UkPehUzbTrWRt4QrSbFAb",
-	"No7GA3YltywFQt1BYNcYyHAmm360XhV5LE9PtyANgeTGnSJxXYprF8JgJq/qszaJMshcS8Ss4VWxwLhY",
-	"LlF7Ed0kQF1Bt/G0LAxyh2Qm7w9KhlI6u+HgnRQDn8nQ0F8U3/72IVA1//tuziRd4P73CMGj4ccgderJ",
-	"XJZD7hx0HI1/HyhXTOKmBWYDxvqNroBMTgrbry8jk2hy4vyL0+aPTsQzOv+KMvifJKdGNn2APVeIPa+b",
-	"TMl0+53P9N3cNty1Hlj2L6X7xun+EEH2P+HLvyKFdgpqtti26+gXPKHMlqAhQ0JtguntLhCWXVvH2k4R",
-	"XKPQfXbrqmzYuswj74n7u9Ljancyw13nEW/fOGPL+3q7EDCPpkzRdYZ0L1S2VXAvgYzUI8qQbRKkBH2e",
-	"rU+2ea295HImQSo3zy1+Y1pzq3Q8iSZ9qe4HpJ+qD/+fgTH5o4pkNxWrJQPZ3O9GNncc2qjxvsi8L7Jv",
-	"W1702kh5+iT9fKzkQITa7vCvpFgUU7/yrAY0XY+mt9HZBZwt73bv92f1ePKK8Wi8/6Y3/rrtTfdl4PZu",
-	"f2f/1uvKQPdy7Z4FpsPhaPzO9r2D0fR99H4c7O/2/w4AAP//",
+	"5Flvb9s40v8qhJ4FmuBRbDl1to3zKnfotQsU2EXbw72IczYtji0mEqklR3bdwN/9MKT+Jood3273Fnev",
+	"okjkcOY3M7+ZoR+CWGe5VqDQBpOHwIDNtbLg/vnF6EUKGT3GWiEopEee56mMOUqthrlf8f93Viv6ZuME",
+	"Mk5PPxhYBpPg/4aN/KH/aoeV3N1uFwYCbGxkTuKCSXCtGBijTci4ZZ/+9ld2Ob54w8pjmADkMrVsIzFh",
+	"nFnkixTYPNYC5oOApJVHkAbvvkJceLEPARdC0jNPfzE6B4OSTFzy1EIY5K1XDwFfgcKZFPS81CbjGEyC",
+	"opAiCAPc5hBMAotGqlWwCwOe6ULhLJOx0bazQyr8cdxskQphBcbtQYQs93g//Ron3KxAtER2EfpHwpFh",
+	"AgTKWgowrNzhIHuv1WpRMAO5NmiZRIaafSgWBf2NeY6FgUEQvkTN2ABHEDOOHbsERzhDmUEfHHFhDKh4",
+	"2zKt+SggllZq9VJsXSD0SqpMn93pRSnt6Zpikcp4lnAlUuhd4UEC8RRjB1jCLVsAKIY6FQ5xXWCsM4df",
+	"KWyhdQpceWlWp+sar8dOA8W4YhRnHLVh1WonF6pIZUujMyaVAASTScWx66y92BuwRYqHcq/Oik9+ucsZ",
+	"ncOhfZ/dIlqNHOHFp3x2q3dhUOTiyGhyJv1aSEMeuulEz2Pvhk3SVuZUij5O0VaMtjKxE+0dZW9rvfTi",
+	"DmIHWG3dR2nxSHapfe3+kwiZfTGYdHapDDeGb59g1BK+V+9P8GsBL1C9G8RfEmCVF4hrXJZIawsQTCIF",
+	"6ncl0kwqmRVZMIl6SdWsiqyqYvvQ/CnjK7iuV//epHWYdo5LN9Q6dXGjyPSbYAWKKARmkuxoufm3po07",
+	"qMmeBs89GXQgyCo+OiI9nFWzwqRPOfRLq+a9skxAKtdgtuzvnz5eUaGDr7k0YAcHmaQ5Y6/+nyui66ph",
+	"i0UmEaVaTZiBWBtBpbdTkCUVDqlWLOZpCuKKlXtATLoLqcTQizu9uJoqW8QxgADBuBJsyWVKG5ZS8fSq",
+	"WxQeicn4liV8DVUn4Pb7TmCqYq6URnav9CZkVhNSG5mmjF4aQLO98ol8D5B7bRKqd4VCmfaVLGoqpupk",
+	"vqo6Dfd2fhqyTSLjhGX83q1hjTknpV6nTJvSLnZC51fvB1MVhHWINwhTPFbQuedSItVEJyYIgw4wPfkQ",
+	"Bh+Ap5gcGYhUPQrbzjx9fzjbyl19cfWId47TJgG5SlwuZfyrZ8HReBy1SPH84sc+Wsy0gLSXhnSBeYGz",
+	"itAaO3OH+10Oq140c6OzvFLlI6gVQTuOIq9M9WLUs9MCiH5mr2y6jKI3o8vL84vxm3F0eTk6RPobKbxj",
+	"j0Llkc9KgyqsKqlhBXqfM1uTUddRNIq0wZRqzVMpZm06LRQvMNFGfvORrM1CCgGUAkqTRwpF72vmzqTN",
+	"OMakUs63qeZihlrPUsodJ84Wue9kZxkIyWdO3dAZbBRP/ZFrLlMal3qd6ger/nJVJ8JT/FHiM0XOv3g4",
+	"kC6lol5MfVToUezD/XNVO4/InedToCLQfrvltxdYUItowsdtfKq8S4C4MBK3n6nIe+UWwA2Y68KHsav+",
+	"bq5wr5tKliDmflyWaqmfFqVy7MPCKMt406V1WjSFmnFkmbbItAKWcylaUyRP0wH7WbXGkamCr9KiZTmY",
+	"RqYUV53y88oyKSDLNVJPwO5hSwVQgJE03/iJBgfsHU1zlnEDUzV/7g5h3j/au/JQBltlq9dSE0hrMNbj",
+	"MBpEg8ixWw6K5zKYBK8H0eC1Sx1MHOTDxNWDb/S8AsdkvsZJrX4SdADgh3JJ2L0QOY+iPZchx12ClFWp",
+	"5w6kbHRisJaQtGDWUq0GnRAKJje39P/QABfbvbZ88iv+Y6YIjnzBLZAtBnickGcH5KSL6PVzomtdW5dF",
+	"PdavR8PuQNULAo1p75pl3xGJ7mT4DCCNxg6FcTQ6AgVa//qo9RfeviNQLrKMm20wCd65BrvWN2Q6FWCR",
+	"LaWxyE6IXV6VARoDiw0IUCipXV26hjHWKpapdEieOmNzbbG/tfcyjZ9M3f4Wj8UJxPfW966YOFoLy+7b",
+	"PrpC4Xaq5k0LOQ8ds9lux0wNMld2A8ay8+h8wK7VlqUcwXQ0oD2WZzBVzdxb74q8Lo9Pd60vciWsO0XB",
+	"uiTXrgqDqbquz9ok2gJzoxe1yHWzwIRcLsF4Et0kHLuETvm0LCwIp8lUzZ+0DPMBu35UDWj2A8E0qbWA",
+	"pTbATiRaVqcMyc25RZInbU5iPI7aeAkxTYMgWEZ7MaEZQYGTe6aXy1N6hdVFJE04SpeuYnpJs8pUuWHF",
+	"3a3V7T3jqaOyCeHnLGs+FYp8VjnjSbXRKt1O1SYBp057vNJKF8bSIhs6b2hMwGykhXp0Y/POAOELkC7Q",
+	"uUyq1VR1vMYuotdsk0AJZjlcLcAzG+FqKtOJupPCBSETeqOuaOQiKJm0TqqqlfAFrktankog8P0GWPyL",
+	"Ftvfn6iqq6Bdt7NBU8DujyDKgyRZBQZzvQgIRyPn0fkfo8o1U7BpKbPhlrLbVIqMjyLX70/242h85PrL",
+	"49aPjtRndPEdi9W/00I0xc0n2HPt8vPVzRHOqe/Huh3I8KF13bbb15Q1QfenSLL/ilj+DY1OZ+xhi217",
+	"2tkTCWVPww3PqITYYHLzEEhCl6YNmue5G+e6l7Bdlg1bzjxwu7y7LSOuDic7fOhc6e6aYGxFX++syO29",
+	"v8J/Zdn8/bsvbL/gedPtuFtNGvtQ37uftcRUVW0RpUarU0kBre8H/Fpi8gnjirmLZ+b6jo1qeg/LTrhy",
+	"RXqq3JJXtu64xtH4NOzcSHK17auc7wF/rl78b+bZ+M/Kud3KrpeNO914sdgyH3XMRx1FA6viQG+U60G5",
+	"2vrxoImEl+bh458/ns/EnCOCIQn/TIpFMfE7z2pdJ+vR5CY6u+Rny9uHt7uz+nn8gufR+e6H3uzujrjd",
+	"26Gb290tfTbrykD3K4m7GpoMh6PzN4NoEA1Gk7fR2/Ngd7v7VwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -314,7 +314,10 @@ type Decision struct {
 	Arguments    GenerateImageArguments `json:"arguments"`
 	Currency     string                 `json:"currency"`
 	DecisionId   openapi_types.UUID     `json:"decision_id"`
-	PublicHandle PublicHandle           `json:"public_handle"`
+
+	// DispatchAttempts How many times Hubu has handed this decision to the executor, counted (and committed) before each hand-off; a hand-off that provably never reached the executor is not counted. A decision still dispatching with exactly 1 is on its first hand-off: only then can the executor be sure it never submitted the decision before.
+	DispatchAttempts int          `json:"dispatch_attempts"`
+	PublicHandle     PublicHandle `json:"public_handle"`
 
 	// Scope What the decision is bound to; the executor must run exactly this.
 	Scope Scope `json:"scope"`
@@ -430,7 +433,7 @@ type Operation struct {
 	DecisionId *openapi_types.UUID `json:"decision_id,omitempty"`
 	Denial     *Denial             `json:"denial,omitempty"`
 
-	// FailureReason Why the executor released the hold, for a failed operation.
+	// FailureReason Why the execution failed, for a failed operation (whether its hold was released or what the provider charged was captured).
 	FailureReason *string `json:"failure_reason,omitempty"`
 
 	// HeldMicros Budget still held (0 once final).
@@ -546,6 +549,12 @@ type Scope struct {
 type SettleRequest struct {
 	// AmountMicros What the provider charged; at most the authorized amount.
 	AmountMicros int64 `json:"amount_micros"`
+
+	// Failed The execution failed although the provider charged (it took the job, then failed it): the amount is captured and the rest released as for a success, but the operation becomes failed, with reason as its failure reason. Absent or false: it succeeded.
+	Failed *bool `json:"failed,omitempty"`
+
+	// Reason Why the execution failed; only with failed.
+	Reason *string `json:"reason,omitempty"`
 }
 
 // Tool defines model for Tool.
@@ -767,14 +776,14 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/decisions/{decision_id}/release (the `ReleaseDecision` operationId).
 	ReleaseDecision(ctx context.Context, decisionId DecisionID, body ReleaseDecisionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SettleDecisionWithBody Capture what the execution cost (at most the authorized amount) and release the rest.
+	// SettleDecisionWithBody Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/decisions/{decision_id}/settle (the `SettleDecision` operationId).
 	SettleDecisionWithBody(ctx context.Context, decisionId DecisionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SettleDecision Capture what the execution cost (at most the authorized amount) and release the rest.
+	// SettleDecision Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1129,7 +1138,7 @@ func (c *Client) ReleaseDecision(ctx context.Context, decisionId DecisionID, bod
 	return c.Client.Do(req)
 }
 
-// SettleDecisionWithBody Capture what the execution cost (at most the authorized amount) and release the rest.
+// SettleDecisionWithBody Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1146,7 +1155,7 @@ func (c *Client) SettleDecisionWithBody(ctx context.Context, decisionId Decision
 	return c.Client.Do(req)
 }
 
-// SettleDecision Capture what the execution cost (at most the authorized amount) and release the rest.
+// SettleDecision Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2228,14 +2237,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/decisions/{decision_id}/release (the `ReleaseDecision` operationId).
 	ReleaseDecisionWithResponse(ctx context.Context, decisionId DecisionID, body ReleaseDecisionJSONRequestBody, reqEditors ...RequestEditorFn) (*ReleaseDecisionResponse, error)
 
-	// SettleDecisionWithBodyWithResponse Capture what the execution cost (at most the authorized amount) and release the rest.
+	// SettleDecisionWithBodyWithResponse Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/decisions/{decision_id}/settle (the `SettleDecision` operationId).
 	SettleDecisionWithBodyWithResponse(ctx context.Context, decisionId DecisionID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SettleDecisionResponse, error)
 
-	// SettleDecisionWithResponse Capture what the execution cost (at most the authorized amount) and release the rest.
+	// SettleDecisionWithResponse Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4168,7 +4177,7 @@ func (c *ClientWithResponses) ReleaseDecisionWithResponse(ctx context.Context, d
 	return ParseReleaseDecisionResponse(rsp)
 }
 
-// SettleDecisionWithBodyWithResponse Capture what the execution cost (at most the authorized amount) and release the rest.
+// SettleDecisionWithBodyWithResponse Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4181,7 +4190,7 @@ func (c *ClientWithResponses) SettleDecisionWithBodyWithResponse(ctx context.Con
 	return ParseSettleDecisionResponse(rsp)
 }
 
-// SettleDecisionWithResponse Capture what the execution cost (at most the authorized amount) and release the rest.
+// SettleDecisionWithResponse Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5672,7 +5681,7 @@ type ServerInterface interface {
 	// ReleaseDecision Release the whole hold of an execution that charged nothing.
 	// (POST /v1/decisions/{decision_id}/release)
 	ReleaseDecision(w http.ResponseWriter, r *http.Request, decisionId DecisionID)
-	// SettleDecision Capture what the execution cost (at most the authorized amount) and release the rest.
+	// SettleDecision Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 	// (POST /v1/decisions/{decision_id}/settle)
 	SettleDecision(w http.ResponseWriter, r *http.Request, decisionId DecisionID)
 	// GetOperation An operation by its public handle (agents see only their own).
@@ -5776,7 +5785,7 @@ func (_ Unimplemented) ReleaseDecision(w http.ResponseWriter, r *http.Request, d
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// SettleDecision Capture what the execution cost (at most the authorized amount) and release the rest.
+// SettleDecision Capture what the execution cost (at most the authorized amount) and release the rest; the operation succeeds, or fails with failed.
 // (POST /v1/decisions/{decision_id}/settle)
 func (_ Unimplemented) SettleDecision(w http.ResponseWriter, r *http.Request, decisionId DecisionID) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -6443,81 +6452,86 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D3pcts4mq+C4nZV27O0jsQ5rPzyJL2T1HRvp+J0bdXGXhkiP4nokAAHAC0rXr37FC5egqjDVuLuzq/Q",
-	"FIjju0/kLohYljMKVIpgdBckgGPg+vFdDFnOJFD5AfIULyBWb2MQESe5JIwGo+Ba8gKu0TwBimQCiIPI",
-	"GRXqQX0iEKYIbomQhM4Qh4jxOETXU5wKuEZTxhFGFOaIUegFYSCiBDKsVgFaZMHoU6CmD8JAfxBchYFc",
-	"5BCMAiE5obNguVyGQY45zkDaTZ/PgMp3b9QjURvMsUyCMKA4U99h9euYxEEYcPhXQbg6k1qjvvaU8QzL",
-	"YBQUhR7ZXjMM3kBEBGF07TqxHXD/pd4Xk5REbzGNU1gF/8cEEMuBY/X3jwLlejRK9PAQXSfFpBiZlyfl",
-	"uNHNcHRZDAZPI7WqfoJrBX7PQcy3YzNh51F+4DANRsF/9Ct66ptfRb9xCI00RycaZ+85m6SQqceIUUVw",
-	"6hHneUoiveN+bkb85+9CHftu22XtvHrFJuDOKQLOGQ8RFujDf71GZ6fPXiC7DIpBYpIKNCcyQRgJiScp",
-	"oOuIxQpQaja7hKa4KGIFlb/lMZYaRTiOiVoGp++5Arok6piahMMgr726C7D5Vj3mWErgam//9+n85H/x",
-	"yZfBydlV9dgbj06u7gbh8MmL5Q9eUqlw86mcuGIZNvkdIhksQ8Mi+2+0tXAYRBywhHiMZYOkFThOJMlg",
-	"dbNhQOItyN9RoWfNnKUkWmwkADOqDRy9lp46LA9WTtk4z1rwvdZj9gdikxrfwBQXqRRIMnSNo0ha/lR7",
-	"rPHnPUmkAmd9IjeLm0LP8Pypf4J7gV2vvgGi8a4gdbTctR9D8MswkOwzUL8U1RP9KNAEMAeO9MgeukjY",
-	"nCJGI3iF3haTAn0GyAViNF0gIgVKsEh6m5lRr++WXwuBn4mQ+xxfPxEJmdgeEGYDmHO88G9X+PdZyIRx",
-	"8gU+wL8K2H27fFZkbsddG/0HUKWs4F2GZ3BefrUMg1KLjT/DRkL81Q3+Jyw0+Ta02U5Ky4AIhBwrnK/S",
-	"0Fu4RRdvz0+ePHuO2FTbQpKxFCmiDxFGX4AzNFlIQJjG+ucIU0ZJhFN0pBTQyxcvnx2jEkJtfh+cnOGT",
-	"6dXd81M/Z6rFNp3ooxrTxnYToOGKxtcTt04f1jDpI5O/F/EMdiWOqOAcqJEuK8dLSUbkOCMRZ6KhOQiV",
-	"z08rgBAqYQZcIxs4YXHdmIyxOuAc4HMQBhmjMvGYlO7DsZCY76DROGSYUEJnu+2yEBDXvmgRFUtjgYQk",
-	"aYpYIYXENFaGdJ4WAkU4lwUHocitRKJA2LGoojIikDmNIqeNu2lRhgVgCyAtXDRP4AFDWCHWRyqvcY4n",
-	"JCWliHgYm6Q09LexMszgtbYGLiQb4zzn7AbGexDipOSGLua0PGPob1xxZQQk3Zmqck4iEH5NF2GJUzZD",
-	"QCUnIAyVOPVnFDzCacrmWgZtpVfeq+VW9YoRHturJyOfttFOxq+q4a1uyJlFSyCUCOjC5Aao+yjXOYH7",
-	"qOytKTNTZ9oN9w+gZDtFcd233eYM91K6ImL5xo8u9CA1WlqjfCuj4EKPvo/ubLr5bc1Zo1SrRM1p6ihq",
-	"o7gGe3ecLtrbw2R0e96eLd1iF0WWYb7YyKHVCl1bd7PtyD17MIRVlPGOXz0kDySQ7rj8PU3VFLDY9cR7",
-	"cc9OHGFW6KT5OqRWUbd6ND+JUYLTXc1PFkPDWARKIC61xxhuI4AYYq/JmIEQeOYzH1rw0atU49fsfrGf",
-	"e8UB2/hYhm9/BjqTSTB6Nhj4/NOVZX/inPHXLSAQeoNTEo/rAquglYlprMoJiWOgQRhQJsdTVlD1PmJ0",
-	"mpJIlgGVMYV5pWG1e7NIGY7HkrFxivkM9OSiyHPGpcIwxASP9UZDTaec4tRs4AaTFE9S8CJjjV7bDZYJ",
-	"kFniCdWco6xIJclTUHb30yfKRsrwLckUwIanp4MwyAg1fz559tzHZxmLIW1h6fmp/s79OfQcixUyLxR8",
-	"DSNXSMrpLAiD33OY+d0ZzrJcttY7HQwGG1cUALFXdpQHPhsMXgzPzp48O31xOjg7G9YOP/AdfU5imRwA",
-	"qG3PxRzZgdqtGzqs+tjuLeDU7G0HKlECrRB1ZLDPvjRFc3v2K98ufoZYHWhH0bWXgrP2/9ZmgNnaT1T6",
-	"TIC/kIpbp9QcPB9Gh9Wh/RVMpD1C+J0GEom3XPkzoY0YTcLSuAJaBazNXKUtDj1dp4GxIbpfIv+bBSP2",
-	"cfm0S4vTMdzmhIPYCY8P4S/uZ2E/NNEp4zOGeDxZdGVKGUfzhCEbBogR48jYeojInm/NXY39uDQ/u70q",
-	"PWoZBlNM0oLDuDLfmlv/n2ShA8ZwC1Ghtu/kh36rGCa0qXQ1kzqRo+HeFr5Icy0ThbIhRzUSHQ10/gNN",
-	"CcXp8VZxxG8i2tvh+VVr5nGFEsKg0BnjXeh/gybyBBw2O1xV3MwXnWiF/XfVbA0mb5y4U/b+E9ZwMGeF",
-	"BP6jQDknN1gC+gwLV+bgqW/IUywVXE0O1VP0gP4bbkAxlCw4hbiVdFmdtpUt1bnSp8PlqEzPvFyelM+n",
-	"WzwPn/jTOSUo9ojwVMmArW27SuttCu7UJu9E4YXjnyYSc9AZjLHTWCMtZEI0x0SXCBk5lhQZpqigkqTI",
-	"o9telcJ75AZf0lKeE9mcTrrsLpIMcRBFBojIrtljInIso4TQ2Qg56Y+IEAXEOn03ATW54jslhFlDOr+y",
-	"T+rjS9qQ2wkWiMhXSBSRiSWEVmKHVgOFyGwjHhlx27uk2rC0fl4LdoFT/NoPr21afeP2oPjaLRcYXWOG",
-	"u/CGXdHrOr4v0/27WEJpyuZKBCjfy6NiflHvdV5UhEr5Xv/NVoKlaQ/9lOXSpR8QtWVhJQmvZj1bTohb",
-	"W0GFuDq25vLv7U+H2kFXsqi5k19rSbsJuwGbieFgFG+NFbxat9vTtlGr7syiouVGGpGCzReiDC8QZRKZ",
-	"sJfe2v67qFKxzV28xinQGHO7qECEot8+vkZHc4DPAumEI2IU/cJojBfa+Ngxl1u3F1vlM1d364pcNuTf",
-	"tsWiYbGdodaOGFaqunNj3dmtJjm0EeNjnLDNyD5xbxJ/X8E/7TL7y3iaL/SlT+O3B8kXj4K6NkaCDhgZ",
-	"K+HWvDGhI2s4NMUGXSA1mS4XZIXUNa/KcVcsRaRAbO63xO9vALrzVZEufapOg2+DEaZRuofVUaWc75My",
-	"XjmgnnTtPvcrutxIgN1CbR+ZUtLo/qV3NVpeP4mzSL1TOIqvfX50efm3/1fW6NXd0/B0eVs9Hv9wCPLz",
-	"Y7Is//WnZLroqEpbaM9bYuIXBVWkdhWhksgUOrT7arj6tw/vlP2grEBdysViXW0tZS5G/b7yG3ox3Liy",
-	"ZdE3IkQNq5VzdgPX5j3M3sr9hwYoXjC2KsXbjoyvDPzB/ZYPxgH8BvmrC+fedy7YjqxgqRFYM/LRhBVU",
-	"WfWvmkGXrBAS8YIiuMWRTBelSdQ8wzdQRnvzqY+KLkDKdN/yzrZgXQNttx8UJZjPIH6FsEQZE+bXWgGb",
-	"mfC+FlRzW75Df7RRG2dczmykc0yyZpa2BmABUcGJXFwoQWTOb2qHzwuTRtISSn1kXldYUmLC9CQQOmUe",
-	"27yYFMjEMgWaJyATUEZGWaMllCOoDfQZQzgBHPfQr7QCnOZu22xjmm90FeAlPXIBohA1qj6PX9WcZGW8",
-	"pnO8EPqd8gjUv7YsOuIQA5UElw4chRs1NUZTopwWW/pqw0Y9pMWzMYev1zV0XPv7LLTva0WzgUnzgAL4",
-	"jbIhwuAGuCnECoa9QW9gy4QpzkkwCp72Br2nJq6TaCz1E53p+6KebV1eCY13cTAK/gHyrR3SalR5Mhh0",
-	"NKns1pxi842e3pSPhkUiEEJhQ5+TznoNqgtGnxRV4pnQSRMz15Ua0eeA40Xn6T6YEd/scDGWeIIFqNNx",
-	"wFGi0N5TaHs2eLpu6nKvtbaereBxM+xXZfJekChr93xWRjwPBJOqxt/Xj5Smhv+EhsPpYLgDHNT4pzuN",
-	"f2bOtT2cHWRdCiW40t0gwgNN08hxbnserCT4O4sXDwtJ24GzbEp7yQtYriBxeIil43XkbeQoprF2/kwn",
-	"iUHSYEekHpYITgdnu40f7jj/8NlhiVK4EkJLc6WSLIFf7+ZBR6Ls5tGhJA9NN+RF/87py2WXNK0o/ZCC",
-	"o5PYHil5nX4LmVTrBv7kn60a0nfdwsurdZjvN1o095s7DPLCQzsXlnbOywzcQYRloz11K3H5NUnX2H6K",
-	"VynMkQX2n4KeH7G4/IXd1ISlZAhTpr2MCUlTQmcOD+hIN+fXItwcnNOm7Hy+syDtVx2kB+Km966N9xDM",
-	"VHa2PmouMjD+czDRn8dG0ZdoRLDiyeuGPouxTl6yad8Nfkw56oAE2axO8BDme3uucs+P06upkFPL4vlK",
-	"EVx8MEQsjUFINCVcyA34qkcrTIrE+kurTKync1ETVNDYRHxK9KLPsLARHRuXKX9xpq7b4iU9clUBYS2R",
-	"bBERVuVux/pTTMUcuEBPBsMeUlsRONNlNUakSPvmkpooWuhUQ+jKHBhFunBIz+ZOkGCR1KYeNCdzsSlM",
-	"40t6XV0zc+LumRkhfa1MD53TBYrJdAocqGYdM+Pp4Axd+7oKbNSoyRZl0/qhLKx2U/xXVg+14h1PYMHe",
-	"xIPY1HMXT0/XdHlu/DmpX/njW9x+1fdcEqR38ZBO94YDKpV36ON8990P7bvrulZNqfUkQCOWbZLtTalY",
-	"l8Hmno1SAEet1vJ1DnyjBf2AfNpYp8ua+1E395djH7vuLPM6EbbegzZJM7xAMQsRlmiuRuhcfqjVRMLm",
-	"KCuiBJkyFEQESmEqO3DZ6Fpda/y8KUcdEI2N3tt1EW63kbbB8Lgx+dMN8EWVDNVJF1v2WDoYqW5MQZJJ",
-	"nApTeK7Yk0YkJVXRucWiy556ENm/q9XVdwbYykb7r4DUTQj9a0baKgqpw6JOH2HNwtPWIJH1XPoamtg1",
-	"XFe7d6+M2K0hqL7rG9o50tBYZF2Sw9Y5NEjz4S3LVjXFcvXqvK9mR2ovpdVego4MkI3Mx4SWBrqz9I+/",
-	"ByEeWxBCU5RG0DxhqekfKp0D59FJpbBdoI8ymegE9B5yvS90PcmBuNAUqxyYCZsVMY/Jt9Puut5dgyn1",
-	"q4onm663ceO/M+qj94pMWb4xnatCNIXgiAmJjjpLpo5tNKZidg7NeNUqB1dh/v5do7Os0zj7tXahw7fj",
-	"glrH41/bPjuvu8cTc0ll41JgZIrABBIA5h5LmQDhiM3p8ar/Fd4nudrs67zaSGY2wr2HsmittE5dmNg4",
-	"PA6SrfqPK8lt3inRTeR3i+qBOMLAuRk4WomLvzJ+jGiE0hGJu0P8HbQcA10cjJDfAF00qfjhzZ76NUTf",
-	"2vGw/fk1TlHg/c4nfySDRtHTBibUyalSLk4KqTsQFyBt2278ypk0hk+V67I3g6blTTsbTRt7Kc8BOcCu",
-	"sIb8zVa/h5600gQan2i7xQYi3TWmtn21effFNzRmDMk+oApo0sUHNb128uospf124q4MzltZ+LAUpNw1",
-	"misnn85AOCf/ktaTworJTOuWRPoqiR6qr+sxYdTpW0rU9Mdf0rKTxjXQmGvVUyz1DQwKWsKubLIJjYU9",
-	"eV29FXhkDgjCU2kPYM70V2fbstZslVgMcVSO7ZGsZcB0qW5VlaFY/rgjQVS1n67NDr139wEfjEyq3tm1",
-	"bR0kKm9g/oNU+oclqNdX3plu3gPV3NUafb9y9M02Ka+JvEmmBKhG6eNk8j9Czt/oH6266xeTr62Fa/b8",
-	"NHvuPl0pfSmA3zhdW/DUNtyN+v3hkxe9QW/QG45eDl4OtW61K3jupUhdzrNWJqubCGTCWTEzEVVzHZEW",
-	"S/X/YCpYhhtmLG8ic7Va/Ng1ipRTlafunq3epPqjcF1xK7OV8b7V2X7TF7oClYpJNEWzCYjat7adanm1",
-	"/HcAAAD//w==",
+	"7D15c9u2nl8Fw+1M7be0jsRJavkvv7T7knntNhOnszMbe2WI/ElETQJ8AGhZ8eq7v8HFSxB1xErcNn+F",
+	"oUAcv/uEH4KIZTmjQKUIRg9BAjgGrh/fxpDlTAKV7yFP8QJi9TYGEXGSS8JoMApuJC/gBs0ToEgmgDiI",
+	"nFGhHtQnAmGK4J4ISegMcYgYj0N0M8WpgBs0ZRxhRGGOGIVeEAYiSiDDahWgRRaMPgZq+iAM9AfBdRjI",
+	"RQ7BKBCSEzoLlstlGOSY4wyk3fTFDKh8+6N6JGqDOZZJEAYUZ+o7rH4dkzgIAw7/KghXZ1Jr1NeeMp5h",
+	"GYyCotAj22uGwY8QEUEYXbtObAd8/lLviklKojeYximsgv9DAojlwLH6//cC5Xo0SvTwEN0kxaQYmZcn",
+	"5bjR3XB0VQwGzyO1qn6CGwV+z0HMt2MzYedRvuMwDUbBf/QreuqbX0W/cQiNNEcnGmfvOJukkKnHiFFF",
+	"cOoR53lKIr3jfm5G/OfvQh37Ydtl7bx6xSbgLigCzhkPERbo/X+9RmenL14huwyKQWKSCjQnMkEYCYkn",
+	"KaCbiMUKUGo2u4SmuChiBZW/5TGWGkU4jolaBqfvuAK6JOqYmoTDIK+9egiw+VY95lhK4Gpv//fx4uR/",
+	"8cmnwcnZdfXYG49Orh8G4fDZq+V3XlKpcPOxnLhiGTb5HSIZLEPDIvtvtLVwGEQcsIR4jGWDpBU4TiTJ",
+	"YHWzYUDiLcjfUaFnzZylJFpsJAAzqg0cvZaeOiwPVk7ZOM9a8L3WY/YHYpMaf4QpLlIpkGToBkeRtPyp",
+	"9ljjz88kkQqc9YncLG4KPcPL5/4JPgvsevUNEI13Bamj5a79GIJfhoFkt0D9UlRP9L1AE8AcONIje+gy",
+	"YXOKGI3gHL0pJgW6BcgFYjRdICIFSrBIepuZUa/vll8LgZ+JkPscXz8RCZnYHhBmA5hzvPBvV/j3WciE",
+	"cfIJ3sO/Cth9u3xWZG7HXRv9B1ClrOBthmdwUX61DINSi41vYSMh/uoG/xMWmnwb2mwnpWVABEKOFc5X",
+	"aegN3KPLNxcnz168RGyqbSHJWIoU0YcIo0/AGZosJCBMY/1zhCmjJMIpOlIK6IdXP7w4RiWE2vw+ODnD",
+	"J9Prh5enfs5Ui2060Qc1po3tJkDDFY2vJ26dPqxh0kcmfy/iGexKHFHBOVAjXVaOl5KMyHFGIs5EQ3MQ",
+	"Kl+eVgAhVMIMuEY2cMLiujEZY3XAOcBtEAYZozLxmJTuw7GQmO+g0ThkmFBCZ7vtshAQ175oERVLY4GE",
+	"JGmKWCGFxDRWhnSeFgJFOJcFB6HIrUSiQNixqKIyIpA5jSKnjbtpUYYFYAsgLVw0T+ABQ1gh1kcqr3GO",
+	"JyQlpYh4HJukNPS3sTLM4LW2Bi4kG+M85+wOxnsQ4qTkhi7mtDxj6G9ccWUEJN2ZqnJOIhB+TRdhiVM2",
+	"Q0AlJyAMlTj1ZxQ8wmnK5loGbaVX3qnlVvWKER7bqycjn7bRTsavquGtbsiZRUsglAjowuQGqPso1zmB",
+	"+6jsrSkzU2faDfePoGQ7RXHdt93mDDEROZZRMlbaLMulV87NUYbpAinhKoyllWCh/Vgnx9yyykZW6hPu",
+	"ISqk8uA03iFGR0qzRizLiJQQH6MJTBkHBDhK9EwnbDo9R7h8RjLBUvl8d3iSLhCFO+CIq+EQN5ZARCDK",
+	"pFuohy6q3Rjh7M6ohLN2GuEeRzJdoKH6llFtLE4JF7JcfWSsSJkAVaZAc8EJIFFwQETabYliYo6lx5Wr",
+	"myMqPs0IJZlScwOvPPgcw0dELN/40aUepEZL6xhtZZhd6tGfY780Qy1t66UmLawhY05TZ5M2m9Xo3x3H",
+	"R8VdMmEPU96dY3tx6Ra7LLIM88VGyVmt0LV1N9uOUm0PQWUNmHjHrx5TNiWQ7rj8Z7oQKWCx64n34qid",
+	"uMQReQcf1CG1irrVo/lJjBKc7uoWsBgaRjxQAnGp1cdwHwHEEHtN+QyEwDOfWdeCj16lGr9m94v93F4O",
+	"2MYtM3z/M9CZTILRi8HAFzdYWfYnzhl/3QICoXc4JfG4LsQKWpn+xtqfkDgGGoQBZXI8ZQVV7yNGpymJ",
+	"ZBnoGlOYV5aPdjsXKcPxWDI2TjGfgZ5cFHnOuFQYhpjgsd5oqOmUU5yaDdxhkuJJCl5krLE3doNlAmSW",
+	"eEJoFygrUknyFJQ/9PyZ1on43ujE4enpoKYin7146eOzjMWQtrD08lR/5/479ByLFTIvFHwNI1dIyuks",
+	"CIPfc5j53UzOsly21jsdDAYbVxQAsVd2lAc+GwxeDc/Onr04fXU6ODsbbrIP5iSWyQGA2vYozZEdqN26",
+	"ocOqj+3eAE7N3nagEiXQClFHBrv1pY+a27Nf+XbxM8TqQDuKrr0UnPXLtjYDzNZ+otJnAvyFVNw6pebg",
+	"+Tg6rA7tL2Ai7ZFa6TSQSLzlyreENmJnCUvjCmgVsDZzlbY49HSdBsaGrEuJ/K8WJNrHFdehBpyO4T4n",
+	"HMROeHwMP34/C/uxiU4ZnzHE48miK4PNOJonDNnwTIwYR8bWQ0T2vIGFXQMRpfnZ7VXpUcswmGKSFhzG",
+	"lfnW3Pr/JIua167ccfUFxKEtbDD/q2Kz6GiegEyAm9QRS2M0xwI5qYM0ALDUcyoYkBg4ihJlgZmRDp3H",
+	"vS18meZeTXTRRivUSHQ00HktNCUUp8dbxYe/impop11WraGnFZ4Ig0JXAuzCPxs0mSeIsdlhq+KhvohH",
+	"K52zq2ZsCInGiTtl9z9hjQTgrJDAvxco5+QOS0C3sHDlK566lTzFUsHV5MY9xSzov20wTxacQtxKpq1O",
+	"28qC6xz48+FyVKbdflielM+nWzwPn/nTdCUo9ogQVUmerW3DSmtuCg7VJu9E4aXjnyYSc9CZqbHTeCMt",
+	"ZEI0x0SXfhmJmBQZpqigkqTIoxvPS+E/coOvaKkPiGxOJ13WHkmGOIgi0/HSjtlrUdpRFUMlQhQQ67Ts",
+	"BNTkLurcjDOfOzlPZ6Mr2ojWJlggIs+RKCITiwhLTWA0WIjMNuKREbe9K6oNU+sntmAXOMNB+/G1Tatv",
+	"3B4UX7vlAqOrzHAXHrErel3Pd2UZxy6WVJqyuRIBynfzqJhf1Hud7xah0mU3f7MVfmnaQz9luXRpJURt",
+	"uV9JwqvZ7JYT49Z2atGz/DunMQ+0g64kYHMnv9aSsRN2BzbDxsEo3horeLVut6duo17dGWOdCKmnhynY",
+	"PDDK8ELnMkzYTG9t/11UKfbmLl7jFGiMuV1UIELRbx9eo6M5wK1AOpGMGEW/MBrjhTY+dszR1+3NVlnU",
+	"9cO64qUNedVtsWhYbGeotSOOlaru3Fh31rJJDm3E+BgnbDOyT9ybhO4X8G+73IYyHucLnenT+O1B8smj",
+	"oG6MkaADTsZKuDdvTOjJGg5NsUEXSE2mM3qskLqWWTn+iqWUCc/m1GuJf74B6M5XRcr0qToNvg1GmEbp",
+	"HlZHVUrwOaUAKwfUk67d537FtBsJsFuo7SNTShrdv6SyRsvrJ3EWqXcKR/G1z4+urv72/8oavX54Hp4u",
+	"76vH4+8OQX5+TJZl3f6UThcdVWkP7blLTPyioIr0riJUEplCh3ZfDXf/9v6tsh+UFahL9Fisq+ilzMWo",
+	"31d+Qy+GO1eOLvpGhKhhtTLdbuDavInZW7n/0ADFC8ZWB0DbkfGV9z+63/LeOIBfIf916dz7zgXbkRkb",
+	"RqkZ+WjCCqqs+vNmqUVWCIl4QcuSDWcSNc/wFZTR3nzqo6JLkDLdt2y3LVjXQLsdtDpHWKKMCfNrrTDR",
+	"TLiH3WndHG8MoR2GQzhVanuW+ANqR0Q5juxW//o7m4SmFMd+S+TxyOxab1XRj4uKlAW8HBTluOgdFtay",
+	"126ZECGaFObgVQBwAhHLQJTeoS4VMtyBtA9pfio42Lc9dDERysVlHGnUjJSLWzp+NWkzYSwFTE3EbLd4",
+	"5bmpRNKbMW9snm8Dqzaq8hok4iPADzaC5gz9mY1aj0nWzLjXVhAQFZzIxaVSCoYWTX3+RWFSglpb6OPr",
+	"1xU4lMg2fT+ETpnHTyomBTJxaYFcWBbTsg5SKKdcO0szhnACOO6hX2lFxAafpqHNNLjpStsreuSCdSFq",
+	"VFYfn9cCFsqRSOd4IQx9UND/2taDiEMMVBJcOtO6BOyKYjQlyoG05eU2hNdDWlUa1+RmXdPUjb+XScch",
+	"rJo0MGkeUAC/U/ZcGNwBN8WOwbA36A1sKT7FOQlGwfPeoPfcxNgSjaV+orO2n9SzrX0tofE2DkbBP0C+",
+	"sUNazWDPBoOORrDdGsBs7tjT//XBiATFqAob+px01mtQXTD6qKgSz4ROgJm5rtWIPgccLzpP996M+GqH",
+	"i7HEEyxAnU7XNCq09xTaXgyer5u63GutdW4reNwN+1UrihckyvO4mJXR5wPBpOqj8fX8panhP6HhcDoY",
+	"7gAHNf75TuNfmHNtD2cHWZcOC651x5XwQNM0S13YviIrCf7O4sXjQtJ2uS2b0l7yApYrSBweYul4HXkb",
+	"Oao0MdFtc7dALVIHOyL1sERwOjjbbfxwx/mHLw5LlMKVg1qaK5VkCfx6xxw6EmXHnMlSrtJ0Q170H5y+",
+	"XHZJ04rSDyk4OontiZLX6deQSbWO+4/+2aohfdeRv7xeh/l+ow16v7nDIC88tHNpaeeizIYeRFg2WsC3",
+	"EpdfknSN7ad4lcIcWWD/Kej5CYvLX9hdTVhKhjBl2suYkDQldObwgI70BRi1bAOH0klVH+wsSPtVl/aB",
+	"uOmda5U/BDOV3eNPmosMjP8cTPTnsVH0RTURrHjyumnWYqyTl2wKfoMfU446IEE2K0U8hPnOnqvc89P0",
+	"airk1DKqvrIQF6sNEUtjENL0y23AVz1aYdJV1l9aZWLTfmclFipobCI+VXTuFhY2oiNacTtn6rotXtEj",
+	"V6ER1pL6FhFhVbp4rD/FVMyBC/RsMOwhtRWBM13iZESKtG+uqImihU41hLVQnS7i0rO5EyRYJLWpB83J",
+	"XGwK0/iK3lRXOZ24u5xGSF/d1EMXdIFiMp0CB6pZx8x4OjhDN74OERs1arJFeTHEoSys9sUTX1g91Aqp",
+	"PIEFe9sVYlPPfVc9XV/nuVXrpH6tlm9x+1XfcxGX3sVjOt0bDqhU3qGP8813P7Tvzrij1HpCphHLNoUP",
+	"TalYl8HmLptSAEet6xvWOfCNax4OyKeNdbqsue91Qqcc+9R1Z5lji7D1HrRJmuEFilmIsDSl47quItRq",
+	"ImFzlBVRgkxJECICpTCVHbhsdCCvNX5+LEcdEI2NPup1EW63kbbB8LQx+dMd8EWVmNZJF1uCWjoYqW4y",
+	"QpJJnArTTqDYk0YkJRqcdSy6TLYHkf2HWo9EZ4CtvMziCyB1E0L/mpG2ikLqsKjTR1iz8LQ1SGS9rmEN",
+	"TewarqvdbVlG7NYQVN/1gO0caWgssi7JYWtOGqT5+JZlq7JluXo95RezI7WXstI0ZIBsZD4mtDTQnaV/",
+	"/C0I8dSCEJqiNILmCUvB9Ho558B5dPr2GRfoo0wmOgG9h1zvC13bcyAuNIVDB2bCZnXSU/LttLuud9dg",
+	"Sv2q4smm621rhpQVxgoZsQy+Me2T95BMdVfVgVkxasSEREedpWzHNjJTMT4HIc9bYSRbt2WaU6bVDcNV",
+	"0dV63q8SBP2HRn9gp1n3a+1aj6/HP+W2/uqW3UXdsZ6YK2QbV3YjUz4mkAAo7wcjHLE5PV713MLPScs2",
+	"u3OvN5KZjY3voWZaK61TNCaqDk+DZKsu9Ermm3dK6BP5zRZ7JI4wcG6GnFYi6ufGAxKNIDwicXdyoIOW",
+	"Y6CLgxHyj0AXTSp+fIOpfhnV13ZZ7C0NNU5R4P3GJ38k80fR0wYm1FZLKRcnhdR9pAuQtvk6PncGkCgv",
+	"uNibQdPyvqWNpo29mumAHGBXWEP+ZqvfglZaaQKNT7TdYkOY7pJh24RcswS/rjFjSPYRVUCTLt6r6bV7",
+	"WGcp7fETd6F33srfh6Ug5e66ABQlmM5AuPDAFa2nkxWTmQY8ifSFID1UX9djwqjTt5SoueXgipb9UK4N",
+	"yvzRgxRLfY+GgpawK5s8RGNhT0ZYbwWemAOC8FTaA5gz/dXZtqxSWyUWQxyVG3wka7kzXeRb1XMolj/u",
+	"SC1VTcRr80rv3G3dByOTqgN6bUMIicr70f8gPQJhCer1NXumJ/tA1Xq1du0vHLezreZrYnaSKQGqUfo0",
+	"mfyPUC1g9I9W3fU/G7C2iq7ZLdTs1vt4rfSlAH7ndG3BU9uqN+r3h89e9Qa9QW84+mHww1DrVruC53aR",
+	"1GVLawW2uv1AJrxs+TSXSmmxVP/zb8Ey3DBjeR+dq/Lix67FpJyqPHX3bPVW4++F66dbma2M963O9pu+",
+	"1heoVEyiKZpNQNS+tY1Yy+vlvwMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

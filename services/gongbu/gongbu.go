@@ -24,7 +24,8 @@ const (
 	StateSucceeded State = "succeeded"
 	StateFailed    State = "failed"
 	// StateIndeterminate: the provider may have charged and Gongbu cannot find out. It is
-	// never retried; an operator reconciles it.
+	// never retried nor reported; Hubu keeps the hold until an operator resolves it
+	// (`gongbu resolve`) as succeeded with what was charged, or failed with nothing charged.
 	StateIndeterminate State = "indeterminate"
 )
 
@@ -66,6 +67,21 @@ func (d Decision) SameWork(o Decision) bool {
 		d.AmountMicros == o.AmountMicros && d.Currency == o.Currency
 }
 
+// Issued is a decision as Hubu reports it when asked: what it issued, the state of its
+// operation, and how many times Hubu has handed it to an executor.
+type Issued struct {
+	Decision
+	State            string
+	DispatchAttempts int
+}
+
+// FirstHandOff reports whether this is the decision's one and only hand-off: Hubu has not
+// moved it past dispatching and has counted exactly one hand-off, so no executor can have
+// submitted it before. Only a first submission made under it can take a provider's refusal
+// as proof that nothing was charged; any other may follow an earlier submission whose answer
+// was lost (Hubu's or Gongbu's record of it can be lost, the provider's charge not).
+func (i Issued) FirstHandOff() bool { return i.State == "dispatching" && i.DispatchAttempts == 1 }
+
 // Execution is Gongbu's record of one decision.
 type Execution struct {
 	Decision
@@ -78,9 +94,13 @@ type Execution struct {
 	Error         *string
 	ChargedMicros *int64
 	Reported      bool
-	Attempts      int
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
+	// Attempts counts the times a worker took the execution over (a takeover of a submission,
+	// or a poll).
+	Attempts int
+	// ResolvedAt is set when an operator resolved the execution from indeterminate.
+	ResolvedAt *time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // Job is a provider's handle on submitted work.
@@ -115,13 +135,15 @@ type Provider interface {
 	// a crash; otherwise an unfinished submission becomes indeterminate.
 	HonoursIdempotencyKeys() bool
 	// Submit sends the work under the idempotency key. A *Rejected error means the provider
-	// refused it and charged nothing; any other error leaves the outcome unknown.
+	// refused this request; any other error leaves the outcome unknown. A refusal proves that
+	// nothing was charged only when no earlier request under the key can have reached the
+	// provider: Gongbu trusts it for a decision's first submission alone.
 	Submit(ctx context.Context, key string, d Decision) (Job, error)
 	// Poll asks for the job's state.
 	Poll(ctx context.Context, job Job) (PollResult, error)
 }
 
-// Rejected is a provider's definite refusal: nothing was charged.
+// Rejected is a provider's definite refusal of one request: that request charged nothing.
 type Rejected struct{ Reason string }
 
 func (r *Rejected) Error() string { return "provider rejected the request: " + r.Reason }
@@ -134,11 +156,12 @@ func IsRejected(err error) bool {
 
 // Authority is Hubu as Gongbu sees it: the issuer of decisions and the keeper of holds.
 type Authority interface {
-	// Decision returns a decision Hubu issued and the state of its operation; a decision
-	// Hubu does not know is a not_found *Error.
-	Decision(ctx context.Context, id uuid.UUID) (Decision, string, error)
-	// Settle captures amount of the decision's hold and releases the rest.
-	Settle(ctx context.Context, id uuid.UUID, amount int64) error
+	// Decision returns a decision Hubu issued, with the state of its operation and its count
+	// of hand-offs; a decision Hubu does not know is a not_found *Error.
+	Decision(ctx context.Context, id uuid.UUID) (Issued, error)
+	// Settle captures amount of the decision's hold and releases the rest. The operation
+	// succeeds, or, with failed, fails with reason: the provider charged for work it failed.
+	Settle(ctx context.Context, id uuid.UUID, amount int64, failed bool, reason string) error
 	// Release releases the decision's whole hold.
 	Release(ctx context.Context, id uuid.UUID, reason string) error
 	// Owns reports whether the operation with this handle belongs to the agent whose token it is.

@@ -7,6 +7,7 @@ package hubu
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -100,8 +101,11 @@ type Operation struct {
 	HeldMicros        int64
 	CapturedMicros    int64
 	ReleasedMicros    int64
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
+	// DispatchAttempts counts the hand-offs of the decision to the executor, each committed
+	// before it is made (see lifecycle).
+	DispatchAttempts int
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 // Decision is what Hubu hands to the executor once an operation is approved.
@@ -136,10 +140,15 @@ func DecisionOf(op Operation) (Decision, bool) {
 // Executor runs decisions. Execute returns nil once the executor has durably accepted the
 // decision; it must be idempotent per DecisionID, because Hubu re-sends a decision whenever
 // it cannot be sure the executor has it. The outcome comes back later through settle or
-// release.
+// release. An error that wraps ErrNotDelivered says the request provably never reached the
+// executor.
 type Executor interface {
 	Execute(ctx context.Context, d Decision) error
 }
+
+// ErrNotDelivered marks a hand-off that never reached the executor: the connection to it was
+// never made, so it cannot have acted on the decision.
+var ErrNotDelivered = errors.New("the hand-off never reached the executor")
 
 // Role is what a credential may do.
 type Role string

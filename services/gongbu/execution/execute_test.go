@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
@@ -272,5 +273,110 @@ func TestExecuteOutlivesTheCallersContext(t *testing.T) {
 		if got := env.Get(t, d.DecisionID); got.State != gongbu.StateSubmitted || got.ProviderJobID == nil {
 			t.Fatalf("honours=%v: returned %s, stored %s (job %v); want the job recorded", honours, x.State, got.State, got.ProviderJobID)
 		}
+	}
+}
+
+// Hubu's client hangs up right after Gongbu checked the decision, before the row is written.
+// The insert and the submission that follows it run on, detached from the request: a row
+// without its submission would have to be taken over, and without an honoured key become
+// indeterminate although nothing was ever sent.
+func TestExecuteInsertOutlivesTheCallersContext(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, false)
+	d := env.Issue("agent-a")
+	ctx, cancel := context.WithCancel(context.Background())
+	env.Authority.OnDecision(cancel)
+	x, created, err := env.Service.Execute(ctx, d)
+	if err != nil || !created || x.State != gongbu.StateSubmitted {
+		t.Fatalf("created=%v err=%v %+v", created, err, x)
+	}
+	if env.Provider.Submits() != 1 {
+		t.Fatalf("%d submits", env.Provider.Submits())
+	}
+}
+
+// CallTimeout bounds a submission that the provider never answers.
+func TestCallTimeoutBoundsASubmission(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, false)
+	env.Service.CallTimeout = 100 * time.Millisecond
+	d := env.Issue("agent-a")
+	env.Provider.OnSubmit(func(ctx context.Context, _ string, _ gongbu.Decision) (gongbu.Job, error) {
+		<-ctx.Done()
+		return gongbu.Job{}, ctx.Err()
+	})
+	done := make(chan gongbu.Execution, 1)
+	go func() {
+		x, _, _ := env.Service.Execute(context.Background(), d)
+		done <- x
+	}()
+	select {
+	case x := <-done:
+		if x.State != gongbu.StateIndeterminate {
+			t.Fatalf("%+v", x)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the submission was not bounded")
+	}
+}
+
+// Drain refuses new executions and waits for those in flight to record their outcome, so a
+// server can close its database after it.
+func TestDrainWaitsForExecutionsInFlight(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	d := env.Issue("agent-a")
+	arrived, answer := make(chan struct{}), make(chan struct{})
+	env.Provider.OnSubmit(func(ctx context.Context, key string, _ gongbu.Decision) (gongbu.Job, error) {
+		close(arrived)
+		<-answer
+		return env.Provider.Accept()(ctx, key, d)
+	})
+	executed := make(chan error, 1)
+	go func() {
+		_, _, err := env.Service.Execute(context.Background(), d)
+		executed <- err
+	}()
+	<-arrived
+
+	drained := make(chan error, 1)
+	go func() { drained <- env.Service.Drain(context.Background()) }()
+	// Once draining, a new decision is refused before anything is written. (Until Drain has
+	// begun, a new one still runs: try fresh ones until one is refused.)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		other := env.Issue("agent-a")
+		_, _, err := env.Service.Execute(context.Background(), other)
+		if gongbu.ErrorCode(err) == gongbu.CodeUnavailable {
+			if _, err := env.Store.Get(context.Background(), other.DecisionID); gongbu.ErrorCode(err) != gongbu.CodeNotFound {
+				t.Fatalf("a refused execution was recorded: %v", err)
+			}
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("a new execution while draining: %v", err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-drained:
+		t.Fatalf("Drain returned with a submission in flight: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(answer)
+	if err := <-drained; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-executed; err != nil {
+		t.Fatal(err)
+	}
+	if x := env.Get(t, d.DecisionID); x.State != gongbu.StateSubmitted {
+		t.Fatalf("after Drain: %s", x.State)
+	}
+	// With nothing in flight, Drain returns at once, whatever its context.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := env.Service.Drain(ctx); err != nil {
+		t.Fatalf("nothing in flight: %v", err)
 	}
 }

@@ -6,19 +6,39 @@
 // it; when a worker dies its lease runs out and Tick, in this or another process, takes it
 // over: a submission is re-sent under the same idempotency key only when the provider
 // honours keys, and otherwise becomes indeterminate, never a blind second charge.
+//
+// A provider's refusal proves that nothing was charged only when it answers a decision's
+// first submission: any later one (a takeover, or a re-run after a record was lost) may follow
+// a submission the provider charged for and answered with an error or not at all, and the
+// refusal then says nothing of that charge. Such a refusal makes the execution indeterminate.
 package execution
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/failpoint"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/postgres"
 	"hubu.dev/hubu/services/gongbu/vendorkey"
 )
+
+// Defaults of the Service's optional settings.
+const (
+	DefaultMaxTakeovers   = 10
+	DefaultSubmitDeadline = 30 * time.Minute
+	DefaultCallTimeout    = 60 * time.Second
+)
+
+// recordTimeout bounds each step around a provider call: recording the submission before it,
+// and recording (and reporting) its answer after it, which gets time of its own so that a
+// call that used up its bound is still recorded.
+const recordTimeout = 30 * time.Second
 
 // Service executes decisions.
 type Service struct {
@@ -28,11 +48,27 @@ type Service struct {
 	Logger    *slog.Logger
 	Now       func() time.Time
 	// Lease is how long a worker owns an open execution before another may take it over.
+	// It must be longer than SubmissionBound, or a submission in flight could be taken over.
 	Lease time.Duration
 	// PollInterval is the wait between two polls of one job.
 	PollInterval time.Duration
 	// PollDeadline is how long a job may stay pending before it becomes indeterminate.
 	PollDeadline time.Duration
+	// MaxTakeovers bounds how often a submission whose outcome stays unknown is re-sent under
+	// its key (where the provider honours keys); once taken over more often it becomes
+	// indeterminate. 0 means DefaultMaxTakeovers.
+	MaxTakeovers int
+	// SubmitDeadline is how long after it was recorded a submission may stay unknown before
+	// it becomes indeterminate instead of being re-sent. 0 means DefaultSubmitDeadline.
+	SubmitDeadline time.Duration
+	// CallTimeout bounds one provider call of a submission (the adapter's own HTTP timeout
+	// bounds it too; set this at least as long). 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+
+	mu       sync.Mutex
+	inflight int           // Execute calls from their insert on
+	draining bool          // Drain was called: no new execution starts
+	idle     chan struct{} // closed when inflight drops to 0 while draining
 }
 
 // executableStates are the Hubu operation states in which a decision may run: handed off,
@@ -57,7 +93,7 @@ func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Exec
 		return gongbu.Execution{}, false, err
 	}
 
-	issued, state, err := s.Authority.Decision(ctx, req.DecisionID)
+	issued, err := s.Authority.Decision(ctx, req.DecisionID)
 	switch {
 	case gongbu.ErrorCode(err) == gongbu.CodeNotFound:
 		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeForbidden, "Hubu did not issue this decision")
@@ -67,36 +103,108 @@ func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Exec
 	case !issued.SameWork(req):
 		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeDecisionMismatch,
 			"the request's scope, arguments or amount differ from the decision Hubu issued")
-	case !executableStates[state]:
-		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeForbidden, "the decision's operation is %s, not executable", state)
+	case !executableStates[issued.State]:
+		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeForbidden, "the decision's operation is %s, not executable", issued.State)
 	}
 
+	if !s.begin() {
+		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeUnavailable, "Gongbu is shutting down")
+	}
+	defer s.end()
+	// From the insert on, the work does not end with the caller's context: Hubu's HTTP client
+	// may give up (its timeout is shorter than the provider's) or the process may begin
+	// shutting down while the provider is answering. A row committed without the call that
+	// follows it, or a call whose answer is not recorded, would turn a good execution into an
+	// indeterminate one (or lose a charged job). Each step has a bound of its own instead
+	// (SubmissionBound in all).
+	work := context.WithoutCancel(ctx)
+	insertCtx, cancel := context.WithTimeout(work, recordTimeout)
+	defer cancel()
 	now := s.Now()
-	exec, created, err := s.Store.Insert(ctx, issued, vendorkey.For(provider.Name(), issued.DecisionID), now.Add(s.Lease), now)
+	exec, created, err := s.Store.Insert(insertCtx, issued.Decision, vendorkey.For(provider.Name(), issued.DecisionID), now.Add(s.Lease), now)
 	if err != nil || !created {
 		return exec, false, err
 	}
-	if state != "dispatching" && !provider.HonoursIdempotencyKeys() {
-		// Hubu moves an operation past dispatching only once Gongbu has accepted its decision,
-		// so this Gongbu held it before and has lost its record. The provider may have the
-		// job already, and without an honoured key a second submit could be a second charge.
-		msg := "Hubu says this decision was handed to Gongbu before (operation " + state +
-			") but Gongbu has no record of it, and the provider does not honour idempotency keys, so it may have charged; not resubmitted"
-		return s.finish(context.WithoutCancel(ctx), exec, gongbu.StateIndeterminate, nil, &msg, nil), true, nil
+	failpoint.Inject(failpoint.GongbuAfterSubmitting)
+	if issued.FirstHandOff() {
+		return s.submit(work, provider, exec, true), true, nil
 	}
-	return s.submit(ctx, provider, exec), true, nil
+	// Hubu has handed this decision over before (its operation is past dispatching, or it
+	// counted more than one hand-off), yet Gongbu has no record of it: an earlier hand-off may
+	// have reached a Gongbu that submitted it and then lost its record, or whose answer Hubu
+	// never got. The provider may have the job already.
+	if !provider.HonoursIdempotencyKeys() {
+		msg := fmt.Sprintf("Hubu has handed this decision over before (operation %s, hand-off %d) but Gongbu has no record of it, "+
+			"and the provider does not honour idempotency keys, so an earlier submission may have charged; not submitted",
+			issued.State, issued.DispatchAttempts)
+		return s.finish(insertCtx, exec, gongbu.StateIndeterminate, nil, &msg, nil), true, nil
+	}
+	return s.submit(work, provider, exec, false), true, nil
 }
 
-// submit calls the provider for an execution this worker holds in submitting.
+// SubmissionBound is the longest one submission can take, from recording it to recording
+// its answer: a worker's Lease must be longer, and a shutdown waits this long for one.
+func (s *Service) SubmissionBound() time.Duration {
+	return recordTimeout + s.callTimeout() + recordTimeout
+}
+
+// Drain stops new executions from starting (they are refused as unavailable) and waits until
+// those in flight have recorded their outcome, or ctx ends. A server calls it after its HTTP
+// server stopped and before it closes the database.
+func (s *Service) Drain(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	if s.inflight == 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("executions still in flight: %w", ctx.Err())
+	}
+}
+
+func (s *Service) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.inflight++
+	return true
+}
+
+func (s *Service) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	if s.inflight == 0 && s.idle != nil {
+		close(s.idle)
+		s.idle = nil
+	}
+}
+
+// submit calls the provider for an execution this worker holds in submitting. first says
+// that this is the decision's first submission ever (see gongbu.Issued.FirstHandOff): only
+// then does a refusal prove that nothing was charged.
 //
-// The call and the record of its outcome do not end with the caller's context: Hubu's HTTP
-// client may give up (its timeout is shorter than the provider's) or the process may begin
-// shutting down while the provider is answering. Abandoning the call then would lose a job
-// the provider already charged for, and with a provider that does not honour keys turn a
-// good execution into an indeterminate one. The adapter's own timeout bounds the call.
-func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution) gongbu.Execution {
+// The call and the record of its outcome do not end with the caller's context (see
+// Execute): CallTimeout bounds the call, and recording its answer has time of its own.
+func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution, first bool) gongbu.Execution {
 	ctx = context.WithoutCancel(ctx)
-	job, err := provider.Submit(ctx, exec.VendorKey, exec.Decision)
+	callCtx, cancelCall := context.WithTimeout(ctx, s.callTimeout())
+	job, err := provider.Submit(callCtx, exec.VendorKey, exec.Decision)
+	cancelCall()
+	failpoint.Inject(failpoint.GongbuAfterProviderAnswer)
+	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
+	defer cancel()
 	now := s.Now()
 	switch {
 	case err == nil:
@@ -108,10 +216,14 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 			return exec
 		}
 		return next
-	case gongbu.IsRejected(err):
+	case gongbu.IsRejected(err) && first:
 		msg := err.Error()
 		zero := int64(0)
 		return s.finish(ctx, exec, gongbu.StateFailed, nil, &msg, &zero)
+	case gongbu.IsRejected(err):
+		msg := "the provider refused a resubmission (" + err.Error() + "), which says nothing of an earlier submission of this decision: " +
+			"it may have been charged, so the hold is kept"
+		return s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
 	case provider.HonoursIdempotencyKeys():
 		s.logger().WarnContext(ctx, "provider call failed; it will be re-sent under the same key",
 			"decision_id", exec.DecisionID, "err", err)
@@ -129,8 +241,8 @@ func (s *Service) finish(ctx context.Context, exec gongbu.Execution, state gongb
 		return exec
 	}
 	if state == gongbu.StateIndeterminate {
-		s.logger().ErrorContext(ctx, "execution is indeterminate; an operator must reconcile it",
-			"decision_id", exec.DecisionID, "public_handle", exec.PublicHandle)
+		s.logger().ErrorContext(ctx, "execution is indeterminate; an operator must reconcile it and resolve it with `gongbu resolve`",
+			"decision_id", exec.DecisionID, "public_handle", exec.PublicHandle, "reason", deref(msg))
 	}
 	return s.report(ctx, next)
 }
@@ -175,15 +287,27 @@ func (s *Service) Tick(ctx context.Context) error {
 }
 
 // recoverSubmission handles an execution found in submitting after its worker's lease ran
-// out: the provider may or may not have the job.
+// out: the provider may or may not have the job. It is re-sent under the same key where the
+// provider honours keys, a bounded number of times and for a bounded time; it is never a
+// first submission.
 func (s *Service) recoverSubmission(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution) {
-	if provider.HonoursIdempotencyKeys() {
-		s.logger().InfoContext(ctx, "resubmitting under the same idempotency key", "decision_id", exec.DecisionID, "attempt", exec.Attempts)
-		s.submit(ctx, provider, exec)
+	if !provider.HonoursIdempotencyKeys() {
+		msg := "Gongbu stopped while submitting and the provider does not honour idempotency keys, so it may have charged; not resubmitted"
+		s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
 		return
 	}
-	msg := "Gongbu stopped while submitting and the provider does not honour idempotency keys, so it may have charged; not resubmitted"
-	s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+	switch age := s.Now().Sub(exec.CreatedAt); {
+	case exec.Attempts > s.maxTakeovers():
+		msg := fmt.Sprintf("the submission's outcome stayed unknown through %d resubmissions under its idempotency key; not resubmitted again",
+			exec.Attempts-1)
+		s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+	case age > s.submitDeadline():
+		msg := fmt.Sprintf("the submission's outcome is still unknown %s after it was recorded; not resubmitted again", age.Round(time.Second))
+		s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+	default:
+		s.logger().InfoContext(ctx, "resubmitting under the same idempotency key", "decision_id", exec.DecisionID, "attempt", exec.Attempts)
+		s.submit(ctx, provider, exec, false)
+	}
 }
 
 func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution) {
@@ -215,21 +339,33 @@ func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongb
 	}
 }
 
-// report tells Hubu a final outcome: what was charged is captured, the rest released. An
-// indeterminate execution is not reported; its hold stays until an operator reconciles it.
-// It returns the execution as it now stands.
+// report tells Hubu a final outcome: what was charged is captured, the rest released; a
+// failure the provider charged for is captured and the operation fails. An indeterminate
+// execution is not reported; its hold stays until an operator resolves it. A report Hubu
+// does not take is deferred behind the others and retried by Tick. It returns the execution
+// as it now stands.
 func (s *Service) report(ctx context.Context, exec gongbu.Execution) gongbu.Execution {
 	if exec.Reported || (exec.State != gongbu.StateSucceeded && exec.State != gongbu.StateFailed) {
 		return exec
 	}
+	var charged int64
+	if exec.ChargedMicros != nil {
+		charged = *exec.ChargedMicros
+	}
 	var err error
-	if exec.ChargedMicros != nil && *exec.ChargedMicros > 0 {
-		err = s.Authority.Settle(ctx, exec.DecisionID, *exec.ChargedMicros)
-	} else {
+	switch {
+	case exec.State == gongbu.StateSucceeded:
+		err = s.Authority.Settle(ctx, exec.DecisionID, charged, false, "")
+	case charged > 0:
+		err = s.Authority.Settle(ctx, exec.DecisionID, charged, true, deref(exec.Error))
+	default:
 		err = s.Authority.Release(ctx, exec.DecisionID, deref(exec.Error))
 	}
 	if err != nil {
 		s.logger().WarnContext(ctx, "could not report the outcome to Hubu; will retry", "decision_id", exec.DecisionID, "err", err)
+		if err := s.Store.DeferReport(ctx, exec.DecisionID, s.Now()); err != nil {
+			s.logger().ErrorContext(ctx, "could not defer the report", "decision_id", exec.DecisionID, "err", err)
+		}
 		return exec
 	}
 	// Should this fail, a later pass reports again; Hubu answers a repeated settle or
@@ -261,6 +397,27 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 // Get returns the execution of a decision.
 func (s *Service) Get(ctx context.Context, id uuid.UUID) (gongbu.Execution, error) {
 	return s.Store.Get(ctx, id)
+}
+
+func (s *Service) maxTakeovers() int {
+	if s.MaxTakeovers <= 0 {
+		return DefaultMaxTakeovers
+	}
+	return s.MaxTakeovers
+}
+
+func (s *Service) submitDeadline() time.Duration {
+	if s.SubmitDeadline <= 0 {
+		return DefaultSubmitDeadline
+	}
+	return s.SubmitDeadline
+}
+
+func (s *Service) callTimeout() time.Duration {
+	if s.CallTimeout <= 0 {
+		return DefaultCallTimeout
+	}
+	return s.CallTimeout
 }
 
 func (s *Service) logger() *slog.Logger {

@@ -1,6 +1,7 @@
 package execution_test
 
 import (
+	"strings"
 	"testing"
 
 	"hubu.dev/hubu/services/gongbu"
@@ -59,7 +60,7 @@ func TestPollOutcomes(t *testing.T) {
 		name     string
 		answer   gongbutest.PollFunc
 		state    gongbu.State
-		settled  bool // the provider took the job: its price is captured
+		settled  bool // the provider took the job: its price is captured (and Hubu told it failed)
 		reported bool
 	}{
 		{"the provider failed the job", gongbutest.Answer(gongbu.JobFailed, "", "Content Moderated"), gongbu.StateFailed, true, true},
@@ -79,8 +80,9 @@ func TestPollOutcomes(t *testing.T) {
 			runFor(t, env, 3)
 			r := env.Authority.Reports()
 			switch {
-			case c.settled && (len(r) != 1 || !r[0].Settled || r[0].Amount != d.AmountMicros):
-				t.Fatalf("reports %+v, want one settle of %d", r, d.AmountMicros)
+			case c.settled && (len(r) != 1 || !r[0].Settled || r[0].Amount != d.AmountMicros || !r[0].Failed ||
+				!strings.Contains(r[0].Reason, "Content Moderated")):
+				t.Fatalf("reports %+v, want one settle of %d as failed, with the provider's reason", r, d.AmountMicros)
 			case !c.settled && len(r) != 0:
 				t.Fatalf("reports %+v, want none", r)
 			}

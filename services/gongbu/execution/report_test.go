@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -139,5 +140,37 @@ func TestTwoWorkersNeverSubmitOneDecisionTwice(t *testing.T) {
 		if n > 5 {
 			t.Errorf("job %s was polled %d times in 5 intervals", job, n)
 		}
+	}
+}
+
+// Reports that Hubu keeps refusing go to the back of the queue: a full page of them must not
+// hold back an outcome behind it for ever.
+func TestFailingReportsDoNotStarveOthers(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, false)
+	for range 100 { // one page of ListUnreported in Tick
+		d := env.Issue("agent-a")
+		env.Authority.FailReportsFor(d.DecisionID)
+		env.Provider.OnSubmit(gongbutest.Reject("FLUX answered 400"))
+		if x, _ := mustExecute(t, env, d); x.State != gongbu.StateFailed || x.Reported {
+			t.Fatalf("%+v", x)
+		}
+	}
+	env.Clock.Advance(time.Second)
+	later := env.Issue("agent-a")
+	env.Authority.SetReportsDown(true)
+	env.Provider.OnSubmit(gongbutest.Reject("FLUX answered 400"))
+	mustExecute(t, env, later)
+	env.Authority.SetReportsDown(false)
+
+	for range 2 {
+		env.Clock.Advance(time.Second)
+		env.Tick(t)
+	}
+	if x := env.Get(t, later.DecisionID); !x.Reported {
+		t.Fatalf("an outcome behind %d failing reports was not reported after two passes", 100)
+	}
+	if r := env.Authority.Reports(); len(r) != 1 || r[0].DecisionID != later.DecisionID {
+		t.Fatalf("reports %+v", r)
 	}
 }

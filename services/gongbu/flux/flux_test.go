@@ -3,10 +3,14 @@ package flux_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -195,7 +199,7 @@ func TestSubmitOutcomes(t *testing.T) {
 		{"no credits", detail(http.StatusPaymentRequired), true},
 		{"bad key", detail(http.StatusForbidden), true},
 		{"unknown model", detail(http.StatusNotFound), true},
-		{"validation or key reused", detail(http.StatusUnprocessableEntity), true},
+		{"validation", reply(http.StatusUnprocessableEntity, bflapi.ErrorDetail{Detail: "width must be a multiple of 32"}), true},
 		{"rate limited", detail(http.StatusTooManyRequests), true},
 		// Unknown outcomes: the provider may have charged.
 		{"request timeout", detail(http.StatusRequestTimeout), false},
@@ -208,6 +212,11 @@ func TestSubmitOutcomes(t *testing.T) {
 			_, _ = io.WriteString(w, "<html>ok</html>")
 		}, false},
 		{"connection dropped", drop, false},
+		// mockflux's 422 for a key used before with another body: a request under the key was
+		// taken (and charged), so this is no refusal of the work.
+		{"idempotency key reused", reply(http.StatusUnprocessableEntity, bflapi.ErrorDetail{
+			Detail: "Idempotency-Key was already used for another request (a different model or body); use a new key for a new request",
+		}), false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -330,5 +339,132 @@ func TestPoll(t *testing.T) {
 	})
 	if got, err := newAdapter(t, b, false).Poll(context.Background(), gongbu.Job{ID: "task-1"}); err == nil {
 		t.Fatalf("unknown status: %+v", got)
+	}
+}
+
+// HTTP/2's transport re-sends a request on its own after some stream resets and GOAWAYs.
+// Against a provider that does not honour keys the adapter must never speak it.
+func TestNoHTTP2WithoutIdempotency(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var protos []int
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protos = append(protos, r.ProtoMajor)
+		mu.Unlock()
+		reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.Pending})(w, r)
+	}))
+	ts.EnableHTTP2 = true
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(ts.Certificate())
+	for _, c := range []struct {
+		honours bool
+		proto   int
+	}{
+		{false, 1},
+		{true, 2}, // the same server and client setup does reach HTTP/2 where it is allowed
+	} {
+		tr := flux.NewTransport(c.honours)
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
+		a, err := flux.NewWithTransport(ts.URL, apiKey, c.honours, 5*time.Second, tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-1"}); err != nil {
+			t.Fatalf("honours=%v: %v", c.honours, err)
+		}
+		mu.Lock()
+		got := protos[len(protos)-1]
+		mu.Unlock()
+		if got != c.proto {
+			t.Fatalf("honours=%v: the request used HTTP/%d, want HTTP/%d", c.honours, got, c.proto)
+		}
+		tr.CloseIdleConnections()
+	}
+}
+
+// The adapter polls the polling URL the provider returned with the job (the real API answers
+// regional hosts), but sends its API key only to the base URL's host or a host of the same
+// parent domain; any other polling URL is ignored for the base URL.
+func TestPollFollowsThePollingURL(t *testing.T) {
+	t.Parallel()
+	port := func(b *bfl) string {
+		u, err := url.Parse(b.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Port()
+	}
+	pending := reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.Pending})
+	cases := []struct {
+		name       string
+		pollingURL func(base, regional, foreign *bfl) string
+		regional   bool   // the regional server is polled; otherwise the base URL is
+		query      string // the query the polled server gets
+	}{
+		{"a regional host of the same parent domain", func(_, r, _ *bfl) string {
+			return "http://api.us1.bfl.test:" + port(r) + "/v1/get_result?id=task-7"
+		}, true, "id=task-7"},
+		{"the base URL's own host", func(b, _, _ *bfl) string {
+			return "http://api.bfl.test:" + port(b) + "/v1/get_result?id=task-8"
+		}, false, "id=task-8"},
+		{"a host of another domain", func(_, _, f *bfl) string {
+			return "http://api.bfl.example:" + port(f) + "/v1/get_result?id=task-9"
+		}, false, "id=task-1"},
+		{"a parent domain that only ends the same", func(_, _, f *bfl) string {
+			return "http://api.notbfl.test.evil:" + port(f) + "/v1/get_result?id=task-9"
+		}, false, "id=task-1"},
+		{"an IP address", func(_, _, f *bfl) string {
+			return "http://127.0.0.1:" + port(f) + "/v1/get_result?id=task-9"
+		}, false, "id=task-1"},
+		{"credentials in the URL", func(_, r, _ *bfl) string {
+			return "http://user:pw@api.us1.bfl.test:" + port(r) + "/v1/get_result?id=task-9"
+		}, false, "id=task-1"},
+		{"another path", func(_, r, _ *bfl) string {
+			return "http://api.us1.bfl.test:" + port(r) + "/v2/result?id=task-9"
+		}, false, "id=task-1"},
+		{"no id", func(_, r, _ *bfl) string {
+			return "http://api.us1.bfl.test:" + port(r) + "/v1/get_result"
+		}, false, "id=task-1"},
+		{"not a URL", func(_, _, _ *bfl) string { return "::not a url" }, false, "id=task-1"},
+		{"none", func(_, _, _ *bfl) string { return "" }, false, "id=task-1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			base, regional, foreign := newBFL(t), newBFL(t), newBFL(t)
+			// Every name reaches the local server listening on the URL's port.
+			tr := flux.NewTransport(false)
+			tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				_, p, err := net.SplitHostPort(addr)
+				if err != nil {
+					return nil, err
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+p)
+			}
+			a, err := flux.NewWithTransport("http://api.bfl.test:"+port(base), apiKey, false, 5*time.Second, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			polled := base
+			if c.regional {
+				polled = regional
+			}
+			polled.answer(pending)
+			if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-1", PollingURL: c.pollingURL(base, regional, foreign)}); err != nil {
+				t.Fatal(err)
+			}
+			reqs := polled.requests()
+			if len(reqs) != 1 || reqs[0].path != "/v1/get_result" || reqs[0].query != c.query || reqs[0].header.Get("x-key") != apiKey {
+				t.Fatalf("requests %+v, want one poll with %s", reqs, c.query)
+			}
+			for _, other := range []*bfl{base, regional, foreign} {
+				if other != polled && len(other.requests()) != 0 {
+					t.Fatalf("another server got %+v; the API key went where it must not", other.requests())
+				}
+			}
+		})
 	}
 }

@@ -62,6 +62,7 @@ type Report struct {
 	DecisionID uuid.UUID
 	Settled    bool // Settle; otherwise Release
 	Amount     int64
+	Failed     bool // a Settle of a failed execution
 	Reason     string
 }
 
@@ -72,14 +73,17 @@ type Authority struct {
 	owners     map[string]string // public handle -> agent token
 	down       bool
 	reportDown bool
+	refuse     map[uuid.UUID]bool // decisions whose reports fail
 	reports    []Report
 	failed     int // reports refused while down
 	asked      int
+	onDecision func() // called after each decision look-up, outside the lock
 }
 
 type authorityEntry struct {
-	d     gongbu.Decision
-	state string
+	d        gongbu.Decision
+	state    string
+	attempts int
 }
 
 // NewAuthority returns a fake Hubu that knows no decision.
@@ -87,12 +91,34 @@ func NewAuthority() *Authority {
 	return &Authority{decisions: map[uuid.UUID]authorityEntry{}, owners: map[string]string{}}
 }
 
-// Issue makes the fake know a decision in an operation state, and the agent token that owns it.
+// Issue makes the fake know a decision in an operation state, handed off once, and the agent
+// token that owns it.
 func (a *Authority) Issue(d gongbu.Decision, state, agentToken string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.decisions[d.DecisionID] = authorityEntry{d: d, state: state}
+	a.decisions[d.DecisionID] = authorityEntry{d: d, state: state, attempts: 1}
 	a.owners[d.PublicHandle] = agentToken
+}
+
+// SetDispatchAttempts sets how many hand-offs of a known decision the fake has counted.
+func (a *Authority) SetDispatchAttempts(id uuid.UUID, n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.decisions[id]
+	e.attempts = n
+	a.decisions[id] = e
+}
+
+// FailReportsFor makes Settle and Release fail for these decisions.
+func (a *Authority) FailReportsFor(ids ...uuid.UUID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refuse == nil {
+		a.refuse = map[uuid.UUID]bool{}
+	}
+	for _, id := range ids {
+		a.refuse[id] = true
+	}
 }
 
 // SetDown makes every call fail (true) or succeed (false).
@@ -108,6 +134,14 @@ func (a *Authority) SetReportsDown(down bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.reportDown = down
+}
+
+// OnDecision makes every decision look-up call f after it has its answer, as a caller whose
+// context ends right then would see it.
+func (a *Authority) OnDecision(f func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onDecision = f
 }
 
 // Reports returns the successful reports, in order.
@@ -131,22 +165,29 @@ func (a *Authority) Asked() int {
 	return a.asked
 }
 
-func (a *Authority) Decision(_ context.Context, id uuid.UUID) (gongbu.Decision, string, error) {
+func (a *Authority) Decision(_ context.Context, id uuid.UUID) (gongbu.Issued, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if f := a.onDecision; f != nil {
+		defer func() {
+			a.mu.Unlock()
+			f()
+			a.mu.Lock()
+		}()
+	}
 	a.asked++
 	if a.down {
-		return gongbu.Decision{}, "", ErrDown
+		return gongbu.Issued{}, ErrDown
 	}
 	e, ok := a.decisions[id]
 	if !ok {
-		return gongbu.Decision{}, "", gongbu.Errorf(gongbu.CodeNotFound, "Hubu has no decision %s", id)
+		return gongbu.Issued{}, gongbu.Errorf(gongbu.CodeNotFound, "Hubu has no decision %s", id)
 	}
-	return e.d, e.state, nil
+	return gongbu.Issued{Decision: e.d, State: e.state, DispatchAttempts: e.attempts}, nil
 }
 
-func (a *Authority) Settle(_ context.Context, id uuid.UUID, amount int64) error {
-	return a.report(Report{DecisionID: id, Settled: true, Amount: amount})
+func (a *Authority) Settle(_ context.Context, id uuid.UUID, amount int64, failed bool, reason string) error {
+	return a.report(Report{DecisionID: id, Settled: true, Amount: amount, Failed: failed, Reason: reason})
 }
 
 func (a *Authority) Release(_ context.Context, id uuid.UUID, reason string) error {
@@ -156,7 +197,7 @@ func (a *Authority) Release(_ context.Context, id uuid.UUID, reason string) erro
 func (a *Authority) report(r Report) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.down || a.reportDown {
+	if a.down || a.reportDown || a.refuse[r.DecisionID] {
 		a.failed++
 		return ErrDown
 	}

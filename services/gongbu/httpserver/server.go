@@ -255,7 +255,7 @@ func executionOf(e gongbu.Execution) gongbuapi.Execution {
 		Scope:        gongbuapi.Scope{Provider: e.Scope.Provider, Model: e.Scope.Model, Size: e.Scope.Size},
 		State:        gongbuapi.ExecutionState(e.State),
 		AmountMicros: e.AmountMicros, Currency: e.Currency, ProviderJobId: e.ProviderJobID, Error: e.Error,
-		ChargedMicros: e.ChargedMicros, Attempts: e.Attempts, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		ChargedMicros: e.ChargedMicros, Attempts: e.Attempts, ResolvedAt: e.ResolvedAt, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 	reported := e.Reported
 	out.Reported = &reported

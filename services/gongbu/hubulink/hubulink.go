@@ -38,18 +38,19 @@ func bearer(token string) hubuapi.RequestEditorFn {
 	}
 }
 
-// Decision returns the decision Hubu issued under id, with its operation's state.
-func (c *Client) Decision(ctx context.Context, id uuid.UUID) (gongbu.Decision, string, error) {
+// Decision returns the decision Hubu issued under id, with its operation's state and its
+// count of hand-offs.
+func (c *Client) Decision(ctx context.Context, id uuid.UUID) (gongbu.Issued, error) {
 	resp, err := c.api.GetDecisionWithResponse(ctx, id)
 	if err != nil {
-		return gongbu.Decision{}, "", fmt.Errorf("get decision from Hubu: %w", err)
+		return gongbu.Issued{}, fmt.Errorf("get decision from Hubu: %w", err)
 	}
 	switch {
 	case resp.JSON200 != nil:
 	case resp.StatusCode() == http.StatusNotFound:
-		return gongbu.Decision{}, "", gongbu.Errorf(gongbu.CodeNotFound, "Hubu has no decision %s", id)
+		return gongbu.Issued{}, gongbu.Errorf(gongbu.CodeNotFound, "Hubu has no decision %s", id)
 	default:
-		return gongbu.Decision{}, "", fmt.Errorf("get decision from Hubu: status %d", resp.StatusCode())
+		return gongbu.Issued{}, fmt.Errorf("get decision from Hubu: status %d", resp.StatusCode())
 	}
 	d := resp.JSON200
 	var args gongbu.ImageArguments
@@ -58,18 +59,28 @@ func (c *Client) Decision(ctx context.Context, id uuid.UUID) (gongbu.Decision, s
 		err = json.Unmarshal(raw, &args)
 	}
 	if err != nil {
-		return gongbu.Decision{}, "", fmt.Errorf("decode decision arguments: %w", err)
+		return gongbu.Issued{}, fmt.Errorf("decode decision arguments: %w", err)
 	}
-	return gongbu.Decision{
-		DecisionID: d.DecisionId, PublicHandle: d.PublicHandle, AgentID: d.AgentId, Tool: string(d.Tool),
-		Scope:     gongbu.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
-		Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
-	}, string(d.State), nil
+	return gongbu.Issued{
+		Decision: gongbu.Decision{
+			DecisionID: d.DecisionId, PublicHandle: d.PublicHandle, AgentID: d.AgentId, Tool: string(d.Tool),
+			Scope:     gongbu.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
+			Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
+		},
+		State: string(d.State), DispatchAttempts: d.DispatchAttempts,
+	}, nil
 }
 
-// Settle captures amount of the decision's hold.
-func (c *Client) Settle(ctx context.Context, id uuid.UUID, amount int64) error {
-	resp, err := c.api.SettleDecisionWithResponse(ctx, id, hubuapi.SettleRequest{AmountMicros: amount})
+// Settle captures amount of the decision's hold; with failed, the operation fails with reason.
+func (c *Client) Settle(ctx context.Context, id uuid.UUID, amount int64, failed bool, reason string) error {
+	body := hubuapi.SettleRequest{AmountMicros: amount}
+	if failed {
+		body.Failed = &failed
+		if reason = truncate(reason); reason != "" {
+			body.Reason = &reason
+		}
+	}
+	resp, err := c.api.SettleDecisionWithResponse(ctx, id, body)
 	if err != nil {
 		return fmt.Errorf("settle with Hubu: %w", err)
 	}
@@ -81,12 +92,8 @@ func (c *Client) Settle(ctx context.Context, id uuid.UUID, amount int64) error {
 
 // Release releases the decision's whole hold.
 func (c *Client) Release(ctx context.Context, id uuid.UUID, reason string) error {
-	// Hubu takes at most 500 characters; cutting bytes could split a character.
-	if r := []rune(reason); len(r) > 500 {
-		reason = string(r[:500])
-	}
 	body := hubuapi.ReleaseRequest{}
-	if reason != "" {
+	if reason = truncate(reason); reason != "" {
 		body.Reason = &reason
 	}
 	resp, err := c.api.ReleaseDecisionWithResponse(ctx, id, body)
@@ -123,4 +130,12 @@ func problemCode(body []byte) string {
 		return "no problem body"
 	}
 	return string(p.Code)
+}
+
+// truncate cuts a reason to the 500 characters Hubu takes; cutting bytes could split a character.
+func truncate(reason string) string {
+	if r := []rune(reason); len(r) > 500 {
+		return string(r[:500])
+	}
+	return reason
 }

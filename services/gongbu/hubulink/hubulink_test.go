@@ -87,12 +87,12 @@ func TestDecision(t *testing.T) {
 		DecisionId: id, PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(), AgentId: uuid.New(), Tool: hubuapi.GenerateImage,
 		Scope:        hubuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x768"},
 		Arguments:    hubuapi.GenerateImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: &seed},
-		AmountMicros: 25_000, Currency: "USD", State: hubuapi.OperationStateDispatching,
+		AmountMicros: 25_000, Currency: "USD", State: hubuapi.OperationStateDispatching, DispatchAttempts: 2,
 	}
 	h, c := newHubu(t, http.StatusOK, issued)
-	d, state, err := c.Decision(context.Background(), id)
-	if err != nil || state != "dispatching" {
-		t.Fatalf("state %q err %v", state, err)
+	d, err := c.Decision(context.Background(), id)
+	if err != nil || d.State != "dispatching" || d.DispatchAttempts != 2 || d.FirstHandOff() {
+		t.Fatalf("%+v err %v", d, err)
 	}
 	want := gongbu.Decision{
 		DecisionID: id, PublicHandle: issued.PublicHandle, AgentID: issued.AgentId, Tool: "generate_image",
@@ -100,7 +100,7 @@ func TestDecision(t *testing.T) {
 		Arguments:    gongbu.ImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: &seed},
 		AmountMicros: 25_000, Currency: "USD",
 	}
-	if !d.SameWork(want) {
+	if !d.Decision.SameWork(want) {
 		t.Fatalf("decision %+v, want %+v", d, want)
 	}
 	r, _ := h.last(t)
@@ -109,12 +109,12 @@ func TestDecision(t *testing.T) {
 	}
 
 	_, c = newHubu(t, http.StatusNotFound, problem(http.StatusNotFound, hubuapi.NotFound))
-	if _, _, err := c.Decision(context.Background(), id); gongbu.ErrorCode(err) != gongbu.CodeNotFound {
+	if _, err := c.Decision(context.Background(), id); gongbu.ErrorCode(err) != gongbu.CodeNotFound {
 		t.Fatalf("404: %v", err)
 	}
 	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden, http.StatusInternalServerError} {
 		_, c = newHubu(t, status, problem(status, hubuapi.Internal))
-		if _, _, err := c.Decision(context.Background(), id); err == nil || gongbu.ErrorCode(err) == gongbu.CodeNotFound {
+		if _, err := c.Decision(context.Background(), id); err == nil || gongbu.ErrorCode(err) == gongbu.CodeNotFound {
 			t.Fatalf("%d: %v, want an error that is not not_found", status, err)
 		}
 	}
@@ -125,13 +125,23 @@ func TestSettleAndRelease(t *testing.T) {
 	id := uuid.New()
 	op := map[string]any{"public_handle": "hubu:public-operation:v1:" + uuid.NewString()}
 	h, c := newHubu(t, http.StatusOK, op)
-	if err := c.Settle(context.Background(), id, 25_000); err != nil {
+	if err := c.Settle(context.Background(), id, 25_000, false, "ignored without failed"); err != nil {
 		t.Fatal(err)
 	}
 	r, body := h.last(t)
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/decisions/"+id.String()+"/settle" || !strings.Contains(body, `"amount_micros":25000`) ||
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/decisions/"+id.String()+"/settle" || body != `{"amount_micros":25000}` ||
 		r.Header.Get("Authorization") != "Bearer "+serviceToken {
-		t.Fatalf("settle: %s %s %s", r.Method, r.URL.Path, body)
+		t.Fatalf("settle: %s %s %q", r.Method, r.URL.Path, body)
+	}
+	// A failure the provider charged for: captured, and the operation fails with the reason.
+	if err := c.Settle(context.Background(), id, 25_000, true, "x"+strings.Repeat("é", 600)); err != nil {
+		t.Fatal(err)
+	}
+	_, body = h.last(t)
+	var settle hubuapi.SettleRequest
+	if err := json.Unmarshal([]byte(body), &settle); err != nil || settle.AmountMicros != 25_000 || settle.Failed == nil || !*settle.Failed ||
+		settle.Reason == nil || utf8.RuneCountInString(*settle.Reason) != 500 {
+		t.Fatalf("failed settle body %s: %v", body, err)
 	}
 
 	long := "x" + strings.Repeat("é", 600) // byte 500 falls inside a character
@@ -149,7 +159,7 @@ func TestSettleAndRelease(t *testing.T) {
 
 	for _, status := range []int{http.StatusConflict, http.StatusInternalServerError} {
 		_, c := newHubu(t, status, problem(status, hubuapi.Internal))
-		if err := c.Settle(context.Background(), id, 1); err == nil {
+		if err := c.Settle(context.Background(), id, 1, false, ""); err == nil {
 			t.Fatalf("settle %d: no error", status)
 		}
 		if err := c.Release(context.Background(), id, ""); err == nil {

@@ -186,6 +186,52 @@ func (s *Store) ListUnreported(ctx context.Context, limit int32) ([]gongbu.Execu
 	return out, nil
 }
 
+// DeferReport moves an outcome Hubu did not take to the back of ListUnreported, so that a
+// few reports that keep failing cannot hold back the others.
+func (s *Store) DeferReport(ctx context.Context, id uuid.UUID, now time.Time) error {
+	if err := s.q.DeferReport(ctx, s.pool, gongbudb.DeferReportParams{DecisionID: id, UpdatedAt: now}); err != nil {
+		return fmt.Errorf("defer report: %w", err)
+	}
+	return nil
+}
+
+// Resolve records an operator's verdict on an indeterminate execution: charged > 0 (at most
+// the authorized amount) makes it succeeded with that charge, 0 failed with nothing charged.
+// The outcome is left unreported, so a running Gongbu reports it to Hubu, which captures the
+// charge and releases the rest of the hold. Only an indeterminate execution can be resolved.
+func (s *Store) Resolve(ctx context.Context, id uuid.UUID, charged int64, now time.Time) (gongbu.Execution, error) {
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		return gongbu.Execution{}, err
+	}
+	if cur.State != gongbu.StateIndeterminate {
+		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeInvalidArguments,
+			"the execution of decision %s is %s, not indeterminate: only an indeterminate execution can be resolved", id, cur.State)
+	}
+	if charged < 0 || charged > cur.AmountMicros {
+		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeInvalidArguments,
+			"the charge must be between 0 and the decision's authorized %d micros", cur.AmountMicros)
+	}
+	state, verdict := gongbu.StateFailed, "resolved by an operator: nothing was charged"
+	if charged > 0 {
+		state, verdict = gongbu.StateSucceeded, fmt.Sprintf("resolved by an operator: the provider charged %d micros", charged)
+	}
+	msg := verdict
+	if cur.Error != nil {
+		msg = *cur.Error + "; " + verdict
+	}
+	row, err := s.q.ResolveExecution(ctx, s.pool, gongbudb.ResolveExecutionParams{
+		DecisionID: id, State: string(state), ChargedMicros: &charged, Error: &msg, Now: &now,
+	})
+	if isNoRows(err) {
+		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "the execution of decision %s changed meanwhile; look again", id)
+	}
+	if err != nil {
+		return gongbu.Execution{}, fmt.Errorf("resolve execution: %w", err)
+	}
+	return executionOf(row)
+}
+
 // MarkReported records that Hubu has the outcome.
 func (s *Store) MarkReported(ctx context.Context, id uuid.UUID, now time.Time) error {
 	if err := s.q.MarkReported(ctx, s.pool, gongbudb.MarkReportedParams{DecisionID: id, ReportedAt: &now}); err != nil {
@@ -207,6 +253,6 @@ func executionOf(r gongbudb.Execution) (gongbu.Execution, error) {
 		},
 		VendorKey: r.VendorKey, State: gongbu.State(r.State), ProviderJobID: r.ProviderJobID, PollingURL: r.PollingUrl,
 		ResultURL: r.ResultUrl, Error: r.Error, ChargedMicros: r.ChargedMicros, Reported: r.ReportedAt != nil,
-		Attempts: int(r.Attempts), PollDeadline: r.PollDeadline, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Attempts: int(r.Attempts), PollDeadline: r.PollDeadline, ResolvedAt: r.ResolvedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}, nil
 }

@@ -1,6 +1,8 @@
 // Package reconcile compares the three records of money: Hubu's captures, Gongbu's
 // executions and the provider's charges. Every charge must belong to one execution of one
-// decision, and every decision must have captured exactly what the provider charged for it.
+// decision, and every decision must have captured exactly what the provider charged for it
+// and what Gongbu says it charged. Operations still under way on a live system are listed as
+// in flight, not as mismatches, as long as nothing about their money is wrong already.
 package reconcile
 
 import (
@@ -18,11 +20,16 @@ import (
 	"hubu.dev/hubu/services/gongbu/vendorkey"
 )
 
+// ProviderCurrency is the currency of the provider's charge ledger (mockflux charges
+// micro-USD). A decision in another currency cannot be compared with it.
+const ProviderCurrency = "USD"
+
 // Decision is Hubu's record of one decision.
 type Decision struct {
 	ID             uuid.UUID
 	PublicHandle   string
 	State          string
+	Currency       string
 	HeldMicros     int64
 	CapturedMicros int64
 }
@@ -52,19 +59,30 @@ type Sources interface {
 	Charges(ctx context.Context) ([]Charge, error)
 }
 
-// Report is the outcome: every mismatch named, and the totals.
+// Report is the outcome: every mismatch named, the operations still in flight, and the totals.
 type Report struct {
 	Decisions, Executions, Charges int
 	CapturedMicros, ChargedMicros  int64
 	Mismatches                     []string
+	// InFlight are operations still under way (being handed off, submitted, polled, or
+	// waiting for their report to Hubu) whose records agree so far. They are information:
+	// run the reconciliation again once they are done.
+	InFlight []string
 }
 
 func (r Report) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "decisions %d, executions %d, provider charges %d; Hubu captured %d micros, the provider charged %d micros\n",
 		r.Decisions, r.Executions, r.Charges, r.CapturedMicros, r.ChargedMicros)
+	for _, f := range r.InFlight {
+		b.WriteString("in flight: " + f + "\n")
+	}
 	if len(r.Mismatches) == 0 {
-		b.WriteString("in agreement\n")
+		if len(r.InFlight) > 0 {
+			fmt.Fprintf(&b, "in agreement (%d still in flight)\n", len(r.InFlight))
+		} else {
+			b.WriteString("in agreement\n")
+		}
 	}
 	for _, m := range r.Mismatches {
 		b.WriteString("MISMATCH: " + m + "\n")
@@ -92,8 +110,9 @@ func Run(ctx context.Context, src Sources) (Report, error) {
 // Compare is the reconciliation itself.
 func Compare(ds []Decision, es []Execution, cs []Charge) Report {
 	r := Report{Decisions: len(ds), Executions: len(es), Charges: len(cs)}
-	var miss []string
+	var miss, flight []string
 	add := func(format string, args ...any) { miss = append(miss, fmt.Sprintf(format, args...)) }
+	inFlight := func(format string, args ...any) { flight = append(flight, fmt.Sprintf(format, args...)) }
 
 	byJob := map[string]uuid.UUID{}
 	byKey := map[string]uuid.UUID{}
@@ -127,22 +146,47 @@ func Compare(ds []Decision, es []Execution, cs []Charge) Report {
 		r.CapturedMicros += d.CapturedMicros
 		e, hasExec := execs[d.ID]
 		final := d.State == "succeeded" || d.State == "failed"
+		handedOff := d.State == "dispatching" || d.State == "executing"
+		gongbuOpen := hasExec && (e.State == "submitting" || e.State == "submitted")
+		gongbuFinal := hasExec && (e.State == "succeeded" || e.State == "failed")
 		switch {
+		case d.Currency != ProviderCurrency && (hasExec || d.CapturedMicros > 0 || charged[d.ID] > 0):
+			add("decision %s (%s) is in %s, but the provider charges micro-%s: compare it by hand",
+				d.ID, d.PublicHandle, d.Currency, ProviderCurrency)
 		case chargeCount[d.ID] > 1:
 			add("decision %s (%s) was charged %d times by the provider", d.ID, d.PublicHandle, chargeCount[d.ID])
 		case !hasExec && (d.CapturedMicros > 0 || charged[d.ID] > 0):
 			add("decision %s (%s) captured %d micros in Hubu but Gongbu has no execution", d.ID, d.PublicHandle, d.CapturedMicros)
 		case hasExec && e.State == "indeterminate":
-			add("decision %s (%s) is indeterminate at Gongbu (provider charged %d micros, Hubu holds %d): an operator must settle it",
+			add("decision %s (%s) is indeterminate at Gongbu (provider charged %d micros, Hubu holds %d): an operator must resolve it (gongbu resolve)",
 				d.ID, d.PublicHandle, charged[d.ID], d.HeldMicros)
 		case final && d.CapturedMicros != charged[d.ID]:
 			add("decision %s (%s): Hubu captured %d micros, the provider charged %d", d.ID, d.PublicHandle, d.CapturedMicros, charged[d.ID])
+		case final && gongbuFinal && d.CapturedMicros != e.ChargedMicros:
+			add("decision %s (%s): Hubu captured %d micros, Gongbu says the provider charged %d", d.ID, d.PublicHandle, d.CapturedMicros, e.ChargedMicros)
+		case final && gongbuFinal && d.State != e.State:
+			add("decision %s (%s) is %s in Hubu but %s at Gongbu", d.ID, d.PublicHandle, d.State, e.State)
+		case final && gongbuOpen:
+			// Gongbu lost its record of a settled decision and runs it again under the same key.
+			inFlight("decision %s (%s): Hubu %s, Gongbu running it again (%s)", d.ID, d.PublicHandle, d.State, e.State)
+		case final:
+			// Settled, and every record agrees (a final Gongbu execution not yet marked
+			// reported is one whose report Hubu took just before this reading).
 		case !final && hasExec && e.Reported:
 			add("decision %s (%s) is %s in Hubu but Gongbu reported it %s", d.ID, d.PublicHandle, d.State, e.State)
-		case !final && hasExec:
-			add("decision %s (%s) is still in flight (Hubu %s, Gongbu %s)", d.ID, d.PublicHandle, d.State, e.State)
-		case d.State == "dispatching" || d.State == "executing":
-			add("decision %s (%s) is still in flight (Hubu %s, not yet at Gongbu)", d.ID, d.PublicHandle, d.State)
+		case handedOff && (d.CapturedMicros > 0 || charged[d.ID] > d.HeldMicros):
+			add("decision %s (%s) is %s in Hubu with %d micros captured and %d held, but the provider charged %d",
+				d.ID, d.PublicHandle, d.State, d.CapturedMicros, d.HeldMicros, charged[d.ID])
+		case handedOff && gongbuOpen:
+			inFlight("decision %s (%s): Hubu %s, Gongbu %s, provider charged %d micros", d.ID, d.PublicHandle, d.State, e.State, charged[d.ID])
+		case handedOff && gongbuFinal:
+			inFlight("decision %s (%s): Hubu %s, Gongbu %s and reporting it", d.ID, d.PublicHandle, d.State, e.State)
+		case d.State == "dispatching" && !hasExec:
+			inFlight("decision %s (%s): Hubu dispatching, not yet at Gongbu", d.ID, d.PublicHandle)
+		case d.State == "executing" && !hasExec:
+			add("decision %s (%s) is executing in Hubu but Gongbu has no execution of it", d.ID, d.PublicHandle)
+		case hasExec:
+			add("decision %s (%s) is %s in Hubu but Gongbu has an execution (%s)", d.ID, d.PublicHandle, d.State, e.State)
 		}
 	}
 	for _, e := range es {
@@ -151,7 +195,8 @@ func Compare(ds []Decision, es []Execution, cs []Charge) Report {
 		}
 	}
 	sort.Strings(miss)
-	r.Mismatches = miss
+	sort.Strings(flight)
+	r.Mismatches, r.InFlight = miss, flight
 	return r
 }
 
@@ -197,7 +242,10 @@ func (s *HTTPSources) Decisions(ctx context.Context) ([]Decision, error) {
 	}
 	out := make([]Decision, 0, len(resp.JSON200.Decisions))
 	for _, d := range resp.JSON200.Decisions {
-		out = append(out, Decision{ID: d.DecisionId, PublicHandle: d.PublicHandle, State: string(d.State), HeldMicros: d.HeldMicros, CapturedMicros: d.CapturedMicros})
+		out = append(out, Decision{
+			ID: d.DecisionId, PublicHandle: d.PublicHandle, State: string(d.State), Currency: d.Currency,
+			HeldMicros: d.HeldMicros, CapturedMicros: d.CapturedMicros,
+		})
 	}
 	return out, nil
 }

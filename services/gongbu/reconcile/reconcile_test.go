@@ -14,8 +14,8 @@ func TestCompare(t *testing.T) {
 	d1, d2 := uuid.New(), uuid.New()
 	agree := func() ([]Decision, []Execution, []Charge) {
 		return []Decision{
-				{ID: d1, PublicHandle: "h1", State: "succeeded", CapturedMicros: 25_000},
-				{ID: d2, PublicHandle: "h2", State: "failed"},
+				{ID: d1, PublicHandle: "h1", State: "succeeded", Currency: "USD", CapturedMicros: 25_000},
+				{ID: d2, PublicHandle: "h2", State: "failed", Currency: "USD"},
 			}, []Execution{
 				{DecisionID: d1, Provider: "bfl", State: "succeeded", JobID: "job-1", ChargedMicros: 25_000, Reported: true},
 				{DecisionID: d2, Provider: "bfl", State: "failed", Reported: true},
@@ -24,7 +24,8 @@ func TestCompare(t *testing.T) {
 			}
 	}
 	ds, es, cs := agree()
-	if r := Compare(ds, es, cs); len(r.Mismatches) != 0 || r.CapturedMicros != 25_000 || r.ChargedMicros != 25_000 {
+	if r := Compare(ds, es, cs); len(r.Mismatches) != 0 || len(r.InFlight) != 0 || r.CapturedMicros != 25_000 || r.ChargedMicros != 25_000 ||
+		!strings.HasSuffix(r.String(), "in agreement\n") {
 		t.Fatalf("agreeing records: %s", r)
 	}
 
@@ -59,6 +60,27 @@ func TestCompare(t *testing.T) {
 			ds[0].State, ds[0].CapturedMicros, ds[0].HeldMicros = "executing", 0, 25_000
 			return ds, es, cs
 		}, "but Gongbu reported it succeeded"},
+		{"a capture that differs from Gongbu's charge", func(ds []Decision, es []Execution, cs []Charge) ([]Decision, []Execution, []Charge) {
+			es[0].ChargedMicros = 20_000
+			return ds, es, cs
+		}, "Hubu captured 25000 micros, Gongbu says the provider charged 20000"},
+		{"a failure Hubu recorded as a success", func(ds []Decision, es []Execution, cs []Charge) ([]Decision, []Execution, []Charge) {
+			es[0].State = "failed"
+			return ds, es, cs
+		}, "is succeeded in Hubu but failed at Gongbu"},
+		{"a decision in another currency than the provider's", func(ds []Decision, es []Execution, cs []Charge) ([]Decision, []Execution, []Charge) {
+			ds[0].Currency = "EUR"
+			return ds, es, cs
+		}, "is in EUR, but the provider charges micro-USD"},
+		{"a decision Hubu accepted that Gongbu lost", func(ds []Decision, es []Execution, cs []Charge) ([]Decision, []Execution, []Charge) {
+			return append(ds, Decision{ID: uuid.New(), PublicHandle: "h3", State: "executing", Currency: "USD", HeldMicros: 25_000}), es, cs
+		}, "is executing in Hubu but Gongbu has no execution"},
+		{"a decision in flight charged more than it holds", func(ds []Decision, es []Execution, cs []Charge) ([]Decision, []Execution, []Charge) {
+			d3 := uuid.New()
+			return append(ds, Decision{ID: d3, PublicHandle: "h3", State: "executing", Currency: "USD", HeldMicros: 3_000}),
+				append(es, Execution{DecisionID: d3, Provider: "bfl", State: "submitted", JobID: "job-3"}),
+				append(cs, Charge{ID: "c3", JobID: "job-3", AmountMicros: 25_000})
+		}, "the provider charged 25000"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,5 +90,39 @@ func TestCompare(t *testing.T) {
 				t.Fatalf("mismatches %q, want one saying %q", r.Mismatches, c.want)
 			}
 		})
+	}
+}
+
+// A live system has operations under way: they are listed as in flight, not as mismatches,
+// and the records still agree.
+func TestCompareInFlight(t *testing.T) {
+	t.Parallel()
+	handing, submitting, polling, reporting := uuid.New(), uuid.New(), uuid.New(), uuid.New()
+	ds := []Decision{
+		{ID: handing, PublicHandle: "h1", State: "dispatching", Currency: "USD", HeldMicros: 25_000},
+		{ID: submitting, PublicHandle: "h2", State: "dispatching", Currency: "USD", HeldMicros: 25_000},
+		{ID: polling, PublicHandle: "h3", State: "executing", Currency: "USD", HeldMicros: 25_000},
+		{ID: reporting, PublicHandle: "h4", State: "executing", Currency: "USD", HeldMicros: 25_000},
+	}
+	es := []Execution{
+		{DecisionID: submitting, Provider: "bfl", State: "submitting"},
+		{DecisionID: polling, Provider: "bfl", State: "submitted", JobID: "job-3"},
+		{DecisionID: reporting, Provider: "bfl", State: "succeeded", JobID: "job-4", ChargedMicros: 25_000},
+	}
+	cs := []Charge{
+		// Charged, answered with a 500: the submission is still being re-sent.
+		{ID: "c2", JobID: "job-2", IdempotencyKey: vendorkey.For("bfl", submitting), AmountMicros: 25_000},
+		{ID: "c3", JobID: "job-3", AmountMicros: 25_000},
+		{ID: "c4", JobID: "job-4", AmountMicros: 25_000},
+	}
+	r := Compare(ds, es, cs)
+	if len(r.Mismatches) != 0 || len(r.InFlight) != 4 || !strings.Contains(r.String(), "in agreement (4 still in flight)") {
+		t.Fatalf("%s", r)
+	}
+	for _, want := range []string{"Hubu dispatching, not yet at Gongbu", "Hubu dispatching, Gongbu submitting, provider charged 25000",
+		"Hubu executing, Gongbu submitted", "Gongbu succeeded and reporting it"} {
+		if !strings.Contains(strings.Join(r.InFlight, "\n"), want) {
+			t.Errorf("in flight %q, want one saying %q", r.InFlight, want)
+		}
 	}
 }

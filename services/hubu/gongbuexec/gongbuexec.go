@@ -5,7 +5,9 @@ package gongbuexec
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 
 	"hubu.dev/hubu/proto/gongbuapi"
@@ -46,6 +48,9 @@ func (e *Executor) Execute(ctx context.Context, d hubu.Decision) error {
 		Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
 	})
 	if err != nil {
+		if neverConnected(err) {
+			return fmt.Errorf("hand the decision to Gongbu: %w: %w", hubu.ErrNotDelivered, err)
+		}
 		return fmt.Errorf("hand the decision to Gongbu: %w", err)
 	}
 	if resp.JSON200 == nil && resp.JSON202 == nil {
@@ -54,4 +59,13 @@ func (e *Executor) Execute(ctx context.Context, d hubu.Decision) error {
 		return fmt.Errorf("decision refused by Gongbu: status %d, code %s", resp.StatusCode(), p.Code)
 	}
 	return nil
+}
+
+// neverConnected reports whether err is a failure to open the connection (refused, no route,
+// no such host). Go's transport re-tries a POST that carries no idempotency key on another
+// connection only when nothing of it was written, so a request that ends in a dial error was
+// never written anywhere: Gongbu cannot have seen it.
+func neverConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

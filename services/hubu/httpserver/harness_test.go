@@ -53,9 +53,18 @@ type executor struct {
 	mu        sync.Mutex
 	decisions []hubu.Decision
 	failNext  int
+	hook      func(hubu.Decision) error // called first, outside the lock; its error fails the hand-off
 }
 
 func (e *executor) Execute(_ context.Context, d hubu.Decision) error {
+	e.mu.Lock()
+	hook := e.hook
+	e.mu.Unlock()
+	if hook != nil {
+		if err := hook(d); err != nil {
+			return err
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.failNext > 0 {
@@ -64,6 +73,13 @@ func (e *executor) Execute(_ context.Context, d hubu.Decision) error {
 	}
 	e.decisions = append(e.decisions, d)
 	return nil
+}
+
+// OnExecute makes every hand-off call hook first.
+func (e *executor) OnExecute(hook func(hubu.Decision) error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hook = hook
 }
 
 func (e *executor) Decisions() []hubu.Decision {

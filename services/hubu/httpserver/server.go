@@ -447,6 +447,7 @@ func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.
 	writeJSON(w, http.StatusOK, hubuapi.Decision{
 		DecisionId: id, PublicHandle: o.PublicHandle, AgentId: o.AgentId, Tool: o.Tool, Scope: o.Scope,
 		Arguments: o.Arguments, AmountMicros: o.AmountMicros, Currency: o.Currency, State: o.State,
+		DispatchAttempts: op.DispatchAttempts,
 	})
 }
 
@@ -477,11 +478,22 @@ func (s *Server) SettleDecision(w http.ResponseWriter, r *http.Request, id hubua
 	if err == nil {
 		err = decode(w, r, &body, false)
 	}
+	if err == nil {
+		err = validReason(body.Reason)
+	}
+	failed := body.Failed != nil && *body.Failed
+	if err == nil && body.Reason != nil && !failed {
+		err = invalid("reason goes only with failed: true")
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	op, err := s.Store.Settle(r.Context(), id, body.AmountMicros, s.Now())
+	reason := ""
+	if body.Reason != nil {
+		reason = *body.Reason
+	}
+	op, err := s.Store.Settle(r.Context(), id, body.AmountMicros, failed, reason, s.Now())
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/failpoint"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/postgres"
 )
@@ -36,6 +37,7 @@ func (s *Service) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Aut
 	if err != nil {
 		return op, replayed, err
 	}
+	failpoint.Inject(failpoint.HubuAfterAuthorizeCommit)
 	return s.dispatch(ctx, op), replayed, nil
 }
 
@@ -50,21 +52,45 @@ func (s *Service) Resume(ctx context.Context, who hubu.Principal, handle string)
 
 // dispatch hands a dispatching operation's decision to the executor. A failure is not the
 // caller's error: the operation stays dispatching and Recover re-sends it.
+//
+// Each hand-off is counted, and the count committed, before the executor is called. The
+// executor reads the count back from Hubu: a decision that arrives with a count above 1 may
+// have been submitted to the provider by an earlier hand-off whose answer Hubu never got, even
+// if the executor has no record of it (it can lose one), so the executor never takes a
+// provider's refusal of it as proof that nothing was charged, and never submits it blindly
+// where the provider does not honour idempotency keys. A hand-off that provably never reached
+// the executor (ErrNotDelivered) gives its count back.
 func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operation {
 	if op.State != hubu.StateDispatching || s.Executor == nil {
 		return op
 	}
 	d, _ := hubu.DecisionOf(op)
-	if err := s.Executor.Execute(ctx, d); err != nil {
-		s.logger().WarnContext(ctx, "hand-off to the executor failed; it will be re-sent",
+	counted, ok, err := s.Store.CountDispatchAttempt(ctx, d.DecisionID, s.Now())
+	if err != nil {
+		s.logger().WarnContext(ctx, "could not count the hand-off; it will be re-sent",
 			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", err)
 		return op
 	}
+	if !ok {
+		return counted // moved on meanwhile: another hand-off was accepted
+	}
+	if err := s.Executor.Execute(ctx, d); err != nil {
+		if errors.Is(err, hubu.ErrNotDelivered) {
+			if uerr := s.Store.UncountDispatchAttempt(context.WithoutCancel(ctx), d.DecisionID); uerr != nil {
+				s.logger().WarnContext(ctx, "could not take back the count of an undelivered hand-off",
+					"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", uerr)
+			}
+		}
+		s.logger().WarnContext(ctx, "hand-off to the executor failed; it will be re-sent",
+			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "attempt", counted.DispatchAttempts, "err", err)
+		return counted
+	}
+	failpoint.Inject(failpoint.HubuAfterGongbuAnswer)
 	next, err := s.Store.MarkExecuting(ctx, d.DecisionID, s.Now())
 	if err != nil {
 		s.logger().WarnContext(ctx, "could not record the hand-off; it will be re-sent",
 			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", err)
-		return op
+		return counted
 	}
 	return next
 }

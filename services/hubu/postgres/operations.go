@@ -377,6 +377,31 @@ func (s *Store) MarkExecuting(ctx context.Context, decisionID uuid.UUID, now tim
 	return s.operation(ctx, s.pool, next)
 }
 
+// CountDispatchAttempt records, and commits, one more hand-off of a dispatching decision to
+// the executor; it must run before the hand-off is made. ok is false, and nothing changes,
+// when the operation is no longer dispatching: it needs no hand-off.
+func (s *Store) CountDispatchAttempt(ctx context.Context, decisionID uuid.UUID, now time.Time) (op hubu.Operation, ok bool, err error) {
+	row, err := s.q.CountDispatchAttempt(ctx, s.pool, hubudb.CountDispatchAttemptParams{DecisionID: &decisionID, Now: now})
+	if isNoRows(err) {
+		op, err := s.GetDecision(ctx, decisionID)
+		return op, false, err
+	}
+	if err != nil {
+		return hubu.Operation{}, false, fmt.Errorf("count dispatch attempt: %w", err)
+	}
+	op, err = s.operation(ctx, s.pool, row)
+	return op, err == nil, err
+}
+
+// UncountDispatchAttempt takes back the count of a hand-off that provably never reached the
+// executor (hubu.ErrNotDelivered), so that the next one can still be a first hand-off.
+func (s *Store) UncountDispatchAttempt(ctx context.Context, decisionID uuid.UUID) error {
+	if err := s.q.UncountDispatchAttempt(ctx, s.pool, &decisionID); err != nil {
+		return fmt.Errorf("uncount dispatch attempt: %w", err)
+	}
+	return nil
+}
+
 // GetDecision returns the operation a decision belongs to.
 func (s *Store) GetDecision(ctx context.Context, decisionID uuid.UUID) (hubu.Operation, error) {
 	row, err := s.byDecision(ctx, s.pool, decisionID)
@@ -386,18 +411,28 @@ func (s *Store) GetDecision(ctx context.Context, decisionID uuid.UUID) (hubu.Ope
 	return s.operation(ctx, s.pool, row)
 }
 
-// Settle captures what an execution cost and releases the rest of the hold; the operation
-// succeeds. Settling again with the same amount answers the same.
-func (s *Store) Settle(ctx context.Context, decisionID uuid.UUID, amount int64, now time.Time) (hubu.Operation, error) {
+// Settle captures what an execution cost and releases the rest of the hold. The operation
+// succeeds; or, when failed is set (the provider charged, then failed the work), it fails
+// with reason. Settling again with the same amount and outcome answers the same.
+func (s *Store) Settle(ctx context.Context, decisionID uuid.UUID, amount int64, failed bool, reason string, now time.Time) (hubu.Operation, error) {
+	to := hubu.StateSucceeded
+	var failure *string
+	if failed {
+		if reason == "" {
+			reason = "the execution failed after the provider charged"
+		}
+		to, failure = hubu.StateFailed, &reason
+	}
 	return s.finish(ctx, decisionID, now, func(tx pgx.Tx, row hubudb.Operation, t hubudb.LedgerTotalsRow) (hubudb.Operation, error) {
-		switch row.State {
-		case string(hubu.StateSucceeded):
-			if t.Captured == amount {
-				return row, nil
-			}
-			return row, hubu.Errorf(hubu.CodeConflict, "the decision was settled already with another amount")
-		case string(hubu.StateFailed):
+		switch {
+		case row.State == string(to) && t.Captured == amount:
+			return row, nil
+		case row.State == string(hubu.StateSucceeded):
+			return row, hubu.Errorf(hubu.CodeConflict, "the decision was settled already with another amount or outcome")
+		case row.State == string(hubu.StateFailed) && t.Captured == 0:
 			return row, hubu.Errorf(hubu.CodeConflict, "the decision was released already")
+		case row.State == string(hubu.StateFailed):
+			return row, hubu.Errorf(hubu.CodeConflict, "the decision was settled already with another amount or outcome")
 		}
 		if amount < 0 || amount > row.AmountMicros {
 			return row, hubu.Errorf(hubu.CodeInvalidArguments, "the captured amount must be between 0 and the authorized %d micros", row.AmountMicros)
@@ -405,7 +440,9 @@ func (s *Store) Settle(ctx context.Context, decisionID uuid.UUID, amount int64, 
 		if err := s.settle(ctx, tx, row, amount, now); err != nil {
 			return row, err
 		}
-		return s.q.SetOperationState(ctx, tx, hubudb.SetOperationStateParams{ID: row.ID, FromState: row.State, ToState: string(hubu.StateSucceeded), Now: now})
+		return s.q.SetOperationState(ctx, tx, hubudb.SetOperationStateParams{
+			ID: row.ID, FromState: row.State, ToState: string(to), FailureReason: failure, Now: now,
+		})
 	})
 }
 
@@ -415,11 +452,11 @@ func (s *Store) Release(ctx context.Context, decisionID uuid.UUID, reason string
 	if reason == "" {
 		reason = "released by the executor"
 	}
-	return s.finish(ctx, decisionID, now, func(tx pgx.Tx, row hubudb.Operation, _ hubudb.LedgerTotalsRow) (hubudb.Operation, error) {
-		switch row.State {
-		case string(hubu.StateFailed):
+	return s.finish(ctx, decisionID, now, func(tx pgx.Tx, row hubudb.Operation, t hubudb.LedgerTotalsRow) (hubudb.Operation, error) {
+		switch {
+		case row.State == string(hubu.StateFailed) && t.Captured == 0:
 			return row, nil
-		case string(hubu.StateSucceeded):
+		case row.State == string(hubu.StateFailed), row.State == string(hubu.StateSucceeded):
 			return row, hubu.Errorf(hubu.CodeConflict, "the decision was settled already")
 		}
 		if err := s.settle(ctx, tx, row, 0, now); err != nil {
@@ -571,7 +608,7 @@ func (s *Store) operation(ctx context.Context, db hubudb.DBTX, r hubudb.Operatio
 		AmountMicros: r.AmountMicros, Currency: r.Currency, State: hubu.State(r.State), DecisionID: r.DecisionID,
 		ApprovalExpiresAt: r.ApprovalExpiresAt, DecidedBy: r.DecidedBy, FailureReason: r.FailureReason,
 		HeldMicros: t.Held - t.Captured - t.Released, CapturedMicros: t.Captured, ReleasedMicros: t.Released,
-		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		DispatchAttempts: int(r.DispatchAttempts), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if r.DenialCode != nil {
 		op.Denial = &hubu.Denial{Code: *r.DenialCode, Message: deref(r.DenialMessage)}

@@ -16,7 +16,7 @@ const claimExecution = `-- name: ClaimExecution :one
 UPDATE executions
 SET lease_until = $1, attempts = attempts + 1, updated_at = $2
 WHERE decision_id = $3 AND state = $4 AND lease_until <= $2
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
 `
 
 type ClaimExecutionParams struct {
@@ -59,8 +59,24 @@ func (q *Queries) ClaimExecution(ctx context.Context, db DBTX, arg ClaimExecutio
 		&i.ReportedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ResolvedAt,
 	)
 	return i, err
+}
+
+const deferReport = `-- name: DeferReport :exec
+UPDATE executions SET updated_at = $2 WHERE decision_id = $1 AND reported_at IS NULL
+`
+
+type DeferReportParams struct {
+	DecisionID uuid.UUID
+	UpdatedAt  time.Time
+}
+
+// Moves an unreported outcome that Hubu did not take to the back of ListUnreported.
+func (q *Queries) DeferReport(ctx context.Context, db DBTX, arg DeferReportParams) error {
+	_, err := db.Exec(ctx, deferReport, arg.DecisionID, arg.UpdatedAt)
+	return err
 }
 
 const extendLease = `-- name: ExtendLease :exec
@@ -83,7 +99,7 @@ UPDATE executions
 SET state = $1, result_url = $2, error = $3,
     charged_micros = $4, updated_at = $5
 WHERE decision_id = $6 AND state IN ('submitting', 'submitted')
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
 `
 
 type FinishExecutionParams struct {
@@ -128,12 +144,13 @@ func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecut
 		&i.ReportedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ResolvedAt,
 	)
 	return i, err
 }
 
 const getExecution = `-- name: GetExecution :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at FROM executions WHERE decision_id = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at FROM executions WHERE decision_id = $1
 `
 
 func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUID) (Execution, error) {
@@ -162,12 +179,13 @@ func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUI
 		&i.ReportedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ResolvedAt,
 	)
 	return i, err
 }
 
 const getExecutionByHandle = `-- name: GetExecutionByHandle :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at FROM executions WHERE public_handle = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at FROM executions WHERE public_handle = $1
 `
 
 func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandle string) (Execution, error) {
@@ -196,6 +214,7 @@ func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandl
 		&i.ReportedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ResolvedAt,
 	)
 	return i, err
 }
@@ -205,7 +224,7 @@ INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, s
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'submitting', $11, $12, $12)
 ON CONFLICT (decision_id) DO NOTHING
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
 `
 
 type InsertExecutionParams struct {
@@ -263,6 +282,7 @@ func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecut
 		&i.ReportedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ResolvedAt,
 	)
 	return i, err
 }
@@ -305,7 +325,7 @@ func (q *Queries) ListClaimable(ctx context.Context, db DBTX, arg ListClaimableP
 }
 
 const listExecutions = `-- name: ListExecutions :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at FROM executions ORDER BY created_at, decision_id
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at FROM executions ORDER BY created_at, decision_id
 `
 
 func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, error) {
@@ -340,6 +360,7 @@ func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, err
 			&i.ReportedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ResolvedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -352,12 +373,14 @@ func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, err
 }
 
 const listUnreported = `-- name: ListUnreported :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at FROM executions
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at FROM executions
 WHERE state IN ('succeeded', 'failed') AND reported_at IS NULL
-ORDER BY updated_at
+ORDER BY updated_at, decision_id
 LIMIT $1
 `
 
+// Oldest first; a report Hubu did not take is deferred (DeferReport), so a few that keep
+// failing cannot hold back the rest.
 func (q *Queries) ListUnreported(ctx context.Context, db DBTX, limit int32) ([]Execution, error) {
 	rows, err := db.Query(ctx, listUnreported, limit)
 	if err != nil {
@@ -390,6 +413,7 @@ func (q *Queries) ListUnreported(ctx context.Context, db DBTX, limit int32) ([]E
 			&i.ReportedAt,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ResolvedAt,
 		); err != nil {
 			return nil, err
 		}
@@ -419,7 +443,7 @@ const markSubmitted = `-- name: MarkSubmitted :one
 UPDATE executions
 SET state = 'submitted', provider_job_id = $2, polling_url = $3, poll_deadline = $4, lease_until = $5, updated_at = $6
 WHERE decision_id = $1 AND state = 'submitting'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
 `
 
 type MarkSubmittedParams struct {
@@ -464,6 +488,63 @@ func (q *Queries) MarkSubmitted(ctx context.Context, db DBTX, arg MarkSubmittedP
 		&i.ReportedAt,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ResolvedAt,
+	)
+	return i, err
+}
+
+const resolveExecution = `-- name: ResolveExecution :one
+UPDATE executions
+SET state = $1, charged_micros = $2, error = $3,
+    resolved_at = $4, updated_at = $4, reported_at = NULL
+WHERE decision_id = $5 AND state = 'indeterminate'
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
+`
+
+type ResolveExecutionParams struct {
+	State         string
+	ChargedMicros *int64
+	Error         *string
+	Now           *time.Time
+	DecisionID    uuid.UUID
+}
+
+// An operator's verdict on an indeterminate execution: succeeded with what the provider
+// charged, or failed with nothing charged. It is left unreported, so the running Gongbu
+// reports it to Hubu (settle or release) on its next pass.
+func (q *Queries) ResolveExecution(ctx context.Context, db DBTX, arg ResolveExecutionParams) (Execution, error) {
+	row := db.QueryRow(ctx, resolveExecution,
+		arg.State,
+		arg.ChargedMicros,
+		arg.Error,
+		arg.Now,
+		arg.DecisionID,
+	)
+	var i Execution
+	err := row.Scan(
+		&i.DecisionID,
+		&i.PublicHandle,
+		&i.AgentID,
+		&i.Provider,
+		&i.Model,
+		&i.Size,
+		&i.Arguments,
+		&i.AmountMicros,
+		&i.Currency,
+		&i.VendorKey,
+		&i.State,
+		&i.ProviderJobID,
+		&i.PollingUrl,
+		&i.ResultUrl,
+		&i.Error,
+		&i.Attempts,
+		&i.LeaseUntil,
+		&i.PollDeadline,
+		&i.ChargedMicros,
+		&i.ReportedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ResolvedAt,
 	)
 	return i, err
 }

@@ -33,4 +33,5 @@ type Execution struct {
 	ReportedAt    *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
+	ResolvedAt    *time.Time
 }

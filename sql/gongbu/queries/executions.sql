@@ -46,10 +46,26 @@ WHERE decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted
 RETURNING *;
 
 -- name: ListUnreported :many
+-- Oldest first; a report Hubu did not take is deferred (DeferReport), so a few that keep
+-- failing cannot hold back the rest.
 SELECT * FROM executions
 WHERE state IN ('succeeded', 'failed') AND reported_at IS NULL
-ORDER BY updated_at
+ORDER BY updated_at, decision_id
 LIMIT $1;
+
+-- name: DeferReport :exec
+-- Moves an unreported outcome that Hubu did not take to the back of ListUnreported.
+UPDATE executions SET updated_at = $2 WHERE decision_id = $1 AND reported_at IS NULL;
 
 -- name: MarkReported :exec
 UPDATE executions SET reported_at = $2 WHERE decision_id = $1 AND reported_at IS NULL;
+
+-- name: ResolveExecution :one
+-- An operator's verdict on an indeterminate execution: succeeded with what the provider
+-- charged, or failed with nothing charged. It is left unreported, so the running Gongbu
+-- reports it to Hubu (settle or release) on its next pass.
+UPDATE executions
+SET state = sqlc.arg(state), charged_micros = sqlc.arg(charged_micros), error = sqlc.arg(error),
+    resolved_at = sqlc.arg(now), updated_at = sqlc.arg(now), reported_at = NULL
+WHERE decision_id = sqlc.arg(decision_id) AND state = 'indeterminate'
+RETURNING *;

@@ -66,6 +66,7 @@ type Operation struct {
 	FailureReason     *string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
+	DispatchAttempts  int32
 }
 
 type Policy struct {

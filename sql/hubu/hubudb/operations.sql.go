@@ -16,7 +16,7 @@ const approveOperation = `-- name: ApproveOperation :one
 UPDATE operations
 SET state = 'approved', decision_id = $2, decided_by = $3, decided_at = $4, updated_at = $4, approval_expires_at = $5
 WHERE id = $1 AND state = 'pending_approval'
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
 `
 
 type ApproveOperationParams struct {
@@ -62,6 +62,7 @@ func (q *Queries) ApproveOperation(ctx context.Context, db DBTX, arg ApproveOper
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
 }
@@ -71,7 +72,7 @@ UPDATE operations
 SET state = $1, denial_code = $2, denial_message = $3,
     decided_by = coalesce($4, decided_by), decided_at = $5, updated_at = $5
 WHERE id = $6 AND state IN ('pending_approval', 'approved')
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
 `
 
 type CloseOperationParams struct {
@@ -119,12 +120,60 @@ func (q *Queries) CloseOperation(ctx context.Context, db DBTX, arg CloseOperatio
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
+	)
+	return i, err
+}
+
+const countDispatchAttempt = `-- name: CountDispatchAttempt :one
+UPDATE operations SET dispatch_attempts = dispatch_attempts + 1, updated_at = $1
+WHERE decision_id = $2 AND state = 'dispatching'
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
+`
+
+type CountDispatchAttemptParams struct {
+	Now        time.Time
+	DecisionID *uuid.UUID
+}
+
+// Counts a hand-off before it is made, in a statement of its own, so the executor can tell a
+// decision's first hand-off from a re-sent one. No row when the operation is no longer
+// dispatching. updated_at moves too: ListDispatching waits from the last hand-off.
+func (q *Queries) CountDispatchAttempt(ctx context.Context, db DBTX, arg CountDispatchAttemptParams) (Operation, error) {
+	row := db.QueryRow(ctx, countDispatchAttempt, arg.Now, arg.DecisionID)
+	var i Operation
+	err := row.Scan(
+		&i.ID,
+		&i.AgentID,
+		&i.OperationKey,
+		&i.PublicHandle,
+		&i.Tool,
+		&i.Arguments,
+		&i.RequestHash,
+		&i.Account,
+		&i.Provider,
+		&i.Model,
+		&i.Size,
+		&i.AmountMicros,
+		&i.Currency,
+		&i.State,
+		&i.BudgetDay,
+		&i.DecisionID,
+		&i.DenialCode,
+		&i.DenialMessage,
+		&i.ApprovalExpiresAt,
+		&i.DecidedBy,
+		&i.DecidedAt,
+		&i.FailureReason,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
 }
 
 const getOperation = `-- name: GetOperation :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE id = $1
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE id = $1
 `
 
 func (q *Queries) GetOperation(ctx context.Context, db DBTX, id uuid.UUID) (Operation, error) {
@@ -155,12 +204,13 @@ func (q *Queries) GetOperation(ctx context.Context, db DBTX, id uuid.UUID) (Oper
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
 }
 
 const getOperationByDecision = `-- name: GetOperationByDecision :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE decision_id = $1
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE decision_id = $1
 `
 
 func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionID *uuid.UUID) (Operation, error) {
@@ -191,12 +241,13 @@ func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionI
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
 }
 
 const getOperationByHandle = `-- name: GetOperationByHandle :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE public_handle = $1
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE public_handle = $1
 `
 
 func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandle string) (Operation, error) {
@@ -227,12 +278,13 @@ func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandl
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
 }
 
 const getOperationByKey = `-- name: GetOperationByKey :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE agent_id = $1 AND operation_key = $2
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE agent_id = $1 AND operation_key = $2
 `
 
 type GetOperationByKeyParams struct {
@@ -268,6 +320,7 @@ func (q *Queries) GetOperationByKey(ctx context.Context, db DBTX, arg GetOperati
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
 }
@@ -278,7 +331,7 @@ INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, argume
                         budget_day, decision_id, denial_code, denial_message,
                         approval_expires_at, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20)
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
 `
 
 type InsertOperationParams struct {
@@ -353,6 +406,7 @@ func (q *Queries) InsertOperation(ctx context.Context, db DBTX, arg InsertOperat
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
 }
@@ -409,7 +463,7 @@ func (q *Queries) ListDecisions(ctx context.Context, db DBTX) ([]ListDecisionsRo
 }
 
 const listDispatching = `-- name: ListDispatching :many
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations
 WHERE state = 'dispatching' AND updated_at <= $1
 ORDER BY updated_at
 LIMIT $2
@@ -455,6 +509,7 @@ func (q *Queries) ListDispatching(ctx context.Context, db DBTX, arg ListDispatch
 			&i.FailureReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.DispatchAttempts,
 		); err != nil {
 			return nil, err
 		}
@@ -499,7 +554,7 @@ func (q *Queries) ListExpiredApprovals(ctx context.Context, db DBTX, arg ListExp
 }
 
 const listPendingApprovals = `-- name: ListPendingApprovals :many
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE state = 'pending_approval' ORDER BY created_at, id
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE state = 'pending_approval' ORDER BY created_at, id
 `
 
 func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operation, error) {
@@ -536,6 +591,7 @@ func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operatio
 			&i.FailureReason,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.DispatchAttempts,
 		); err != nil {
 			return nil, err
 		}
@@ -548,7 +604,7 @@ func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operatio
 }
 
 const lockOperation = `-- name: LockOperation :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at FROM operations WHERE id = $1 FOR UPDATE
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) LockOperation(ctx context.Context, db DBTX, id uuid.UUID) (Operation, error) {
@@ -579,6 +635,7 @@ func (q *Queries) LockOperation(ctx context.Context, db DBTX, id uuid.UUID) (Ope
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
 }
@@ -587,7 +644,7 @@ const setOperationState = `-- name: SetOperationState :one
 UPDATE operations
 SET state = $1, failure_reason = $2, updated_at = $3
 WHERE id = $4 AND state = $5
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at
+RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
 `
 
 type SetOperationStateParams struct {
@@ -632,6 +689,18 @@ func (q *Queries) SetOperationState(ctx context.Context, db DBTX, arg SetOperati
 		&i.FailureReason,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.DispatchAttempts,
 	)
 	return i, err
+}
+
+const uncountDispatchAttempt = `-- name: UncountDispatchAttempt :exec
+UPDATE operations SET dispatch_attempts = dispatch_attempts - 1
+WHERE decision_id = $1 AND dispatch_attempts > 0
+`
+
+// Takes back the count of a hand-off that provably never reached the executor.
+func (q *Queries) UncountDispatchAttempt(ctx context.Context, db DBTX, decisionID *uuid.UUID) error {
+	_, err := db.Exec(ctx, uncountDispatchAttempt, decisionID)
+	return err
 }

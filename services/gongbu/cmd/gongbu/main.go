@@ -1,5 +1,5 @@
-// Command gongbu is the Gongbu executor: `gongbu serve`, `gongbu migrate up|down|version`
-// and `gongbu reconcile`.
+// Command gongbu is the Gongbu executor: `gongbu serve`, `gongbu migrate up|down|version`,
+// `gongbu reconcile` and `gongbu resolve`.
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -36,11 +37,14 @@ import (
 
 const usage = `usage:
   gongbu serve --listen ADDR --database-url URL --hubu-url URL --hubu-token TOKEN --service-token TOKEN
-               --flux-url URL --flux-key KEY [--flux-idempotent] [--poll-interval 1s] [--poll-deadline 10m]
+               --flux-url URL --flux-key KEY [--flux-idempotent] [--flux-timeout 60s]
+               [--poll-interval 1s] [--poll-deadline 10m]
   gongbu migrate up|down|version --database-url URL
   gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL
+  gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged)
 Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
-GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT and GONGBU_URL.`
+GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT, GONGBU_FLUX_TIMEOUT
+and GONGBU_URL.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -80,6 +84,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return migrate(rest, getenv, stdout, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
+	case "resolve":
+		return resolveCmd(ctx, rest, getenv, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -140,6 +146,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		}
 	}
 	fluxIdempotent := fs.Bool("flux-idempotent", fluxIdem, "the FLUX endpoint honours Idempotency-Key (mockflux does; the real API documents none) (env GONGBU_FLUX_IDEMPOTENT)")
+	fluxTimeout := 60 * time.Second
+	if v := getenv("GONGBU_FLUX_TIMEOUT"); v != "" {
+		var err error
+		if fluxTimeout, err = time.ParseDuration(v); err != nil {
+			return errors.New("GONGBU_FLUX_TIMEOUT must be a duration such as 60s")
+		}
+	}
+	leaseDefault, _ := time.ParseDuration(getenv("GONGBU_LEASE"))
+	lease := fs.Duration("lease", leaseDefault, "how long a worker owns an open execution (env GONGBU_LEASE; default: longer than any submission). "+
+		"Shorter than a submission lets another worker take a live one over: with a provider that ignores keys it then becomes indeterminate")
+	fs.DurationVar(&fluxTimeout, "flux-timeout", fluxTimeout, "how long one request to the FLUX API may take (env GONGBU_FLUX_TIMEOUT)")
 	pollInterval := fs.Duration("poll-interval", time.Second, "wait between two polls of a job")
 	pollDeadline := fs.Duration("poll-deadline", 10*time.Minute, "how long a job may stay pending before it is indeterminate")
 	if err := fs.Parse(args); err != nil {
@@ -161,6 +178,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if *pollInterval <= 0 || *pollDeadline <= 0 {
 		return errors.New("--poll-interval and --poll-deadline must be positive")
 	}
+	if fluxTimeout <= 0 || fluxTimeout > 10*time.Minute {
+		return errors.New("--flux-timeout must be positive and at most 10m")
+	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "gongbu")
 
 	pool, err := pgxpool.New(ctx, *dbURL)
@@ -181,14 +201,20 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	adapter, err := flux.New(*fluxURL, *fluxKey, *fluxIdempotent, 60*time.Second)
+	adapter, err := flux.New(*fluxURL, *fluxKey, *fluxIdempotent, fluxTimeout)
 	if err != nil {
 		return err
 	}
 	store := postgres.NewStore(pool)
 	svc := &execution.Service{
 		Store: store, Providers: map[string]gongbu.Provider{adapter.Name(): adapter}, Authority: authority,
-		Logger: logger, Now: time.Now, Lease: 2 * time.Minute, PollInterval: *pollInterval, PollDeadline: *pollDeadline,
+		Logger: logger, Now: time.Now, PollInterval: *pollInterval, PollDeadline: *pollDeadline, CallTimeout: fluxTimeout,
+	}
+	// A worker's lease outlasts any submission it makes, so no other worker takes a live
+	// submission over. --lease may shorten it (the e2e suite does, against mockflux).
+	svc.Lease = svc.SubmissionBound() + 30*time.Second
+	if *lease > 0 {
+		svc.Lease = *lease
 	}
 	srv := &httpserver.Server{Executions: svc, Authority: authority, ServiceToken: *serviceToken, Logger: logger, Ping: store.Ping}
 	reg := prometheus.NewRegistry()
@@ -207,24 +233,33 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		defer close(workerDone)
 		svc.Run(bg, *pollInterval)
 	}()
-	// The worker stops before the pool closes, so a submission in flight is recorded rather
-	// than cut off by the process exiting (a submission outlives the cancellation).
-	defer func() {
-		stopBG()
-		<-workerDone
-	}()
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()
+	var serveErr error
 	select {
-	case err := <-errc:
-		return err
+	case serveErr = <-errc:
 	case <-ctx.Done():
 	}
 	logger.Info("shutting down")
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 15*time.Second)
+	// Nothing that calls the provider may outlive the pool: a charged job whose answer is not
+	// recorded is lost to Gongbu. So the HTTP server stops first, waiting for its requests,
+	// then the submissions they started (tracked by the service, in case a request ended
+	// before its submission did), then the background worker (its submissions outlive the
+	// cancellation); the pool closes last. The wait is bounded by a submission's own bound.
+	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), svc.SubmissionBound()+5*time.Second)
 	defer cancelShutdown()
-	return httpSrv.Shutdown(shutdownCtx)
+	shutdownErr := httpSrv.Shutdown(shutdownCtx)
+	if err := svc.Drain(shutdownCtx); err != nil {
+		logger.Error("stopping with submissions in flight", "err", err)
+		shutdownErr = errors.Join(shutdownErr, err)
+	}
+	stopBG()
+	<-workerDone
+	if serveErr != nil {
+		return serveErr
+	}
+	return shutdownErr
 }
 
 func requireMigrated(dbURL string) error {
@@ -314,5 +349,62 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	if len(report.Mismatches) > 0 {
 		return fmt.Errorf("%d mismatches", len(report.Mismatches))
 	}
+	return nil
+}
+
+func resolveCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("resolve", stderr)
+	dbURL := fs.String("database-url", getenv("GONGBU_DATABASE_URL"), "PostgreSQL URL (env GONGBU_DATABASE_URL)")
+	decision := fs.String("decision", "", "the decision id of the indeterminate execution")
+	charged := fs.Int64("charged-micros", 0, "what the provider charged for it, in micro-units (more than 0, at most the authorized amount)")
+	notCharged := fs.Bool("not-charged", false, "the provider charged nothing for it")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := requireDatabaseURL(*dbURL); err != nil {
+		return err
+	}
+	id, err := uuid.Parse(*decision)
+	if err != nil {
+		return errors.New("--decision must be a decision id (a UUID)")
+	}
+	chargedSet := false
+	fs.Visit(func(f *flag.Flag) { chargedSet = chargedSet || f.Name == "charged-micros" })
+	switch {
+	case chargedSet == *notCharged:
+		return errors.New("give exactly one of --charged-micros N and --not-charged")
+	case chargedSet && *charged <= 0:
+		return errors.New("--charged-micros must be more than 0; use --not-charged when the provider charged nothing")
+	}
+
+	pool, err := pgxpool.New(ctx, *dbURL)
+	if err != nil {
+		return errors.New("--database-url is not a valid PostgreSQL URL")
+	}
+	defer pool.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		return fmt.Errorf("cannot reach the database: %v", err)
+	}
+	if err := requireMigrated(*dbURL); err != nil {
+		return err
+	}
+	x, err := postgres.NewStore(pool).Resolve(ctx, id, *charged, time.Now())
+	if err != nil {
+		if code := gongbu.ErrorCode(err); code != gongbu.CodeInternal {
+			return errors.New(gongbu.ErrorMessage(err))
+		}
+		return err
+	}
+	if x.State == gongbu.StateSucceeded {
+		fmt.Fprintf(stdout, "decision %s resolved: succeeded, the provider charged %d micros; a running gongbu settles it with Hubu (capture %d, release the rest)\n",
+			id, *x.ChargedMicros, *x.ChargedMicros)
+		return nil
+	}
+	fmt.Fprintf(stdout, "decision %s resolved: failed, nothing charged; a running gongbu has Hubu release its hold\n", id)
 	return nil
 }

@@ -20,8 +20,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
+	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/postgres"
@@ -112,6 +114,8 @@ func TestBadSettings(t *testing.T) {
 		{"no FLUX key", without(db(migrated), "GONGBU_FLUX_KEY"), []string{"serve"}, "--flux-key is required"},
 		{"a poll interval that is no duration", db(migrated), []string{"serve", "--poll-interval", "soon"}, "-poll-interval"},
 		{"a zero poll deadline", db(migrated), []string{"serve", "--poll-deadline", "0s"}, "must be positive"},
+		{"a FLUX timeout that is no duration", append(db(migrated), "GONGBU_FLUX_TIMEOUT=long"), []string{"serve"}, "GONGBU_FLUX_TIMEOUT must be a duration"},
+		{"a zero FLUX timeout", db(migrated), []string{"serve", "--flux-timeout", "0s"}, "--flux-timeout must be positive"},
 		{"an idempotency setting that is no boolean", append(db(migrated), "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "GONGBU_FLUX_IDEMPOTENT must be true or false"},
 		{"an unreachable database", db("postgres://postgres@127.0.0.1:1/gongbu?connect_timeout=2"), []string{"serve"}, "cannot reach the database"},
 		{"an unmigrated database", db(empty), []string{"serve", "--listen", "127.0.0.1:0"}, "run `gongbu migrate up`"},
@@ -122,6 +126,8 @@ func TestBadSettings(t *testing.T) {
 		{"migrate down a negative number of steps", []string{"GONGBU_DATABASE_URL=" + empty}, []string{"migrate", "down", "--steps", "-1"}, "--steps must not be negative"},
 		{"reconcile without URLs", nil, []string{"reconcile"}, "--hubu-url is required"},
 		{"reconcile without tokens", []string{"GONGBU_HUBU_URL=http://h", "GONGBU_URL=http://g", "GONGBU_FLUX_URL=http://f"}, []string{"reconcile"}, "--hubu-token and --service-token are required"},
+		{"resolve without a database", nil, []string{"resolve", "--decision", uuid.NewString(), "--not-charged"}, "--database-url (or GONGBU_DATABASE_URL) is required"},
+		{"resolve on an unmigrated database", []string{"GONGBU_DATABASE_URL=" + empty}, []string{"resolve", "--decision", uuid.NewString(), "--not-charged"}, "run `gongbu migrate up`"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -148,6 +154,7 @@ func TestBinaryFailsInOneLine(t *testing.T) {
 		{serveEnv, []string{"serve"}, "gongbu: --database-url (or GONGBU_DATABASE_URL) is required\n"},
 		{append(serveEnv, "GONGBU_DATABASE_URL=postgres://x/y", "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "gongbu: GONGBU_FLUX_IDEMPOTENT must be true or false\n"},
 		{nil, []string{"migrate", "sideways", "--database-url", "postgres://x/y"}, "gongbu: unknown migrate action \"sideways\": use up, down or version\n"},
+		{nil, []string{"resolve", "--database-url", "postgres://x/y", "--decision", "d-1", "--not-charged"}, "gongbu: --decision must be a decision id (a UUID)\n"},
 	} {
 		cmd := exec.Command(binary, c.args...)
 		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, c.env...)
@@ -172,13 +179,13 @@ func TestMigrate(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate", "version"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 1\n"},
-		{[]string{"migrate", "up"}, "version 1\n"},
-		{[]string{"migrate", "version"}, "version 1\n"},
-		{[]string{"migrate", "down"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 1\n"},
+		{[]string{"migrate", "up"}, "version 2\n"},
+		{[]string{"migrate", "up"}, "version 2\n"},
+		{[]string{"migrate", "version"}, "version 2\n"},
+		{[]string{"migrate", "down"}, "version 1\n"},
+		{[]string{"migrate", "up"}, "version 2\n"},
 		{[]string{"migrate", "down", "--steps", "0"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 1\n"},
+		{[]string{"migrate", "up"}, "version 2\n"},
 	} {
 		out, _, err := runGongbu(t, env, step.args...)
 		if err != nil || out != step.want {
@@ -189,7 +196,7 @@ func TestMigrate(t *testing.T) {
 
 func TestHelp(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"migrate", "--help"}, {"migrate", "up", "--help"}, {"reconcile", "--help"}} {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}, {"serve", "--help"}, {"migrate", "--help"}, {"migrate", "up", "--help"}, {"reconcile", "--help"}, {"resolve", "--help"}} {
 		out, errOut, err := runGongbu(t, nil, args...)
 		if err != nil && !errors.Is(err, flag.ErrHelp) {
 			t.Errorf("%v: %v", args, err)
@@ -352,8 +359,8 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 	store := postgres.NewStore(pool)
 	d := gongbutest.NewDecision()
 	now := time.Now()
-	// Left by a worker that died while submitting: its lease ran out.
-	if _, _, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(-time.Minute), now.Add(-time.Hour)); err != nil {
+	// Left by a worker that died while submitting a few minutes ago: its lease ran out.
+	if _, _, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(-time.Minute), now.Add(-5*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 
@@ -400,6 +407,108 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not return within 20s of the signal")
+	}
+	x, err := store.Get(context.Background(), d.DecisionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.State != gongbu.StateSubmitted || x.ProviderJobID == nil || *x.ProviderJobID != "task-1" {
+		t.Fatalf("after shutdown: %s (job %v); want the job recorded\n%s", x.State, x.ProviderJobID, stderr.String())
+	}
+}
+
+// Hubu hands a decision over and the provider takes its time; the process is told to stop
+// meanwhile. Gongbu waits for the submission — longer than an HTTP server's usual grace of a
+// few seconds, up to the provider's timeout — and records the job before the pool closes.
+func TestShutdownWaitsForAnExecuteInFlight(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	store := postgres.NewStore(pool)
+	d := gongbutest.NewDecision()
+	hubuSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/decisions/"+d.DecisionID.String() {
+			http.NotFound(w, r)
+			return
+		}
+		a := d.Arguments
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(hubuapi.Decision{
+			DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, AgentId: d.AgentID, Tool: hubuapi.GenerateImage,
+			Scope:        hubuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
+			Arguments:    hubuapi.GenerateImageArguments{Prompt: a.Prompt, Model: a.Model, Width: a.Width, Height: a.Height, Seed: a.Seed},
+			AmountMicros: d.AmountMicros, Currency: d.Currency, State: hubuapi.OperationStateDispatching, DispatchAttempts: 1,
+		})
+	}))
+	t.Cleanup(hubuSrv.Close)
+	const late = 16 * time.Second // the answer comes after the signal, later than the old 15 s grace
+	arrived, stopped := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fluxSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost {
+			_, _ = io.WriteString(w, `{"id":"task-1","status":"Pending"}`)
+			return
+		}
+		once.Do(func() { close(arrived) })
+		select {
+		case <-stopped:
+			time.Sleep(late)
+		case <-time.After(60 * time.Second):
+		}
+		_, _ = io.WriteString(w, `{"id":"task-1","polling_url":"`+"http://"+r.Host+`/v1/get_result?id=task-1"}`)
+	}))
+	t.Cleanup(fluxSrv.Close)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--database-url", dbURL, "--hubu-url", hubuSrv.URL,
+			"--hubu-token", "t", "--service-token", "s", "--flux-url", fluxSrv.URL, "--flux-key", "k", "--flux-timeout", "40s"},
+			func(string) string { return "" }, io.Discard, &stderr)
+	}()
+	var addr string
+	for deadline := time.Now().Add(20 * time.Second); addr == ""; {
+		for line := range strings.SplitSeq(stderr.String(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "listening" {
+				addr, _ = rec["addr"].(string)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gongbu did not listen within 20s\n%s", stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Hubu's hand-off; its client gives up long before the provider answers.
+	body, _ := json.Marshal(map[string]any{
+		"decision_id": d.DecisionID, "public_handle": d.PublicHandle, "agent_id": d.AgentID, "tool": "generate_image",
+		"scope":     map[string]any{"provider": "bfl", "model": d.Scope.Model, "size": d.Scope.Size},
+		"arguments": d.Arguments, "amount_micros": d.AmountMicros, "currency": d.Currency,
+	})
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/executions", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer s")
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the submission did not reach the provider within 20s\n%s", stderr.String())
+	}
+	cancel() // SIGTERM
+	close(stopped)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(late + 30*time.Second):
+		t.Fatal("serve did not return in time after the signal")
 	}
 	x, err := store.Get(context.Background(), d.DecisionID)
 	if err != nil {

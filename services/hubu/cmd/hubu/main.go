@@ -100,6 +100,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	dbURL := databaseURLFlag(fs, getenv)
 	ttlDefault := envOr(getenv, "HUBU_APPROVAL_TTL", "24h")
 	ttlText := fs.String("approval-ttl", ttlDefault, "how long a held operation waits for approval (env HUBU_APPROVAL_TTL)")
+	retryDefault := 10 * time.Second
+	if v := getenv("HUBU_RETRY_AFTER"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			retryDefault = d
+		}
+	}
+	retryAfter := fs.Duration("retry-after", retryDefault, "re-send a decision the executor has not acknowledged after this long (env HUBU_RETRY_AFTER)")
 	gongbuURL := fs.String("gongbu-url", getenv("HUBU_GONGBU_URL"), "Gongbu's base URL; without it decisions wait in dispatching (env HUBU_GONGBU_URL)")
 	gongbuToken := fs.String("gongbu-token", getenv("HUBU_GONGBU_TOKEN"), "the service token Gongbu accepts from Hubu (env HUBU_GONGBU_TOKEN)")
 	if err := fs.Parse(args); err != nil {
@@ -121,6 +128,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--gongbu-url: %v", err)
 		}
 		executor = gx
+	}
+	if *retryAfter <= 0 {
+		return errors.New("--retry-after must be positive")
 	}
 	ttl, err := time.ParseDuration(*ttlText)
 	if err != nil || ttl <= 0 {
@@ -152,7 +162,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	now := time.Now
 	store := postgres.NewStore(pool, ttl)
-	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: 10 * time.Second}
+	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: *retryAfter}
 	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -166,7 +176,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
-	go life.Run(bg, 5*time.Second)
+	go life.Run(bg, min(5*time.Second, *retryAfter))
 
 	errc := make(chan error, 1)
 	go func() { errc <- httpSrv.Serve(ln) }()

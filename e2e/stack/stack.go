@@ -1,0 +1,352 @@
+package stack
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Binaries is a directory holding every binary of the stack.
+type Binaries string
+
+// Path is one binary's path.
+func (b Binaries) Path(name string) string { return filepath.Join(string(b), name) }
+
+// Build compiles every binary once into dir; with failpoints, the crash points are compiled in.
+func Build(ctx context.Context, repoRoot, dir string, failpoints bool) (Binaries, error) {
+	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	if failpoints {
+		args = append(args, "-tags", "failpoints")
+	}
+	args = append(args, "./services/hubu/cmd/...", "./services/gongbu/cmd/...", "./services/mockflux/cmd/...", "./router/cmd/...")
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build the binaries: %v\n%s", err, out)
+	}
+	return Binaries(dir), nil
+}
+
+// Config says where the stack keeps its state and which server and ports it uses.
+type Config struct {
+	// Dir holds the credentials, the logs, mockflux's journal and the router's registry.
+	Dir string
+	// ServerURL is a superuser URL of the Postgres server (scripts/ensure-postgres.sh prints one).
+	ServerURL string
+	// HubuDB and GongbuDB are the databases' names; they are created when missing.
+	HubuDB, GongbuDB string
+	// Addresses; empty means a free loopback port.
+	HubuAddr, GongbuAddr, FluxAddr, RouterAddr string
+	// FluxIdempotent tells Gongbu that mockflux honours Idempotency-Key.
+	FluxIdempotent bool
+	// Env adds environment entries per process name (hubu, gongbu, mockflux, router).
+	Env map[string][]string
+	// Progress receives one line per step; nil is silent.
+	Progress io.Writer
+}
+
+// Credentials are made once per state directory and reused by every later start.
+type Credentials struct {
+	OperatorToken     string `json:"operator_token"`   // the approver's Hubu token
+	GongbuAtHubuToken string `json:"gongbu_at_hubu"`   // Gongbu's service token at Hubu
+	HubuAtGongbuToken string `json:"hubu_at_gongbu"`   // what Hubu presents to Gongbu
+	RouterMCPToken    string `json:"router_mcp_token"` // what HTTP clients present to the router
+	AgentToken        string `json:"agent_token"`      // the demo agent's token
+	AgentID           string `json:"agent_id"`
+	FluxKey           string `json:"flux_key"`
+}
+
+// Stack is a running stack.
+type Stack struct {
+	Config      Config
+	Bin         Binaries
+	Credentials Credentials
+	Flux        *Process
+	Gongbu      *Process
+	Hubu        *Process
+	Router      *Process
+	HubuDBURL   string
+	GongbuDBURL string
+}
+
+func (c Config) say(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", args...)
+	}
+}
+
+func randomToken(prefix string) string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// Start brings the whole stack up and waits until every part is healthy.
+func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &Stack{Config: cfg, Bin: bin}
+	var err error
+	if s.HubuDBURL, err = ensureDatabase(ctx, cfg.ServerURL, cfg.HubuDB); err != nil {
+		return nil, err
+	}
+	if s.GongbuDBURL, err = ensureDatabase(ctx, cfg.ServerURL, cfg.GongbuDB); err != nil {
+		return nil, err
+	}
+	cfg.say("databases %s and %s ready", cfg.HubuDB, cfg.GongbuDB)
+	if err := s.run(ctx, "hubu", nil, "migrate", "up", "--database-url", s.HubuDBURL); err != nil {
+		return nil, err
+	}
+	if err := s.run(ctx, "gongbu", nil, "migrate", "up", "--database-url", s.GongbuDBURL); err != nil {
+		return nil, err
+	}
+	if err := s.loadOrMakeCredentials(ctx); err != nil {
+		return nil, err
+	}
+	for _, a := range []*string{&cfg.HubuAddr, &cfg.GongbuAddr, &cfg.FluxAddr, &cfg.RouterAddr} {
+		if *a == "" {
+			if *a, err = FreeAddr(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	s.Config = cfg
+	logs := func(name string) string { return filepath.Join(cfg.Dir, name+".log") }
+	base := []string{"PATH=" + os.Getenv("PATH")}
+	env := func(name string, kv ...string) []string {
+		return append(append(append([]string{}, base...), kv...), cfg.Env[name]...)
+	}
+	s.Flux = &Process{Name: "mockflux", Path: bin.Path("mockflux"), Addr: cfg.FluxAddr, LogPath: logs("mockflux"),
+		Args: []string{"serve", "--listen", cfg.FluxAddr, "--data", filepath.Join(cfg.Dir, "mockflux.jsonl")}, Env: env("mockflux")}
+	s.Gongbu = &Process{Name: "gongbu", Path: bin.Path("gongbu"), Addr: cfg.GongbuAddr, LogPath: logs("gongbu"),
+		Args: []string{"serve", "--listen", cfg.GongbuAddr, "--poll-interval", "200ms"},
+		Env: env("gongbu", "GONGBU_DATABASE_URL="+s.GongbuDBURL, "GONGBU_HUBU_URL=http://"+cfg.HubuAddr,
+			"GONGBU_HUBU_TOKEN="+s.Credentials.GongbuAtHubuToken, "GONGBU_SERVICE_TOKEN="+s.Credentials.HubuAtGongbuToken,
+			"GONGBU_FLUX_URL=http://"+cfg.FluxAddr, "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
+			fmt.Sprintf("GONGBU_FLUX_IDEMPOTENT=%v", cfg.FluxIdempotent))}
+	s.Hubu = &Process{Name: "hubu", Path: bin.Path("hubu"), Addr: cfg.HubuAddr, LogPath: logs("hubu"),
+		Args: []string{"serve", "--listen", cfg.HubuAddr},
+		Env: env("hubu", "HUBU_DATABASE_URL="+s.HubuDBURL, "HUBU_GONGBU_URL=http://"+cfg.GongbuAddr,
+			"HUBU_GONGBU_TOKEN="+s.Credentials.HubuAtGongbuToken)}
+	for _, p := range []*Process{s.Flux, s.Gongbu, s.Hubu} {
+		if err := p.Start(); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	for _, p := range []*Process{s.Flux, s.Gongbu, s.Hubu} {
+		if err := p.WaitHealthy(ctx, 30*time.Second); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	cfg.say("mockflux, gongbu and hubu healthy")
+	if err := s.ensureAgent(ctx); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	s.Router = &Process{Name: "router", Path: bin.Path("hubu-unified-mcp"), Addr: cfg.RouterAddr, LogPath: logs("router"),
+		Args: s.RouterArgs("--http", cfg.RouterAddr),
+		Env:  env("router", "HUBU_AGENT_TOKEN="+s.Credentials.AgentToken, "ROUTER_MCP_TOKEN="+s.Credentials.RouterMCPToken)}
+	if err := s.Router.Start(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	if err := s.Router.WaitHealthy(ctx, 30*time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	cfg.say("router healthy")
+	return s, nil
+}
+
+// RouterArgs are the arguments of a router wired to this stack, sharing its registry.
+func (s *Stack) RouterArgs(extra ...string) []string {
+	return append([]string{"--hubu-url", s.Hubu.URL(), "--gongbu-url", s.Gongbu.URL(),
+		"--state", filepath.Join(s.Config.Dir, "router.db")}, extra...)
+}
+
+// Stop stops every process with SIGTERM, the router first.
+func (s *Stack) Stop() {
+	for _, p := range []*Process{s.Router, s.Hubu, s.Gongbu, s.Flux} {
+		if p != nil {
+			_ = p.Stop(15 * time.Second)
+		}
+	}
+}
+
+// run runs a binary to completion.
+func (s *Stack) run(ctx context.Context, name string, env []string, args ...string) error {
+	cmd := exec.CommandContext(ctx, s.Bin.Path(name), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args[:min(2, len(args))], " "), err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (s *Stack) output(ctx context.Context, name string, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, s.Bin.Path(name), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			stderr = ee.Stderr
+		}
+		return "", fmt.Errorf("%s %s: %v: %s", name, strings.Join(args[:min(2, len(args))], " "), err, strings.TrimSpace(string(stderr)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// loadOrMakeCredentials reads the credentials a previous start made, or makes them; tokens
+// are shown once by Hubu, so they are kept (0600) next to the registry.
+func (s *Stack) loadOrMakeCredentials(ctx context.Context) error {
+	path := filepath.Join(s.Config.Dir, "credentials.json")
+	if b, err := os.ReadFile(path); err == nil {
+		return json.Unmarshal(b, &s.Credentials)
+	}
+	c := Credentials{HubuAtGongbuToken: randomToken("hubu-to-gongbu-"), RouterMCPToken: randomToken("router-"), FluxKey: randomToken("flux-")}
+	var err error
+	if c.OperatorToken, err = s.output(ctx, "hubu", nil, "operator", "create", "--name", "operator", "--database-url", s.HubuDBURL); err != nil {
+		return err
+	}
+	if c.GongbuAtHubuToken, err = s.output(ctx, "hubu", nil, "service", "create", "--name", "gongbu", "--database-url", s.HubuDBURL); err != nil {
+		return err
+	}
+	s.Credentials = c
+	return s.saveCredentials()
+}
+
+func (s *Stack) saveCredentials() error {
+	b, err := json.MarshalIndent(s.Credentials, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.Config.Dir, "credentials.json"), b, 0o600)
+}
+
+// ensureAgent creates the demo agent once: auto-approve up to $0.05 an operation, a ceiling
+// of $1.00 an operation, $5.00 a day.
+func (s *Stack) ensureAgent(ctx context.Context) error {
+	if s.Credentials.AgentToken != "" {
+		return nil
+	}
+	out, err := s.output(ctx, "hubuctl", s.HubuctlEnv(), "agent", "create", "--name", "demo", "--json",
+		"--auto-approve-micros", "50000", "--ceiling-micros", "1000000", "--budget-micros", "5000000", "--period", "day")
+	if err != nil {
+		return err
+	}
+	var created struct {
+		Agent struct {
+			ID string `json:"id"`
+		} `json:"agent"`
+		Token string `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(out), &created); err != nil || created.Token == "" {
+		return fmt.Errorf("hubuctl agent create: unexpected output")
+	}
+	s.Credentials.AgentToken, s.Credentials.AgentID = created.Token, created.Agent.ID
+	return s.saveCredentials()
+}
+
+// HubuctlEnv is the environment hubuctl needs against this stack.
+func (s *Stack) HubuctlEnv() []string {
+	return []string{"HUBU_URL=" + s.Hubu.URL(), "HUBU_APPROVER_TOKEN=" + s.Credentials.OperatorToken}
+}
+
+// EnvFile is .hubu/stack.env: shell KEY=value lines, single-quoted.
+func (s *Stack) EnvFile() map[string]string {
+	q := func(parts ...string) string {
+		out := make([]string, len(parts))
+		for i, p := range parts {
+			out[i] = shellQuote(p)
+		}
+		return strings.Join(out, " ")
+	}
+	routerCmd := append([]string{"env", "HUBU_AGENT_TOKEN=" + s.Credentials.AgentToken, s.Bin.Path("hubu-unified-mcp")}, s.RouterArgs()...)
+	return map[string]string{
+		"HUBU_URL":            s.Hubu.URL(),
+		"GONGBU_URL":          s.Gongbu.URL(),
+		"MOCKFLUX_URL":        s.Flux.URL(),
+		"ROUTER_MCP_URL":      s.Router.URL() + "/mcp",
+		"ROUTER_MCP_TOKEN":    s.Credentials.RouterMCPToken,
+		"ROUTER_CMD":          q(routerCmd...),
+		"HUBUCTL_CMD":         q(append([]string{"env"}, append(s.HubuctlEnv(), s.Bin.Path("hubuctl"))...)...),
+		"HUBU_AGENT_TOKEN":    s.Credentials.AgentToken,
+		"HUBU_APPROVER_TOKEN": s.Credentials.OperatorToken,
+		"CONSOLE_URL":         s.Hubu.URL() + "/console",
+	}
+}
+
+// WriteEnvFile writes EnvFile to path with 0600 permissions (it holds tokens).
+func (s *Stack) WriteEnvFile(path string) error {
+	env := s.EnvFile()
+	keys := make([]string, 0, len(env))
+	for k := range env {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# Written by make up once every part was healthy. Holds tokens: keep it private.\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, shellQuote(env[k]))
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// ensureDatabase creates the database when missing and returns its URL.
+func ensureDatabase(ctx context.Context, serverURL, name string) (string, error) {
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to Postgres: %v", err)
+	}
+	defer conn.Close(ctx)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
+		return "", err
+	}
+	if !exists {
+		if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+			return "", fmt.Errorf("create database %s: %v", name, err)
+		}
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return "", err
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// DropDatabases removes the stack's databases (tests clean up with it).
+func DropDatabases(ctx context.Context, serverURL string, names ...string) error {
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	for _, n := range names {
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)"); err != nil {
+			return err
+		}
+	}
+	return nil
+}

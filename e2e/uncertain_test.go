@@ -1,0 +1,254 @@
+package e2e_test
+
+import (
+	"context"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/gongbu/vendorkey"
+)
+
+// The first submission is charged and answered with a 500; Gongbu's takeover resubmits under
+// the same key and the provider refuses that second request (401, 402, 403, 422, 429). The
+// refusal says nothing of the first charge: Hubu keeps the hold, the reconciliation names the
+// execution, and an operator's `gongbu resolve` settles it.
+func TestRefusedResubmissionKeepsTheHold(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusForbidden,
+		http.StatusUnprocessableEntity, http.StatusTooManyRequests} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, stackOptions{fluxIdempotent: true, gate: true})
+			s.arm(bflapi.ChargeThen500, 1)
+			op := s.spend("flux-dev")
+			if c := s.charges(); c.Count != 1 {
+				t.Fatalf("%d charges after the first submission, want 1", c.Count)
+			}
+			if x := s.execution(op); x.State != gongbuapi.Submitting {
+				t.Fatalf("after the 500: %s", x.State)
+			}
+			// The first takeover meets a 503 (unknown: the lease runs out again), the second
+			// the refusal.
+			s.gate.refuseNext(http.StatusServiceUnavailable)
+			s.gate.refuseNext(status)
+			for range 3 {
+				s.clock.Advance(lease + pollInterval)
+				s.tick()
+			}
+			x := s.execution(op)
+			if x.State != gongbuapi.Indeterminate || x.Reported == nil || *x.Reported || x.ChargedMicros != nil {
+				t.Fatalf("after the refused resubmission: %+v", x)
+			}
+			if o := s.operation(op.PublicHandle); o.State != hubuapi.OperationStateExecuting || o.HeldMicros != 25_000 || o.CapturedMicros != 0 {
+				t.Fatalf("Hubu released a hold the provider charged for: %+v", o)
+			}
+			r := s.reconcile()
+			if len(r.Mismatches) != 1 || !strings.Contains(r.Mismatches[0], "indeterminate") || !strings.Contains(r.Mismatches[0], "charged 25000") {
+				t.Fatalf("reconciliation:\n%s", r)
+			}
+
+			out := s.resolve(op.DecisionId.String(), "--charged-micros", "25000")
+			if !strings.Contains(out, "resolved: succeeded") {
+				t.Fatalf("resolve: %s", out)
+			}
+			s.tick()
+			if o := s.operation(op.PublicHandle); o.State != hubuapi.OperationStateSucceeded || o.CapturedMicros != 25_000 || o.HeldMicros != 0 {
+				t.Fatalf("after the resolution: %+v", o)
+			}
+			if c := s.charges(); c.Count != 1 {
+				t.Fatalf("%d charges, want 1", c.Count)
+			}
+			s.mustAgree()
+		})
+	}
+}
+
+// mockflux answers 422 when the key was used before with another body: the key was charged,
+// so this is no refusal, even on a decision's first submission. Gongbu keeps the hold and
+// re-sends a bounded number of times; then the execution is indeterminate.
+func TestKeyReusedIsNoRefusal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStack(t, stackOptions{fluxIdempotent: true})
+	s.handoff.paused.Store(true)
+	op := s.spend("flux-dev")
+	key := vendorkey.For("bfl", *op.DecisionId)
+	w, h := 512, 512
+	if r, err := s.fluxAdmin.SubmitWithResponse(ctx, "flux-dev", &bflapi.SubmitParams{IdempotencyKey: &key},
+		bflapi.FluxRequest{Prompt: "something else", Width: &w, Height: &h}, func(_ context.Context, r *http.Request) error {
+			r.Header.Set("x-key", "test-key")
+			return nil
+		}); err != nil || r.JSON200 == nil {
+		t.Fatalf("the earlier request under the key: %v", err)
+	}
+	// Hubu's first hand-off of the decision (the paused one never left Hubu's test executor,
+	// but Hubu counted it: this is hand-off 1 as Gongbu sees it).
+	resp, err := s.asHubu.ExecuteWithResponse(ctx, s.decision(op))
+	if err != nil || resp.JSON202 == nil {
+		t.Fatalf("execute: %v %s", err, resp.Body)
+	}
+	if resp.JSON202.State != gongbuapi.Submitting {
+		t.Fatalf("after the 422: %s; a key used before is no refusal", resp.JSON202.State)
+	}
+	if o := s.operation(op.PublicHandle); o.HeldMicros != 25_000 || o.State == hubuapi.OperationStateFailed {
+		t.Fatalf("Hubu after the 422: %+v", o)
+	}
+	for range 12 {
+		s.clock.Advance(lease + pollInterval)
+		s.tick()
+	}
+	x := s.execution(op)
+	if x.State != gongbuapi.Indeterminate || x.Error == nil || !strings.Contains(*x.Error, "resubmissions") {
+		t.Fatalf("after the takeovers: %+v", x)
+	}
+	if o := s.operation(op.PublicHandle); o.HeldMicros != 25_000 {
+		t.Fatalf("Hubu's hold: %+v", o)
+	}
+	if c := s.charges(); c.Count != 1 {
+		t.Fatalf("%d charges, want the earlier request's 1", c.Count)
+	}
+}
+
+// Gongbu ran the decision (and the provider charged), but its answer never reached Hubu, which
+// stays dispatching; then Gongbu lost its row. Hubu re-sends the decision as its second
+// hand-off: Gongbu, which cannot tell this from a new decision by its own records, must not
+// submit it again where the provider does not honour keys; where it does, the same key finds
+// the first job.
+func TestLostHandOffAnswerAndLostRow(t *testing.T) {
+	t.Parallel()
+	for _, honoured := range []bool{false, true} {
+		t.Run(map[bool]string{false: "provider ignores keys", true: "provider honours keys"}[honoured], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := newStack(t, stackOptions{fluxIdempotent: honoured})
+			if !honoured {
+				s.arm(bflapi.IdempotencyOff, 0)
+			}
+			s.handoff.loseReply.Store(true)
+			op := s.spend("flux-dev")
+			if op.State != hubuapi.OperationStateDispatching {
+				t.Fatalf("with the answer lost: %s", op.State)
+			}
+			if c := s.charges(); c.Count != 1 {
+				t.Fatalf("%d charges after the first hand-off", c.Count)
+			}
+			s.wipeGongbu(t)
+			s.handoff.loseReply.Store(false)
+			s.clock.Advance(11 * time.Second)
+			if n, err := s.hubuLife.Recover(ctx); err != nil || n != 1 {
+				t.Fatalf("Hubu re-sending the decision: %d %v", n, err)
+			}
+			if c := s.charges(); c.Count != 1 {
+				t.Fatalf("%d charges after the re-sent decision, want 1", c.Count)
+			}
+			if !honoured {
+				if x := s.execution(op); x.State != gongbuapi.Indeterminate {
+					t.Fatalf("re-sent decision without honoured keys: %s", x.State)
+				}
+				if o := s.operation(op.PublicHandle); o.HeldMicros != 25_000 || o.CapturedMicros != 0 {
+					t.Fatalf("Hubu: %+v", o)
+				}
+				if r := s.reconcile(); len(r.Mismatches) != 1 || !strings.Contains(r.Mismatches[0], "indeterminate") {
+					t.Fatalf("reconciliation:\n%s", r)
+				}
+				return
+			}
+			if final := s.settle(op.PublicHandle); final.State != hubuapi.OperationStateSucceeded || final.CapturedMicros != 25_000 {
+				t.Fatalf("final: %+v", final)
+			}
+			s.mustAgree()
+		})
+	}
+}
+
+// An indeterminate execution is resolved by an operator with `gongbu resolve`, and the
+// running Gongbu reports the verdict to Hubu: what was charged is captured, or the hold is
+// released. The three records then agree.
+func TestResolveAnIndeterminateExecution(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		fault   bflapi.FaultKind
+		verdict []string
+		state   hubuapi.OperationState
+		capture int64
+	}{
+		{bflapi.ChargeThen500, []string{"--charged-micros", "25000"}, hubuapi.OperationStateSucceeded, 25_000},
+		{bflapi.FailBeforeCharge, []string{"--not-charged"}, hubuapi.OperationStateFailed, 0},
+	} {
+		t.Run(string(c.fault), func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, stackOptions{fluxIdempotent: false})
+			s.arm(bflapi.IdempotencyOff, 0)
+			s.arm(c.fault, 1)
+			op := s.spend("flux-dev")
+			if x := s.execution(op); x.State != gongbuapi.Indeterminate {
+				t.Fatalf("%s", x.State)
+			}
+			if r := s.reconcile(); len(r.Mismatches) != 1 || !strings.Contains(r.Mismatches[0], "gongbu resolve") {
+				t.Fatalf("reconciliation before:\n%s", r)
+			}
+			s.resolve(op.DecisionId.String(), c.verdict...)
+			s.tick()
+			o := s.operation(op.PublicHandle)
+			if o.State != c.state || o.CapturedMicros != c.capture || o.HeldMicros != 0 {
+				t.Fatalf("after the resolution: %+v", o)
+			}
+			if x := s.execution(op); x.Reported == nil || !*x.Reported || x.ResolvedAt == nil {
+				t.Fatalf("not reported, or not marked resolved: %+v", x)
+			}
+			s.mustAgree()
+		})
+	}
+}
+
+// The provider takes a job (and charges) and then fails it: Hubu captures the charge and
+// records the operation as failed with the provider's reason, not as a success without an
+// image.
+func TestChargedFailureIsCapturedAsFailed(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{fluxIdempotent: true, gate: true})
+	s.gate.answerNextPoll(bflapi.ContentModerated)
+	op := s.spend("flux-dev")
+	final := s.settle(op.PublicHandle)
+	if final.State != hubuapi.OperationStateFailed || final.CapturedMicros != 25_000 || final.HeldMicros != 0 ||
+		final.FailureReason == nil || !strings.Contains(*final.FailureReason, "Content Moderated") {
+		t.Fatalf("final: %+v", final)
+	}
+	if x := s.execution(op); x.State != gongbuapi.Failed || x.Result != nil {
+		t.Fatalf("execution: %+v", x)
+	}
+	// The agent reads its failed execution, and so does an operator (Hubu lets both read it).
+	for _, c := range []*gongbuapi.ClientWithResponses{s.agentGongbu, mustGongbuClient(t, s.gongbuURL, s.opToken, http.DefaultClient)} {
+		r, err := c.GetOperationExecutionWithResponse(context.Background(), op.PublicHandle)
+		if err != nil || r.JSON200 == nil || r.JSON200.State != gongbuapi.Failed {
+			t.Fatalf("read the execution: %v %s", err, r.Body)
+		}
+	}
+	s.mustAgree()
+}
+
+// A live system reconciles: an operation under way is listed as in flight, and the command
+// exits 0.
+func TestReconcileWhileInFlight(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackOptions{fluxIdempotent: true})
+	op := s.spend("flux-dev") // submitted and charged; not yet polled
+	r := s.reconcile()
+	if len(r.Mismatches) != 0 || len(r.InFlight) != 1 || !strings.Contains(r.InFlight[0], "Hubu executing, Gongbu submitted") {
+		t.Fatalf("reconciliation while in flight:\n%s", r)
+	}
+	cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubuURL, "--hubu-token", s.hubuToken,
+		"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "in agreement (1 still in flight)") {
+		t.Fatalf("gongbu reconcile: %v\n%s", err, out)
+	}
+	s.settle(op.PublicHandle)
+	s.mustAgree()
+}

@@ -1,0 +1,195 @@
+package execution_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/gongbutest"
+	"hubu.dev/hubu/services/gongbu/vendorkey"
+)
+
+// The first submission was charged and then answered with a 500 (or not at all); the takeover
+// resubmits under the same key and the provider refuses that second request. The refusal says
+// nothing of the first one's charge: the execution is indeterminate and Hubu keeps the hold.
+func TestRefusalOfATakeoverIsIndeterminate(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{"401", "402", "403", "422", "429"} {
+		t.Run(status, func(t *testing.T) {
+			t.Parallel()
+			env := gongbutest.New(t, true)
+			d := env.Issue("agent-a")
+			env.Provider.OnSubmit(gongbutest.Ambiguous(), gongbutest.Reject("FLUX answered "+status))
+			if x, _ := mustExecute(t, env, d); x.State != gongbu.StateSubmitting {
+				t.Fatalf("after the ambiguous first submit: %s", x.State)
+			}
+			runFor(t, env, 3)
+			x := env.Get(t, d.DecisionID)
+			if x.State != gongbu.StateIndeterminate || x.Reported || x.ChargedMicros != nil || x.Error == nil ||
+				!strings.Contains(*x.Error, "refused a resubmission") {
+				t.Fatalf("%+v", x)
+			}
+			if r := env.Authority.Reports(); len(r) != 0 {
+				t.Fatalf("reports %+v: a refused resubmission released a hold the first submission may have been charged for", r)
+			}
+			if n := env.Provider.SubmitsFor(vendorkey.For("bfl", d.DecisionID)); n != 2 {
+				t.Fatalf("%d submits, want 2", n)
+			}
+		})
+	}
+}
+
+// A decision Hubu has handed over before (it counted more than one hand-off, or moved the
+// operation past dispatching) that Gongbu has no record of may have been submitted by a
+// Gongbu that lost its row, or whose answer Hubu never got. Where the provider honours keys
+// it is submitted again under the same key, but a refusal of that is not trusted either.
+func TestRefusalOfAReRunIsIndeterminate(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		state    string
+		attempts int
+	}{{"dispatching", 2}, {"dispatching", 0}, {"executing", 1}, {"succeeded", 1}} {
+		env := gongbutest.New(t, true)
+		d := gongbutest.NewDecision()
+		env.Authority.Issue(d, c.state, "agent-a")
+		env.Authority.SetDispatchAttempts(d.DecisionID, c.attempts)
+		env.Provider.OnSubmit(gongbutest.Reject("FLUX answered 403"))
+		x, created := mustExecute(t, env, d)
+		if !created || x.State != gongbu.StateIndeterminate || x.Reported || x.ChargedMicros != nil {
+			t.Fatalf("%s, hand-off %d: created=%v %+v", c.state, c.attempts, created, x)
+		}
+		if env.Provider.Submits() != 1 || len(env.Authority.Reports()) != 0 {
+			t.Fatalf("%s, hand-off %d: %d submits, reports %+v", c.state, c.attempts, env.Provider.Submits(), env.Authority.Reports())
+		}
+	}
+}
+
+// Where the provider does not honour keys, such a decision is never submitted at all.
+func TestReHandedDecisionWithoutKeysIsNotSubmitted(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, false)
+	for _, attempts := range []int{2, 5, 0} {
+		d := gongbutest.NewDecision()
+		env.Authority.Issue(d, "dispatching", "agent-a")
+		env.Authority.SetDispatchAttempts(d.DecisionID, attempts)
+		x, created := mustExecute(t, env, d)
+		if !created || x.State != gongbu.StateIndeterminate || x.Reported || x.Error == nil || !strings.Contains(*x.Error, "handed this decision over before") {
+			t.Fatalf("hand-off %d: created=%v %+v", attempts, created, x)
+		}
+	}
+	runFor(t, env, 2)
+	if env.Provider.Submits() != 0 || len(env.Authority.Reports()) != 0 {
+		t.Fatalf("%d submits, reports %+v; want none", env.Provider.Submits(), env.Authority.Reports())
+	}
+	// The first hand-off of a decision is submitted, and its refusal is trusted.
+	d := env.Issue("agent-a")
+	env.Provider.OnSubmit(gongbutest.Reject("FLUX answered 402"))
+	if x, _ := mustExecute(t, env, d); x.State != gongbu.StateFailed || x.ChargedMicros == nil || *x.ChargedMicros != 0 || !x.Reported {
+		t.Fatalf("first hand-off: %+v", x)
+	}
+}
+
+// A submission whose outcome stays unknown is re-sent under its key only so often, and only
+// for so long; then it is indeterminate and waits for an operator.
+func TestTakeoversAreBounded(t *testing.T) {
+	t.Parallel()
+	t.Run("by count", func(t *testing.T) {
+		t.Parallel()
+		env := gongbutest.New(t, true)
+		env.Service.MaxTakeovers = 4
+		d := env.Issue("agent-a")
+		for range 10 {
+			env.Provider.OnSubmit(gongbutest.Ambiguous())
+		}
+		mustExecute(t, env, d)
+		runFor(t, env, 4)
+		if x := env.Get(t, d.DecisionID); x.State != gongbu.StateSubmitting || env.Provider.Submits() != 5 {
+			t.Fatalf("after 4 takeovers: %s, %d submits", x.State, env.Provider.Submits())
+		}
+		runFor(t, env, 3)
+		x := env.Get(t, d.DecisionID)
+		if x.State != gongbu.StateIndeterminate || x.Error == nil || !strings.Contains(*x.Error, "through 4 resubmissions") || x.Reported {
+			t.Fatalf("%+v", x)
+		}
+		if env.Provider.Submits() != 5 || len(env.Authority.Reports()) != 0 {
+			t.Fatalf("%d submits, reports %+v", env.Provider.Submits(), env.Authority.Reports())
+		}
+	})
+	t.Run("by age", func(t *testing.T) {
+		t.Parallel()
+		env := gongbutest.New(t, true)
+		env.Service.SubmitDeadline = 3 * gongbutest.Lease
+		d := env.Issue("agent-a")
+		for range 10 {
+			env.Provider.OnSubmit(gongbutest.Ambiguous())
+		}
+		mustExecute(t, env, d)
+		runFor(t, env, 2)
+		if x := env.Get(t, d.DecisionID); x.State != gongbu.StateSubmitting {
+			t.Fatalf("before the deadline: %s", x.State)
+		}
+		runFor(t, env, 2)
+		x := env.Get(t, d.DecisionID)
+		if x.State != gongbu.StateIndeterminate || x.Error == nil || !strings.Contains(*x.Error, "still unknown") {
+			t.Fatalf("%+v", x)
+		}
+		if env.Provider.Submits() != 3 {
+			t.Fatalf("%d submits, want the first and 2 takeovers", env.Provider.Submits())
+		}
+	})
+	t.Run("defaults", func(t *testing.T) {
+		t.Parallel()
+		env := gongbutest.New(t, true)
+		d := env.Issue("agent-a")
+		for range 20 {
+			env.Provider.OnSubmit(gongbutest.Ambiguous())
+		}
+		mustExecute(t, env, d)
+		runFor(t, env, 15)
+		if x := env.Get(t, d.DecisionID); x.State != gongbu.StateIndeterminate || env.Provider.Submits() != 11 {
+			t.Fatalf("%s after %d submits, want indeterminate after the first and 10 takeovers", x.State, env.Provider.Submits())
+		}
+	})
+}
+
+// Resolving an indeterminate execution leaves its outcome for Tick to report: a charge is
+// settled, nothing charged is released.
+func TestResolvedExecutionsAreReported(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, false)
+	charged, notCharged := env.Issue("agent-a"), env.Issue("agent-a")
+	for _, d := range []gongbu.Decision{charged, notCharged} {
+		env.Provider.OnSubmit(gongbutest.Ambiguous())
+		if x, _ := mustExecute(t, env, d); x.State != gongbu.StateIndeterminate {
+			t.Fatalf("%s", x.State)
+		}
+	}
+	ctx := context.Background()
+	if _, err := env.Store.Resolve(ctx, charged.DecisionID, 20_000, env.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Store.Resolve(ctx, notCharged.DecisionID, 0, env.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	env.Tick(t)
+	r := env.Authority.Reports()
+	if len(r) != 2 {
+		t.Fatalf("reports %+v", r)
+	}
+	for _, rep := range r {
+		switch rep.DecisionID {
+		case charged.DecisionID:
+			if !rep.Settled || rep.Failed || rep.Amount != 20_000 {
+				t.Fatalf("charged: %+v, want a settle of 20000", rep)
+			}
+		case notCharged.DecisionID:
+			if rep.Settled || !strings.Contains(rep.Reason, "resolved by an operator") {
+				t.Fatalf("not charged: %+v, want a release", rep)
+			}
+		}
+	}
+	if env.Provider.Submits() != 2 {
+		t.Fatalf("%d submits", env.Provider.Submits())
+	}
+}

@@ -1,0 +1,85 @@
+package gongbuexec_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/gongbuexec"
+)
+
+func decision() hubu.Decision {
+	return hubu.Decision{
+		DecisionID: uuid.New(), PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(), AgentID: uuid.New(),
+		Tool: "generate_image", Scope: hubu.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"},
+		Arguments:    json.RawMessage(`{"prompt":"a fox","model":"flux-dev","width":1024,"height":1024}`),
+		AmountMicros: 25_000, Currency: "USD",
+	}
+}
+
+// Only a hand-off whose connection was never made is ErrNotDelivered: Hubu then gives back
+// its count of hand-offs. Anything that may have reached Gongbu is not.
+func TestNotDelivered(t *testing.T) {
+	t.Parallel()
+	// A port nothing listens on.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+
+	answer := func(h http.HandlerFunc) string {
+		ts := httptest.NewServer(h)
+		t.Cleanup(ts.Close)
+		return ts.URL
+	}
+	cases := []struct {
+		name      string
+		url       string
+		delivered bool // the error must not be ErrNotDelivered
+		ok        bool
+	}{
+		{"connection refused", closed, false, false},
+		{"accepted", answer(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = w.Write([]byte(`{}`))
+		}), true, true},
+		{"a 500", answer(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/problem+json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"code":"internal"}`))
+		}), true, false},
+		{"the connection dropped after the request", answer(func(w http.ResponseWriter, _ *http.Request) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}), true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			x, err := gongbuexec.New(c.url, "token", &http.Client{Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = x.Execute(context.Background(), decision())
+			if (err == nil) != c.ok {
+				t.Fatalf("err = %v", err)
+			}
+			if errors.Is(err, hubu.ErrNotDelivered) == c.delivered {
+				t.Fatalf("err = %v: not delivered is %v, want %v", err, errors.Is(err, hubu.ErrNotDelivered), !c.delivered)
+			}
+		})
+	}
+}
