@@ -33,6 +33,10 @@ generate-check: generate ## regenerate and fail if the committed generated code 
 up: ## run the whole stack in the foreground on loopback (Ctrl-C stops it); writes .hubu/stack.env
 	url=$$(env -u TEST_DATABASE_URL scripts/ensure-postgres.sh --private); HUBU_STACK_DATABASE_URL="$$url" go run ./e2e/cmd/hubu-stack
 
+.PHONY: demo
+demo: ## a scripted session through the running stack's router (start it with make up)
+	go run ./e2e/cmd/hubu-demo
+
 .PHONY: down
 down: ## stop a stack started in the background (make up &)
 	if [ -f .hubu/stack.pid ]; then kill -TERM "$$(cat .hubu/stack.pid)"; echo "stopping the stack"; else echo "no stack is running"; fi

@@ -438,3 +438,28 @@ func TestSuiteProviderFaults(t *testing.T) {
 		})
 	}
 }
+
+// make demo, against a running stack: every step answers as the README says.
+func TestSuiteDemo(t *testing.T) {
+	t.Parallel()
+	su := newSuite(t)
+	envFile := filepath.Join(su.s.Config.Dir, "stack.env")
+	if err := su.s.WriteEnvFile(envFile); err != nil {
+		t.Fatal(err)
+	}
+	png := filepath.Join(t.TempDir(), "demo.png")
+	cmd := exec.Command(bin.Path("hubu-demo"), "--env", envFile, "--out", png)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out)
+	}
+	for _, want := range []string{"0 -> 1", "1 -> 1  (replayed)", "1 -> 2", "identity_required", "approval_required", "$HUBUCTL_CMD approve"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the demo's output lacks %q:\n%s", want, out)
+		}
+	}
+	if st, err := os.Stat(png); err != nil || st.Size() == 0 {
+		t.Fatalf("no image saved: %v", err)
+	}
+	su.settleAndReconcile(2)
+}

@@ -31,7 +31,7 @@ func Build(ctx context.Context, repoRoot, dir string, failpoints bool) (Binaries
 	if failpoints {
 		args = append(args, "-tags", "failpoints")
 	}
-	args = append(args, "./services/hubu/cmd/...", "./services/gongbu/cmd/...", "./services/mockflux/cmd/...", "./router/cmd/...")
+	args = append(args, "./services/hubu/cmd/...", "./services/gongbu/cmd/...", "./services/mockflux/cmd/...", "./router/cmd/...", "./e2e/cmd/hubu-demo")
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
