@@ -39,6 +39,7 @@ const usage = `usage:
   hubu-unified-mcp --hubu-url URL --gongbu-url URL [--state FILE] [--http ADDR] [--diagnose-meta[=FILE]]
                    [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s]
   hubu-unified-mcp preallocate --file FILE --count N
+  hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
 Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_DIAGNOSE_META,
 ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS and ROUTER_WAIT. Without --http the router speaks stdio.`
@@ -77,6 +78,9 @@ func (d *diagnoseFlag) Set(v string) error {
 func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "preallocate" {
 		return preallocate(ctx, args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "support-matrix" {
+		return supportMatrix(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("hubu-unified-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
