@@ -28,7 +28,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: prometheus.DefBuckets,
 		}, []string{"route", "method"}),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hubu_authorizations_total", Help: "New authorization records by the state they were created in.",
+			Name: "hubu_authorizations_total", Help: "New authorization records by their state once the first hand-off was tried.",
 		}, []string{"state"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.decisions)

@@ -155,3 +155,27 @@ func TestCapabilitiesLeaveOutWhatTheCeilingForbids(t *testing.T) {
 		t.Fatalf("models %s, want those at or under the 0.04 ceiling", got)
 	}
 }
+
+// A decision whose approval was denied or expired before the agent resumed it was never
+// executed: the executor cannot settle or release it into another state.
+func TestNoReportForADecisionNeverRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.newAgent(t, "agent", nil)
+	_, held := heldCall(t, b, a)
+	approved, _ := b.operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
+	decision := *approved.JSON200.DecisionId
+	if r, _ := b.operator.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{}); r.JSON200 == nil {
+		t.Fatalf("deny: %s", r.Body)
+	}
+	if r, _ := b.service.ReleaseDecisionWithResponse(ctx, decision, hubuapi.ReleaseRequest{}); r.StatusCode() != http.StatusConflict {
+		t.Fatalf("release of a denied decision: %d %s", r.StatusCode(), r.Body)
+	}
+	if r, _ := b.service.SettleDecisionWithResponse(ctx, decision, hubuapi.SettleRequest{AmountMicros: 60_000}); r.StatusCode() != http.StatusConflict {
+		t.Fatalf("settle of a denied decision: %d %s", r.StatusCode(), r.Body)
+	}
+	if op, _ := a.client.GetOperationWithResponse(ctx, held.PublicHandle); op.JSON200.State != hubuapi.OperationStateDenied {
+		t.Fatalf("the denied operation moved: %s", op.Body)
+	}
+}

@@ -479,8 +479,13 @@ func (s *Store) finish(ctx context.Context, decisionID uuid.UUID, now time.Time,
 		if err != nil {
 			return row, fmt.Errorf("lock operation: %w", err)
 		}
-		if row.State == string(hubu.StateApproved) {
+		switch hubu.State(row.State) {
+		case hubu.StateApproved:
 			return row, hubu.Errorf(hubu.CodeConflict, "the operation has not been resumed; there is nothing to settle")
+		case hubu.StateDenied, hubu.StateExpired:
+			// An approval that was denied or expired before the agent resumed it keeps its
+			// decision id, but it was never handed to an executor: nothing may be reported.
+			return row, hubu.Errorf(hubu.CodeConflict, "the operation was %s before it was executed; there is nothing to settle", row.State)
 		}
 		t, err := s.q.LedgerTotals(ctx, tx, row.ID)
 		if err != nil {
