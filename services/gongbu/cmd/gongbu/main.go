@@ -38,13 +38,13 @@ import (
 const usage = `usage:
   gongbu serve --listen ADDR --database-url URL --hubu-url URL --hubu-token TOKEN --service-token TOKEN
                --flux-url URL --flux-key KEY [--flux-idempotent] [--flux-timeout 60s]
-               [--poll-interval 1s] [--poll-deadline 10m]
+               [--poll-interval 1s] [--poll-deadline 10m] [--lease DURATION]
   gongbu migrate up|down|version --database-url URL
   gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL
   gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged)
 Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
-GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT, GONGBU_FLUX_TIMEOUT
-and GONGBU_URL.`
+GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT, GONGBU_FLUX_TIMEOUT,
+GONGBU_POLL_INTERVAL, GONGBU_POLL_DEADLINE, GONGBU_LEASE and GONGBU_URL.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -99,6 +99,15 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("gongbu "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	return fs
+}
+
+// envDuration reads a duration from the environment; an unreadable one falls back to def,
+// and the flag's own check then reports a bad value given on the command line.
+func envDuration(getenv func(string) string, key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(getenv(key)); err == nil {
+		return d
+	}
+	return def
 }
 
 func envOr(getenv func(string) string, key, def string) string {
@@ -157,8 +166,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	lease := fs.Duration("lease", leaseDefault, "how long a worker owns an open execution (env GONGBU_LEASE; default: longer than any submission). "+
 		"Shorter than a submission lets another worker take a live one over: with a provider that ignores keys it then becomes indeterminate")
 	fs.DurationVar(&fluxTimeout, "flux-timeout", fluxTimeout, "how long one request to the FLUX API may take (env GONGBU_FLUX_TIMEOUT)")
-	pollInterval := fs.Duration("poll-interval", time.Second, "wait between two polls of a job")
-	pollDeadline := fs.Duration("poll-deadline", 10*time.Minute, "how long a job may stay pending before it is indeterminate")
+	pollInterval := fs.Duration("poll-interval", envDuration(getenv, "GONGBU_POLL_INTERVAL", time.Second), "wait between two polls of a job (env GONGBU_POLL_INTERVAL)")
+	pollDeadline := fs.Duration("poll-deadline", envDuration(getenv, "GONGBU_POLL_DEADLINE", 10*time.Minute), "how long a job may stay pending before it is indeterminate (env GONGBU_POLL_DEADLINE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
