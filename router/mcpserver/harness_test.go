@@ -120,7 +120,8 @@ func (e *env) checkLogs(t testing.TB) {
 	}
 }
 
-// call sends tools/call with raw JSON arguments and the given _meta.
+// call sends tools/call with raw JSON arguments and the given _meta. Call ids in tests carry
+// a non-hex character (such as "_"), so the log scan cannot mistake a piece of a UUID for one.
 func (e *env) call(t testing.TB, tool, args string, meta map[string]any) *mcp.CallToolResult {
 	t.Helper()
 	e.mu.Lock()

@@ -126,7 +126,7 @@ func TestIdentityInArguments(t *testing.T) {
 		`{"prompt":"x","model":"flux-dev","width":1024,"height":1024,"options":{"nested":[{"Tool-Call-ID":"c-9"}]}}`,
 		`{"prompt":"x","model":"flux-dev","width":1024,"height":1024,"_meta":{"callId":"c-9"}}`,
 	} {
-		mustError(t, e.call(t, "generate_image", args, codex("c-9")), "identity_in_arguments")
+		mustError(t, e.call(t, "generate_image", args, codex("call_c9")), "identity_in_arguments")
 	}
 	// Read-only tools need no identity but refuse it in arguments too.
 	mustError(t, e.call(t, "capabilities", `{"callId":"c-9"}`, nil), "identity_in_arguments")
@@ -135,7 +135,7 @@ func TestIdentityInArguments(t *testing.T) {
 		t.Fatalf("%d backend requests", n)
 	}
 	// Nothing was recorded: the same call id still starts a fresh operation.
-	if o := outcome(t, e.call(t, "generate_image", fox, codex("c-9"))); o.Status != "succeeded" || o.Replayed {
+	if o := outcome(t, e.call(t, "generate_image", fox, codex("call_c9"))); o.Status != "succeeded" || o.Replayed {
 		t.Fatalf("after refusals: %+v", o)
 	}
 }
@@ -154,7 +154,7 @@ func TestInvalidArguments(t *testing.T) {
 		"a string for a width": `{"prompt":"a","model":"flux-dev","width":"1024","height":1024}`,
 	} {
 		n++
-		res := e.call(t, "generate_image", args, codex(fmt.Sprintf("bad-%d", n)))
+		res := e.call(t, "generate_image", args, codex(fmt.Sprintf("call_bad_%d", n)))
 		if !res.IsError {
 			t.Errorf("%s: accepted", name)
 			continue
@@ -193,8 +193,8 @@ func TestPolicyOutcomes(t *testing.T) {
 			op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeBudgetExceeded, Message: "over budget"}
 			return http.StatusCreated, op, nil
 		})
-		mustError(t, e.call(t, "generate_image", fox, codex("b-1")), "budget_exceeded")
-		mustError(t, e.call(t, "generate_image", fox, codex("b-1")), "budget_exceeded")
+		mustError(t, e.call(t, "generate_image", fox, codex("call_b1")), "budget_exceeded")
+		mustError(t, e.call(t, "generate_image", fox, codex("call_b1")), "budget_exceeded")
 		if n := e.backend.Calls("authorize"); n != 1 {
 			t.Fatalf("%d authorizations; a final refusal replays from the registry", n)
 		}
@@ -207,7 +207,7 @@ func TestPolicyOutcomes(t *testing.T) {
 			op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeDenied, Message: "above the ceiling"}
 			return http.StatusCreated, op, nil
 		})
-		mustError(t, e.call(t, "generate_image", fox, codex("d-1")), "denied")
+		mustError(t, e.call(t, "generate_image", fox, codex("call_d1")), "denied")
 	})
 	t.Run("create new operation", func(t *testing.T) {
 		t.Parallel()

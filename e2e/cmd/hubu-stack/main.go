@@ -85,7 +85,7 @@ The Hubu stack is up. Everything is in %s (source it: . %s).
   Gongbu    %s
   mockflux  %s      (charges: %s/_mock/charges)
   router    %s  (streamable HTTP; Authorization: Bearer $ROUTER_MCP_TOKEN)
-  console   %s  (the approval console is not built yet; approve with hubuctl)
+  console   %s  (sign in with HUBU_APPROVER_TOKEN from the env file)
 
 Codex (~/.codex/config.toml):
 

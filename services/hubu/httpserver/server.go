@@ -28,7 +28,10 @@ type Server struct {
 	Lifecycle *lifecycle.Service
 	Logger    *slog.Logger
 	Now       func() time.Time
-	metrics   *metrics
+	// Console, when set, is the approval console, served at /console and below; its
+	// paths are absolute, so it is not mounted under a stripped prefix.
+	Console http.Handler
+	metrics *metrics
 }
 
 var _ hubuapi.ServerInterface = (*Server)(nil)
@@ -40,6 +43,10 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 	r.Use(s.recoverer, s.instrument)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	}
+	if s.Console != nil {
+		r.Handle("/console", s.Console)
+		r.Handle("/console/*", s.Console)
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, hubu.Errorf(hubu.CodeNotFound, "no such route"))

@@ -35,7 +35,13 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Authenticate returns the principal a bearer token belongs to.
 func (s *Store) Authenticate(ctx context.Context, token string) (hubu.Principal, error) {
-	c, err := s.q.GetActiveCredential(ctx, s.pool, credential.Hash(token))
+	return s.AuthenticateHash(ctx, credential.Hash(token))
+}
+
+// AuthenticateHash is Authenticate for a token known only by its hash (credential.Hash):
+// the console keeps the hash, never the token, to see a revoked credential at once.
+func (s *Store) AuthenticateHash(ctx context.Context, tokenHash []byte) (hubu.Principal, error) {
+	c, err := s.q.GetActiveCredential(ctx, s.pool, tokenHash)
 	if isNoRows(err) {
 		return hubu.Principal{}, hubu.Errorf(hubu.CodeUnauthorized, "the bearer token is not valid")
 	}
@@ -234,22 +240,11 @@ func (s *Store) Capabilities(ctx context.Context, agentID uuid.UUID, now time.Ti
 			prices = append(prices, p)
 		}
 	}
-	start, err := policy.PeriodStart(agent.Policy.BudgetPeriod, now)
+	budget, err := s.budget(ctx, agent, now)
 	if err != nil {
 		return hubu.Capabilities{}, err
 	}
-	used, err := s.q.SumBudgetUsage(ctx, s.pool, hubudb.SumBudgetUsageParams{AgentID: agentID, Since: start})
-	if err != nil {
-		return hubu.Capabilities{}, fmt.Errorf("budget usage: %w", err)
-	}
-	return hubu.Capabilities{
-		Agent:  agent,
-		Prices: prices,
-		Budget: hubu.Budget{
-			Period: agent.Policy.BudgetPeriod, PeriodStart: start, LimitMicros: agent.Policy.BudgetMicros,
-			UsedMicros: used, RemainingMicros: max(agent.Policy.BudgetMicros-used, 0), Currency: agent.Policy.Currency,
-		},
-	}, nil
+	return hubu.Capabilities{Agent: agent, Prices: prices, Budget: budget}, nil
 }
 
 func policyParams(agentID uuid.UUID, p hubu.Policy, now time.Time) hubudb.UpsertPolicyParams {

@@ -133,6 +133,38 @@ func (q *Queries) ListLedgerEntries(ctx context.Context, db DBTX, operationID uu
 	return items, nil
 }
 
+const listLedgerEntriesOf = `-- name: ListLedgerEntriesOf :many
+SELECT id, operation_id, kind, amount_micros, currency, created_at FROM ledger_entries WHERE operation_id = ANY($1::uuid[]) ORDER BY operation_id, id
+`
+
+// The ledger entries of several operations at once, for the approval console.
+func (q *Queries) ListLedgerEntriesOf(ctx context.Context, db DBTX, operationIds []uuid.UUID) ([]LedgerEntry, error) {
+	rows, err := db.Query(ctx, listLedgerEntriesOf, operationIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LedgerEntry
+	for rows.Next() {
+		var i LedgerEntry
+		if err := rows.Scan(
+			&i.ID,
+			&i.OperationID,
+			&i.Kind,
+			&i.AmountMicros,
+			&i.Currency,
+			&i.CreatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const sumBudgetUsage = `-- name: SumBudgetUsage :one
 SELECT coalesce(sum(used_micros), 0)::bigint FROM budget_usage WHERE agent_id = $1 AND day >= $2
 `

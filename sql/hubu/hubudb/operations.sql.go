@@ -603,6 +603,57 @@ func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operatio
 	return items, nil
 }
 
+const listRecentOperations = `-- name: ListRecentOperations :many
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations ORDER BY created_at DESC, id DESC LIMIT $1
+`
+
+// The newest operations first, for the approval console.
+func (q *Queries) ListRecentOperations(ctx context.Context, db DBTX, limit int32) ([]Operation, error) {
+	rows, err := db.Query(ctx, listRecentOperations, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Operation
+	for rows.Next() {
+		var i Operation
+		if err := rows.Scan(
+			&i.ID,
+			&i.AgentID,
+			&i.OperationKey,
+			&i.PublicHandle,
+			&i.Tool,
+			&i.Arguments,
+			&i.RequestHash,
+			&i.Account,
+			&i.Provider,
+			&i.Model,
+			&i.Size,
+			&i.AmountMicros,
+			&i.Currency,
+			&i.State,
+			&i.BudgetDay,
+			&i.DecisionID,
+			&i.DenialCode,
+			&i.DenialMessage,
+			&i.ApprovalExpiresAt,
+			&i.DecidedBy,
+			&i.DecidedAt,
+			&i.FailureReason,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.DispatchAttempts,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const lockOperation = `-- name: LockOperation :one
 SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE id = $1 FOR UPDATE
 `

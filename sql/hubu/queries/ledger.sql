@@ -25,3 +25,7 @@ SELECT coalesce(sum(used_micros), 0)::bigint FROM budget_usage WHERE agent_id = 
 UPDATE budget_usage SET used_micros = used_micros + sqlc.arg(delta)::bigint
 WHERE agent_id = $1 AND day = $2
 RETURNING used_micros;
+
+-- name: ListLedgerEntriesOf :many
+-- The ledger entries of several operations at once, for the approval console.
+SELECT * FROM ledger_entries WHERE operation_id = ANY(sqlc.arg(operation_ids)::uuid[]) ORDER BY operation_id, id;

@@ -80,3 +80,7 @@ FROM operations o LEFT JOIN ledger_entries l ON l.operation_id = o.id
 WHERE o.decision_id IS NOT NULL
 GROUP BY o.id
 ORDER BY o.created_at, o.id;
+
+-- name: ListRecentOperations :many
+-- The newest operations first, for the approval console.
+SELECT * FROM operations ORDER BY created_at DESC, id DESC LIMIT $1;

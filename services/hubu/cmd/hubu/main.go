@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/console"
 	"hubu.dev/hubu/services/hubu/gongbuexec"
 	"hubu.dev/hubu/services/hubu/httpserver"
 	"hubu.dev/hubu/services/hubu/lifecycle"
@@ -37,7 +38,8 @@ const usage = `usage:
   hubu operator create --name NAME --database-url URL
   hubu service create --name NAME --database-url URL
 Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL, HUBU_APPROVAL_TTL, HUBU_GONGBU_URL
-and HUBU_GONGBU_TOKEN.`
+and HUBU_GONGBU_TOKEN. hubu serve also serves the approval console at /console (sign in
+with an operator token).`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -163,7 +165,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	now := time.Now
 	store := postgres.NewStore(pool, ttl)
 	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: *retryAfter}
-	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now}
+	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now,
+		Console: console.New(store, &console.Options{Logger: logger, Now: now})}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 

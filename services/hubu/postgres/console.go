@@ -1,0 +1,97 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/policy"
+	"hubu.dev/hubu/sql/hubu/hubudb"
+)
+
+// RecentOperation is one operation with its ledger entries, for the approval console.
+type RecentOperation struct {
+	hubu.Operation
+	Ledger []hubu.LedgerEntry
+}
+
+// ListRecentOperations returns the newest operations first, at most limit, each with its
+// ledger, after closing expired holds.
+func (s *Store) ListRecentOperations(ctx context.Context, now time.Time, limit int32) ([]RecentOperation, error) {
+	if _, err := s.ExpireApprovals(ctx, now, 1000); err != nil {
+		return nil, err
+	}
+	rows, err := s.q.ListRecentOperations(ctx, s.pool, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list recent operations: %w", err)
+	}
+	ids := make([]uuid.UUID, 0, len(rows))
+	for _, r := range rows {
+		ids = append(ids, r.ID)
+	}
+	entries, err := s.q.ListLedgerEntriesOf(ctx, s.pool, ids)
+	if err != nil {
+		return nil, fmt.Errorf("list ledger entries: %w", err)
+	}
+	byOp := make(map[uuid.UUID][]hubu.LedgerEntry, len(rows))
+	for _, e := range entries {
+		byOp[e.OperationID] = append(byOp[e.OperationID], hubu.LedgerEntry{
+			ID: e.ID, Kind: e.Kind, AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt,
+		})
+	}
+	out := make([]RecentOperation, 0, len(rows))
+	for _, r := range rows {
+		op, err := s.operation(ctx, s.pool, r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, RecentOperation{Operation: op, Ledger: byOp[r.ID]})
+	}
+	return out, nil
+}
+
+// AgentBudget is an agent with its use of the current budget period.
+type AgentBudget struct {
+	Agent  hubu.Agent
+	Budget hubu.Budget
+}
+
+// ListBudgets returns every agent, by name, with its budget used and left in the current
+// period, after closing expired holds.
+func (s *Store) ListBudgets(ctx context.Context, now time.Time) ([]AgentBudget, error) {
+	if _, err := s.ExpireApprovals(ctx, now, 1000); err != nil {
+		return nil, err
+	}
+	agents, err := s.ListAgents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AgentBudget, 0, len(agents))
+	for _, a := range agents {
+		b, err := s.budget(ctx, a, now)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, AgentBudget{Agent: a, Budget: b})
+	}
+	return out, nil
+}
+
+// budget is an agent's use of its current period: outstanding holds plus captures.
+func (s *Store) budget(ctx context.Context, a hubu.Agent, now time.Time) (hubu.Budget, error) {
+	start, err := policy.PeriodStart(a.Policy.BudgetPeriod, now)
+	if err != nil {
+		return hubu.Budget{}, err
+	}
+	used, err := s.q.SumBudgetUsage(ctx, s.pool, hubudb.SumBudgetUsageParams{AgentID: a.ID, Since: start})
+	if err != nil {
+		return hubu.Budget{}, fmt.Errorf("budget usage: %w", err)
+	}
+	return hubu.Budget{
+		Period: a.Policy.BudgetPeriod, PeriodStart: start, LimitMicros: a.Policy.BudgetMicros,
+		UsedMicros: used, RemainingMicros: max(a.Policy.BudgetMicros-used, 0), Currency: a.Policy.Currency,
+	}, nil
+}
