@@ -225,6 +225,9 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.renderSignIn(w, r, http.StatusUnauthorized, "That is not a valid operator token.")
 		return
 	}
+	if old, ok := c.session(r); ok { // a new sign-in ends the browser's previous session
+		c.sessions.delete(old.id)
+	}
 	sess := c.sessions.create(p.Name, credential.Hash(token), c.now(), c.ttl)
 	setCookie(w, r, signInCookie, "", basePath+"/sign-in", -1)
 	setCookie(w, r, sessionCookie, sess.id, basePath, int(c.ttl/time.Second))

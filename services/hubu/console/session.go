@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -103,11 +104,25 @@ func sameSecret(got, want string) bool {
 	return got != "" && want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
 }
 
-// setCookie sets a console cookie: HttpOnly, SameSite=Strict, and Secure on TLS. maxAge
-// below zero deletes it.
+// setCookie sets a console cookie: HttpOnly, SameSite=Strict, and Secure unless the request
+// came over plain HTTP to a loopback host (make up, tests). Behind a TLS-terminating proxy
+// the request reaches Hubu over HTTP but under a public name, so the cookie is Secure then
+// too. maxAge below zero deletes it.
 func setCookie(w http.ResponseWriter, r *http.Request, name, value, path string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{
 		Name: name, Value: value, Path: path, MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || !loopbackHost(r.Host),
 	})
+}
+
+// loopbackHost reports whether host (with or without a port) names this machine.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -169,6 +169,9 @@ func TestNoReportForADecisionNeverRun(t *testing.T) {
 	if r, _ := b.operator.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{}); r.JSON200 == nil {
 		t.Fatalf("deny: %s", r.Body)
 	}
+	if r, _ := b.operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
+		t.Fatalf("approving again after the deny: %d %s", r.StatusCode(), r.Body)
+	}
 	if r, _ := b.service.ReleaseDecisionWithResponse(ctx, decision, hubuapi.ReleaseRequest{}); r.StatusCode() != http.StatusConflict {
 		t.Fatalf("release of a denied decision: %d %s", r.StatusCode(), r.Body)
 	}

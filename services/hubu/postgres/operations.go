@@ -272,12 +272,12 @@ func (s *Store) Approve(ctx context.Context, operator, handle string, now time.T
 			return s.q.ApproveOperation(ctx, tx, hubudb.ApproveOperationParams{
 				ID: row.ID, DecisionID: &id, DecidedBy: &operator, DecidedAt: &now, ApprovalExpiresAt: &resumeBy,
 			})
-		case row.DecidedBy != nil && row.DecisionID != nil:
-			return row, nil // approved before
 		case row.State == string(hubu.StateExpired):
 			return row, hubu.Errorf(hubu.CodeConflict, "the approval expired; the agent must make a new call")
 		case row.State == string(hubu.StateDenied):
 			return row, hubu.Errorf(hubu.CodeConflict, "the operation was denied")
+		case row.DecidedBy != nil && row.DecisionID != nil:
+			return row, nil // approved before, and still standing
 		}
 		return row, hubu.Errorf(hubu.CodeConflict, "the operation is not waiting for approval (state %s)", row.State)
 	})
