@@ -81,7 +81,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case "serve":
 		return serve(ctx, rest, getenv, stderr)
 	case "migrate":
-		return migrate(rest, getenv, stdout, stderr)
+		return migrator.Command("gongbu", "GONGBU_DATABASE_URL", gongbusql.Migrations(), rest, getenv, stdout, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
 	case "resolve":
@@ -117,15 +117,7 @@ func envOr(getenv func(string) string, key, def string) string {
 	return def
 }
 
-func requireDatabaseURL(u string) error {
-	if u == "" {
-		return errors.New("--database-url (or GONGBU_DATABASE_URL) is required")
-	}
-	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
-		return errors.New("--database-url must be a postgres:// URL")
-	}
-	return nil
-}
+func requireDatabaseURL(u string) error { return migrator.CheckURL(u, "GONGBU_DATABASE_URL") }
 
 // requireHTTPURL checks a base URL setting.
 func requireHTTPURL(flagName, v string) error {
@@ -272,60 +264,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 }
 
 func requireMigrated(dbURL string) error {
-	st, err := migrator.Version(dbURL, gongbusql.Migrations())
-	if err != nil {
-		return fmt.Errorf("read the schema version: %w", err)
-	}
-	latest, err := migrator.Latest(gongbusql.Migrations())
-	if err != nil {
-		return err
-	}
-	if st.Dirty || st.Version != latest {
-		return fmt.Errorf("the database schema is at version %d (dirty=%v), this gongbu needs %d: run `gongbu migrate up`", st.Version, st.Dirty, latest)
-	}
-	return nil
-}
-
-func migrate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("usage: gongbu migrate up|down|version --database-url URL")
-	}
-	action := args[0]
-	if action == "-h" || action == "--help" {
-		fmt.Fprintln(stdout, "usage: gongbu migrate up|down|version --database-url URL [--steps N]")
-		return nil
-	}
-	fs := newFlags("migrate "+action, stderr)
-	dbURL := fs.String("database-url", getenv("GONGBU_DATABASE_URL"), "PostgreSQL URL (env GONGBU_DATABASE_URL)")
-	steps := fs.Int("steps", 1, "with down: how many migrations to roll back (0 for all)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if err := requireDatabaseURL(*dbURL); err != nil {
-		return err
-	}
-	switch action {
-	case "up":
-		if err := migrator.Up(*dbURL, gongbusql.Migrations()); err != nil {
-			return err
-		}
-	case "down":
-		if *steps < 0 {
-			return errors.New("--steps must not be negative")
-		}
-		if err := migrator.Down(*dbURL, gongbusql.Migrations(), *steps); err != nil {
-			return err
-		}
-	case "version":
-	default:
-		return fmt.Errorf("unknown migrate action %q: use up, down or version", action)
-	}
-	st, err := migrator.Version(*dbURL, gongbusql.Migrations())
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "version %d%s\n", st.Version, map[bool]string{true: " (dirty)"}[st.Dirty])
-	return nil
+	return migrator.RequireLatest("gongbu", dbURL, gongbusql.Migrations())
 }
 
 func reconcileCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "serve":
 		return serve(ctx, rest, getenv, stderr)
 	case "migrate":
-		return migrate(rest, getenv, stdout, stderr)
+		return migrator.Command("hubu", "HUBU_DATABASE_URL", hubusql.Migrations(), rest, getenv, stdout, stderr)
 	case "operator", "service":
 		return createCredential(ctx, cmd, rest, getenv, stdout, stderr)
 	case "-h", "--help", "help":
@@ -86,15 +86,7 @@ func databaseURLFlag(fs *flag.FlagSet, getenv func(string) string) *string {
 	return fs.String("database-url", getenv("HUBU_DATABASE_URL"), "PostgreSQL URL (env HUBU_DATABASE_URL)")
 }
 
-func requireDatabaseURL(u string) error {
-	if u == "" {
-		return errors.New("--database-url (or HUBU_DATABASE_URL) is required")
-	}
-	if !strings.HasPrefix(u, "postgres://") && !strings.HasPrefix(u, "postgresql://") {
-		return errors.New("--database-url must be a postgres:// URL")
-	}
-	return nil
-}
+func requireDatabaseURL(u string) error { return migrator.CheckURL(u, "HUBU_DATABASE_URL") }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
 	fs := newFlags("serve", stderr)
@@ -150,16 +142,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := pool.Ping(startCtx); err != nil {
 		return fmt.Errorf("cannot reach the database: %v", pgErrorSummary(err))
 	}
-	st, err := migrator.Version(*dbURL, hubusql.Migrations())
-	if err != nil {
-		return fmt.Errorf("read the schema version: %w", err)
-	}
-	latest, err := migrator.Latest(hubusql.Migrations())
-	if err != nil {
+	if err := migrator.RequireLatest("hubu", *dbURL, hubusql.Migrations()); err != nil {
 		return err
-	}
-	if st.Dirty || st.Version != latest {
-		return fmt.Errorf("the database schema is at version %d (dirty=%v), this hubu needs %d: run `hubu migrate up`", st.Version, st.Dirty, latest)
 	}
 
 	now := time.Now
@@ -195,48 +179,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	return nil
-}
-
-func migrate(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return errors.New("usage: hubu migrate up|down|version --database-url URL")
-	}
-	action := args[0]
-	if action == "-h" || action == "--help" {
-		fmt.Fprintln(stdout, "usage: hubu migrate up|down|version --database-url URL [--steps N]")
-		return nil
-	}
-	fs := newFlags("migrate "+action, stderr)
-	dbURL := databaseURLFlag(fs, getenv)
-	steps := fs.Int("steps", 1, "with down: how many migrations to roll back (0 for all)")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if err := requireDatabaseURL(*dbURL); err != nil {
-		return err
-	}
-	switch action {
-	case "up":
-		if err := migrator.Up(*dbURL, hubusql.Migrations()); err != nil {
-			return err
-		}
-	case "down":
-		if *steps < 0 {
-			return errors.New("--steps must not be negative")
-		}
-		if err := migrator.Down(*dbURL, hubusql.Migrations(), *steps); err != nil {
-			return err
-		}
-	case "version":
-	default:
-		return fmt.Errorf("unknown migrate action %q: use up, down or version", action)
-	}
-	st, err := migrator.Version(*dbURL, hubusql.Migrations())
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "version %d%s\n", st.Version, map[bool]string{true: " (dirty)"}[st.Dirty])
 	return nil
 }
 
