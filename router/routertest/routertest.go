@@ -97,7 +97,9 @@ func New(t testing.TB) *Backend {
 		_, _ = w.Write(TinyPNG())
 	}))
 	t.Cleanup(img.Close)
+	b.mu.Lock() // the handlers read ImageURL under the lock
 	b.HubuURL, b.GongbuURL, b.ImageURL = hubu.URL, gongbu.URL, img.URL+"/sample.png"
+	b.mu.Unlock()
 	return b
 }
 
@@ -286,9 +288,9 @@ type fakeGongbu struct {
 func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string) {
 	f.b.count("execution")
 	now := time.Now()
-	url := f.b.ImageURL
 	f.b.mu.Lock()
 	defer f.b.mu.Unlock()
+	url := f.b.ImageURL
 	writeJSON(w, 200, f.b.echo(gongbuapi.Execution{DecisionId: uuid.New(), PublicHandle: handle, AgentId: uuid.New(),
 		Scope: gongbuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"}, State: gongbuapi.Succeeded,
 		AmountMicros: 25_000, Currency: "USD", Result: &gongbuapi.ExecutionResult{ImageUrl: url}, CreatedAt: now, UpdatedAt: now}))
