@@ -183,10 +183,10 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	s.fluxURL = fluxTS.URL
 
 	// Hubu and Gongbu need each other's address: start both servers first, route later.
-	var hubuHandler, gongbuHandler http.Handler
-	hubuTS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hubuHandler.ServeHTTP(w, r) }))
+	hubuHandler, gongbuHandler := &lateHandler{}, &lateHandler{}
+	hubuTS := httptest.NewServer(hubuHandler)
 	t.Cleanup(hubuTS.Close)
-	gongbuTS := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { gongbuHandler.ServeHTTP(w, r) }))
+	gongbuTS := httptest.NewServer(gongbuHandler)
 	t.Cleanup(gongbuTS.Close)
 	s.hubuURL, s.gongbuURL = hubuTS.URL, gongbuTS.URL
 
@@ -200,7 +200,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	}
 	s.handoff.inner = gx
 	s.hubuLife = &lifecycle.Service{Store: s.hubuStore, Executor: s.handoff, Now: s.clock.Now, RetryAfter: 10 * time.Second}
-	hubuHandler = (&hubuhttp.Server{Store: s.hubuStore, Lifecycle: s.hubuLife, Now: s.clock.Now}).Handler(prometheus.NewRegistry())
+	hubuHandler.set((&hubuhttp.Server{Store: s.hubuStore, Lifecycle: s.hubuLife, Now: s.clock.Now}).Handler(prometheus.NewRegistry()))
 	s.hubuToken, err = s.hubuStore.CreateCredential(ctx, hubu.RoleService, "gongbu", s.clock.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -243,8 +243,8 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		Store: s.gongbuStore, Providers: map[string]gongbu.Provider{"bfl": adapter}, Authority: authority,
 		Now: s.clock.Now, Lease: lease, PollInterval: pollInterval, PollDeadline: 10 * time.Minute,
 	}
-	gongbuHandler = (&gongbuhttp.Server{Executions: s.gongbu, Authority: authority, ServiceToken: s.gongbuToken, Ping: s.gongbuStore.Ping}).
-		Handler(prometheus.NewRegistry())
+	gongbuHandler.set((&gongbuhttp.Server{Executions: s.gongbu, Authority: authority, ServiceToken: s.gongbuToken, Ping: s.gongbuStore.Ping}).
+		Handler(prometheus.NewRegistry()))
 
 	// Clients; every response of Hubu and Gongbu is checked against its spec.
 	hubuDoc, err := hubuapi.GetSpec()
@@ -444,4 +444,28 @@ func (s *stack) execution(op hubuapi.Operation) gongbuapi.Execution {
 		s.t.Fatalf("execution: %v", err)
 	}
 	return *resp.JSON200
+}
+
+// lateHandler lets a server start before its handler exists (Hubu and Gongbu need each
+// other's address); the handler is set under a lock the serving goroutines also take.
+type lateHandler struct {
+	mu sync.RWMutex
+	h  http.Handler
+}
+
+func (l *lateHandler) set(h http.Handler) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.h = h
+}
+
+func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	l.mu.RLock()
+	h := l.h
+	l.mu.RUnlock()
+	if h == nil {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+		return
+	}
+	h.ServeHTTP(w, r)
 }
