@@ -1,5 +1,5 @@
-// Package argguard refuses tool-call arguments that try to carry call identity (DESIGN.md, "trusted
-// call identity"). Identity comes from the harness in params._meta; arguments are written by the
+// Package argguard refuses tool-call arguments that try to carry call identity (see "Identity
+// rules" in docs/unified-mcp-reference.md). Identity comes from the harness in params._meta; arguments are written by the
 // model, so an identity-looking key anywhere in them is refused before anything is recorded, rather
 // than ignored, so that no later step can mistake it for the real thing.
 package argguard

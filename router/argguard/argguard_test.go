@@ -204,7 +204,7 @@ func TestNormalized(t *testing.T) {
 		}
 	}
 	if len(Forbidden) != 14 {
-		t.Errorf("Forbidden has %d entries; DESIGN.md lists 14", len(Forbidden))
+		t.Errorf("Forbidden has %d entries; the identity rules list 14", len(Forbidden))
 	}
 }
 

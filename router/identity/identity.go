@@ -1,5 +1,5 @@
 // Package identity takes the one trusted identity of a tools/call from the harness-written
-// params._meta, or refuses the call (DESIGN.md, "Contract: trusted call identity (router)").
+// params._meta, or refuses the call (docs/unified-mcp-reference.md, "Identity rules").
 //
 // The identity (platform, call id) becomes the router's idempotency key, so it must come from the
 // harness and never from model-written arguments, and exactly one source may supply it. The sources

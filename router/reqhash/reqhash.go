@@ -1,6 +1,6 @@
 // Package reqhash computes the request hash of a tool call: the SHA-256 of the tool name, a zero
-// byte, and the RFC 8785 (JCS) canonical form of the call's arguments (DESIGN.md, "the operation key
-// and the request hash").
+// byte, and the RFC 8785 (JCS) canonical form of the call's arguments (see "Identity rules" in
+// docs/unified-mcp-reference.md).
 //
 // The arguments are parsed strictly first, by the parser in this package rather than by a JCS
 // library or encoding/json, because two inputs that mean different things must never hash alike:

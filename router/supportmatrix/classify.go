@@ -22,7 +22,7 @@ const (
 	// PerCallID keys carry a call's trusted identity: exactly the keys of identity.Sources.
 	PerCallID Class = iota
 	// CallLevel keys are written by the harness for this call, turn or window (a request id, a
-	// progress token, trace context). They are never identity (DESIGN.md): the matrix lists them
+	// progress token, trace context). They are never identity (docs/unified-mcp-reference.md): the matrix lists them
 	// because a client that fills these in usually has a per-call id it could send.
 	CallLevel
 	// Context keys describe the conversation, the user, the organization or the device; the same
@@ -54,7 +54,7 @@ type knownKey struct {
 // they are per-call ids by definition, and a test keeps this table free of them.
 var knownKeys = []knownKey{
 	{"itemId", CallLevel, "Codex: the conversation item of this tool call"},
-	{"openai/request_id", CallLevel, "OpenAI: the id of this request (not its call's identity: DESIGN.md)"},
+	{"openai/request_id", CallLevel, "OpenAI: the id of this request (not its call's identity: see docs/unified-mcp-reference.md)"},
 	{"sessionId", CallLevel, "Codex harness field sent with each call next to callId (its session, so never identity)"},
 	{"windowId", CallLevel, "Codex harness field sent with each call next to callId (its window, so never identity)"},
 	{"progressToken", CallLevel, "MCP: the token of this request's progress notifications"},
