@@ -175,9 +175,10 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 }
 
 // RouterArgs are the arguments of a router wired to this stack, sharing its registry.
+// mockflux serves the images on loopback, which the router downloads only when allowed to.
 func (s *Stack) RouterArgs(extra ...string) []string {
 	return append([]string{"--hubu-url", s.Hubu.URL(), "--gongbu-url", s.Gongbu.URL(),
-		"--state", filepath.Join(s.Config.Dir, "router.db")}, extra...)
+		"--state", filepath.Join(s.Config.Dir, "router.db"), "--allow-private-image-hosts"}, extra...)
 }
 
 // Stop stops every process with SIGTERM, the router first.

@@ -40,6 +40,7 @@ func (b *syncBuffer) String() string {
 }
 
 type env struct {
+	router   *mcpserver.Router
 	backend  *routertest.Backend
 	registry *registry.Registry
 	session  *mcp.ClientSession
@@ -54,6 +55,13 @@ type options struct {
 	identity *identity.Config
 	keys     registry.KeySource
 	state    string
+	// gongbuURL replaces the fake Gongbu of routertest (see finality_test.go).
+	gongbuURL  string
+	wait       time.Duration // how long a spend waits for its image; 2s when zero
+	imageLimit int64         // the router's default when zero
+	// guardImages keeps the router's default refusal of images on loopback and private
+	// addresses; the fakes serve them on loopback, so other tests allow those.
+	guardImages bool
 }
 
 // setup connects a client to a router over the SDK's in-memory transport, with the fake
@@ -78,13 +86,21 @@ func setup(t testing.TB, opts *options) *env {
 		r.Header.Set("Authorization", "Bearer "+e.backend.Token)
 		return nil
 	}
+	gongbuURL, wait := e.backend.GongbuURL, 2*time.Second
+	if opts.gongbuURL != "" {
+		gongbuURL = opts.gongbuURL
+	}
+	if opts.wait > 0 {
+		wait = opts.wait
+	}
 	hubu, _ := hubuapi.NewClientWithResponses(e.backend.HubuURL, hubuapi.WithRequestEditorFn(auth))
-	gongbu, _ := gongbuapi.NewClientWithResponses(e.backend.GongbuURL, gongbuapi.WithRequestEditorFn(auth))
+	gongbu, _ := gongbuapi.NewClientWithResponses(gongbuURL, gongbuapi.WithRequestEditorFn(auth))
 	router := mcpserver.New(mcpserver.Config{
 		Registry: reg, Hubu: hubu, Gongbu: gongbu, Identity: opts.identity,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Diagnose: e.diag,
-		Wait: 2 * time.Second, PollEvery: 10 * time.Millisecond,
+		Wait: wait, PollEvery: 10 * time.Millisecond, ImageLimit: opts.imageLimit, AllowPrivateImageHosts: !opts.guardImages,
 	})
+	e.router = router
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := router.Server("test").Connect(ctx, st, nil)

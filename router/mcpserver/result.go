@@ -35,6 +35,15 @@ type ToolError struct {
 
 // answer is an outcome on its way back: whether it is final (a redelivery may replay it
 // without touching a backend) and the image bytes to embed.
+//
+// An answer is final only when nothing about it can change: Hubu's record says the
+// operation is denied, expired or failed (settled), or Gongbu's execution succeeded and its
+// image is embedded. Everything else is not: pending_approval, approved, running,
+// indeterminate, Gongbu's failed before Hubu settled it, a success whose image could not be
+// embedded (download failed, refused or too large), every error answer from Hubu (4xx, 5xx,
+// create_new_operation included) and every backend that could not be reached. A redelivery
+// of a call without a final answer asks Hubu again under the same key; Hubu is idempotent
+// per key, so asking again never spends twice.
 type answer struct {
 	Outcome
 	final bool

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
@@ -56,10 +55,9 @@ func TestCoalescedDeliverySurvivesTheFirstCancelling(t *testing.T) {
 	}
 	second := make(chan *mcp.CallToolResult, 1)
 	go func() { second <- e.call(t, "generate_image", fox, codex("slow-1")) }()
-	// The router writes a diagnostic line when a delivery arrives: wait for the second's.
-	for strings.Count(e.diag.String(), `"tool":"generate_image"`) < 2 {
+	for e.router.Waiters("codex", "slow-1") < 1 {
 		if time.Now().After(deadline) {
-			t.Fatal("the second delivery never arrived")
+			t.Fatal("the second delivery never joined the first")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -48,9 +48,13 @@ type Config struct {
 	PollEvery time.Duration
 	// ImageLimit is the largest image embedded as MCP image content; larger ones are linked.
 	ImageLimit int64
-	// Images fetches generated images (the provider's delivery URLs).
+	// Images fetches generated images (the provider's delivery URLs); nil is ImageClient's,
+	// which refuses private addresses unless AllowPrivateImageHosts.
 	Images *http.Client
-	Now    func() time.Time
+	// AllowPrivateImageHosts lets the default Images client download from loopback, private
+	// and link-local addresses: for a local stack, whose images are served on loopback.
+	AllowPrivateImageHosts bool
+	Now                    func() time.Time
 }
 
 // Router serves the tools.
@@ -62,9 +66,10 @@ type Router struct {
 }
 
 type flight struct {
-	done   chan struct{}
-	hash   string
-	answer answer
+	done    chan struct{}
+	hash    string
+	answer  answer
+	waiters int // concurrent deliveries waiting for this one's answer
 }
 
 // New returns a Router.
@@ -82,7 +87,7 @@ func New(cfg Config) *Router {
 		cfg.ImageLimit = 1 << 20
 	}
 	if cfg.Images == nil {
-		cfg.Images = &http.Client{Timeout: 30 * time.Second}
+		cfg.Images = ImageClient(cfg.AllowPrivateImageHosts, 30*time.Second, cfg.Logger)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -281,6 +286,7 @@ func (r *Router) coalesce(call registry.Call, work func() answer) answer {
 	key := call.Platform + "\x00" + call.CallID
 	r.mu.Lock()
 	if f, ok := r.flights[key]; ok {
+		f.waiters++
 		r.mu.Unlock()
 		<-f.done
 		if f.hash == call.RequestHash {
@@ -333,7 +339,7 @@ func (r *Router) spend(ctx context.Context, call registry.Call, img imageArgs) a
 	}
 	failpoint.Inject(failpoint.RouterAfterRegistryInsert)
 	log.InfoContext(ctx, "call forwarded", "public_handle", entry.PublicHandle)
-	a := r.authorize(ctx, entry, img, outcome == registry.Continue)
+	a := r.authorize(ctx, entry, img)
 	failpoint.Inject(failpoint.RouterAfterBackendAnswer)
 	a = r.scrubbed(ctx, a, entry.OperationKey)
 	if a.final {
@@ -348,10 +354,8 @@ func (r *Router) spend(ctx context.Context, call registry.Call, img imageArgs) a
 	return a
 }
 
-// authorize forwards the spend to Hubu under the private key. redelivery says the registry
-// knew the call already: Hubu's refusal of it then cannot be final, because the operation
-// it first recorded may still go on.
-func (r *Router) authorize(ctx context.Context, entry registry.Entry, img imageArgs, redelivery bool) answer {
+// authorize forwards the spend to Hubu under the private key.
+func (r *Router) authorize(ctx context.Context, entry registry.Entry, img imageArgs) answer {
 	body := hubuapi.AuthorizeRequest{
 		OperationKey: entry.OperationKey, PublicHandle: entry.PublicHandle, Tool: hubuapi.GenerateImage, RequestHash: entry.RequestHash,
 		Arguments: hubuapi.GenerateImageArguments{Prompt: img.Prompt, Model: img.Model, Width: img.Width, Height: img.Height, Seed: img.Seed},
@@ -374,11 +378,7 @@ func (r *Router) authorize(ctx context.Context, entry registry.Entry, img imageA
 		a.Replayed = a.Replayed || resp.HTTPResponse.Header.Get("Idempotent-Replayed") == "true"
 		return a
 	}
-	a := r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, entry.PublicHandle)
-	if redelivery {
-		a.final = false
-	}
-	return a
+	return r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, entry.PublicHandle)
 }
 
 func (r *Router) unavailable(handle string) answer {
@@ -387,7 +387,10 @@ func (r *Router) unavailable(handle string) answer {
 	return a
 }
 
-// hubuRefusal maps Hubu's problem answers to tool errors.
+// hubuRefusal maps Hubu's problem answers to tool errors. None of them is final: Hubu wrote
+// nothing for the request it refused, and the operation the key may already stand for (a
+// create_new_operation or conflict can answer a delivery whose first one was recorded) may
+// still go on, so a later delivery of the call asks Hubu again, under the same key.
 func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handle string) answer {
 	var p hubuapi.Problem
 	_ = json.Unmarshal(body, &p)
@@ -399,12 +402,10 @@ func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handl
 	switch {
 	case p.Code == hubuapi.CreateNewOperation:
 		a = refusal(CodeCreateNewOperation, "%s", detail)
-		a.final = true
 	case p.Code == hubuapi.NotFound:
 		a = refusal(CodeNotFound, "no such operation")
 	case status == http.StatusBadRequest:
 		a = refusal(CodeInvalidArguments, "%s", detail)
-		a.final = true
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		r.cfg.Logger.WarnContext(ctx, "Hubu refused the router's credential", "status", status)
 		a = refusal(CodeBackendUnavailable, "Hubu refused this router's agent token; an operator must fix HUBU_AGENT_TOKEN")
@@ -466,20 +467,24 @@ func (r *Router) awaitImage(ctx context.Context, base Outcome) answer {
 			e := resp.JSON200
 			switch e.State {
 			case gongbuapi.Succeeded:
-				a := answer{Outcome: base, final: true}
+				a := answer{Outcome: base}
 				a.Status = "succeeded"
 				if e.Result != nil {
 					a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
 					var complete bool
 					a.image, a.Result.MIMEType, complete = r.fetchImage(ctx, e.Result.ImageUrl)
-					// A download that failed for now is not the last word: a redelivery
-					// fetches again, rather than replaying a link that expires.
-					a.final = complete
+					// Only the embedded image is the last word. A download that failed, or an
+					// image too large to embed, leaves a link that expires: a redelivery asks
+					// again rather than replaying it.
+					a.final = complete && len(a.image) > 0
 				}
 				a.Message = "image generated"
 				return a
 			case gongbuapi.Failed:
-				a := answer{Outcome: base, final: true}
+				// Final for the execution, but Hubu may not have settled the operation yet
+				// (it captures what the provider charged for failed work): Hubu's failed
+				// record, which a redelivery gets, is the final answer.
+				a := answer{Outcome: base}
 				a.Status = "failed"
 				a.Message = "the provider could not produce the image"
 				return a

@@ -145,6 +145,13 @@ func (b *Backend) Calls(what string) int {
 	return n
 }
 
+// SetImageURL makes the fake Gongbu's results point at url.
+func (b *Backend) SetImageURL(url string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ImageURL = url
+}
+
 // SetDown makes the backends unreachable-ish (503) or back.
 func (b *Backend) SetDown(down bool) {
 	b.mu.Lock()

@@ -91,12 +91,12 @@ Codex (~/.codex/config.toml):
 
   [mcp_servers.hubu]
   command = %q
-  args = ["--hubu-url", %q, "--gongbu-url", %q, "--state", %q]
+  args = ["--hubu-url", %q, "--gongbu-url", %q, "--state", %q, "--allow-private-image-hosts"]
   env = { HUBU_AGENT_TOKEN = "<HUBU_AGENT_TOKEN from %s>" }
 
 Claude Code:
 
-  claude mcp add hubu --env HUBU_AGENT_TOKEN="$HUBU_AGENT_TOKEN" -- %s --hubu-url %s --gongbu-url %s --state %s
+  claude mcp add hubu --env HUBU_AGENT_TOKEN="$HUBU_AGENT_TOKEN" -- %s --hubu-url %s --gongbu-url %s --state %s --allow-private-image-hosts
 
 Any MCP client over streamable HTTP: %s with the header "Authorization: Bearer $ROUTER_MCP_TOKEN".
 

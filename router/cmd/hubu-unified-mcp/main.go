@@ -37,12 +37,13 @@ const version = "1.0.0"
 
 const usage = `usage:
   hubu-unified-mcp --hubu-url URL --gongbu-url URL [--state FILE] [--http ADDR] [--diagnose-meta[=FILE]]
-                   [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s]
+                   [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s] [--allow-private-image-hosts]
   hubu-unified-mcp preallocate --file FILE --count N
   hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
 Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_DIAGNOSE_META,
-ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS and ROUTER_WAIT. Without --http the router speaks stdio.`
+ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT and ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS.
+Without --http the router speaks stdio.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -109,6 +110,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		waitDefault = d
 	}
 	wait := fs.Duration("wait", waitDefault, "how long a spend waits for its image before answering running (env ROUTER_WAIT)")
+	allowPrivateImages := false
+	if v := getenv("ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS %q is not true or false", v)
+		}
+		allowPrivateImages = b
+	}
+	fs.BoolVar(&allowPrivateImages, "allow-private-image-hosts", allowPrivateImages,
+		"download result images from loopback, private and link-local addresses too; only for a local stack, "+
+			"such as make up's mockflux on 127.0.0.1 (env ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -193,9 +205,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	router := mcpserver.New(mcpserver.Config{
 		Registry: reg, Hubu: hubu, Gongbu: gongbu, Identity: idCfg, Logger: logger, Diagnose: diagOut, Wait: *wait,
+		AllowPrivateImageHosts: allowPrivateImages,
 	})
 	server := router.Server(version)
-	logger.Info("router ready", "installation_id", reg.InstallationID(), "transport", map[bool]string{true: "http", false: "stdio"}[*httpAddr != ""])
+	logger.Info("router ready", "installation_id", reg.InstallationID(), "transport", map[bool]string{true: "http", false: "stdio"}[*httpAddr != ""],
+		"allow_private_image_hosts", allowPrivateImages)
 
 	if *httpAddr == "" {
 		err := server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})

@@ -55,10 +55,12 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// stdio starts the real router binary as an MCP subprocess on the registry file state.
+// stdio starts the real router binary as an MCP subprocess on the registry file state. The
+// fake serves images on loopback, which the router reaches only when allowed to.
 func stdio(t *testing.T, b *routertest.Backend, state string, extra ...string) (*mcp.ClientSession, *lockedBuffer) {
 	t.Helper()
-	args := append([]string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s", "--diagnose-meta"}, extra...)
+	args := append([]string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s", "--diagnose-meta",
+		"--allow-private-image-hosts"}, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "PATH=/usr/bin:/bin"}
 	logs := &lockedBuffer{}
@@ -153,7 +155,7 @@ func TestKillBetweenRecordAndAnswer(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "router.db")
 	release := b.Block()
 	defer release()
-	cmd := exec.Command(binary, "--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s")
+	cmd := exec.Command(binary, "--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s", "--allow-private-image-hosts")
 	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "PATH=/usr/bin:/bin"}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "kill-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -251,7 +253,8 @@ func TestTwoProcessesOneRegistry(t *testing.T) {
 func TestStreamableHTTP(t *testing.T) {
 	t.Parallel()
 	b := routertest.New(t)
-	cmd := exec.Command(binary, "--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", filepath.Join(t.TempDir(), "r.db"), "--http", "127.0.0.1:0")
+	cmd := exec.Command(binary, "--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", filepath.Join(t.TempDir(), "r.db"), "--http", "127.0.0.1:0",
+		"--allow-private-image-hosts")
 	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "ROUTER_MCP_TOKEN=router-secret-token", "PATH=/usr/bin:/bin"}
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {

@@ -6,7 +6,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 const [binary, hubuURL, gongbuURL, state, token] = process.argv.slice(2);
 const transport = new StdioClientTransport({
   command: binary,
-  args: ["--hubu-url", hubuURL, "--gongbu-url", gongbuURL, "--state", state, "--wait", "5s"],
+  args: ["--hubu-url", hubuURL, "--gongbu-url", gongbuURL, "--state", state, "--wait", "5s", "--allow-private-image-hosts"],
   env: { HUBU_AGENT_TOKEN: token, PATH: process.env.PATH },
   stderr: "ignore",
 });

@@ -1,0 +1,111 @@
+package mcpserver
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ImageClient is the client the router downloads generated images with. An image URL comes
+// from the provider by way of Gongbu, so it is not trusted to point somewhere harmless: unless
+// allowPrivate, the client connects to no loopback, private (RFC 1918, fc00::/7), link-local,
+// unspecified or multicast address, judged on the address it dials so that no DNS answer can
+// steer it there. It follows redirects only on the same scheme and host. logger (nil is
+// silent) is told of every refusal.
+func ImageClient(allowPrivate bool, timeout time.Duration, logger *slog.Logger) *http.Client {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if !allowPrivate {
+		dialer.Control = refusePrivate
+	}
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	// Through a proxy the address dialed is the proxy's, and the guard would judge nothing.
+	transport.Proxy = nil
+	transport.DialContext = dialer.DialContext
+	return &http.Client{
+		Transport:     &refusalLog{next: transport, logger: logger},
+		Timeout:       timeout,
+		CheckRedirect: sameHostRedirect(logger),
+	}
+}
+
+// refusedAddrError is a connection the guard refused.
+type refusedAddrError struct {
+	addr netip.Addr
+	kind string
+}
+
+func (e *refusedAddrError) Error() string {
+	return fmt.Sprintf("image download refused: %s is a %s address", e.addr, e.kind)
+}
+
+// refusePrivate is a net.Dialer Control function: it runs on the resolved address of every
+// connection attempt, before the connection is made.
+func refusePrivate(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("image download refused: cannot judge the address %q", address)
+	}
+	addr := ap.Addr().Unmap()
+	if kind := privateKind(addr); kind != "" {
+		return &refusedAddrError{addr: addr, kind: kind}
+	}
+	return nil
+}
+
+// privateKind names why an address is not a public unicast one, or is "" for one that is.
+func privateKind(a netip.Addr) string {
+	switch {
+	case a.IsLoopback():
+		return "loopback"
+	case a.IsPrivate():
+		return "private"
+	case a.IsLinkLocalUnicast():
+		return "link-local"
+	case a.IsUnspecified(), a.Is4() && a.As4()[0] == 0: // 0.0.0.0/8 reaches this host
+		return "unspecified"
+	case a.IsMulticast():
+		return "multicast"
+	}
+	return ""
+}
+
+// sameHostRedirect follows at most a few redirects, each on the first request's scheme and
+// host: the guard vouches for addresses, not for wherever a host chooses to send us.
+func sameHostRedirect(logger *slog.Logger) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		first := via[0].URL
+		if req.URL.Scheme != first.Scheme || !strings.EqualFold(req.URL.Host, first.Host) {
+			logger.WarnContext(req.Context(), "image download refused: a redirect to another host", "host", first.Host, "to", req.URL.Host)
+			return fmt.Errorf("image download refused: %s redirected to another host (%s)", first.Host, req.URL.Host)
+		}
+		if len(via) >= 5 {
+			return errors.New("image download refused: too many redirects")
+		}
+		return nil
+	}
+}
+
+// refusalLog logs the guard's refusals, which an operator may need to see (a local stack
+// without AllowPrivateImageHosts, say); other failures are the usual transient ones.
+type refusalLog struct {
+	next   http.RoundTripper
+	logger *slog.Logger
+}
+
+func (t *refusalLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(r)
+	var refused *refusedAddrError
+	if errors.As(err, &refused) {
+		t.logger.WarnContext(r.Context(), "image download refused", "host", r.URL.Host, "reason", refused.Error())
+	}
+	return resp, err
+}

@@ -1,0 +1,135 @@
+package mcpserver_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"hubu.dev/hubu/router/routertest"
+)
+
+// images counts a result's embedded images.
+func images(res *mcp.CallToolResult) int {
+	n := 0
+	for _, c := range res.Content {
+		if img, ok := c.(*mcp.ImageContent); ok && len(img.Data) > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// linkedOnly checks a spend succeeded with the image linked and not embedded.
+func linkedOnly(t *testing.T, res *mcp.CallToolResult, url string) {
+	t.Helper()
+	o := outcome(t, res)
+	if res.IsError || o.Status != "succeeded" || o.Result == nil || o.Result.ImageURL != url {
+		t.Fatalf("want a success linking %s: %+v", url, o)
+	}
+	if n := images(res); n != 0 {
+		t.Fatalf("%d images embedded, want none", n)
+	}
+}
+
+// notFinal checks the next delivery of the call asks Hubu again: a download that failed or was
+// refused is never the recorded last word.
+func notFinal(t *testing.T, e *env, callID string) *mcp.CallToolResult {
+	t.Helper()
+	before := e.backend.Calls("authorize")
+	again := e.call(t, "generate_image", fox, codex(callID))
+	if e.backend.Calls("authorize") != before+1 {
+		t.Fatalf("the answer was recorded as final: the redelivery did not reach Hubu")
+	}
+	return again
+}
+
+// By default the router downloads no image from a loopback, private or link-local address,
+// judged on the address it dials: a name that resolves to one is refused as well. The spend
+// still succeeds with the link, and the answer stays open for a later delivery.
+func TestImageOnAPrivateAddressIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t, &options{guardImages: true})
+	loopback := e.backend.ImageURL
+	byName := strings.Replace(loopback, "127.0.0.1", "localhost", 1)
+	for i, url := range []string{loopback, byName} {
+		e.backend.SetImageURL(url)
+		callID := fmt.Sprintf("call_private_%d", i)
+		res := e.call(t, "generate_image", fox, codex(callID))
+		linkedOnly(t, res, url)
+		linkedOnly(t, notFinal(t, e, callID), url)
+		execution := e.call(t, "get_execution", fmt.Sprintf(`{"public_handle":%q}`, outcome(t, res).PublicHandle), nil)
+		if n := images(execution); n != 0 {
+			t.Fatalf("get_execution embedded %d images from %s", n, url)
+		}
+	}
+	if n := e.backend.Calls("image"); n != 0 {
+		t.Fatalf("the image host got %d requests; the guard must refuse before connecting", n)
+	}
+}
+
+// A redirect to another host is not followed (the guard cannot vouch for where it leads); one
+// on the same host is.
+func TestImageRedirects(t *testing.T) {
+	t.Parallel()
+	var elsewhere atomic.Int32
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		elsewhere.Add(1)
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(routertest.TinyPNG())
+	}))
+	t.Cleanup(other.Close)
+	otherByName := strings.Replace(other.URL, "127.0.0.1", "localhost", 1)
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/to-other-port":
+			http.Redirect(w, r, other.URL+"/sample.png", http.StatusFound)
+		case "/to-other-name":
+			http.Redirect(w, r, otherByName+"/sample.png", http.StatusFound)
+		case "/same-host":
+			http.Redirect(w, r, "/sample.png", http.StatusFound)
+		default:
+			w.Header().Set("Content-Type", "image/png")
+			_, _ = w.Write(routertest.TinyPNG())
+		}
+	}))
+	t.Cleanup(host.Close)
+	e := setup(t, nil) // loopback allowed, as on the local stack
+	for i, path := range []string{"/to-other-port", "/to-other-name"} {
+		url := host.URL + path
+		e.backend.SetImageURL(url)
+		callID := fmt.Sprintf("call_redirect_%d", i)
+		linkedOnly(t, e.call(t, "generate_image", fox, codex(callID)), url)
+		notFinal(t, e, callID)
+	}
+	if n := elsewhere.Load(); n != 0 {
+		t.Fatalf("a redirect to another host was followed %d times", n)
+	}
+	e.backend.SetImageURL(host.URL + "/same-host")
+	if res := e.call(t, "generate_image", fox, codex("call_redirect_same")); images(res) != 1 {
+		t.Fatalf("a redirect on the same host was not followed: %+v", outcome(t, res))
+	}
+}
+
+// An image above the router's limit is linked, never embedded.
+func TestOversizedImageIsNotEmbedded(t *testing.T) {
+	t.Parallel()
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		chunk := make([]byte, 64<<10)
+		for range 64 { // 4 MiB, above the default 1 MiB limit
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(big.Close)
+	e := setup(t, nil)
+	url := big.URL + "/sample.png"
+	e.backend.SetImageURL(url)
+	linkedOnly(t, e.call(t, "generate_image", fox, codex("call_big_image")), url)
+}
