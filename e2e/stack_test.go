@@ -169,7 +169,9 @@ const (
 func newStack(t *testing.T, opts stackOptions) *stack {
 	t.Helper()
 	ctx := context.Background()
-	s := &stack{t: t, clock: &clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}, handoff: &pausable{}}
+	// The clock starts at the real time: Gongbu compares when Hubu issued a decision with when
+	// its own database (made with the real clock) began its record.
+	s := &stack{t: t, clock: &clock{now: time.Now().UTC().Truncate(time.Second)}, handoff: &pausable{}}
 
 	// mockflux
 	fp, err := mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now})
@@ -215,8 +217,13 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	gongbuPool, gongbuDB := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
 	s.gongbuDB = gongbuDB
 	s.gongbuStore = gongbupg.NewStore(gongbuPool)
+	// wipeGongbu loses Gongbu's rows as a restore from an older backup would, followed by the
+	// `gongbu renew-epoch` the runbook asks for (dated on the stack's clock).
 	s.wipeGongbu = func(t *testing.T) {
 		if _, err := gongbuPool.Exec(ctx, "DELETE FROM executions"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gongbuPool.Exec(ctx, "UPDATE database_epoch SET id = gen_random_uuid(), began_at = $1", s.clock.Now()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -305,17 +312,22 @@ var callSeq atomic.Int64
 // spend authorizes a generate_image call through Hubu as the router would send it.
 func (s *stack) spend(model string) hubuapi.Operation {
 	s.t.Helper()
-	n := callSeq.Add(1)
-	args := hubuapi.GenerateImageArguments{Prompt: fmt.Sprintf("an origami fox #%d", n), Model: model, Width: 1024, Height: 1024}
-	resp, err := s.agent.AuthorizeWithResponse(context.Background(), hubuapi.AuthorizeRequest{
-		OperationKey: fmt.Sprintf("hubu:operation:v1:codex:00000000-0000-4000-8000-%012d", n),
-		PublicHandle: fmt.Sprintf("hubu:public-operation:v1:00000000-0000-4000-9000-%012d", n),
-		Tool:         hubuapi.GenerateImage, RequestHash: fmt.Sprintf("%064x", n), Arguments: args,
-	})
+	resp, err := s.agent.AuthorizeWithResponse(context.Background(), newSpend(model))
 	if err != nil || resp.JSON201 == nil {
 		s.t.Fatalf("authorize: %v %s", err, resp.Body)
 	}
 	return *resp.JSON201
+}
+
+// newSpend is a new call's authorization request, as the router sends it.
+func newSpend(model string) hubuapi.AuthorizeRequest {
+	n := callSeq.Add(1)
+	args := hubuapi.GenerateImageArguments{Prompt: fmt.Sprintf("an origami fox #%d", n), Model: model, Width: 1024, Height: 1024}
+	return hubuapi.AuthorizeRequest{
+		OperationKey: fmt.Sprintf("hubu:operation:v1:codex:00000000-0000-4000-8000-%012d", n),
+		PublicHandle: fmt.Sprintf("hubu:public-operation:v1:00000000-0000-4000-9000-%012d", n),
+		Tool:         hubuapi.GenerateImage, RequestHash: fmt.Sprintf("%064x", n), Arguments: args,
+	}
 }
 
 // operation reads an operation from Hubu.

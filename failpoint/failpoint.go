@@ -11,6 +11,7 @@ const (
 	RouterAfterRegistryInsert = "router-after-registry-insert" // the call is recorded, nothing forwarded yet
 	RouterAfterBackendAnswer  = "router-after-backend-answer"  // Hubu answered, the result is not recorded
 	HubuAfterAuthorizeCommit  = "hubu-after-authorize-commit"  // the decision is committed, not handed to Gongbu
+	HubuBeforeHandOff         = "hubu-before-hand-off"         // the hand-off is counted, not yet sent to Gongbu
 	HubuAfterGongbuAnswer     = "hubu-after-gongbu-answer"     // Gongbu accepted the decision, Hubu has not recorded it
 	GongbuAfterSubmitting     = "gongbu-after-submitting"      // submitting is recorded, the provider not called
 	GongbuAfterProviderAnswer = "gongbu-after-provider-answer" // the provider answered, the job is not recorded

@@ -67,20 +67,37 @@ func (d Decision) SameWork(o Decision) bool {
 		d.AmountMicros == o.AmountMicros && d.Currency == o.Currency
 }
 
-// Issued is a decision as Hubu reports it when asked: what it issued, the state of its
-// operation, and how many times Hubu has handed it to an executor.
+// Issued is a decision as Hubu reports it when asked: what it issued, when, and the state of
+// its operation.
 type Issued struct {
 	Decision
-	State            string
-	DispatchAttempts int
+	State    string
+	IssuedAt time.Time
 }
 
-// FirstHandOff reports whether this is the decision's one and only hand-off: Hubu has not
-// moved it past dispatching and has counted exactly one hand-off, so no executor can have
-// submitted it before. Only a first submission made under it can take a provider's refusal
-// as proof that nothing was charged; any other may follow an earlier submission whose answer
-// was lost (Hubu's or Gongbu's record of it can be lost, the provider's charge not).
-func (i Issued) FirstHandOff() bool { return i.State == "dispatching" && i.DispatchAttempts == 1 }
+// Epoch is since when Gongbu's database has kept an unbroken record of every execution it
+// accepted (a new database, or one restored from a backup, begins a new epoch).
+type Epoch struct {
+	ID      uuid.UUID
+	BeganAt time.Time
+}
+
+// PossiblySubmitted reports whether an executor may have submitted this decision to the
+// provider although the database of epoch has no record of it, and why. Gongbu records a
+// decision before it calls a provider, so a decision it has no row for was never submitted,
+// unless the row was lost: because Hubu saw an executor accept the decision (its operation is
+// past dispatching), or because the decision is older than the database's unbroken record.
+// A hand-off that failed on the way (a proxy's 502, a timeout, a crash of Hubu) is no
+// evidence of a submission, however often it was re-sent.
+func (i Issued) PossiblySubmitted(e Epoch) (bool, string) {
+	switch {
+	case i.State != "dispatching":
+		return true, fmt.Sprintf("Hubu saw an executor accept this decision (operation %s) but Gongbu has no record of it", i.State)
+	case !i.IssuedAt.After(e.BeganAt):
+		return true, "the decision was issued before Gongbu's database began its record (a new or restored database) and Gongbu has no record of it"
+	}
+	return false, ""
+}
 
 // Execution is Gongbu's record of one decision.
 type Execution struct {
@@ -97,10 +114,43 @@ type Execution struct {
 	// Attempts counts the times a worker took the execution over (a takeover of a submission,
 	// or a poll).
 	Attempts int
+	// LeaseGeneration names the lease this copy was read under; every write of an outcome
+	// carries it and fails with ErrLeaseLost once another worker has claimed the execution.
+	LeaseGeneration int64
 	// ResolvedAt is set when an operator resolved the execution from indeterminate.
 	ResolvedAt *time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+}
+
+// ErrLeaseLost says a worker's write was refused because another worker claimed the execution
+// (or it became final) meanwhile: the worker holding the lease now decides its outcome.
+var ErrLeaseLost = errors.New("the execution's lease passed to another worker")
+
+// Outcome is how an open execution ends. Build one with Succeeded, Failed or Indeterminate, so
+// only legal combinations of state, result and charge are written.
+type Outcome struct {
+	State         State
+	ResultURL     *string
+	Error         *string
+	ChargedMicros *int64
+}
+
+// Succeeded: the provider delivered the image at url and charged charged micros.
+func Succeeded(url string, charged int64) Outcome {
+	return Outcome{State: StateSucceeded, ResultURL: &url, ChargedMicros: &charged}
+}
+
+// Failed: the work failed; charged is what the provider charged for it (0 when its refusal
+// proves nothing was charged).
+func Failed(reason string, charged int64) Outcome {
+	return Outcome{State: StateFailed, Error: &reason, ChargedMicros: &charged}
+}
+
+// Indeterminate: the provider may have charged and Gongbu cannot find out; the hold stays
+// until an operator resolves it.
+func Indeterminate(reason string) Outcome {
+	return Outcome{State: StateIndeterminate, Error: &reason}
 }
 
 // Job is a provider's handle on submitted work.

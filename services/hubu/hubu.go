@@ -7,7 +7,6 @@ package hubu
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -101,8 +100,10 @@ type Operation struct {
 	HeldMicros        int64
 	CapturedMicros    int64
 	ReleasedMicros    int64
-	// DispatchAttempts counts the hand-offs of the decision to the executor, each committed
-	// before it is made (see lifecycle).
+	// DecisionIssuedAt is when the decision was issued: when the operation was approved by
+	// policy (its creation) or by a person. Zero without a decision.
+	DecisionIssuedAt time.Time
+	// DispatchAttempts counts the tries to hand the decision to the executor (see lifecycle).
 	DispatchAttempts int
 	CreatedAt        time.Time
 	UpdatedAt        time.Time
@@ -140,15 +141,10 @@ func DecisionOf(op Operation) (Decision, bool) {
 // Executor runs decisions. Execute returns nil once the executor has durably accepted the
 // decision; it must be idempotent per DecisionID, because Hubu re-sends a decision whenever
 // it cannot be sure the executor has it. The outcome comes back later through settle or
-// release. An error that wraps ErrNotDelivered says the request provably never reached the
-// executor.
+// release.
 type Executor interface {
 	Execute(ctx context.Context, d Decision) error
 }
-
-// ErrNotDelivered marks a hand-off that never reached the executor: the connection to it was
-// never made, so it cannot have acted on the decision.
-var ErrNotDelivered = errors.New("the hand-off never reached the executor")
 
 // Role is what a credential may do.
 type Role string

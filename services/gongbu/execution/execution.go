@@ -15,6 +15,7 @@ package execution
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -120,24 +121,27 @@ func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Exec
 	work := context.WithoutCancel(ctx)
 	insertCtx, cancel := context.WithTimeout(work, recordTimeout)
 	defer cancel()
+	// Read before the insert: the epoch says whether "no row until now" is evidence that no
+	// executor ever submitted this decision.
+	epoch, err := s.Store.Epoch(insertCtx)
+	if err != nil {
+		return gongbu.Execution{}, false, err
+	}
 	now := s.Now()
 	exec, created, err := s.Store.Insert(insertCtx, issued.Decision, vendorkey.For(provider.Name(), issued.DecisionID), now.Add(s.Lease), now)
 	if err != nil || !created {
 		return exec, false, err
 	}
 	failpoint.Inject(failpoint.GongbuAfterSubmitting)
-	if issued.FirstHandOff() {
+	doubt, why := issued.PossiblySubmitted(epoch)
+	if !doubt {
 		return s.submit(work, provider, exec, true), true, nil
 	}
-	// Hubu has handed this decision over before (its operation is past dispatching, or it
-	// counted more than one hand-off), yet Gongbu has no record of it: an earlier hand-off may
-	// have reached a Gongbu that submitted it and then lost its record, or whose answer Hubu
-	// never got. The provider may have the job already.
+	// The provider may have the job already: resubmit under the same key where that finds it,
+	// and otherwise never submit blindly.
 	if !provider.HonoursIdempotencyKeys() {
-		msg := fmt.Sprintf("Hubu has handed this decision over before (operation %s, hand-off %d) but Gongbu has no record of it, "+
-			"and the provider does not honour idempotency keys, so an earlier submission may have charged; not submitted",
-			issued.State, issued.DispatchAttempts)
-		return s.finish(insertCtx, exec, gongbu.StateIndeterminate, nil, &msg, nil), true, nil
+		return s.finish(insertCtx, exec, gongbu.Indeterminate(why+
+			", and the provider does not honour idempotency keys, so an earlier submission may have charged; not submitted")), true, nil
 	}
 	return s.submit(work, provider, exec, false), true, nil
 }
@@ -192,8 +196,8 @@ func (s *Service) end() {
 }
 
 // submit calls the provider for an execution this worker holds in submitting. first says
-// that this is the decision's first submission ever (see gongbu.Issued.FirstHandOff): only
-// then does a refusal prove that nothing was charged.
+// that no executor can have submitted the decision before (see gongbu.Issued.PossiblySubmitted):
+// only then does a refusal prove that nothing was charged.
 //
 // The call and the record of its outcome do not end with the caller's context (see
 // Execute): CallTimeout bounds the call, and recording its answer has time of its own.
@@ -205,57 +209,73 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 	failpoint.Inject(failpoint.GongbuAfterProviderAnswer)
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
 	defer cancel()
-	now := s.Now()
 	switch {
 	case err == nil:
-		next, err := s.Store.MarkSubmitted(ctx, exec.DecisionID, job, now.Add(s.PollDeadline), now, now)
+		now := s.Now()
+		next, err := s.Store.MarkSubmitted(ctx, exec, job, now.Add(s.PollDeadline), now, now)
 		if err != nil {
-			// The job exists but is not recorded: the lease runs out and Tick resubmits
-			// under the same key (or marks it indeterminate).
+			// The job exists but is not recorded here. Either another worker took the
+			// execution over (it resubmits under the same key, or decides it is
+			// indeterminate), or the lease runs out and Tick does.
 			s.logger().ErrorContext(ctx, "could not record a submitted job", "decision_id", exec.DecisionID, "err", err)
-			return exec
+			return s.current(ctx, exec)
 		}
 		return next
 	case gongbu.IsRejected(err) && first:
-		msg := err.Error()
-		zero := int64(0)
-		return s.finish(ctx, exec, gongbu.StateFailed, nil, &msg, &zero)
+		return s.finish(ctx, exec, gongbu.Failed(err.Error(), 0))
 	case gongbu.IsRejected(err):
-		msg := "the provider refused a resubmission (" + err.Error() + "), which says nothing of an earlier submission of this decision: " +
-			"it may have been charged, so the hold is kept"
-		return s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+		return s.finish(ctx, exec, gongbu.Indeterminate("the provider refused a resubmission ("+err.Error()+
+			"), which says nothing of an earlier submission of this decision: it may have been charged, so the hold is kept"))
 	case provider.HonoursIdempotencyKeys():
 		s.logger().WarnContext(ctx, "provider call failed; it will be re-sent under the same key",
 			"decision_id", exec.DecisionID, "err", err)
 		return exec // the lease runs out and Tick resubmits
 	default:
-		msg := "the provider call failed and the provider does not honour idempotency keys, so Gongbu cannot tell whether it charged: " + err.Error()
-		return s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+		return s.finish(ctx, exec, gongbu.Indeterminate(
+			"the provider call failed and the provider does not honour idempotency keys, so Gongbu cannot tell whether it charged: "+err.Error()))
 	}
 }
 
-func (s *Service) finish(ctx context.Context, exec gongbu.Execution, state gongbu.State, url, msg *string, charged *int64) gongbu.Execution {
-	next, err := s.Store.Finish(ctx, exec.DecisionID, state, url, msg, charged, s.Now())
+// finish records an open execution's outcome under exec's lease, then reports it to Hubu. A
+// worker that lost its lease writes and reports nothing: the one that took over decides.
+func (s *Service) finish(ctx context.Context, exec gongbu.Execution, o gongbu.Outcome) gongbu.Execution {
+	next, err := s.Store.Finish(ctx, exec, o, s.Now())
+	if errors.Is(err, gongbu.ErrLeaseLost) {
+		s.logger().WarnContext(ctx, "outcome not recorded: another worker took the execution over or finished it",
+			"decision_id", exec.DecisionID, "outcome", o.State)
+		return s.current(ctx, exec)
+	}
 	if err != nil {
 		s.logger().ErrorContext(ctx, "could not record an execution's outcome", "decision_id", exec.DecisionID, "err", err)
 		return exec
 	}
-	if state == gongbu.StateIndeterminate {
+	if o.State == gongbu.StateIndeterminate {
 		s.logger().ErrorContext(ctx, "execution is indeterminate; an operator must reconcile it and resolve it with `gongbu resolve`",
-			"decision_id", exec.DecisionID, "public_handle", exec.PublicHandle, "reason", deref(msg))
+			"decision_id", exec.DecisionID, "public_handle", exec.PublicHandle, "reason", deref(o.Error))
 	}
 	return s.report(ctx, next)
+}
+
+// current reads an execution again after this worker's write was refused; exec when even that fails.
+func (s *Service) current(ctx context.Context, exec gongbu.Execution) gongbu.Execution {
+	cur, err := s.Store.Get(ctx, exec.DecisionID)
+	if err != nil {
+		return exec
+	}
+	return cur
 }
 
 // Tick does one pass of background work: it takes over submissions whose worker died,
 // polls submitted jobs that are due, and reports final outcomes Hubu has not been told.
 func (s *Service) Tick(ctx context.Context) error {
-	now := s.Now()
-	open, err := s.Store.ListClaimable(ctx, now, 100)
+	open, err := s.Store.ListClaimable(ctx, s.Now(), 100)
 	if err != nil {
 		return err
 	}
 	for _, o := range open {
+		// Each claim takes its own now: the work on the claims before it may have taken
+		// longer than a lease, and a lease must be counted from when it is taken.
+		now := s.Now()
 		exec, ok, err := s.Store.Claim(ctx, o.DecisionID, o.State, now.Add(s.Lease), now)
 		if err != nil {
 			return err
@@ -265,8 +285,7 @@ func (s *Service) Tick(ctx context.Context) error {
 		}
 		provider, found := s.Providers[exec.Scope.Provider]
 		if !found {
-			msg := "no adapter for provider " + exec.Scope.Provider
-			s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+			s.finish(ctx, exec, gongbu.Indeterminate("no adapter for provider "+exec.Scope.Provider))
 			continue
 		}
 		switch exec.State {
@@ -292,18 +311,17 @@ func (s *Service) Tick(ctx context.Context) error {
 // first submission.
 func (s *Service) recoverSubmission(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution) {
 	if !provider.HonoursIdempotencyKeys() {
-		msg := "Gongbu stopped while submitting and the provider does not honour idempotency keys, so it may have charged; not resubmitted"
-		s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+		s.finish(ctx, exec, gongbu.Indeterminate(
+			"Gongbu stopped while submitting and the provider does not honour idempotency keys, so it may have charged; not resubmitted"))
 		return
 	}
 	switch age := s.Now().Sub(exec.CreatedAt); {
 	case exec.Attempts > s.maxTakeovers():
-		msg := fmt.Sprintf("the submission's outcome stayed unknown through %d resubmissions under its idempotency key; not resubmitted again",
-			exec.Attempts-1)
-		s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+		s.finish(ctx, exec, gongbu.Indeterminate(fmt.Sprintf(
+			"the submission's outcome stayed unknown through %d resubmissions under its idempotency key; not resubmitted again", exec.Attempts-1)))
 	case age > s.submitDeadline():
-		msg := fmt.Sprintf("the submission's outcome is still unknown %s after it was recorded; not resubmitted again", age.Round(time.Second))
-		s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+		s.finish(ctx, exec, gongbu.Indeterminate(fmt.Sprintf(
+			"the submission's outcome is still unknown %s after it was recorded; not resubmitted again", age.Round(time.Second))))
 	default:
 		s.logger().InfoContext(ctx, "resubmitting under the same idempotency key", "decision_id", exec.DecisionID, "attempt", exec.Attempts)
 		s.submit(ctx, provider, exec, false)
@@ -315,26 +333,22 @@ func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongb
 	res, err := provider.Poll(ctx, job)
 	now := s.Now()
 	pastDeadline := exec.PollDeadline != nil && !now.Before(*exec.PollDeadline)
-	amount := exec.AmountMicros
 	switch {
 	case err == nil && res.Status == gongbu.JobReady:
-		s.finish(ctx, exec, gongbu.StateSucceeded, &res.ImageURL, nil, &amount)
+		s.finish(ctx, exec, gongbu.Succeeded(res.ImageURL, exec.AmountMicros))
 	case err == nil && res.Status == gongbu.JobFailed:
 		// The provider took the job, so it was charged: capture it, and say it failed.
-		msg := "the provider failed the job: " + res.Detail
-		s.finish(ctx, exec, gongbu.StateFailed, nil, &msg, &amount)
+		s.finish(ctx, exec, gongbu.Failed("the provider failed the job: "+res.Detail, exec.AmountMicros))
 	case err == nil && res.Status == gongbu.JobLost:
-		msg := "the provider no longer knows the job"
-		s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+		s.finish(ctx, exec, gongbu.Indeterminate("the provider no longer knows the job"))
 	case pastDeadline:
-		msg := "no result before the polling deadline"
-		s.finish(ctx, exec, gongbu.StateIndeterminate, nil, &msg, nil)
+		s.finish(ctx, exec, gongbu.Indeterminate("no result before the polling deadline"))
 	default: // pending, or the poll itself failed: try again later
 		if err != nil {
 			s.logger().WarnContext(ctx, "poll failed; will retry", "decision_id", exec.DecisionID, "err", err)
 		}
-		if err := s.Store.ExtendLease(ctx, exec.DecisionID, now.Add(s.PollInterval), now); err != nil {
-			s.logger().ErrorContext(ctx, "could not schedule the next poll", "decision_id", exec.DecisionID, "err", err)
+		if err := s.Store.ExtendLease(ctx, exec, now.Add(s.PollInterval), now); err != nil {
+			s.logger().WarnContext(ctx, "could not schedule the next poll", "decision_id", exec.DecisionID, "err", err)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
@@ -40,53 +41,92 @@ func TestRefusalOfATakeoverIsIndeterminate(t *testing.T) {
 	}
 }
 
-// A decision Hubu has handed over before (it counted more than one hand-off, or moved the
-// operation past dispatching) that Gongbu has no record of may have been submitted by a
-// Gongbu that lost its row, or whose answer Hubu never got. Where the provider honours keys
-// it is submitted again under the same key, but a refusal of that is not trusted either.
+// A decision Gongbu has no record of may still have been submitted: Hubu saw an executor
+// accept it (its operation is past dispatching), or it was issued before this database began
+// its record (a new or restored database). Where the provider honours keys it is submitted
+// again under the same key, but a refusal of that is not trusted.
 func TestRefusalOfAReRunIsIndeterminate(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		state    string
-		attempts int
-	}{{"dispatching", 2}, {"dispatching", 0}, {"executing", 1}, {"succeeded", 1}} {
+		state  string
+		before bool // issued before the database's epoch began
+	}{{"dispatching", true}, {"executing", false}, {"succeeded", false}} {
 		env := gongbutest.New(t, true)
 		d := gongbutest.NewDecision()
 		env.Authority.Issue(d, c.state, "agent-a")
-		env.Authority.SetDispatchAttempts(d.DecisionID, c.attempts)
+		if c.before {
+			env.Authority.SetIssuedAt(d.DecisionID, env.Epoch(t).BeganAt.Add(-time.Second))
+		}
 		env.Provider.OnSubmit(gongbutest.Reject("FLUX answered 403"))
 		x, created := mustExecute(t, env, d)
 		if !created || x.State != gongbu.StateIndeterminate || x.Reported || x.ChargedMicros != nil {
-			t.Fatalf("%s, hand-off %d: created=%v %+v", c.state, c.attempts, created, x)
+			t.Fatalf("%+v: created=%v %+v", c, created, x)
 		}
 		if env.Provider.Submits() != 1 || len(env.Authority.Reports()) != 0 {
-			t.Fatalf("%s, hand-off %d: %d submits, reports %+v", c.state, c.attempts, env.Provider.Submits(), env.Authority.Reports())
+			t.Fatalf("%+v: %d submits, reports %+v", c, env.Provider.Submits(), env.Authority.Reports())
 		}
 	}
 }
 
-// Where the provider does not honour keys, such a decision is never submitted at all.
-func TestReHandedDecisionWithoutKeysIsNotSubmitted(t *testing.T) {
+// Where the provider does not honour keys, such a decision is never submitted at all; and a
+// decision Gongbu provably never submitted is submitted once, however often Hubu had to try
+// to hand it over (a proxy's 502, a timeout, a crash of Hubu are no evidence of a submission).
+func TestReHandedDecisionWithoutKeys(t *testing.T) {
 	t.Parallel()
 	env := gongbutest.New(t, false)
-	for _, attempts := range []int{2, 5, 0} {
+	for _, c := range []struct {
+		state  string
+		before bool
+	}{{"executing", false}, {"succeeded", false}, {"dispatching", true}} {
 		d := gongbutest.NewDecision()
-		env.Authority.Issue(d, "dispatching", "agent-a")
-		env.Authority.SetDispatchAttempts(d.DecisionID, attempts)
+		env.Authority.Issue(d, c.state, "agent-a")
+		if c.before {
+			env.Authority.SetIssuedAt(d.DecisionID, env.Epoch(t).BeganAt.Add(-time.Minute))
+		}
 		x, created := mustExecute(t, env, d)
-		if !created || x.State != gongbu.StateIndeterminate || x.Reported || x.Error == nil || !strings.Contains(*x.Error, "handed this decision over before") {
-			t.Fatalf("hand-off %d: created=%v %+v", attempts, created, x)
+		if !created || x.State != gongbu.StateIndeterminate || x.Reported || x.Error == nil || !strings.Contains(*x.Error, "not submitted") {
+			t.Fatalf("%+v: created=%v %+v", c, created, x)
 		}
 	}
 	runFor(t, env, 2)
 	if env.Provider.Submits() != 0 || len(env.Authority.Reports()) != 0 {
 		t.Fatalf("%d submits, reports %+v; want none", env.Provider.Submits(), env.Authority.Reports())
 	}
-	// The first hand-off of a decision is submitted, and its refusal is trusted.
+
+	// Still dispatching at Hubu, issued after the epoch began, no row here: never submitted.
+	// It is submitted, and a refusal of it is trusted.
 	d := env.Issue("agent-a")
 	env.Provider.OnSubmit(gongbutest.Reject("FLUX answered 402"))
 	if x, _ := mustExecute(t, env, d); x.State != gongbu.StateFailed || x.ChargedMicros == nil || *x.ChargedMicros != 0 || !x.Reported {
-		t.Fatalf("first hand-off: %+v", x)
+		t.Fatalf("never submitted, refused: %+v", x)
+	}
+	d = env.Issue("agent-a")
+	x, _ := mustExecute(t, env, d)
+	if x.State != gongbu.StateSubmitted {
+		t.Fatalf("never submitted: %+v", x)
+	}
+	if again, created := mustExecute(t, env, d); created || again.State != gongbu.StateSubmitted {
+		t.Fatalf("the same decision again: created=%v %+v", created, again)
+	}
+	if n := env.Provider.SubmitsFor(vendorkey.For("bfl", d.DecisionID)); n != 1 {
+		t.Fatalf("%d submits of a decision handed over twice, want 1", n)
+	}
+}
+
+// After a restore from a backup the operator renews the epoch: a decision issued before it
+// that the restored database has no record of is then treated as possibly submitted.
+func TestRenewedEpochMakesOlderDecisionsDoubtful(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, false)
+	d := env.Issue("agent-a")
+	before := env.Epoch(t)
+	renewed, err := env.Store.RenewEpoch(context.Background())
+	if err != nil || renewed.ID == before.ID || !renewed.BeganAt.After(before.BeganAt) {
+		t.Fatalf("renewed %+v (was %+v), err %v", renewed, before, err)
+	}
+	env.Authority.SetIssuedAt(d.DecisionID, renewed.BeganAt.Add(-time.Millisecond))
+	if x, _ := mustExecute(t, env, d); x.State != gongbu.StateIndeterminate || env.Provider.Submits() != 0 {
+		t.Fatalf("%+v, %d submits", x, env.Provider.Submits())
 	}
 }
 

@@ -10,9 +10,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
+	"hubu.dev/hubu/httpjson"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/gongbu"
 )
@@ -24,16 +26,44 @@ type Adapter struct {
 	hc          *http.Client
 	apiKey      string
 	idempotency bool
+	polling     []host // where the API key may go to poll, the base URL's host first
+	samples     []host // where a sample URL may point, the base URL's host first
 }
 
 var _ gongbu.Provider = (*Adapter)(nil)
 
-// New returns an adapter for the FLUX API at baseURL with an API key. honoursIdempotency
-// must be true only for a deployment that honours the Idempotency-Key header as mockflux
-// does; the real BFL API documents no such header, so against it Gongbu never resubmits.
-// timeout bounds each request.
+// Config is an adapter's settings.
+type Config struct {
+	// BaseURL is the FLUX API's (or mockflux's) base URL; the API key goes to its host.
+	BaseURL string
+	APIKey  string
+	// HonoursIdempotency must be true only for a deployment that honours the Idempotency-Key
+	// header as mockflux does; the real BFL API documents no such header, so against it
+	// Gongbu never resubmits.
+	HonoursIdempotency bool
+	// Timeout bounds each request; zero is none.
+	Timeout time.Duration
+	// PollingHosts are hosts besides the base URL's (host or host:port, matched exactly, see
+	// ParseHosts) whose polling URLs the adapter follows, sending them the API key. The real
+	// API answers regional ones, such as api.us1.bfl.ai. Default: none.
+	PollingHosts []string
+	// SampleHosts are hosts besides the base URL's that a result's sample URL may be on (the
+	// real API's are such as delivery-us1.bfl.ai). Default: none.
+	SampleHosts []string
+}
+
+// maxBody bounds every body read from the provider; its answers are small JSON.
+const maxBody = httpjson.MaxResponse
+
+// New returns an adapter for the FLUX API at baseURL with an API key that polls and takes
+// samples on baseURL's host only; NewAdapter takes the rest of Config.
 func New(baseURL, apiKey string, honoursIdempotency bool, timeout time.Duration) (*Adapter, error) {
-	return newAdapter(baseURL, apiKey, honoursIdempotency, timeout, newTransport(honoursIdempotency))
+	return NewAdapter(Config{BaseURL: baseURL, APIKey: apiKey, HonoursIdempotency: honoursIdempotency, Timeout: timeout})
+}
+
+// NewAdapter returns an adapter configured by cfg.
+func NewAdapter(cfg Config) (*Adapter, error) {
+	return newAdapter(cfg, newTransport(cfg.HonoursIdempotency))
 }
 
 // newTransport is the HTTP transport of an adapter.
@@ -53,16 +83,41 @@ func newTransport(honoursIdempotency bool) *http.Transport {
 	return transport
 }
 
-func newAdapter(baseURL, apiKey string, honoursIdempotency bool, timeout time.Duration, transport *http.Transport) (*Adapter, error) {
-	base, err := url.Parse(baseURL)
+func newAdapter(cfg Config, transport *http.Transport) (*Adapter, error) {
+	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("the FLUX base URL %q is not an http(s) URL", baseURL)
+		return nil, fmt.Errorf("the FLUX base URL %q is not an http(s) URL", cfg.BaseURL)
 	}
-	a := &Adapter{base: base, hc: &http.Client{Transport: transport, Timeout: timeout}, apiKey: apiKey, idempotency: honoursIdempotency}
-	if a.api, err = a.client(baseURL); err != nil {
+	a := &Adapter{base: base, apiKey: cfg.APIKey, idempotency: cfg.HonoursIdempotency,
+		hc: &http.Client{Transport: httpjson.LimitResponses(transport, maxBody), Timeout: cfg.Timeout, CheckRedirect: refuseRedirect}}
+	self := host{name: hostName(base), port: base.Port()}
+	if self.port == "" {
+		self.port = defaultPort(base.Scheme)
+	}
+	a.polling, a.samples = []host{self}, []host{self}
+	for _, list := range []struct {
+		what  string
+		hosts []string
+		into  *[]host
+	}{{"polling", cfg.PollingHosts, &a.polling}, {"sample", cfg.SampleHosts, &a.samples}} {
+		for _, h := range list.hosts {
+			parsed, err := parseHost(h)
+			if err != nil {
+				return nil, fmt.Errorf("FLUX %s hosts: %w", list.what, err)
+			}
+			*list.into = append(*list.into, parsed)
+		}
+	}
+	if a.api, err = a.client(cfg.BaseURL); err != nil {
 		return nil, err
 	}
 	return a, nil
+}
+
+// refuseRedirect follows no redirect: Go's client would carry the x-key header along to
+// wherever it points, and the API has no reason to send one.
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("the FLUX API answered with a redirect (to host %q); not followed, so the API key goes nowhere else", req.URL.Host)
 }
 
 func (a *Adapter) client(server string) (*bflapi.ClientWithResponses, error) {
@@ -129,18 +184,21 @@ func keyReused(body []byte) bool {
 }
 
 // Poll asks for the job's result at the polling URL the provider returned with it (the real
-// API answers regional ones, such as https://api.us1.bfl.ai/v1/get_result?id=...). The API
-// key goes only to the base URL's host or a host of the same parent domain; any other
-// polling URL is ignored, and the job is polled at the base URL.
+// API answers regional ones, such as https://api.us1.bfl.ai/v1/get_result?id=...), or at the
+// base URL for a job without one. The API key goes only to the base URL's host or a host
+// allow-listed for polling: any other polling URL is refused, without a request anywhere.
 func (a *Adapter) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, error) {
 	api, id := a.api, job.ID
-	if server, pollID, ok := a.pollingServer(job.PollingURL); ok && server != a.base.String() {
-		c, err := a.client(server)
+	if job.PollingURL != "" {
+		server, pollID, err := a.pollingServer(job.PollingURL)
 		if err != nil {
-			return gongbu.PollResult{}, err
+			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: %w", err)
 		}
-		api, id = c, pollID
-	} else if ok {
+		if server != a.base.String() {
+			if api, err = a.client(server); err != nil {
+				return gongbu.PollResult{}, err
+			}
+		}
 		id = pollID
 	}
 	resp, err := api.GetResultWithResponse(ctx, &bflapi.GetResultParams{Id: id})
@@ -158,6 +216,9 @@ func (a *Adapter) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, 
 		if r.Result == nil || r.Result.Sample == "" {
 			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: Ready without a sample")
 		}
+		if err := a.checkSample(r.Result.Sample); err != nil {
+			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: %w", err)
+		}
 		return gongbu.PollResult{Status: gongbu.JobReady, ImageURL: r.Result.Sample}, nil
 	case bflapi.TaskNotFound:
 		return gongbu.PollResult{Status: gongbu.JobLost}, nil
@@ -168,39 +229,117 @@ func (a *Adapter) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, 
 }
 
 // pollingServer returns the server (scheme, host and any path before /v1/get_result) and the
-// task id of a polling URL the key may be sent to: the base URL's scheme or https, and the
-// base URL's host or one that shares its parent domain (its last two labels). ok is false
-// for any other.
-func (a *Adapter) pollingServer(pollingURL string) (server, id string, ok bool) {
-	u, err := url.Parse(pollingURL)
-	if err != nil || u.Host == "" || u.User != nil {
-		return "", "", false
+// task id of a polling URL the key may be sent to: the base URL's scheme or https, and a
+// polling host.
+func (a *Adapter) pollingServer(pollingURL string) (server, id string, err error) {
+	u, err := a.checkURL("polling", pollingURL, a.polling)
+	if err != nil {
+		return "", "", err
 	}
 	prefix, found := strings.CutSuffix(u.Path, "/v1/get_result")
 	id = u.Query().Get("id")
-	if !found || id == "" || (u.Scheme != "https" && u.Scheme != a.base.Scheme) || !sameSite(u, a.base) {
-		return "", "", false
+	if !found || id == "" {
+		return "", "", fmt.Errorf("the polling URL on host %q is not .../v1/get_result?id=...", u.Host)
 	}
-	return u.Scheme + "://" + u.Host + prefix, id, true
+	return u.Scheme + "://" + u.Host + prefix, id, nil
 }
 
-// sameSite reports whether u's host is base's (port included) or shares its registrable
-// parent domain, taken as the last two labels (api.us1.bfl.ai and api.bfl.ai share bfl.ai).
-// IP addresses and one-label names must match exactly.
-func sameSite(u, base *url.URL) bool {
-	if strings.EqualFold(u.Host, base.Host) {
-		return true
+// checkSample refuses a sample URL that is not on a sample host: Gongbu hands it on, and the
+// router downloads it.
+func (a *Adapter) checkSample(sample string) error {
+	_, err := a.checkURL("sample", sample, a.samples)
+	return err
+}
+
+// checkURL parses a URL the provider returned and checks it is the base URL's scheme or https,
+// carries no credentials, and is on one of hosts.
+func (a *Adapter) checkURL(what, raw string, hosts []host) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || (u.Scheme != "https" && u.Scheme != a.base.Scheme) {
+		return nil, fmt.Errorf("the %s URL is not an https URL (or one of the API's scheme) without credentials", what)
 	}
-	h, b := strings.ToLower(strings.TrimSuffix(u.Hostname(), ".")), strings.ToLower(strings.TrimSuffix(base.Hostname(), "."))
-	if net.ParseIP(h) != nil || net.ParseIP(b) != nil {
-		return false
-	}
-	parent := func(host string) string {
-		labels := strings.Split(host, ".")
-		if len(labels) < 2 {
-			return ""
+	for _, h := range hosts {
+		if h.matches(u) {
+			return u, nil
 		}
-		return strings.Join(labels[len(labels)-2:], ".")
 	}
-	return parent(h) != "" && parent(h) == parent(b)
+	return nil, fmt.Errorf("the %s URL's host %q is neither the API's nor one allowed for %s URLs", what, u.Host, what)
+}
+
+// host is an allowed host; an empty port is the URL scheme's default.
+type host struct{ name, port string }
+
+func (h host) matches(u *url.URL) bool {
+	port, want := u.Port(), h.port
+	if port == "" {
+		port = defaultPort(u.Scheme)
+	}
+	if want == "" {
+		want = defaultPort(u.Scheme)
+	}
+	return hostName(u) == h.name && port == want
+}
+
+func hostName(u *url.URL) string { return strings.ToLower(strings.TrimSuffix(u.Hostname(), ".")) }
+
+func defaultPort(scheme string) string {
+	if scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
+// ParseHosts reads a comma-separated list of hosts, each a host name or IP address with an
+// optional port (api.us1.bfl.ai, 127.0.0.1:8080, [::1]:9000), matched exactly: no schemes,
+// paths or wildcards. It returns them in their canonical form; empty entries are skipped.
+func ParseHosts(list string) ([]string, error) {
+	var out []string
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		h, err := parseHost(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h.String())
+	}
+	return out, nil
+}
+
+func (h host) String() string {
+	if h.port == "" {
+		if strings.Contains(h.name, ":") {
+			return "[" + h.name + "]"
+		}
+		return h.name
+	}
+	return net.JoinHostPort(h.name, h.port)
+}
+
+func parseHost(s string) (host, error) {
+	bad := fmt.Errorf("%q is not a host name or address with an optional port (such as api.us1.bfl.ai or 127.0.0.1:8080)", s)
+	u, err := url.Parse("//" + strings.TrimSpace(s))
+	if err != nil || u.Host != strings.TrimSpace(s) || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+		return host{}, bad
+	}
+	h := host{name: hostName(u), port: u.Port()}
+	if strings.HasSuffix(u.Host, ":") {
+		return host{}, bad
+	}
+	if h.port != "" {
+		if n, err := strconv.Atoi(h.port); err != nil || n < 1 || n > 65535 {
+			return host{}, bad
+		}
+	}
+	if net.ParseIP(h.name) != nil {
+		return h, nil
+	}
+	for _, label := range strings.Split(h.name, ".") {
+		if label == "" || len(label) > 63 || strings.HasPrefix(label, "-") || strings.HasSuffix(label, "-") ||
+			strings.Trim(label, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+			return host{}, bad
+		}
+	}
+	return h, nil
 }

@@ -321,7 +321,11 @@ func TestPoll(t *testing.T) {
 			t.Parallel()
 			b := newBFL(t)
 			b.answer(c.answer)
-			got, err := newAdapter(t, b, false).Poll(context.Background(), gongbu.Job{ID: "task-1", PollingURL: b.url + "/v1/get_result?id=task-1"})
+			a, err := flux.NewAdapter(flux.Config{BaseURL: b.url, APIKey: apiKey, Timeout: 5 * time.Second, SampleHosts: []string{"delivery.bfl.ai"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := a.Poll(context.Background(), gongbu.Job{ID: "task-1", PollingURL: b.url + "/v1/get_result?id=task-1"})
 			if (err != nil) != c.err || got != c.want {
 				t.Fatalf("got %+v err %v, want %+v (error %v)", got, err, c.want, c.err)
 			}
@@ -386,8 +390,8 @@ func TestNoHTTP2WithoutIdempotency(t *testing.T) {
 }
 
 // The adapter polls the polling URL the provider returned with the job (the real API answers
-// regional hosts), but sends its API key only to the base URL's host or a host of the same
-// parent domain; any other polling URL is ignored for the base URL.
+// regional hosts), but only on the base URL's host or a host allow-listed for polling: the
+// API key goes nowhere else. Any other polling URL is refused without a request anywhere.
 func TestPollFollowsThePollingURL(t *testing.T) {
 	t.Parallel()
 	port := func(b *bfl) string {
@@ -398,73 +402,104 @@ func TestPollFollowsThePollingURL(t *testing.T) {
 		return u.Port()
 	}
 	pending := reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.Pending})
+	const (
+		polledBase = iota
+		polledRegional
+		refused
+	)
 	cases := []struct {
 		name       string
 		pollingURL func(base, regional, foreign *bfl) string
-		regional   bool   // the regional server is polled; otherwise the base URL is
+		polled     int
 		query      string // the query the polled server gets
 	}{
-		{"a regional host of the same parent domain", func(_, r, _ *bfl) string {
+		{"an allow-listed regional host", func(_, r, _ *bfl) string {
 			return "http://api.us1.bfl.test:" + port(r) + "/v1/get_result?id=task-7"
-		}, true, "id=task-7"},
+		}, polledRegional, "id=task-7"},
+		{"an allow-listed host in another letter case", func(_, r, _ *bfl) string {
+			return "http://API.US1.bfl.test:" + port(r) + "/v1/get_result?id=task-7"
+		}, polledRegional, "id=task-7"},
 		{"the base URL's own host", func(b, _, _ *bfl) string {
 			return "http://api.bfl.test:" + port(b) + "/v1/get_result?id=task-8"
-		}, false, "id=task-8"},
+		}, polledBase, "id=task-8"},
+		{"none", func(_, _, _ *bfl) string { return "" }, polledBase, "id=task-1"},
+		// Sharing a parent domain is no permission: only the allow-list is.
+		{"a host of the same parent domain, not allow-listed", func(_, _, f *bfl) string {
+			return "http://api.eu1.bfl.test:" + port(f) + "/v1/get_result?id=task-9"
+		}, refused, ""},
+		{"an allow-listed host on another port", func(_, _, f *bfl) string {
+			return "http://api.us1.bfl.test:" + port(f) + "/v1/get_result?id=task-9"
+		}, refused, ""},
 		{"a host of another domain", func(_, _, f *bfl) string {
 			return "http://api.bfl.example:" + port(f) + "/v1/get_result?id=task-9"
-		}, false, "id=task-1"},
+		}, refused, ""},
 		{"a parent domain that only ends the same", func(_, _, f *bfl) string {
 			return "http://api.notbfl.test.evil:" + port(f) + "/v1/get_result?id=task-9"
-		}, false, "id=task-1"},
+		}, refused, ""},
 		{"an IP address", func(_, _, f *bfl) string {
 			return "http://127.0.0.1:" + port(f) + "/v1/get_result?id=task-9"
-		}, false, "id=task-1"},
+		}, refused, ""},
 		{"credentials in the URL", func(_, r, _ *bfl) string {
 			return "http://user:pw@api.us1.bfl.test:" + port(r) + "/v1/get_result?id=task-9"
-		}, false, "id=task-1"},
+		}, refused, ""},
+		{"another scheme", func(_, r, _ *bfl) string {
+			return "ftp://api.us1.bfl.test:" + port(r) + "/v1/get_result?id=task-9"
+		}, refused, ""},
 		{"another path", func(_, r, _ *bfl) string {
 			return "http://api.us1.bfl.test:" + port(r) + "/v2/result?id=task-9"
-		}, false, "id=task-1"},
+		}, refused, ""},
 		{"no id", func(_, r, _ *bfl) string {
 			return "http://api.us1.bfl.test:" + port(r) + "/v1/get_result"
-		}, false, "id=task-1"},
-		{"not a URL", func(_, _, _ *bfl) string { return "::not a url" }, false, "id=task-1"},
-		{"none", func(_, _, _ *bfl) string { return "" }, false, "id=task-1"},
+		}, refused, ""},
+		{"not a URL", func(_, _, _ *bfl) string { return "::not a url" }, refused, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			base, regional, foreign := newBFL(t), newBFL(t), newBFL(t)
-			// Every name reaches the local server listening on the URL's port.
-			tr := flux.NewTransport(false)
-			tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-				_, p, err := net.SplitHostPort(addr)
-				if err != nil {
-					return nil, err
-				}
-				return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+p)
-			}
-			a, err := flux.NewWithTransport("http://api.bfl.test:"+port(base), apiKey, false, 5*time.Second, tr)
+			a, err := flux.NewAdapterWithTransport(flux.Config{
+				BaseURL: "http://api.bfl.test:" + port(base), APIKey: apiKey, Timeout: 5 * time.Second,
+				PollingHosts: []string{"api.us1.bfl.test:" + port(regional)},
+			}, anyNameToLoopback(t))
 			if err != nil {
 				t.Fatal(err)
 			}
-			polled := base
-			if c.regional {
-				polled = regional
+			servers := []*bfl{base, regional, foreign}
+			var polled *bfl
+			if c.polled != refused {
+				polled = servers[c.polled]
+				polled.answer(pending)
 			}
-			polled.answer(pending)
-			if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-1", PollingURL: c.pollingURL(base, regional, foreign)}); err != nil {
-				t.Fatal(err)
+			_, err = a.Poll(context.Background(), gongbu.Job{ID: "task-1", PollingURL: c.pollingURL(base, regional, foreign)})
+			if (err != nil) != (c.polled == refused) {
+				t.Fatalf("err = %v, want refused=%v", err, c.polled == refused)
 			}
-			reqs := polled.requests()
-			if len(reqs) != 1 || reqs[0].path != "/v1/get_result" || reqs[0].query != c.query || reqs[0].header.Get("x-key") != apiKey {
-				t.Fatalf("requests %+v, want one poll with %s", reqs, c.query)
+			if polled != nil {
+				reqs := polled.requests()
+				if len(reqs) != 1 || reqs[0].path != "/v1/get_result" || reqs[0].query != c.query || reqs[0].header.Get("x-key") != apiKey {
+					t.Fatalf("requests %+v, want one poll with %s", reqs, c.query)
+				}
 			}
-			for _, other := range []*bfl{base, regional, foreign} {
+			for _, other := range servers {
 				if other != polled && len(other.requests()) != 0 {
 					t.Fatalf("another server got %+v; the API key went where it must not", other.requests())
 				}
 			}
 		})
 	}
+}
+
+// anyNameToLoopback is an adapter transport on which every name reaches the local server
+// listening on the URL's port.
+func anyNameToLoopback(t *testing.T) *http.Transport {
+	t.Helper()
+	tr := flux.NewTransport(false)
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, p, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, "127.0.0.1:"+p)
+	}
+	return tr
 }

@@ -83,7 +83,7 @@ type Authority struct {
 type authorityEntry struct {
 	d        gongbu.Decision
 	state    string
-	attempts int
+	issuedAt time.Time
 }
 
 // NewAuthority returns a fake Hubu that knows no decision.
@@ -91,21 +91,21 @@ func NewAuthority() *Authority {
 	return &Authority{decisions: map[uuid.UUID]authorityEntry{}, owners: map[string]string{}}
 }
 
-// Issue makes the fake know a decision in an operation state, handed off once, and the agent
-// token that owns it.
+// Issue makes the fake know a decision in an operation state, issued now, and the agent token
+// that owns it.
 func (a *Authority) Issue(d gongbu.Decision, state, agentToken string) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.decisions[d.DecisionID] = authorityEntry{d: d, state: state, attempts: 1}
+	a.decisions[d.DecisionID] = authorityEntry{d: d, state: state, issuedAt: time.Now()}
 	a.owners[d.PublicHandle] = agentToken
 }
 
-// SetDispatchAttempts sets how many hand-offs of a known decision the fake has counted.
-func (a *Authority) SetDispatchAttempts(id uuid.UUID, n int) {
+// SetIssuedAt sets when a known decision was issued.
+func (a *Authority) SetIssuedAt(id uuid.UUID, at time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	e := a.decisions[id]
-	e.attempts = n
+	e.issuedAt = at
 	a.decisions[id] = e
 }
 
@@ -183,7 +183,7 @@ func (a *Authority) Decision(_ context.Context, id uuid.UUID) (gongbu.Issued, er
 	if !ok {
 		return gongbu.Issued{}, gongbu.Errorf(gongbu.CodeNotFound, "Hubu has no decision %s", id)
 	}
-	return gongbu.Issued{Decision: e.d, State: e.state, DispatchAttempts: e.attempts}, nil
+	return gongbu.Issued{Decision: e.d, State: e.state, IssuedAt: e.issuedAt}, nil
 }
 
 func (a *Authority) Settle(_ context.Context, id uuid.UUID, amount int64, failed bool, reason string) error {
@@ -440,6 +440,16 @@ func (e *Env) Executions(t testing.TB) int {
 }
 
 // Get returns the execution of a decision, failing the test when there is none.
+// Epoch returns the database's epoch.
+func (e *Env) Epoch(t testing.TB) gongbu.Epoch {
+	t.Helper()
+	ep, err := e.Store.Epoch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep
+}
+
 func (e *Env) Get(t testing.TB, id uuid.UUID) gongbu.Execution {
 	t.Helper()
 	x, err := e.Store.Get(context.Background(), id)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/httpjson"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 )
@@ -23,7 +24,10 @@ type Client struct {
 var _ gongbu.Authority = (*Client)(nil)
 
 // New returns a client for the Hubu at baseURL, authenticating with a Hubu service token.
+// It reads Hubu's answers through a copy of hc that refuses any longer than
+// httpjson.MaxResponse: the generated client reads whole bodies.
 func New(baseURL, serviceToken string, hc *http.Client) (*Client, error) {
+	hc = httpjson.WithResponseLimit(hc, httpjson.MaxResponse)
 	api, err := hubuapi.NewClientWithResponses(baseURL, hubuapi.WithHTTPClient(hc), hubuapi.WithRequestEditorFn(bearer(serviceToken)))
 	if err != nil {
 		return nil, err
@@ -67,7 +71,7 @@ func (c *Client) Decision(ctx context.Context, id uuid.UUID) (gongbu.Issued, err
 			Scope:     gongbu.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
 			Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
 		},
-		State: string(d.State), DispatchAttempts: d.DispatchAttempts,
+		State: string(d.State), IssuedAt: d.IssuedAt,
 	}, nil
 }
 

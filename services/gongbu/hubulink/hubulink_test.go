@@ -88,10 +88,11 @@ func TestDecision(t *testing.T) {
 		Scope:        hubuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x768"},
 		Arguments:    hubuapi.GenerateImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: &seed},
 		AmountMicros: 25_000, Currency: "USD", State: hubuapi.OperationStateDispatching, DispatchAttempts: 2,
+		IssuedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC),
 	}
 	h, c := newHubu(t, http.StatusOK, issued)
 	d, err := c.Decision(context.Background(), id)
-	if err != nil || d.State != "dispatching" || d.DispatchAttempts != 2 || d.FirstHandOff() {
+	if err != nil || d.State != "dispatching" || !d.IssuedAt.Equal(issued.IssuedAt) {
 		t.Fatalf("%+v err %v", d, err)
 	}
 	want := gongbu.Decision{

@@ -136,37 +136,71 @@ func (s *Store) Claim(ctx context.Context, id uuid.UUID, state gongbu.State, lea
 	return e, err == nil, err
 }
 
-// MarkSubmitted records the provider's job; the poller may take it from nextPoll on.
-func (s *Store) MarkSubmitted(ctx context.Context, id uuid.UUID, job gongbu.Job, pollDeadline, nextPoll, now time.Time) (gongbu.Execution, error) {
+// MarkSubmitted records the provider's job; the poller may take it from nextPoll on. The
+// write is fenced by exec's lease: gongbu.ErrLeaseLost when another worker took it over.
+func (s *Store) MarkSubmitted(ctx context.Context, exec gongbu.Execution, job gongbu.Job, pollDeadline, nextPoll, now time.Time) (gongbu.Execution, error) {
 	row, err := s.q.MarkSubmitted(ctx, s.pool, gongbudb.MarkSubmittedParams{
-		DecisionID: id, ProviderJobID: &job.ID, PollingUrl: &job.PollingURL, PollDeadline: &pollDeadline, LeaseUntil: nextPoll, UpdatedAt: now,
+		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, ProviderJobID: &job.ID, PollingUrl: &job.PollingURL,
+		PollDeadline: &pollDeadline, LeaseUntil: nextPoll, Now: now,
 	})
+	if isNoRows(err) {
+		return gongbu.Execution{}, gongbu.ErrLeaseLost
+	}
 	if err != nil {
 		return gongbu.Execution{}, fmt.Errorf("mark submitted: %w", err)
 	}
 	return executionOf(row)
 }
 
-// ExtendLease keeps an open execution to its worker until leaseUntil.
-func (s *Store) ExtendLease(ctx context.Context, id uuid.UUID, leaseUntil, now time.Time) error {
-	if err := s.q.ExtendLease(ctx, s.pool, gongbudb.ExtendLeaseParams{DecisionID: id, LeaseUntil: leaseUntil, UpdatedAt: now}); err != nil {
+// ExtendLease keeps an open execution to the worker holding exec's lease until leaseUntil;
+// gongbu.ErrLeaseLost when another worker took it over.
+func (s *Store) ExtendLease(ctx context.Context, exec gongbu.Execution, leaseUntil, now time.Time) error {
+	_, err := s.q.ExtendLease(ctx, s.pool, gongbudb.ExtendLeaseParams{
+		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, LeaseUntil: leaseUntil, Now: now,
+	})
+	if isNoRows(err) {
+		return gongbu.ErrLeaseLost
+	}
+	if err != nil {
 		return fmt.Errorf("extend lease: %w", err)
 	}
 	return nil
 }
 
-// Finish moves an open execution to a final state.
-func (s *Store) Finish(ctx context.Context, id uuid.UUID, state gongbu.State, resultURL, errMsg *string, charged *int64, now time.Time) (gongbu.Execution, error) {
+// Finish moves an open execution to its final outcome. The write is fenced by exec's lease:
+// gongbu.ErrLeaseLost, and nothing written, when another worker took the execution over or
+// it is final already.
+func (s *Store) Finish(ctx context.Context, exec gongbu.Execution, o gongbu.Outcome, now time.Time) (gongbu.Execution, error) {
 	row, err := s.q.FinishExecution(ctx, s.pool, gongbudb.FinishExecutionParams{
-		DecisionID: id, State: string(state), ResultUrl: resultURL, Error: errMsg, ChargedMicros: charged, Now: now,
+		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, State: string(o.State),
+		ResultUrl: o.ResultURL, Error: o.Error, ChargedMicros: o.ChargedMicros, Now: now,
 	})
 	if isNoRows(err) {
-		return s.Get(ctx, id)
+		return gongbu.Execution{}, gongbu.ErrLeaseLost
 	}
 	if err != nil {
 		return gongbu.Execution{}, fmt.Errorf("finish execution: %w", err)
 	}
 	return executionOf(row)
+}
+
+// Epoch returns since when this database has kept an unbroken record of its executions.
+func (s *Store) Epoch(ctx context.Context) (gongbu.Epoch, error) {
+	row, err := s.q.GetDatabaseEpoch(ctx, s.pool)
+	if err != nil {
+		return gongbu.Epoch{}, fmt.Errorf("database epoch: %w", err)
+	}
+	return gongbu.Epoch{ID: row.ID, BeganAt: row.BeganAt}, nil
+}
+
+// RenewEpoch starts a new epoch now: run after the database was restored from a backup, whose
+// record of recent executions may be incomplete.
+func (s *Store) RenewEpoch(ctx context.Context) (gongbu.Epoch, error) {
+	row, err := s.q.RenewDatabaseEpoch(ctx, s.pool)
+	if err != nil {
+		return gongbu.Epoch{}, fmt.Errorf("renew the database epoch: %w", err)
+	}
+	return gongbu.Epoch{ID: row.ID, BeganAt: row.BeganAt}, nil
 }
 
 // ListUnreported returns final executions whose outcome Hubu has not been told.
@@ -253,6 +287,6 @@ func executionOf(r gongbudb.Execution) (gongbu.Execution, error) {
 		},
 		VendorKey: r.VendorKey, State: gongbu.State(r.State), ProviderJobID: r.ProviderJobID, PollingURL: r.PollingUrl,
 		ResultURL: r.ResultUrl, Error: r.Error, ChargedMicros: r.ChargedMicros, Reported: r.ReportedAt != nil,
-		Attempts: int(r.Attempts), PollDeadline: r.PollDeadline, ResolvedAt: r.ResolvedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Attempts: int(r.Attempts), LeaseGeneration: r.LeaseGeneration, PollDeadline: r.PollDeadline, ResolvedAt: r.ResolvedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}, nil
 }

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -115,27 +116,27 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatalf("claimed in the wrong state: %v %v", ok, err)
 	}
 	c, ok, err := store.Claim(ctx, d.DecisionID, gongbu.StateSubmitting, later.Add(time.Minute), later)
-	if !ok || err != nil || c.Attempts != 1 {
+	if !ok || err != nil || c.Attempts != 1 || c.LeaseGeneration != x.LeaseGeneration+1 {
 		t.Fatalf("claim: %v %v %+v", ok, err, c)
 	}
 	if _, ok, err := store.Claim(ctx, d.DecisionID, gongbu.StateSubmitting, later.Add(time.Minute), later); ok || err != nil {
 		t.Fatalf("claimed twice: %v %v", ok, err)
 	}
 
-	s, err := store.MarkSubmitted(ctx, d.DecisionID, gongbu.Job{ID: "job-1", PollingURL: "u"}, later.Add(time.Hour), later, later)
+	s, err := store.MarkSubmitted(ctx, c, gongbu.Job{ID: "job-1", PollingURL: "u"}, later.Add(time.Hour), later, later)
 	if err != nil || s.State != gongbu.StateSubmitted || *s.ProviderJobID != "job-1" || *s.PollingURL != "u" || !s.PollDeadline.Equal(later.Add(time.Hour)) {
 		t.Fatalf("mark submitted: %v %+v", err, s)
 	}
-	url, charged := "https://x/s.png", int64(25_000)
-	fin, err := store.Finish(ctx, d.DecisionID, gongbu.StateSucceeded, &url, nil, &charged, later)
-	if err != nil || fin.State != gongbu.StateSucceeded || *fin.ResultURL != url || *fin.ChargedMicros != charged || fin.Reported {
+	fin, err := store.Finish(ctx, s, gongbu.Succeeded("https://x/s.png", 25_000), later)
+	if err != nil || fin.State != gongbu.StateSucceeded || *fin.ResultURL != "https://x/s.png" || *fin.ChargedMicros != 25_000 || fin.Reported {
 		t.Fatalf("finish: %v %+v", err, fin)
 	}
 	// A final execution stays final.
-	msg := "late"
-	again, err := store.Finish(ctx, d.DecisionID, gongbu.StateIndeterminate, nil, &msg, nil, later)
-	if err != nil || again.State != gongbu.StateSucceeded {
-		t.Fatalf("finish twice: %v %+v", err, again)
+	if _, err := store.Finish(ctx, s, gongbu.Indeterminate("late"), later); !errors.Is(err, gongbu.ErrLeaseLost) {
+		t.Fatalf("finish twice: %v", err)
+	}
+	if again, err := store.Get(ctx, d.DecisionID); err != nil || again.State != gongbu.StateSucceeded {
+		t.Fatalf("after a second finish: %v %+v", err, again)
 	}
 	if open, err := store.ListClaimable(ctx, later.Add(time.Hour), 10); err != nil || len(open) != 0 {
 		t.Fatalf("a final execution is claimable: %v %v", open, err)
@@ -153,5 +154,49 @@ func TestRoundTrip(t *testing.T) {
 	all, err := store.List(ctx)
 	if err != nil || len(all) != 1 || !all[0].Reported {
 		t.Fatalf("list: %v %+v", err, all)
+	}
+}
+
+// Every write of an execution's outcome is fenced by the lease it was read under: once another
+// worker claimed the execution, the first one can neither record a job, nor extend its lease,
+// nor finish it, and what the second one wrote stands.
+func TestWritesAreFencedByTheLease(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	d := gongbutest.NewDecision()
+	first, _, err := store.Insert(ctx, d, "k", now.Add(time.Minute), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(2 * time.Minute) // the first worker's lease ran out
+	second, ok, err := store.Claim(ctx, d.DecisionID, gongbu.StateSubmitting, later.Add(time.Minute), later)
+	if !ok || err != nil {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	job := gongbu.Job{ID: "job-1", PollingURL: "u"}
+	if _, err := store.MarkSubmitted(ctx, first, job, later.Add(time.Hour), later, later); !errors.Is(err, gongbu.ErrLeaseLost) {
+		t.Fatalf("mark submitted by the first worker: %v", err)
+	}
+	if err := store.ExtendLease(ctx, first, later.Add(time.Hour), later); !errors.Is(err, gongbu.ErrLeaseLost) {
+		t.Fatalf("extend by the first worker: %v", err)
+	}
+	if _, err := store.Finish(ctx, first, gongbu.Failed("a late refusal", 0), later); !errors.Is(err, gongbu.ErrLeaseLost) {
+		t.Fatalf("finish by the first worker: %v", err)
+	}
+	sub, err := store.MarkSubmitted(ctx, second, job, later.Add(time.Hour), later, later)
+	if err != nil {
+		t.Fatalf("mark submitted by the second worker: %v", err)
+	}
+	if err := store.ExtendLease(ctx, sub, later.Add(time.Hour), later); err != nil {
+		t.Fatalf("extend by the second worker: %v", err)
+	}
+	if _, err := store.Finish(ctx, first, gongbu.Failed("a late refusal", 0), later); !errors.Is(err, gongbu.ErrLeaseLost) {
+		t.Fatalf("finish by the first worker after the second recorded the job: %v", err)
+	}
+	fin, err := store.Finish(ctx, sub, gongbu.Succeeded("https://x/s.png", 25_000), later)
+	if err != nil || fin.State != gongbu.StateSucceeded {
+		t.Fatalf("finish by the second worker: %v %+v", err, fin)
 	}
 }

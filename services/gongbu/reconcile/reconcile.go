@@ -160,6 +160,8 @@ func Compare(ds []Decision, es []Execution, cs []Charge) Report {
 		case hasExec && e.State == "indeterminate":
 			add("decision %s (%s) is indeterminate at Gongbu (provider charged %d micros, Hubu holds %d): an operator must resolve it (gongbu resolve)",
 				d.ID, d.PublicHandle, charged[d.ID], d.HeldMicros)
+		case final && d.HeldMicros != 0:
+			add("decision %s (%s) is %s in Hubu but still holds %d micros", d.ID, d.PublicHandle, d.State, d.HeldMicros)
 		case final && d.CapturedMicros != charged[d.ID]:
 			add("decision %s (%s): Hubu captured %d micros, the provider charged %d", d.ID, d.PublicHandle, d.CapturedMicros, charged[d.ID])
 		case final && gongbuFinal && d.CapturedMicros != e.ChargedMicros:

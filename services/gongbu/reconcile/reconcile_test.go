@@ -44,6 +44,10 @@ func TestCompare(t *testing.T) {
 			ds[1].CapturedMicros = 25_000
 			return ds, es, cs
 		}, "Hubu captured 25000 micros, the provider charged 0"},
+		{"a hold left on a settled decision", func(ds []Decision, es []Execution, cs []Charge) ([]Decision, []Execution, []Charge) {
+			ds[1].HeldMicros = 25_000
+			return ds, es, cs
+		}, "still holds 25000 micros"},
 		{"a charge Hubu released", func(ds []Decision, es []Execution, cs []Charge) ([]Decision, []Execution, []Charge) {
 			ds[0].CapturedMicros = 0
 			return ds, es, cs

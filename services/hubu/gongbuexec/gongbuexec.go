@@ -5,11 +5,10 @@ package gongbuexec
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 
+	"hubu.dev/hubu/httpjson"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/hubu"
 )
@@ -22,8 +21,10 @@ type Executor struct {
 var _ hubu.Executor = (*Executor)(nil)
 
 // New returns an executor for the Gongbu at baseURL; serviceToken is the credential Gongbu
-// accepts from Hubu.
+// accepts from Hubu. It reads Gongbu's answers through a copy of hc that refuses any longer
+// than httpjson.MaxResponse: the generated client reads whole bodies.
 func New(baseURL, serviceToken string, hc *http.Client) (*Executor, error) {
+	hc = httpjson.WithResponseLimit(hc, httpjson.MaxResponse)
 	api, err := gongbuapi.NewClientWithResponses(baseURL, gongbuapi.WithHTTPClient(hc),
 		gongbuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			r.Header.Set("Authorization", "Bearer "+serviceToken)
@@ -48,9 +49,6 @@ func (e *Executor) Execute(ctx context.Context, d hubu.Decision) error {
 		Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
 	})
 	if err != nil {
-		if neverConnected(err) {
-			return fmt.Errorf("hand the decision to Gongbu: %w: %w", hubu.ErrNotDelivered, err)
-		}
 		return fmt.Errorf("hand the decision to Gongbu: %w", err)
 	}
 	if resp.JSON200 == nil && resp.JSON202 == nil {
@@ -59,13 +57,4 @@ func (e *Executor) Execute(ctx context.Context, d hubu.Decision) error {
 		return fmt.Errorf("decision refused by Gongbu: status %d, code %s", resp.StatusCode(), p.Code)
 	}
 	return nil
-}
-
-// neverConnected reports whether err is a failure to open the connection (refused, no route,
-// no such host). Go's transport re-tries a POST that carries no idempotency key on another
-// connection only when nothing of it was written, so a request that ends in a dial error was
-// never written anywhere: Gongbu cannot have seen it.
-func neverConnected(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
 }

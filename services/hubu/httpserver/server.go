@@ -454,7 +454,7 @@ func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.
 	writeJSON(w, http.StatusOK, hubuapi.Decision{
 		DecisionId: id, PublicHandle: o.PublicHandle, AgentId: o.AgentId, Tool: o.Tool, Scope: o.Scope,
 		Arguments: o.Arguments, AmountMicros: o.AmountMicros, Currency: o.Currency, State: o.State,
-		DispatchAttempts: op.DispatchAttempts,
+		IssuedAt: op.DecisionIssuedAt, DispatchAttempts: op.DispatchAttempts,
 	})
 }
 

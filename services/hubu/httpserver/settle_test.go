@@ -118,35 +118,35 @@ func TestHandoffRecovery(t *testing.T) {
 	}
 }
 
-// Every hand-off is counted, and the count committed, before the executor is called: the
-// executor reads it back (GET /v1/decisions/{id}) to tell a decision's first hand-off from a
-// re-sent one. A hand-off that never reached the executor gives its count back.
-func TestDispatchAttemptsAreCountedBeforeEachHandOff(t *testing.T) {
+// What the executor reads back when it checks a decision (GET /v1/decisions/{id}): the
+// operation stays dispatching through failed hand-offs, however they failed, and says when the
+// decision was issued; every try is counted for operators.
+func TestDecisionAsTheExecutorSeesIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
 	a := b.newAgent(t, "agent", nil)
 	var mu sync.Mutex
-	var seen []int
+	var seen []string
 	fail := []error{
-		errors.New("the answer was lost"),                          // may have reached the executor: counted
-		fmt.Errorf("dial: %w", hubu.ErrNotDelivered),               // never reached it: given back
-		fmt.Errorf("connection refused: %w", hubu.ErrNotDelivered), // given back
+		errors.New("the answer was lost"),
+		errors.New("502 from a proxy"),
+		errors.New("connection refused"),
 		nil, // accepted
 	}
 	b.exec.OnExecute(func(d hubu.Decision) error {
-		// What the executor sees when it asks Hubu during the hand-off.
 		dec, err := b.service.GetDecisionWithResponse(ctx, d.DecisionID)
 		if err != nil || dec.JSON200 == nil {
 			return fmt.Errorf("get decision: %v", err)
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		seen = append(seen, dec.JSON200.DispatchAttempts)
+		seen = append(seen, fmt.Sprintf("%s/%d", dec.JSON200.State, dec.JSON200.DispatchAttempts))
 		next := fail[0]
 		fail = fail[1:]
 		return next
 	})
+	issued := b.clock.Now()
 	c := newCall("flux-dev")
 	op := mustOperation(t, authorize(t, a, c))
 	if op.State != hubuapi.OperationStateDispatching {
@@ -160,34 +160,25 @@ func TestDispatchAttemptsAreCountedBeforeEachHandOff(t *testing.T) {
 		}
 		return *dec.JSON200
 	}
-	if d := decision(); d.DispatchAttempts != 1 || d.State != hubuapi.OperationStateDispatching {
-		t.Fatalf("after a hand-off whose answer was lost: %+v", d)
+	if d := decision(); !d.IssuedAt.Equal(issued) {
+		t.Fatalf("issued_at = %s, want the authorization's time %s", d.IssuedAt, issued)
 	}
-	authorize(t, a, c) // the re-delivered call re-sends the decision; it never arrives
-	if d := decision(); d.DispatchAttempts != 1 {
-		t.Fatalf("after a hand-off that never arrived: %d, want it given back", d.DispatchAttempts)
-	}
-	for range 2 { // Recover re-sends, once undelivered, then accepted
+	authorize(t, a, c) // the re-delivered call re-sends the decision
+	for range 2 {      // Recover re-sends twice, the second is accepted
 		b.clock.Advance(11 * time.Second)
 		if _, err := b.life.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if d := decision(); d.DispatchAttempts != 2 || d.State != hubuapi.OperationStateExecuting {
+	d := decision()
+	if d.DispatchAttempts != 4 || d.State != hubuapi.OperationStateExecuting || !d.IssuedAt.Equal(issued) {
 		t.Fatalf("after the accepted hand-off: %+v", d)
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if want := []int{1, 2, 2, 2}; fmt.Sprint(seen) != fmt.Sprint(want) {
-		t.Fatalf("the executor saw counts %v, want %v: each hand-off counted before it is made", seen, want)
-	}
-	// An executing operation is not handed off again, and its count stays.
-	b.clock.Advance(time.Minute)
-	if _, err := b.life.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if d := decision(); d.DispatchAttempts != 2 {
-		t.Fatalf("after recovery of an executing operation: %d", d.DispatchAttempts)
+	want := []string{"dispatching/1", "dispatching/2", "dispatching/3", "dispatching/4"}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("the executor saw %v, want %v", seen, want)
 	}
 }
 
@@ -241,5 +232,36 @@ func TestSettleAFailedExecution(t *testing.T) {
 	caps, _ := a.client.GetCapabilitiesWithResponse(ctx)
 	if caps.JSON200.Budget.UsedMicros != 45_000 {
 		t.Fatalf("budget used %d, want the two captures", caps.JSON200.Budget.UsedMicros)
+	}
+}
+
+// Gongbu ran a decision and settles it while Hubu still says dispatching (the hand-off's
+// answer was lost): the settle is taken, the hold is captured, and the late hand-off answer
+// or a re-send changes nothing.
+func TestSettleWhileStillDispatching(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.newAgent(t, "agent", nil)
+	b.exec.OnExecute(func(hubu.Decision) error { return errors.New("the executor's answer was lost") })
+	op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
+	if op.State != hubuapi.OperationStateDispatching {
+		t.Fatalf("before the settle: %s", op.State)
+	}
+	settled, err := b.service.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 25_000})
+	if err != nil || settled.JSON200 == nil {
+		t.Fatalf("settle: %v %s", err, settled.Body)
+	}
+	if s := settled.JSON200; s.State != hubuapi.OperationStateSucceeded || s.CapturedMicros != 25_000 || s.HeldMicros != 0 {
+		t.Fatalf("settled: %+v", s)
+	}
+	b.exec.OnExecute(func(hubu.Decision) error { return nil })
+	b.clock.Advance(time.Minute)
+	if _, err := b.life.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := b.service.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 25_000})
+	if err != nil || again.JSON200 == nil || again.JSON200.State != hubuapi.OperationStateSucceeded || again.JSON200.CapturedMicros != 25_000 {
+		t.Fatalf("settle again: %v %s", err, again.Body)
 	}
 }

@@ -51,15 +51,10 @@ func (s *Service) Resume(ctx context.Context, who hubu.Principal, handle string)
 }
 
 // dispatch hands a dispatching operation's decision to the executor. A failure is not the
-// caller's error: the operation stays dispatching and Recover re-sends it.
-//
-// Each hand-off is counted, and the count committed, before the executor is called. The
-// executor reads the count back from Hubu: a decision that arrives with a count above 1 may
-// have been submitted to the provider by an earlier hand-off whose answer Hubu never got, even
-// if the executor has no record of it (it can lose one), so the executor never takes a
-// provider's refusal of it as proof that nothing was charged, and never submits it blindly
-// where the provider does not honour idempotency keys. A hand-off that provably never reached
-// the executor (ErrNotDelivered) gives its count back.
+// caller's error: the operation stays dispatching and Recover re-sends it. Re-sending is
+// safe however a hand-off failed: the executor runs a decision once, and it tells a decision
+// it never submitted from one it may have by its own durable record, not by how often Hubu
+// tried (see gongbu.Issued.PossiblySubmitted).
 func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operation {
 	if op.State != hubu.StateDispatching || s.Executor == nil {
 		return op
@@ -74,13 +69,8 @@ func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operatio
 	if !ok {
 		return counted // moved on meanwhile: another hand-off was accepted
 	}
+	failpoint.Inject(failpoint.HubuBeforeHandOff)
 	if err := s.Executor.Execute(ctx, d); err != nil {
-		if errors.Is(err, hubu.ErrNotDelivered) {
-			if uerr := s.Store.UncountDispatchAttempt(context.WithoutCancel(ctx), d.DecisionID); uerr != nil {
-				s.logger().WarnContext(ctx, "could not take back the count of an undelivered hand-off",
-					"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", uerr)
-			}
-		}
 		s.logger().WarnContext(ctx, "hand-off to the executor failed; it will be re-sent",
 			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "attempt", counted.DispatchAttempts, "err", err)
 		return counted

@@ -15,12 +15,32 @@ import (
 )
 
 // Authorize creates the record for (agentID, req.OperationKey), or returns the existing one
-// when the same key comes again with the same amount, account, scope and request hash
-// (replayed is then true). Any difference is create_new_operation. The decision and the
-// budget hold are written in one transaction, under a lock on the agent's policy, so
-// concurrent authorizations of one agent can never overspend its budget.
+// when the same key comes again with the same request: tool, arguments, request hash and the
+// scope they name (replayed is then true). A request under the key that asks for different
+// work is create_new_operation. The amount and the account are fixed when the record is
+// first written: a replay never reads the catalog or the agent's account, so an operator's
+// later change to either (even removing the model) cannot turn a redelivery into a refusal.
+// The decision and the budget hold are written in one transaction, under a lock on the
+// agent's policy, so concurrent authorizations of one agent can never overspend its budget.
 func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time) (op hubu.Operation, replayed bool, err error) {
 	scope := hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model, Size: fmt.Sprintf("%dx%d", req.Arguments.Width, req.Arguments.Height)}
+	args, err := marshalArguments(req.Arguments)
+	if err != nil {
+		return hubu.Operation{}, false, fmt.Errorf("encode arguments: %w", err)
+	}
+	want := hubudb.Operation{
+		PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash,
+		Provider: scope.Provider, Model: scope.Model, Size: scope.Size,
+	}
+
+	// Fast path for replays, before any pricing: no lock needed to read a record that exists.
+	if existing, err := s.q.GetOperationByKey(ctx, s.pool, hubudb.GetOperationByKeyParams{AgentID: agentID, OperationKey: req.OperationKey}); err == nil {
+		op, err := s.replay(ctx, existing, want, now)
+		return op, true, err
+	} else if !isNoRows(err) {
+		return hubu.Operation{}, false, fmt.Errorf("get operation: %w", err)
+	}
+
 	price, err := s.price(ctx, s.pool, scope)
 	if err != nil {
 		return hubu.Operation{}, false, err
@@ -28,22 +48,6 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 	agent, err := s.q.GetAgent(ctx, s.pool, agentID)
 	if err != nil {
 		return hubu.Operation{}, false, fmt.Errorf("get agent: %w", err)
-	}
-	args, err := marshalArguments(req.Arguments)
-	if err != nil {
-		return hubu.Operation{}, false, fmt.Errorf("encode arguments: %w", err)
-	}
-	want := hubudb.Operation{
-		PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash, Account: agent.Account, Provider: scope.Provider,
-		Model: scope.Model, Size: scope.Size, AmountMicros: price.AmountMicros, Currency: price.Currency,
-	}
-
-	// Fast path for replays: no lock needed to read a record that exists.
-	if existing, err := s.q.GetOperationByKey(ctx, s.pool, hubudb.GetOperationByKeyParams{AgentID: agentID, OperationKey: req.OperationKey}); err == nil {
-		op, err := s.replay(ctx, existing, want, now)
-		return op, true, err
-	} else if !isNoRows(err) {
-		return hubu.Operation{}, false, fmt.Errorf("get operation: %w", err)
 	}
 
 	type result struct {
@@ -118,9 +122,11 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 	return op, false, err
 }
 
-// replay checks that a re-sent request asks for exactly what the record holds. The
+// replay checks that a re-sent request asks for exactly the work the record holds. The
 // arguments are compared as well as their hash, so a router bug cannot pass off other work
-// under a matching hash.
+// under a matching hash. The amount, currency and account are not compared: the request
+// carries none of them, and what the catalog or the agent's account says now has no bearing
+// on an operation already decided.
 func (s *Store) replay(ctx context.Context, existing, want hubudb.Operation, now time.Time) (hubu.Operation, error) {
 	if existing.PublicHandle != want.PublicHandle {
 		return hubu.Operation{}, hubu.Errorf(hubu.CodeConflict, "this operation key was authorized under another public handle")
@@ -137,16 +143,13 @@ func (s *Store) replay(ctx context.Context, existing, want hubudb.Operation, now
 		{"arguments", string(storedArgs), string(want.Arguments)},
 		{"tool", existing.Tool, want.Tool},
 		{"request hash", existing.RequestHash, want.RequestHash},
-		{"account", existing.Account, want.Account},
 		{"provider", existing.Provider, want.Provider},
 		{"model", existing.Model, want.Model},
 		{"size", existing.Size, want.Size},
-		{"currency", existing.Currency, want.Currency},
-		{"amount", fmt.Sprint(existing.AmountMicros), fmt.Sprint(want.AmountMicros)},
 	} {
 		if d.got != d.want {
 			return hubu.Operation{}, hubu.Errorf(hubu.CodeCreateNewOperation,
-				"this operation key was authorized with a different %s; a changed request needs a new operation", d.field)
+				"this operation key was authorized for a request with other %s; a changed request needs a new operation", d.field)
 		}
 	}
 	if waitsForPeople(existing) {
@@ -377,9 +380,9 @@ func (s *Store) MarkExecuting(ctx context.Context, decisionID uuid.UUID, now tim
 	return s.operation(ctx, s.pool, next)
 }
 
-// CountDispatchAttempt records, and commits, one more hand-off of a dispatching decision to
-// the executor; it must run before the hand-off is made. ok is false, and nothing changes,
-// when the operation is no longer dispatching: it needs no hand-off.
+// CountDispatchAttempt records one more try to hand a dispatching decision to the executor
+// (for operators: it is no evidence that the executor got it). ok is false, and nothing
+// changes, when the operation is no longer dispatching: it needs no hand-off.
 func (s *Store) CountDispatchAttempt(ctx context.Context, decisionID uuid.UUID, now time.Time) (op hubu.Operation, ok bool, err error) {
 	row, err := s.q.CountDispatchAttempt(ctx, s.pool, hubudb.CountDispatchAttemptParams{DecisionID: &decisionID, Now: now})
 	if isNoRows(err) {
@@ -391,15 +394,6 @@ func (s *Store) CountDispatchAttempt(ctx context.Context, decisionID uuid.UUID, 
 	}
 	op, err = s.operation(ctx, s.pool, row)
 	return op, err == nil, err
-}
-
-// UncountDispatchAttempt takes back the count of a hand-off that provably never reached the
-// executor (hubu.ErrNotDelivered), so that the next one can still be a first hand-off.
-func (s *Store) UncountDispatchAttempt(ctx context.Context, decisionID uuid.UUID) error {
-	if err := s.q.UncountDispatchAttempt(ctx, s.pool, &decisionID); err != nil {
-		return fmt.Errorf("uncount dispatch attempt: %w", err)
-	}
-	return nil
 }
 
 // GetDecision returns the operation a decision belongs to.
@@ -614,6 +608,12 @@ func (s *Store) operation(ctx context.Context, db hubudb.DBTX, r hubudb.Operatio
 		ApprovalExpiresAt: r.ApprovalExpiresAt, DecidedBy: r.DecidedBy, FailureReason: r.FailureReason,
 		HeldMicros: t.Held - t.Captured - t.Released, CapturedMicros: t.Captured, ReleasedMicros: t.Released,
 		DispatchAttempts: int(r.DispatchAttempts), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.DecisionID != nil {
+		op.DecisionIssuedAt = r.CreatedAt
+		if r.DecidedBy != nil && r.DecidedAt != nil {
+			op.DecisionIssuedAt = *r.DecidedAt // approved by a person
+		}
 	}
 	if r.DenialCode != nil {
 		op.Denial = &hubu.Denial{Code: *r.DenialCode, Message: deref(r.DenialMessage)}

@@ -14,9 +14,10 @@ import (
 
 const claimExecution = `-- name: ClaimExecution :one
 UPDATE executions
-SET lease_until = $1, attempts = attempts + 1, updated_at = $2
+SET lease_until = $1, attempts = attempts + 1, lease_generation = lease_generation + 1,
+    updated_at = $2
 WHERE decision_id = $3 AND state = $4 AND lease_until <= $2
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
 `
 
 type ClaimExecutionParams struct {
@@ -60,6 +61,7 @@ func (q *Queries) ClaimExecution(ctx context.Context, db DBTX, arg ClaimExecutio
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ResolvedAt,
+		&i.LeaseGeneration,
 	)
 	return i, err
 }
@@ -79,19 +81,30 @@ func (q *Queries) DeferReport(ctx context.Context, db DBTX, arg DeferReportParam
 	return err
 }
 
-const extendLease = `-- name: ExtendLease :exec
-UPDATE executions SET lease_until = $2, updated_at = $3 WHERE decision_id = $1 AND state IN ('submitting', 'submitted')
+const extendLease = `-- name: ExtendLease :one
+UPDATE executions SET lease_until = $1, updated_at = $2
+WHERE decision_id = $3 AND state IN ('submitting', 'submitted')
+  AND lease_generation = $4
+RETURNING decision_id
 `
 
 type ExtendLeaseParams struct {
-	DecisionID uuid.UUID
-	LeaseUntil time.Time
-	UpdatedAt  time.Time
+	LeaseUntil      time.Time
+	Now             time.Time
+	DecisionID      uuid.UUID
+	LeaseGeneration int64
 }
 
-func (q *Queries) ExtendLease(ctx context.Context, db DBTX, arg ExtendLeaseParams) error {
-	_, err := db.Exec(ctx, extendLease, arg.DecisionID, arg.LeaseUntil, arg.UpdatedAt)
-	return err
+func (q *Queries) ExtendLease(ctx context.Context, db DBTX, arg ExtendLeaseParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, extendLease,
+		arg.LeaseUntil,
+		arg.Now,
+		arg.DecisionID,
+		arg.LeaseGeneration,
+	)
+	var decision_id uuid.UUID
+	err := row.Scan(&decision_id)
+	return decision_id, err
 }
 
 const finishExecution = `-- name: FinishExecution :one
@@ -99,16 +112,18 @@ UPDATE executions
 SET state = $1, result_url = $2, error = $3,
     charged_micros = $4, updated_at = $5
 WHERE decision_id = $6 AND state IN ('submitting', 'submitted')
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
+  AND lease_generation = $7
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
 `
 
 type FinishExecutionParams struct {
-	State         string
-	ResultUrl     *string
-	Error         *string
-	ChargedMicros *int64
-	Now           time.Time
-	DecisionID    uuid.UUID
+	State           string
+	ResultUrl       *string
+	Error           *string
+	ChargedMicros   *int64
+	Now             time.Time
+	DecisionID      uuid.UUID
+	LeaseGeneration int64
 }
 
 func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecutionParams) (Execution, error) {
@@ -119,6 +134,7 @@ func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecut
 		arg.ChargedMicros,
 		arg.Now,
 		arg.DecisionID,
+		arg.LeaseGeneration,
 	)
 	var i Execution
 	err := row.Scan(
@@ -145,12 +161,29 @@ func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecut
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ResolvedAt,
+		&i.LeaseGeneration,
 	)
 	return i, err
 }
 
+const getDatabaseEpoch = `-- name: GetDatabaseEpoch :one
+SELECT id, began_at FROM database_epoch
+`
+
+type GetDatabaseEpochRow struct {
+	ID      uuid.UUID
+	BeganAt time.Time
+}
+
+func (q *Queries) GetDatabaseEpoch(ctx context.Context, db DBTX) (GetDatabaseEpochRow, error) {
+	row := db.QueryRow(ctx, getDatabaseEpoch)
+	var i GetDatabaseEpochRow
+	err := row.Scan(&i.ID, &i.BeganAt)
+	return i, err
+}
+
 const getExecution = `-- name: GetExecution :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at FROM executions WHERE decision_id = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions WHERE decision_id = $1
 `
 
 func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUID) (Execution, error) {
@@ -180,12 +213,13 @@ func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUI
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ResolvedAt,
+		&i.LeaseGeneration,
 	)
 	return i, err
 }
 
 const getExecutionByHandle = `-- name: GetExecutionByHandle :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at FROM executions WHERE public_handle = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions WHERE public_handle = $1
 `
 
 func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandle string) (Execution, error) {
@@ -215,6 +249,7 @@ func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandl
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ResolvedAt,
+		&i.LeaseGeneration,
 	)
 	return i, err
 }
@@ -224,7 +259,7 @@ INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, s
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'submitting', $11, $12, $12)
 ON CONFLICT (decision_id) DO NOTHING
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
 `
 
 type InsertExecutionParams struct {
@@ -283,6 +318,7 @@ func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecut
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ResolvedAt,
+		&i.LeaseGeneration,
 	)
 	return i, err
 }
@@ -325,7 +361,7 @@ func (q *Queries) ListClaimable(ctx context.Context, db DBTX, arg ListClaimableP
 }
 
 const listExecutions = `-- name: ListExecutions :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at FROM executions ORDER BY created_at, decision_id
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions ORDER BY created_at, decision_id
 `
 
 func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, error) {
@@ -361,6 +397,7 @@ func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, err
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ResolvedAt,
+			&i.LeaseGeneration,
 		); err != nil {
 			return nil, err
 		}
@@ -373,7 +410,7 @@ func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, err
 }
 
 const listUnreported = `-- name: ListUnreported :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at FROM executions
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions
 WHERE state IN ('succeeded', 'failed') AND reported_at IS NULL
 ORDER BY updated_at, decision_id
 LIMIT $1
@@ -414,6 +451,7 @@ func (q *Queries) ListUnreported(ctx context.Context, db DBTX, limit int32) ([]E
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ResolvedAt,
+			&i.LeaseGeneration,
 		); err != nil {
 			return nil, err
 		}
@@ -440,29 +478,35 @@ func (q *Queries) MarkReported(ctx context.Context, db DBTX, arg MarkReportedPar
 }
 
 const markSubmitted = `-- name: MarkSubmitted :one
+
 UPDATE executions
-SET state = 'submitted', provider_job_id = $2, polling_url = $3, poll_deadline = $4, lease_until = $5, updated_at = $6
-WHERE decision_id = $1 AND state = 'submitting'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
+SET state = 'submitted', provider_job_id = $1, polling_url = $2,
+    poll_deadline = $3, lease_until = $4, updated_at = $5
+WHERE decision_id = $6 AND state = 'submitting' AND lease_generation = $7
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
 `
 
 type MarkSubmittedParams struct {
-	DecisionID    uuid.UUID
-	ProviderJobID *string
-	PollingUrl    *string
-	PollDeadline  *time.Time
-	LeaseUntil    time.Time
-	UpdatedAt     time.Time
+	ProviderJobID   *string
+	PollingUrl      *string
+	PollDeadline    *time.Time
+	LeaseUntil      time.Time
+	Now             time.Time
+	DecisionID      uuid.UUID
+	LeaseGeneration int64
 }
 
+// The writes below are fenced: each names the lease generation its worker holds, and finds no
+// row once another worker has claimed the execution.
 func (q *Queries) MarkSubmitted(ctx context.Context, db DBTX, arg MarkSubmittedParams) (Execution, error) {
 	row := db.QueryRow(ctx, markSubmitted,
-		arg.DecisionID,
 		arg.ProviderJobID,
 		arg.PollingUrl,
 		arg.PollDeadline,
 		arg.LeaseUntil,
-		arg.UpdatedAt,
+		arg.Now,
+		arg.DecisionID,
+		arg.LeaseGeneration,
 	)
 	var i Execution
 	err := row.Scan(
@@ -489,7 +533,27 @@ func (q *Queries) MarkSubmitted(ctx context.Context, db DBTX, arg MarkSubmittedP
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ResolvedAt,
+		&i.LeaseGeneration,
 	)
+	return i, err
+}
+
+const renewDatabaseEpoch = `-- name: RenewDatabaseEpoch :one
+UPDATE database_epoch SET id = gen_random_uuid(), began_at = clock_timestamp()
+RETURNING id, began_at
+`
+
+type RenewDatabaseEpochRow struct {
+	ID      uuid.UUID
+	BeganAt time.Time
+}
+
+// After a restore from a backup: rows of executions accepted since the backup may be gone, so
+// the record is unbroken only from now on.
+func (q *Queries) RenewDatabaseEpoch(ctx context.Context, db DBTX) (RenewDatabaseEpochRow, error) {
+	row := db.QueryRow(ctx, renewDatabaseEpoch)
+	var i RenewDatabaseEpochRow
+	err := row.Scan(&i.ID, &i.BeganAt)
 	return i, err
 }
 
@@ -498,7 +562,7 @@ UPDATE executions
 SET state = $1, charged_micros = $2, error = $3,
     resolved_at = $4, updated_at = $4, reported_at = NULL
 WHERE decision_id = $5 AND state = 'indeterminate'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
 `
 
 type ResolveExecutionParams struct {
@@ -545,6 +609,7 @@ func (q *Queries) ResolveExecution(ctx context.Context, db DBTX, arg ResolveExec
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ResolvedAt,
+		&i.LeaseGeneration,
 	)
 	return i, err
 }

@@ -10,28 +10,35 @@ import (
 	"github.com/google/uuid"
 )
 
+type DatabaseEpoch struct {
+	Singleton bool
+	ID        uuid.UUID
+	BeganAt   time.Time
+}
+
 type Execution struct {
-	DecisionID    uuid.UUID
-	PublicHandle  string
-	AgentID       uuid.UUID
-	Provider      string
-	Model         string
-	Size          string
-	Arguments     []byte
-	AmountMicros  int64
-	Currency      string
-	VendorKey     string
-	State         string
-	ProviderJobID *string
-	PollingUrl    *string
-	ResultUrl     *string
-	Error         *string
-	Attempts      int32
-	LeaseUntil    time.Time
-	PollDeadline  *time.Time
-	ChargedMicros *int64
-	ReportedAt    *time.Time
-	CreatedAt     time.Time
-	UpdatedAt     time.Time
-	ResolvedAt    *time.Time
+	DecisionID      uuid.UUID
+	PublicHandle    string
+	AgentID         uuid.UUID
+	Provider        string
+	Model           string
+	Size            string
+	Arguments       []byte
+	AmountMicros    int64
+	Currency        string
+	VendorKey       string
+	State           string
+	ProviderJobID   *string
+	PollingUrl      *string
+	ResultUrl       *string
+	Error           *string
+	Attempts        int32
+	LeaseUntil      time.Time
+	PollDeadline    *time.Time
+	ChargedMicros   *int64
+	ReportedAt      *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	ResolvedAt      *time.Time
+	LeaseGeneration int64
 }

@@ -19,7 +19,8 @@ SELECT * FROM executions ORDER BY created_at, decision_id;
 -- Takes the lease of an open execution whose lease ran out (its worker crashed or gave up),
 -- so exactly one worker acts on it at a time.
 UPDATE executions
-SET lease_until = sqlc.arg(lease_until), attempts = attempts + 1, updated_at = sqlc.arg(now)
+SET lease_until = sqlc.arg(lease_until), attempts = attempts + 1, lease_generation = lease_generation + 1,
+    updated_at = sqlc.arg(now)
 WHERE decision_id = sqlc.arg(decision_id) AND state = sqlc.arg(state) AND lease_until <= sqlc.arg(now)
 RETURNING *;
 
@@ -29,20 +30,28 @@ WHERE state IN ('submitting', 'submitted') AND lease_until <= $1
 ORDER BY lease_until
 LIMIT $2;
 
+-- The writes below are fenced: each names the lease generation its worker holds, and finds no
+-- row once another worker has claimed the execution.
+
 -- name: MarkSubmitted :one
 UPDATE executions
-SET state = 'submitted', provider_job_id = $2, polling_url = $3, poll_deadline = $4, lease_until = $5, updated_at = $6
-WHERE decision_id = $1 AND state = 'submitting'
+SET state = 'submitted', provider_job_id = sqlc.arg(provider_job_id), polling_url = sqlc.arg(polling_url),
+    poll_deadline = sqlc.arg(poll_deadline), lease_until = sqlc.arg(lease_until), updated_at = sqlc.arg(now)
+WHERE decision_id = sqlc.arg(decision_id) AND state = 'submitting' AND lease_generation = sqlc.arg(lease_generation)
 RETURNING *;
 
--- name: ExtendLease :exec
-UPDATE executions SET lease_until = $2, updated_at = $3 WHERE decision_id = $1 AND state IN ('submitting', 'submitted');
+-- name: ExtendLease :one
+UPDATE executions SET lease_until = sqlc.arg(lease_until), updated_at = sqlc.arg(now)
+WHERE decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted')
+  AND lease_generation = sqlc.arg(lease_generation)
+RETURNING decision_id;
 
 -- name: FinishExecution :one
 UPDATE executions
 SET state = sqlc.arg(state), result_url = sqlc.arg(result_url), error = sqlc.arg(error),
     charged_micros = sqlc.arg(charged_micros), updated_at = sqlc.arg(now)
 WHERE decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted')
+  AND lease_generation = sqlc.arg(lease_generation)
 RETURNING *;
 
 -- name: ListUnreported :many
@@ -69,3 +78,12 @@ SET state = sqlc.arg(state), charged_micros = sqlc.arg(charged_micros), error = 
     resolved_at = sqlc.arg(now), updated_at = sqlc.arg(now), reported_at = NULL
 WHERE decision_id = sqlc.arg(decision_id) AND state = 'indeterminate'
 RETURNING *;
+
+-- name: GetDatabaseEpoch :one
+SELECT id, began_at FROM database_epoch;
+
+-- name: RenewDatabaseEpoch :one
+-- After a restore from a backup: rows of executions accepted since the backup may be gone, so
+-- the record is unbroken only from now on.
+UPDATE database_epoch SET id = gen_random_uuid(), began_at = clock_timestamp()
+RETURNING id, began_at;

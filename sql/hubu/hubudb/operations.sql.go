@@ -136,9 +136,8 @@ type CountDispatchAttemptParams struct {
 	DecisionID *uuid.UUID
 }
 
-// Counts a hand-off before it is made, in a statement of its own, so the executor can tell a
-// decision's first hand-off from a re-sent one. No row when the operation is no longer
-// dispatching. updated_at moves too: ListDispatching waits from the last hand-off.
+// Counts a try to hand a decision to the executor, for operators. No row when the operation
+// is no longer dispatching. updated_at moves too: ListDispatching waits from the last try.
 func (q *Queries) CountDispatchAttempt(ctx context.Context, db DBTX, arg CountDispatchAttemptParams) (Operation, error) {
 	row := db.QueryRow(ctx, countDispatchAttempt, arg.Now, arg.DecisionID)
 	var i Operation
@@ -743,15 +742,4 @@ func (q *Queries) SetOperationState(ctx context.Context, db DBTX, arg SetOperati
 		&i.DispatchAttempts,
 	)
 	return i, err
-}
-
-const uncountDispatchAttempt = `-- name: UncountDispatchAttempt :exec
-UPDATE operations SET dispatch_attempts = dispatch_attempts - 1
-WHERE decision_id = $1 AND dispatch_attempts > 0
-`
-
-// Takes back the count of a hand-off that provably never reached the executor.
-func (q *Queries) UncountDispatchAttempt(ctx context.Context, db DBTX, decisionID *uuid.UUID) error {
-	_, err := db.Exec(ctx, uncountDispatchAttempt, decisionID)
-	return err
 }

@@ -56,17 +56,11 @@ ORDER BY updated_at
 LIMIT $2;
 
 -- name: CountDispatchAttempt :one
--- Counts a hand-off before it is made, in a statement of its own, so the executor can tell a
--- decision's first hand-off from a re-sent one. No row when the operation is no longer
--- dispatching. updated_at moves too: ListDispatching waits from the last hand-off.
+-- Counts a try to hand a decision to the executor, for operators. No row when the operation
+-- is no longer dispatching. updated_at moves too: ListDispatching waits from the last try.
 UPDATE operations SET dispatch_attempts = dispatch_attempts + 1, updated_at = sqlc.arg(now)
 WHERE decision_id = sqlc.arg(decision_id) AND state = 'dispatching'
 RETURNING *;
-
--- name: UncountDispatchAttempt :exec
--- Takes back the count of a hand-off that provably never reached the executor.
-UPDATE operations SET dispatch_attempts = dispatch_attempts - 1
-WHERE decision_id = $1 AND dispatch_attempts > 0;
 
 -- name: GetOperation :one
 SELECT * FROM operations WHERE id = $1;

@@ -38,13 +38,16 @@ import (
 const usage = `usage:
   gongbu serve --listen ADDR --database-url URL --hubu-url URL --hubu-token TOKEN --service-token TOKEN
                --flux-url URL --flux-key KEY [--flux-idempotent] [--flux-timeout 60s]
+               [--flux-polling-hosts HOST,...] [--flux-sample-hosts HOST,...]
                [--poll-interval 1s] [--poll-deadline 10m] [--lease DURATION]
   gongbu migrate up|down|version --database-url URL
-  gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL
+  gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL [--require-final]
   gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged)
+  gongbu renew-epoch --database-url URL   (after restoring the database from a backup)
 Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
 GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT, GONGBU_FLUX_TIMEOUT,
-GONGBU_POLL_INTERVAL, GONGBU_POLL_DEADLINE, GONGBU_LEASE and GONGBU_URL.`
+GONGBU_FLUX_POLLING_HOSTS, GONGBU_FLUX_SAMPLE_HOSTS, GONGBU_POLL_INTERVAL, GONGBU_POLL_DEADLINE,
+GONGBU_LEASE and GONGBU_URL.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -86,6 +89,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
 	case "resolve":
 		return resolveCmd(ctx, rest, getenv, stdout, stderr)
+	case "renew-epoch":
+		return renewEpochCmd(ctx, rest, getenv, stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprintln(stdout, usage)
 		return nil
@@ -158,6 +163,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	lease := fs.Duration("lease", leaseDefault, "how long a worker owns an open execution (env GONGBU_LEASE; default: longer than any submission). "+
 		"Shorter than a submission lets another worker take a live one over: with a provider that ignores keys it then becomes indeterminate")
 	fs.DurationVar(&fluxTimeout, "flux-timeout", fluxTimeout, "how long one request to the FLUX API may take (env GONGBU_FLUX_TIMEOUT)")
+	pollingHosts := fs.String("flux-polling-hosts", getenv("GONGBU_FLUX_POLLING_HOSTS"),
+		"comma-separated hosts (host or host:port, exact) besides --flux-url's whose polling URLs Gongbu follows, sending them the FLUX key, "+
+			"such as api.us1.bfl.ai,api.eu1.bfl.ai; any other polling URL is refused (env GONGBU_FLUX_POLLING_HOSTS)")
+	sampleHosts := fs.String("flux-sample-hosts", getenv("GONGBU_FLUX_SAMPLE_HOSTS"),
+		"comma-separated hosts (host or host:port, exact) besides --flux-url's that a result's image URL may be on, "+
+			"such as delivery-us1.bfl.ai,delivery-eu1.bfl.ai; a result elsewhere is refused (env GONGBU_FLUX_SAMPLE_HOSTS)")
 	pollInterval := fs.Duration("poll-interval", envDuration(getenv, "GONGBU_POLL_INTERVAL", time.Second), "wait between two polls of a job (env GONGBU_POLL_INTERVAL)")
 	pollDeadline := fs.Duration("poll-deadline", envDuration(getenv, "GONGBU_POLL_DEADLINE", 10*time.Minute), "how long a job may stay pending before it is indeterminate (env GONGBU_POLL_DEADLINE)")
 	if err := fs.Parse(args); err != nil {
@@ -182,6 +193,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if fluxTimeout <= 0 || fluxTimeout > 10*time.Minute {
 		return errors.New("--flux-timeout must be positive and at most 10m")
 	}
+	fluxPolling, err := flux.ParseHosts(*pollingHosts)
+	if err != nil {
+		return fmt.Errorf("--flux-polling-hosts: %v", err)
+	}
+	fluxSamples, err := flux.ParseHosts(*sampleHosts)
+	if err != nil {
+		return fmt.Errorf("--flux-sample-hosts: %v", err)
+	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "gongbu")
 
 	pool, err := pgxpool.New(ctx, *dbURL)
@@ -202,7 +221,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	adapter, err := flux.New(*fluxURL, *fluxKey, *fluxIdempotent, fluxTimeout)
+	adapter, err := flux.NewAdapter(flux.Config{BaseURL: *fluxURL, APIKey: *fluxKey, HonoursIdempotency: *fluxIdempotent, Timeout: fluxTimeout,
+		PollingHosts: fluxPolling, SampleHosts: fluxSamples})
 	if err != nil {
 		return err
 	}
@@ -226,7 +246,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("cannot listen on %s: %v", *listen, err)
 	}
 	httpSrv := &http.Server{Handler: srv.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
-	logger.Info("listening", "addr", ln.Addr().String(), "flux_idempotent", *fluxIdempotent)
+	logger.Info("listening", "addr", ln.Addr().String(), "flux_idempotent", *fluxIdempotent,
+		"flux_polling_hosts", fluxPolling, "flux_sample_hosts", fluxSamples)
 
 	bg, stopBG := context.WithCancel(ctx)
 	workerDone := make(chan struct{})
@@ -274,8 +295,12 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	gongbuURL := fs.String("gongbu-url", getenv("GONGBU_URL"), "Gongbu's base URL (env GONGBU_URL)")
 	serviceToken := fs.String("service-token", getenv("GONGBU_SERVICE_TOKEN"), "the token Gongbu accepts from Hubu (env GONGBU_SERVICE_TOKEN)")
 	fluxURL := fs.String("flux-url", getenv("GONGBU_FLUX_URL"), "mockflux's base URL, whose charge ledger is compared (env GONGBU_FLUX_URL)")
+	requireFinal := fs.Bool("require-final", false, "fail while any operation is still in flight (to close the books, or at the end of a test)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, f := range []struct{ name, value string }{{"hubu-url", *hubuURL}, {"gongbu-url", *gongbuURL}, {"flux-url", *fluxURL}} {
 		if err := requireHTTPURL(f.name, f.value); err != nil {
@@ -296,6 +321,9 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	fmt.Fprint(stdout, report.String())
 	if len(report.Mismatches) > 0 {
 		return fmt.Errorf("%d mismatches", len(report.Mismatches))
+	}
+	if *requireFinal && len(report.InFlight) > 0 {
+		return fmt.Errorf("%d operations still in flight", len(report.InFlight))
 	}
 	return nil
 }
@@ -328,20 +356,12 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return errors.New("--charged-micros must be more than 0; use --not-charged when the provider charged nothing")
 	}
 
-	pool, err := pgxpool.New(ctx, *dbURL)
+	store, closeStore, err := openStore(ctx, *dbURL)
 	if err != nil {
-		return errors.New("--database-url is not a valid PostgreSQL URL")
-	}
-	defer pool.Close()
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		return fmt.Errorf("cannot reach the database: %v", err)
-	}
-	if err := requireMigrated(*dbURL); err != nil {
 		return err
 	}
-	x, err := postgres.NewStore(pool).Resolve(ctx, id, *charged, time.Now())
+	defer closeStore()
+	x, err := store.Resolve(ctx, id, *charged, time.Now())
 	if err != nil {
 		if code := gongbu.ErrorCode(err); code != gongbu.CodeInternal {
 			return errors.New(gongbu.ErrorMessage(err))
@@ -355,4 +375,54 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	fmt.Fprintf(stdout, "decision %s resolved: failed, nothing charged; a running gongbu has Hubu release its hold\n", id)
 	return nil
+}
+
+// renewEpochCmd starts a new epoch of Gongbu's database: run it after restoring the database
+// from a backup, before Gongbu serves again. The restored database may lack executions it
+// accepted after the backup was taken; from now on, a decision issued before the new epoch
+// that it has no record of is treated as possibly submitted (never submitted blindly).
+func renewEpochCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("renew-epoch", stderr)
+	dbURL := fs.String("database-url", getenv("GONGBU_DATABASE_URL"), "PostgreSQL URL (env GONGBU_DATABASE_URL)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if err := requireDatabaseURL(*dbURL); err != nil {
+		return err
+	}
+	store, closeStore, err := openStore(ctx, *dbURL)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+	ep, err := store.RenewEpoch(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "database epoch %s began at %s: decisions issued before it that this database has no record of are treated as possibly submitted\n",
+		ep.ID, ep.BeganAt.UTC().Format(time.RFC3339Nano))
+	return nil
+}
+
+// openStore opens Gongbu's database for a one-off command and checks that it answers and is
+// migrated.
+func openStore(ctx context.Context, dbURL string) (*postgres.Store, func(), error) {
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		return nil, nil, errors.New("--database-url is not a valid PostgreSQL URL")
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, nil, fmt.Errorf("cannot reach the database: %v", err)
+	}
+	if err := requireMigrated(dbURL); err != nil {
+		pool.Close()
+		return nil, nil, err
+	}
+	return postgres.NewStore(pool), pool.Close, nil
 }

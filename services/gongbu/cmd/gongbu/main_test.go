@@ -179,13 +179,13 @@ func TestMigrate(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate", "version"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 2\n"},
-		{[]string{"migrate", "up"}, "version 2\n"},
-		{[]string{"migrate", "version"}, "version 2\n"},
-		{[]string{"migrate", "down"}, "version 1\n"},
-		{[]string{"migrate", "up"}, "version 2\n"},
+		{[]string{"migrate", "up"}, "version 3\n"},
+		{[]string{"migrate", "up"}, "version 3\n"},
+		{[]string{"migrate", "version"}, "version 3\n"},
+		{[]string{"migrate", "down"}, "version 2\n"},
+		{[]string{"migrate", "up"}, "version 3\n"},
 		{[]string{"migrate", "down", "--steps", "0"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 2\n"},
+		{[]string{"migrate", "up"}, "version 3\n"},
 	} {
 		out, _, err := runGongbu(t, env, step.args...)
 		if err != nil || out != step.want {
@@ -366,6 +366,7 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 
 	arrived, stopped := make(chan struct{}), make(chan struct{})
 	var once sync.Once
+	var stderr syncBuffer
 	fluxSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method != http.MethodPost {
@@ -375,7 +376,10 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 		once.Do(func() { close(arrived) })
 		select {
 		case <-stopped:
-			time.Sleep(300 * time.Millisecond) // the answer comes a little after the signal
+			// The answer comes once Gongbu has begun to shut down.
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), `"shutting down"`) && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 		case <-time.After(10 * time.Second):
 		}
 		_, _ = io.WriteString(w, `{"id":"task-1","polling_url":"http://x/v1/get_result?id=task-1"}`)
@@ -384,7 +388,6 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--database-url", dbURL, "--hubu-url", "http://127.0.0.1:1",
@@ -437,6 +440,7 @@ func TestShutdownWaitsForAnExecuteInFlight(t *testing.T) {
 			Scope:        hubuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
 			Arguments:    hubuapi.GenerateImageArguments{Prompt: a.Prompt, Model: a.Model, Width: a.Width, Height: a.Height, Seed: a.Seed},
 			AmountMicros: d.AmountMicros, Currency: d.Currency, State: hubuapi.OperationStateDispatching, DispatchAttempts: 1,
+			IssuedAt: time.Now(),
 		})
 	}))
 	t.Cleanup(hubuSrv.Close)

@@ -28,12 +28,13 @@ func TestResolve(t *testing.T) {
 	record := func(state gongbu.State) gongbu.Decision {
 		t.Helper()
 		d := gongbutest.NewDecision()
-		if _, _, err := store.Insert(ctx, d, vendorkey.For("bfl", d.DecisionID), now, now); err != nil {
+		x, _, err := store.Insert(ctx, d, vendorkey.For("bfl", d.DecisionID), now, now)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if state == gongbu.StateIndeterminate {
 			msg := "the provider call failed and the provider does not honour idempotency keys"
-			if _, err := store.Finish(ctx, d.DecisionID, state, nil, &msg, nil, now); err != nil {
+			if _, err := store.Finish(ctx, x, gongbu.Indeterminate(msg), now); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -97,5 +98,34 @@ func TestResolve(t *testing.T) {
 	unreported, err := store.ListUnreported(ctx, 10)
 	if err != nil || len(unreported) != 2 {
 		t.Fatalf("unreported after resolving: %d %v; a running Gongbu reports both", len(unreported), err)
+	}
+}
+
+// `gongbu renew-epoch`, run after a restore from a backup, starts a new epoch of the database.
+func TestRenewEpoch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dbURL := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	store := postgres.NewStore(pool)
+	before, err := store.Epoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runGongbu(t, []string{"GONGBU_DATABASE_URL=" + dbURL}, "renew-epoch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := store.Epoch(ctx)
+	if err != nil || after.ID == before.ID || !after.BeganAt.After(before.BeganAt) {
+		t.Fatalf("epoch %+v after %+v: %v", after, before, err)
+	}
+	if !strings.Contains(out, after.ID.String()) || !strings.Contains(out, "possibly submitted") {
+		t.Fatalf("output %q", out)
+	}
+	if _, _, err := runGongbu(t, nil, "renew-epoch"); err == nil || !strings.Contains(err.Error(), "database") {
+		t.Fatalf("without a database URL: %v", err)
+	}
+	if _, _, err := runGongbu(t, []string{"GONGBU_DATABASE_URL=" + dbURL}, "renew-epoch", "extra"); err == nil {
+		t.Fatal("an extra argument was accepted")
 	}
 }

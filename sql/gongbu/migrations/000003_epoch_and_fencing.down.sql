@@ -1,0 +1,2 @@
+ALTER TABLE executions DROP COLUMN lease_generation;
+DROP TABLE database_epoch;
