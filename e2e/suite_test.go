@@ -20,6 +20,7 @@ import (
 
 	harness "hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/gongbu/reconcile"
 	"hubu.dev/hubu/sql/sqltest"
 )
 
@@ -38,6 +39,14 @@ type suite struct {
 
 func newSuite(t *testing.T) *suite {
 	t.Helper()
+	return newSuiteWith(t, true)
+}
+
+// newSuiteWith starts a stack whose provider honours idempotency keys, or, with idempotent
+// false, one that ignores them as the real BFL API does (mockflux's idempotency_off, and
+// Gongbu told so): then "charged once" rests on Gongbu alone.
+func newSuiteWith(t *testing.T, idempotent bool) *suite {
+	t.Helper()
 	ctx := context.Background()
 	server := sqltest.ServerURL(t)
 	id := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
@@ -47,7 +56,7 @@ func newSuite(t *testing.T) *suite {
 		t.Fatal(err)
 	}
 	s, err := harness.Start(ctx, bin, harness.Config{
-		Dir: dir, ServerURL: server, HubuDB: "hubu_e2e_" + id, GongbuDB: "gongbu_e2e_" + id, FluxIdempotent: true,
+		Dir: dir, ServerURL: server, HubuDB: "hubu_e2e_" + id, GongbuDB: "gongbu_e2e_" + id, FluxIdempotent: idempotent,
 		Env: map[string][]string{
 			"router": {"ROUTER_IDENTITY_CONFIG=" + idConfig},
 			// Short leases and retries, so recoveries happen within a test's time.
@@ -65,6 +74,12 @@ func newSuite(t *testing.T) *suite {
 		_ = harness.DropDatabases(context.Background(), server, "hubu_e2e_"+id, "gongbu_e2e_"+id)
 	})
 	su.flux, _ = bflapi.NewClientWithResponses(s.Flux.URL())
+	if !idempotent {
+		r, err := su.flux.ArmFaultWithResponse(ctx, bflapi.FaultRequest{Kind: bflapi.IdempotencyOff})
+		if err != nil || r.JSON200 == nil || r.JSON200.Idempotency {
+			t.Fatalf("turn mockflux's idempotency off: %v", err)
+		}
+	}
 	return su
 }
 
@@ -165,28 +180,66 @@ func (su *suite) authorizations() int {
 	return n
 }
 
-// waitCharges waits (bounded) until mockflux has want charges and Hubu has settled them,
-// then checks the three records agree.
+// settleAndReconcile is every scenario's closing check. It waits (bounded) until nothing is
+// in flight and the three records of money agree (Hubu's captures, Gongbu's executions, the
+// provider's charges) with exactly want provider charges and no hold left on a final
+// operation; then it looks again after a pause, so that a charge arriving late fails too.
 func (su *suite) settleAndReconcile(want int) {
 	su.t.Helper()
+	check := func() (reconcile.Report, error) {
+		r, err := su.reconcileReport()
+		switch {
+		case err != nil:
+			return r, err
+		case len(r.Mismatches) > 0:
+			return r, fmt.Errorf("%d mismatches", len(r.Mismatches))
+		case len(r.InFlight) > 0:
+			return r, fmt.Errorf("%d operations in flight", len(r.InFlight))
+		case r.Charges != want:
+			return r, fmt.Errorf("%d provider charges, want %d", r.Charges, want)
+		case r.CapturedMicros != r.ChargedMicros:
+			return r, fmt.Errorf("Hubu captured %d micros, the provider charged %d", r.CapturedMicros, r.ChargedMicros)
+		}
+		return r, nil
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		n, _ := su.charges()
-		out, err := su.reconcile()
-		if n == want && err == nil {
-			return
+		r, err := check()
+		if err == nil {
+			break
 		}
 		if time.Now().After(deadline) {
-			su.t.Fatalf("after 60s: %d charges (want %d); reconcile: %v\n%s", n, want, err, out)
+			su.t.Fatalf("after 60s: %v\n%s", err, r)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	time.Sleep(time.Second) // an observation window for a late charge, not synchronization
+	if r, err := check(); err != nil {
+		su.t.Fatalf("a second look after the records agreed: %v\n%s", err, r)
+	}
+	if out, err := su.reconcile("--require-final"); err != nil {
+		su.t.Fatalf("gongbu reconcile --require-final: %v\n%s", err, out)
+	}
 }
 
-func (su *suite) reconcile() (string, error) {
+// reconcileReport compares the three records, as `gongbu reconcile` does.
+func (su *suite) reconcileReport() (reconcile.Report, error) {
 	c := su.s.Credentials
-	cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", su.s.Hubu.URL(), "--hubu-token", c.GongbuAtHubuToken,
-		"--gongbu-url", su.s.Gongbu.URL(), "--service-token", c.HubuAtGongbuToken, "--flux-url", su.s.Flux.URL())
+	src, err := reconcile.NewSources(su.s.Hubu.URL(), c.GongbuAtHubuToken, su.s.Gongbu.URL(), c.HubuAtGongbuToken, su.s.Flux.URL(),
+		&http.Client{Timeout: 10 * time.Second})
+	if err != nil {
+		return reconcile.Report{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return reconcile.Run(ctx, src)
+}
+
+func (su *suite) reconcile(extra ...string) (string, error) {
+	c := su.s.Credentials
+	args := append([]string{"reconcile", "--hubu-url", su.s.Hubu.URL(), "--hubu-token", c.GongbuAtHubuToken,
+		"--gongbu-url", su.s.Gongbu.URL(), "--service-token", c.HubuAtGongbuToken, "--flux-url", su.s.Flux.URL()}, extra...)
+	cmd := exec.Command(bin.Path("gongbu"), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
@@ -260,6 +313,9 @@ func TestSuiteRedeliveryAndNewCalls(t *testing.T) {
 		t.Fatalf("first: %v", first)
 	}
 	before := su.authorizations()
+	if before < 1 {
+		t.Fatalf("Hubu counted %d authorizations after a spend: the metric cannot prove that redeliveries stay away", before)
+	}
 	reordered := `{"width":1024, "height":1024, "prompt":"an origami fox", "model":"flux-dev"}`
 	for _, args := range []string{foxArgs, reordered} {
 		again := su.mustCall(cs, "generate_image", args, codexMeta("call_r1"))
@@ -292,28 +348,55 @@ func TestSuiteRedeliveryAndNewCalls(t *testing.T) {
 	su.settleAndReconcile(2)
 }
 
+// deliverConcurrently sends one tools/call per meta at once and returns every result; a
+// protocol error fails the test after all have answered.
+func (su *suite) deliverConcurrently(cs *mcp.ClientSession, metas []map[string]any) []result {
+	su.t.Helper()
+	results := make([]result, len(metas))
+	errs := make([]error, len(metas))
+	var wg sync.WaitGroup
+	for i, meta := range metas {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = su.call(cs, "generate_image", foxArgs, meta)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			su.t.Fatalf("delivery %d: %v", i, err)
+		}
+	}
+	return results
+}
+
 func TestSuiteConcurrency(t *testing.T) {
 	t.Parallel()
 	su := newSuite(t)
 	cs := su.router()
-	var wg sync.WaitGroup
-	for range 50 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_burst"))
-		}()
+	burst := make([]map[string]any, 50)
+	for i := range burst {
+		burst[i] = codexMeta("call_burst")
 	}
-	wg.Wait()
+	results := su.deliverConcurrently(cs, burst)
+	for i, r := range results {
+		if r["status"] != "succeeded" || r.handle() == "" || r.handle() != results[0].handle() {
+			t.Fatalf("delivery %d of one call: %v (the first answered %v)", i, r, results[0])
+		}
+	}
 	su.settleAndReconcile(1)
-	for i := range 30 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			su.mustCall(cs, "generate_image", foxArgs, codexMeta(fmt.Sprintf("call_distinct_%d", i)))
-		}()
+	distinct := make([]map[string]any, 30)
+	for i := range distinct {
+		distinct[i] = codexMeta(fmt.Sprintf("call_distinct_%d", i))
 	}
-	wg.Wait()
+	handles := map[string]bool{}
+	for i, r := range su.deliverConcurrently(cs, distinct) {
+		if r["status"] != "succeeded" || r.handle() == "" || handles[r.handle()] || r.handle() == results[0].handle() {
+			t.Fatalf("distinct call %d: %v", i, r)
+		}
+		handles[r.handle()] = true
+	}
 	su.settleAndReconcile(31)
 }
 
@@ -364,6 +447,7 @@ func TestSuiteRouterCrashes(t *testing.T) {
 		if r, err := su.call(crashing, "generate_image", foxArgs, codexMeta(id)); err == nil {
 			t.Fatalf("%s: the router answered instead of crashing: %v", fp, r)
 		}
+		su.requireFailpointIn(filepath.Join(su.s.Config.Dir, "router-stdio.log"), fp)
 		r := su.mustCall(su.router(), "generate_image", foxArgs, codexMeta(id))
 		if r["status"] != "succeeded" {
 			t.Fatalf("%s: redelivery after the crash: %v", fp, r)
@@ -384,6 +468,7 @@ func (su *suite) crashAt(p *harness.Process, point, callID string) {
 	if exitErr := p.WaitExit(30 * time.Second); exitErr == nil || !strings.Contains(exitErr.Error(), "killed") {
 		su.t.Fatalf("%s: %s did not crash at the failpoint (%v); the call answered %v %v", point, p.Name, exitErr, r, err)
 	}
+	su.requireFailpointLogged(p, point)
 	if err := p.Start(); err != nil {
 		su.t.Fatal(err)
 	}
@@ -392,34 +477,107 @@ func (su *suite) crashAt(p *harness.Process, point, callID string) {
 	}
 }
 
+// requireFailpointLogged fails unless p's log says it died at point: a process killed anywhere
+// else (a moved or dead failpoint) must not pass for the scenario.
+func (su *suite) requireFailpointLogged(p *harness.Process, point string) {
+	su.t.Helper()
+	su.requireFailpointIn(p.LogPath, point)
+}
+
+func (su *suite) requireFailpointIn(logPath, point string) {
+	su.t.Helper()
+	lines, _, err := harness.LogLines(logPath)
+	if err != nil {
+		su.t.Fatal(err)
+	}
+	for _, l := range lines {
+		if l["msg"] == "failpoint reached; crashing" && l["failpoint"] == point {
+			return
+		}
+	}
+	su.t.Fatalf("%s does not say the process reached the failpoint %s", filepath.Base(logPath), point)
+}
+
 // Hubu or Gongbu crashes at each failpoint; after its restart the same call is delivered
-// again and is charged exactly once.
+// again and is charged exactly once. With a provider that ignores idempotency keys, a crash
+// of Gongbu between recording a submission and recording its answer leaves real doubt: the
+// execution is indeterminate (never resubmitted blindly) until an operator resolves it with
+// what the provider's own records say. Every other crash is no evidence of a provider call:
+// the decision is submitted once.
 func TestSuiteServiceCrashes(t *testing.T) {
 	t.Parallel()
+	hubu := func(s *harness.Stack) *harness.Process { return s.Hubu }
+	gongbu := func(s *harness.Stack) *harness.Process { return s.Gongbu }
 	for _, c := range []struct {
 		point   string
 		process func(*harness.Stack) *harness.Process
+		// without idempotency keys: the provider charges once the crash is over (-1: the
+		// execution is indeterminate, with this many charges: 0 or 1)
+		doubtCharges int
 	}{
-		{"hubu-after-authorize-commit", func(s *harness.Stack) *harness.Process { return s.Hubu }},
-		{"hubu-after-gongbu-answer", func(s *harness.Stack) *harness.Process { return s.Hubu }},
-		{"gongbu-after-submitting", func(s *harness.Stack) *harness.Process { return s.Gongbu }},
-		{"gongbu-after-provider-answer", func(s *harness.Stack) *harness.Process { return s.Gongbu }},
+		{"hubu-after-authorize-commit", hubu, -1},
+		{"hubu-before-hand-off", hubu, -1},
+		{"hubu-after-gongbu-answer", hubu, -1},
+		{"gongbu-after-submitting", gongbu, 0},
+		{"gongbu-after-provider-answer", gongbu, 1},
 	} {
-		t.Run(c.point, func(t *testing.T) {
-			t.Parallel()
-			su := newSuite(t)
-			su.crashAt(c.process(su.s), c.point, "call_"+c.point)
-			r := su.mustCall(su.router(), "generate_image", foxArgs, codexMeta("call_"+c.point))
-			if r["status"] != "succeeded" {
-				t.Fatalf("after the restart: %v", r)
-			}
-			su.settleAndReconcile(1)
-		})
+		for _, idempotent := range []bool{true, false} {
+			name := c.point + map[bool]string{true: "/idempotent", false: "/keys-ignored"}[idempotent]
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				su := newSuiteWith(t, idempotent)
+				call := "call_" + strings.ReplaceAll(name, "/", "_")
+				su.crashAt(c.process(su.s), c.point, call)
+				r := su.mustCall(su.router(), "generate_image", foxArgs, codexMeta(call))
+				if idempotent || c.doubtCharges < 0 {
+					if r["status"] != "succeeded" {
+						t.Fatalf("after the restart: %v", r)
+					}
+					su.settleAndReconcile(1)
+					return
+				}
+				if r["status"] == "succeeded" {
+					t.Fatalf("after the restart: %v, want the execution indeterminate", r)
+				}
+				su.resolveIndeterminate(r.handle(), c.doubtCharges)
+				su.settleAndReconcile(c.doubtCharges)
+			})
+		}
+	}
+}
+
+// resolveIndeterminate waits (bounded) until the one execution of handle is indeterminate and
+// the provider has exactly charges charges, then resolves it as an operator would after reading
+// the provider's records: `gongbu resolve` with what was charged.
+func (su *suite) resolveIndeterminate(handle string, charges int) {
+	su.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	var id string
+	for id == "" {
+		r, err := su.reconcileReport()
+		if err == nil && len(r.Mismatches) == 1 && strings.Contains(r.Mismatches[0], "is indeterminate at Gongbu") &&
+			strings.Contains(r.Mismatches[0], handle) && r.Charges == charges {
+			id = strings.Fields(strings.TrimPrefix(r.Mismatches[0], "decision "))[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			su.t.Fatalf("after 60s, not one indeterminate execution with %d charges: %v\n%s", charges, err, r)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	verdict := []string{"--not-charged"}
+	if charges > 0 {
+		verdict = []string{"--charged-micros", "25000"}
+	}
+	cmd := exec.Command(bin.Path("gongbu"), append([]string{"resolve", "--decision", id}, verdict...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GONGBU_DATABASE_URL=" + su.s.GongbuDBURL}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		su.t.Fatalf("gongbu resolve: %v\n%s", err, out)
 	}
 }
 
 // mockflux charges and then drops the connection, or answers 500: Gongbu resubmits under the
-// same key and mockflux answers with the first job.
+// same key and mockflux answers with the first job. The armed fault must have fired.
 func TestSuiteProviderFaults(t *testing.T) {
 	t.Parallel()
 	for _, kind := range []bflapi.FaultKind{bflapi.ChargeThenDrop, bflapi.ChargeThen500} {
@@ -435,6 +593,10 @@ func TestSuiteProviderFaults(t *testing.T) {
 				t.Fatalf("through the fault: %v", r)
 			}
 			su.settleAndReconcile(1)
+			faults, err := su.flux.GetFaultsWithResponse(context.Background())
+			if err != nil || faults.JSON200 == nil || len(faults.JSON200.Active) != 0 {
+				t.Fatalf("the armed %s fault was not consumed: %v %+v", kind, err, faults.JSON200)
+			}
 		})
 	}
 }
