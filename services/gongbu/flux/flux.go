@@ -239,7 +239,7 @@ func (a *Adapter) pollingServer(pollingURL string) (server, id string, err error
 	prefix, found := strings.CutSuffix(u.Path, "/v1/get_result")
 	id = u.Query().Get("id")
 	if !found || id == "" {
-		return "", "", fmt.Errorf("the polling URL on host %q is not .../v1/get_result?id=...", u.Host)
+		return "", "", fmt.Errorf("the polling URL on host %q is not of the form /v1/get_result?id=ID", u.Host)
 	}
 	return u.Scheme + "://" + u.Host + prefix, id, nil
 }
