@@ -56,6 +56,11 @@ test: $(TSCLIENT)/node_modules/.package-lock.json ## run every test against a re
 e2e: ## run only the end-to-end double-charge suite (real binaries built with failpoints)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -count=1 -race -run 'TestSuite' -v hubu.dev/hubu/e2e/
 
+.PHONY: chaos
+chaos: ## the seeded fault explorer over the real binaries: make chaos [SEED=N] [RUNS=M] [PARALLEL=4] (a failing run prints its replay command)
+	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" HUBU_CHAOS_SEED="$${SEED:-$$(date +%s)}" HUBU_CHAOS_RUNS="$${RUNS:-20}" \
+		go test -count=1 -timeout 0 -parallel "$${PARALLEL:-4}" -run '^TestChaos$$' -v hubu.dev/hubu/e2e/ | grep -E '^\s*(chaos|fault|indeterminate|replay|violation|seed|---|ok|FAIL|PASS)|chaos_test.go'
+
 .PHONY: bench
 bench: ## run the benchmarks (not tests; numbers, no assertions)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -run '^$$' -bench . -benchtime 3s $(PKGS)

@@ -35,6 +35,8 @@ type suite struct {
 	flux  *bflapi.ClientWithResponses
 	mu    sync.Mutex
 	texts []string // every MCP response, for the secret scan
+	// extraSecrets are tokens made after the stack started (more agents), for the scan.
+	extraSecrets []string
 }
 
 func newSuite(t *testing.T) *suite {
@@ -93,9 +95,16 @@ func (su *suite) router(extraEnv ...string) *mcp.ClientSession {
 // routerWaiting is router with another --wait.
 func (su *suite) routerWaiting(wait time.Duration, extraEnv ...string) *mcp.ClientSession {
 	su.t.Helper()
-	args := append(su.s.RouterArgs(), "--wait", wait.String(), "--identity-config", filepath.Join(su.s.Config.Dir, "identity.json"))
+	return su.routerFor(su.s.Credentials.AgentToken, wait, nil, extraEnv...)
+}
+
+// routerFor starts a stdio router for the agent whose token it is; extraArgs come last (a
+// --state of its own, say).
+func (su *suite) routerFor(agentToken string, wait time.Duration, extraArgs []string, extraEnv ...string) *mcp.ClientSession {
+	su.t.Helper()
+	args := append(su.s.RouterArgs("--wait", wait.String(), "--identity-config", filepath.Join(su.s.Config.Dir, "identity.json")), extraArgs...)
 	cmd := exec.Command(bin.Path("hubu-unified-mcp"), args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HUBU_AGENT_TOKEN=" + su.s.Credentials.AgentToken}, extraEnv...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HUBU_AGENT_TOKEN=" + agentToken}, extraEnv...)
 	logf, err := os.OpenFile(filepath.Join(su.s.Config.Dir, "router-stdio.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		su.t.Fatal(err)
@@ -123,7 +132,12 @@ func (r result) handle() string { s, _ := r["public_handle"].(string); return s 
 
 // call sends tools/call; a protocol error (the router died) is returned, not fatal.
 func (su *suite) call(cs *mcp.ClientSession, tool, args string, meta map[string]any) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return su.callWithin(cs, tool, args, meta, 60*time.Second)
+}
+
+// callWithin is call with a bound of its own.
+func (su *suite) callWithin(cs *mcp.ClientSession, tool, args string, meta map[string]any, bound time.Duration) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: meta})
 	if err != nil {
@@ -250,7 +264,7 @@ func (su *suite) reconcile(extra ...string) (string, error) {
 func (su *suite) scanForSecrets() {
 	su.t.Helper()
 	c := su.s.Credentials
-	secrets := []string{c.OperatorToken, c.GongbuAtHubuToken, c.HubuAtGongbuToken, c.RouterMCPToken, c.AgentToken, c.FluxKey}
+	secrets := append([]string{c.OperatorToken, c.GongbuAtHubuToken, c.HubuAtGongbuToken, c.RouterMCPToken, c.AgentToken, c.FluxKey}, su.extraSecrets...)
 	var texts []string
 	for _, name := range []string{"hubu", "gongbu", "mockflux", "router", "router-stdio"} {
 		_, raw, err := harness.LogLines(filepath.Join(su.s.Config.Dir, name+".log"))

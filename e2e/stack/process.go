@@ -183,14 +183,31 @@ func (p *Process) Restart(ctx context.Context, kill bool, extraEnv ...string) er
 }
 
 // FreeAddr returns a loopback address with a port nobody listens on right now.
+//
+// It never returns one address twice in a process: stacks started side by side (the fault
+// explorer's parallel runs) pick their ports before their processes bind them, and one stack
+// must not bind, or talk to, a port another was given.
 func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !handedOut.addrs[addr] {
+			handedOut.addrs[addr] = true
+			return addr, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
+
+var handedOut = struct {
+	sync.Mutex
+	addrs map[string]bool
+}{addrs: map[string]bool{}}
 
 // LogLines returns the JSON lines of a log file, for the suite's secret scan.
 func LogLines(path string) ([]map[string]any, string, error) {

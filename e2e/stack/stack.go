@@ -56,6 +56,19 @@ type Config struct {
 	Env map[string][]string
 	// Progress receives one line per step; nil is silent.
 	Progress io.Writer
+	// Via, when set, gives the base URL through which process from reaches process to (a
+	// fault proxy, say) instead of to's own address; from and to are hubu, gongbu,
+	// mockflux and router.
+	Via func(from, to, url string) string
+}
+
+// url is how process from reaches process to at addr.
+func (c Config) url(from, to, addr string) string {
+	u := "http://" + addr
+	if c.Via != nil {
+		return c.Via(from, to, u)
+	}
+	return u
 }
 
 // Credentials are made once per state directory and reused by every later start.
@@ -134,13 +147,13 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 		Args: []string{"serve", "--listen", cfg.FluxAddr, "--data", filepath.Join(cfg.Dir, "mockflux.jsonl")}, Env: env("mockflux")}
 	s.Gongbu = &Process{Name: "gongbu", Path: bin.Path("gongbu"), Addr: cfg.GongbuAddr, LogPath: logs("gongbu"),
 		Args: []string{"serve", "--listen", cfg.GongbuAddr, "--poll-interval", "200ms"},
-		Env: env("gongbu", "GONGBU_DATABASE_URL="+s.GongbuDBURL, "GONGBU_HUBU_URL=http://"+cfg.HubuAddr,
+		Env: env("gongbu", "GONGBU_DATABASE_URL="+s.GongbuDBURL, "GONGBU_HUBU_URL="+cfg.url("gongbu", "hubu", cfg.HubuAddr),
 			"GONGBU_HUBU_TOKEN="+s.Credentials.GongbuAtHubuToken, "GONGBU_SERVICE_TOKEN="+s.Credentials.HubuAtGongbuToken,
-			"GONGBU_FLUX_URL=http://"+cfg.FluxAddr, "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
+			"GONGBU_FLUX_URL="+cfg.url("gongbu", "mockflux", cfg.FluxAddr), "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
 			fmt.Sprintf("GONGBU_FLUX_IDEMPOTENT=%v", cfg.FluxIdempotent))}
 	s.Hubu = &Process{Name: "hubu", Path: bin.Path("hubu"), Addr: cfg.HubuAddr, LogPath: logs("hubu"),
 		Args: []string{"serve", "--listen", cfg.HubuAddr},
-		Env: env("hubu", "HUBU_DATABASE_URL="+s.HubuDBURL, "HUBU_GONGBU_URL=http://"+cfg.GongbuAddr,
+		Env: env("hubu", "HUBU_DATABASE_URL="+s.HubuDBURL, "HUBU_GONGBU_URL="+cfg.url("hubu", "gongbu", cfg.GongbuAddr),
 			"HUBU_GONGBU_TOKEN="+s.Credentials.HubuAtGongbuToken)}
 	for _, p := range []*Process{s.Flux, s.Gongbu, s.Hubu} {
 		if err := p.Start(); err != nil {
@@ -177,7 +190,7 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 // RouterArgs are the arguments of a router wired to this stack, sharing its registry.
 // mockflux serves the images on loopback, which the router downloads only when allowed to.
 func (s *Stack) RouterArgs(extra ...string) []string {
-	return append([]string{"--hubu-url", s.Hubu.URL(), "--gongbu-url", s.Gongbu.URL(),
+	return append([]string{"--hubu-url", s.Config.url("router", "hubu", s.Hubu.Addr), "--gongbu-url", s.Config.url("router", "gongbu", s.Gongbu.Addr),
 		"--state", filepath.Join(s.Config.Dir, "router.db"), "--allow-private-image-hosts"}, extra...)
 }
 

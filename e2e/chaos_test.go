@@ -1,0 +1,1061 @@
+package e2e_test
+
+// The fault explorer. Each run is a function of its seed: a workload (new spends,
+// redeliveries with the same or reordered arguments, bursts of concurrent deliveries, a call
+// id reused for other work, spends held for approval that are approved, denied, left alone or
+// resumed twice, status reads) through two stdio routers on one registry and the HTTP router,
+// interleaved with faults (SIGKILL and restart of any service, a crash at any named
+// failpoint, network faults on every hop between the services, mockflux's own faults, killed
+// Postgres connections), against a provider that honours idempotency keys or one that
+// ignores them as the real BFL API does. Then the faults are cleared, every call is
+// delivered again until it is final, held spends are decided, indeterminate executions are
+// resolved from the provider's own records as an operator would, and the invariants are
+// checked. A failing run prints the one command that replays it.
+//
+// `make chaos SEED=N RUNS=M` explores; `make test` runs a few seeds (chaosRegressionSeeds
+// keeps every seed that once found a bug).
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Shopify/toxiproxy/v2"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/rs/zerolog"
+
+	harness "hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/gongbu/reconcile"
+	"hubu.dev/hubu/services/gongbu/vendorkey"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+// chaosRegressionSeeds run in every `make test`, beside HUBU_CHAOS_SEED's runs.
+var chaosRegressionSeeds = []uint64{1, 2, 3}
+
+// TestChaos runs the explorer: HUBU_CHAOS_RUNS runs from HUBU_CHAOS_SEED (make chaos), or
+// the regression seeds.
+func TestChaos(t *testing.T) {
+	seeds := chaosRegressionSeeds
+	if v := os.Getenv("HUBU_CHAOS_SEED"); v != "" {
+		first, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("HUBU_CHAOS_SEED=%q: not a number", v)
+		}
+		runs := uint64(1)
+		if r := os.Getenv("HUBU_CHAOS_RUNS"); r != "" {
+			if runs, err = strconv.ParseUint(r, 10, 64); err != nil || runs == 0 {
+				t.Fatalf("HUBU_CHAOS_RUNS=%q: not a positive number", r)
+			}
+		}
+		seeds = nil
+		for i := range runs {
+			seeds = append(seeds, first+i)
+		}
+	}
+	// Runs wait on processes far more than they compute, so they run side by side (go test's
+	// -parallel bounds how many at once).
+	var (
+		mu    sync.Mutex
+		total chaosTally
+	)
+	t.Run("runs", func(t *testing.T) {
+		for _, seed := range seeds {
+			t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+				t.Parallel()
+				var tally chaosTally
+				t.Cleanup(func() {
+					mu.Lock()
+					defer mu.Unlock()
+					total.add(tally)
+					if t.Failed() {
+						total.failed = append(total.failed, seed)
+						t.Logf("replay: make chaos SEED=%d RUNS=1", seed)
+					}
+				})
+				explore(t, seed, &tally)
+			})
+		}
+	})
+	slices.Sort(total.failed)
+	t.Log(total.String(len(seeds)))
+	if f := os.Getenv("HUBU_CHAOS_REPORT"); f != "" {
+		_ = os.WriteFile(f, []byte(total.String(len(seeds))+"\n"), 0o644)
+	}
+}
+
+// chaosTally is what runs did: faults by kind, and the indeterminate executions by cause.
+type chaosTally struct {
+	faults        map[string]int
+	indeterminate map[string]int
+	calls, checks int
+	failed        []uint64
+}
+
+func (c *chaosTally) count(m *map[string]int, k string) {
+	if *m == nil {
+		*m = map[string]int{}
+	}
+	(*m)[k]++
+}
+
+func (c *chaosTally) add(o chaosTally) {
+	for k, v := range o.faults {
+		for range v {
+			c.count(&c.faults, k)
+		}
+	}
+	for k, v := range o.indeterminate {
+		for range v {
+			c.count(&c.indeterminate, k)
+		}
+	}
+	c.calls += o.calls
+	c.checks += o.checks
+}
+
+func (c chaosTally) String(runs int) string {
+	var b strings.Builder
+	nfaults, nind := 0, 0
+	for _, v := range c.faults {
+		nfaults += v
+	}
+	for _, v := range c.indeterminate {
+		nind += v
+	}
+	fmt.Fprintf(&b, "chaos: %d runs, %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
+		runs, c.calls, nfaults, c.checks, len(c.failed), c.failed, nind)
+	for _, k := range sortedKeys(c.faults) {
+		fmt.Fprintf(&b, "  fault %-40s %d\n", k, c.faults[k])
+	}
+	for _, k := range sortedKeys(c.indeterminate) {
+		fmt.Fprintf(&b, "  indeterminate: %s: %d\n", k, c.indeterminate[k])
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// hop is one connection between two processes, through an HTTP gate (which can answer 502 as
+// a proxy in between would) and a TCP fault proxy (toxiproxy).
+type hop struct {
+	name string
+	gate *httptest.Server
+	bad  atomic.Bool // the gate answers 502 without forwarding
+	// lateRefusal: the gate holds the next submit for longer than Gongbu's lease and then
+	// refuses it (429), while a takeover's submit meanwhile goes through and is charged.
+	lateRefusal atomic.Bool
+	// pendingUntil (unix nanoseconds): until then the gate answers every poll Pending, a
+	// provider slow to finish, so a takeover's job is still running when a late answer comes.
+	pendingUntil atomic.Int64
+	// redirectTo: the gate answers the next submit with a redirect to this URL (a hostile
+	// provider sending the key elsewhere).
+	redirectTo atomic.Pointer[string]
+	proxy      *toxiproxy.Proxy
+	toxic      string // the toxic in place, if any
+}
+
+func (h *hop) url() string { return h.gate.URL }
+
+// explorer is one run.
+type explorer struct {
+	t          *testing.T
+	su         *suite
+	rng        *rand.Rand
+	idempotent bool
+	shortTTL   bool // held spends expire within seconds, so some are left to expire
+	hops       map[string]*hop
+	routers    []*mcp.ClientSession // stdio A, stdio B (one registry), HTTP
+	canary     *httptest.Server     // a host the provider's key must never reach
+	keyLeaks   atomic.Int32
+	agent2     *mcp.ClientSession // a second agent, on a tight budget, with a registry of its own
+	calls      []*chaosCall
+	tally      *chaosTally
+	seq        int
+}
+
+// chaosCall is one tool call the workload made, with everything it was answered.
+type chaosCall struct {
+	id        string // the harness's call id, to name the call in a violation
+	agent2    bool
+	meta      map[string]any
+	args      string
+	handle    string
+	statuses  []string
+	succeeded bool // ever answered succeeded
+	misjudged bool // a redelivery was answered create_new_operation (reported once)
+	decided   bool // approved or denied by the explorer
+	approved  bool
+}
+
+func explore(t *testing.T, seed uint64, tally *chaosTally) {
+	rng := rand.New(rand.NewPCG(seed, 0x68756275))
+	x := &explorer{t: t, rng: rng, idempotent: rng.IntN(2) == 0, shortTTL: rng.IntN(3) == 0, hops: map[string]*hop{}, tally: tally}
+	x.start()
+	steps := 10 + rng.IntN(10)
+	t.Logf("seed %d: %d steps, provider honours idempotency keys: %v, approvals expire within seconds: %v", seed, steps, x.idempotent, x.shortTTL)
+	for range steps {
+		x.step()
+	}
+	x.heal()
+	x.finish()
+	x.check()
+}
+
+func (x *explorer) start() {
+	t := x.t
+	server := sqltest.ServerURL(t)
+	id := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	dir := t.TempDir()
+	idConfig := filepath.Join(dir, "identity.json")
+	if err := os.WriteFile(idConfig, []byte(`{"platforms":{"acme":{}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ttl := "24h"
+	if x.shortTTL {
+		ttl = "6s"
+	}
+	addrs := map[string]string{}
+	for _, name := range []string{"hubu", "gongbu", "mockflux", "router"} {
+		a, err := harness.FreeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs[name] = a
+	}
+	x.canary = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("x-key") != "" {
+			x.keyLeaks.Add(1)
+		}
+		w.WriteHeader(http.StatusNotFound)
+	}))
+	t.Cleanup(x.canary.Close)
+	logger := zerolog.Nop()
+	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), logger)
+	for _, name := range []string{"router->hubu", "router->gongbu", "hubu->gongbu", "gongbu->hubu", "gongbu->mockflux"} {
+		to := name[strings.Index(name, ">")+1:]
+		p := toxiproxy.NewProxy(tp, name, "127.0.0.1:0", addrs[to])
+		if err := p.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Stop)
+		h := &hop{name: name, proxy: p}
+		target, _ := url.Parse("http://" + p.Listen)
+		rp := httputil.NewSingleHostReverseProxy(target)
+		rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+		h.gate = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if h.bad.Load() {
+				w.WriteHeader(http.StatusBadGateway)
+				return
+			}
+			if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/flux") {
+				if h.lateRefusal.CompareAndSwap(true, false) {
+					h.pendingUntil.Store(time.Now().Add(6 * time.Second).UnixNano())
+					time.Sleep(2500 * time.Millisecond) // past the 1s lease: another worker takes over
+					w.Header().Set("Content-Type", "application/json")
+					w.WriteHeader(http.StatusTooManyRequests)
+					_, _ = io.WriteString(w, `{"detail":"too many requests (a late refusal from the chaos gate)"}`)
+					return
+				}
+				if to := h.redirectTo.Swap(nil); to != nil {
+					http.Redirect(w, r, *to, http.StatusTemporaryRedirect)
+					return
+				}
+			}
+			if r.Method == http.MethodGet && r.URL.Path == "/v1/get_result" && time.Now().UnixNano() < h.pendingUntil.Load() {
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(map[string]string{"id": r.URL.Query().Get("id"), "status": "Pending"})
+				return
+			}
+			// The Host header stays the gate's: mockflux builds its polling and sample URLs
+			// from it, so they lead back through the gate, the host Gongbu was configured with.
+			rp.ServeHTTP(w, r)
+		}))
+		t.Cleanup(h.gate.Close)
+		x.hops[name] = h
+	}
+	s, err := harness.Start(context.Background(), bin, harness.Config{
+		Dir: dir, ServerURL: server, HubuDB: "hubu_chaos_" + id, GongbuDB: "gongbu_chaos_" + id, FluxIdempotent: x.idempotent,
+		HubuAddr: addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
+		Env: map[string][]string{
+			"router": {"ROUTER_IDENTITY_CONFIG=" + idConfig},
+			"gongbu": {"GONGBU_LEASE=1s"},
+			"hubu":   {"HUBU_RETRY_AFTER=1s", "HUBU_APPROVAL_TTL=" + ttl},
+		},
+		Via: func(from, to, u string) string {
+			if h, ok := x.hops[from+"->"+to]; ok {
+				return h.url()
+			}
+			return u
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	su := &suite{t: t, s: s}
+	x.su = su
+	t.Cleanup(func() {
+		s.Stop()
+		su.scanForSecrets()
+		_ = harness.DropDatabases(context.Background(), server, "hubu_chaos_"+id, "gongbu_chaos_"+id)
+	})
+	su.flux, _ = bflapi.NewClientWithResponses(s.Flux.URL())
+	x.setIdempotency()
+	x.routers = []*mcp.ClientSession{su.routerWaiting(2 * time.Second), su.routerWaiting(2 * time.Second), x.httpRouter()}
+	x.agent2 = x.secondAgent()
+}
+
+// setIdempotency turns mockflux's idempotency off for a run against a provider that ignores
+// keys (clearing mockflux's faults turns it back on).
+func (x *explorer) setIdempotency() {
+	if x.idempotent {
+		return
+	}
+	r, err := x.su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: bflapi.IdempotencyOff})
+	if err != nil || r.JSON200 == nil || r.JSON200.Idempotency {
+		var body []byte
+		if r != nil {
+			body = r.Body
+		}
+		x.t.Fatalf("turn mockflux's idempotency off: %v %s", err, body)
+	}
+}
+
+// httpRouter connects to the stack's router over streamable HTTP with its bearer token.
+func (x *explorer) httpRouter() *mcp.ClientSession {
+	s := x.su.s
+	hc := &http.Client{Transport: bearerTransport{token: s.Credentials.RouterMCPToken, next: http.DefaultTransport}}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "chaos"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: s.Router.URL() + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	x.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// secondAgent creates an agent on a tight budget (four flux-dev images a day) and a stdio
+// router for it with a registry of its own.
+func (x *explorer) secondAgent() *mcp.ClientSession {
+	s := x.su.s
+	cmd := exec.Command(bin.Path("hubuctl"), "agent", "create", "--name", "tight", "--json",
+		"--auto-approve-micros", "50000", "--ceiling-micros", "100000", "--budget-micros", "100000", "--period", "day")
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, s.HubuctlEnv()...)
+	out, err := cmd.Output()
+	if err != nil {
+		x.t.Fatalf("hubuctl agent create: %v", err)
+	}
+	var created struct {
+		Token string `json:"token"`
+	}
+	if json.Unmarshal(out, &created) != nil || created.Token == "" {
+		x.t.Fatal("hubuctl agent create: no token")
+	}
+	x.su.extraSecrets = append(x.su.extraSecrets, created.Token)
+	return x.su.routerFor(created.Token, 2*time.Second, []string{"--state", filepath.Join(s.Config.Dir, "router-tight.db")})
+}
+
+var chaosModels = []string{"flux-schnell", "flux-dev", "flux-dev", "flux-pro-1.1", "flux-pro-1.1-ultra"}
+
+// newCall makes a call the workload has not made before.
+func (x *explorer) newCall() *chaosCall {
+	x.seq++
+	model := chaosModels[x.rng.IntN(len(chaosModels))]
+	c := &chaosCall{args: fmt.Sprintf(`{"prompt":"chaos %d","model":%q,"width":1024,"height":1024}`, x.seq, model)}
+	id := fmt.Sprintf("call_chaos_%06d_%s", x.seq, uuid.NewString()[:8])
+	c.id = id
+	switch x.rng.IntN(3) {
+	case 0:
+		c.meta = codexMeta(id)
+	case 1:
+		c.meta = map[string]any{"claudecode/toolUseId": "toolu_" + id}
+	default:
+		c.meta = map[string]any{"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv_" + id}}
+	}
+	c.agent2 = x.rng.IntN(4) == 0
+	x.calls = append(x.calls, c)
+	x.tally.calls++
+	return c
+}
+
+// reordered is the call's arguments with the keys in another order: the same request.
+func reordered(args string) string {
+	var m map[string]any
+	_ = json.Unmarshal([]byte(args), &m)
+	return fmt.Sprintf(`{"height":%v,"width":%v,"model":%q,"prompt":%q}`, m["height"], m["width"], m["model"], m["prompt"])
+}
+
+func (x *explorer) session(c *chaosCall) *mcp.ClientSession {
+	if c.agent2 {
+		return x.agent2
+	}
+	return x.routers[x.rng.IntN(len(x.routers))]
+}
+
+// deliver sends the call once and records what it answered.
+func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) result {
+	r, err := x.su.callWithin(cs, "generate_image", args, c.meta, 20*time.Second)
+	if err != nil {
+		return nil // no answer: the router or the connection gave up
+	}
+	x.note(c, r)
+	return r
+}
+
+func (x *explorer) note(c *chaosCall, r result) {
+	status, _ := r["status"].(string)
+	if code := r.code(); code != "" {
+		status = code
+	}
+	c.statuses = append(c.statuses, status)
+	if status == "create_new_operation" && !c.misjudged {
+		c.misjudged = true
+		x.t.Errorf("violation: a delivery of the same request of call %s was answered create_new_operation", c.id)
+	}
+	if h := r.handle(); h != "" {
+		if c.handle != "" && c.handle != h {
+			x.t.Errorf("violation: call %s answered with handle %s, and %s before", c.id, h, c.handle)
+		}
+		c.handle = h
+	}
+	if status == "succeeded" {
+		c.succeeded = true
+	}
+}
+
+// step is one workload action or one fault, chosen by the seed.
+func (x *explorer) step() {
+	switch n := x.rng.IntN(100); {
+	case n < 30:
+		c := x.newCall()
+		x.deliver(x.session(c), c, c.args)
+	case n < 42 && len(x.calls) > 0:
+		c := x.calls[x.rng.IntN(len(x.calls))]
+		args := c.args
+		if x.rng.IntN(2) == 0 {
+			args = reordered(args)
+		}
+		x.deliver(x.session(c), c, args)
+	case n < 50:
+		c := x.newCall()
+		if len(x.calls) > 1 && x.rng.IntN(2) == 0 {
+			x.calls = x.calls[:len(x.calls)-1]
+			x.tally.calls--
+			c = x.calls[x.rng.IntN(len(x.calls))]
+		}
+		x.burst(c)
+	case n < 53 && len(x.calls) > 0:
+		x.reuse(x.calls[x.rng.IntN(len(x.calls))])
+	case n < 57:
+		x.decideOne()
+	case n < 60:
+		x.operatorChange()
+	case n < 63 && len(x.calls) > 0:
+		c := x.calls[x.rng.IntN(len(x.calls))]
+		if c.handle != "" {
+			_, _ = x.su.callWithin(x.session(c), "operation_status", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second)
+		}
+	default:
+		x.fault()
+	}
+}
+
+// burst delivers one call from several goroutines at once, through one or two routers.
+func (x *explorer) burst(c *chaosCall) {
+	n := 3 + x.rng.IntN(5)
+	sessions := make([]*mcp.ClientSession, n)
+	for i := range sessions {
+		sessions[i] = x.session(c)
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := x.su.callWithin(sessions[i], "generate_image", c.args, c.meta, 20*time.Second)
+			if err == nil {
+				results[i] = r
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r != nil {
+			x.note(c, r)
+		}
+	}
+}
+
+// reuse sends an earlier call's id with other arguments: it must be refused, and nothing
+// charged for it.
+func (x *explorer) reuse(c *chaosCall) {
+	other := strings.Replace(c.args, `"prompt":"chaos`, `"prompt":"other work, chaos`, 1)
+	r, err := x.su.callWithin(x.session(c), "generate_image", other, c.meta, 20*time.Second)
+	if err != nil || r == nil {
+		return
+	}
+	if code := r.code(); code != "call_reused_for_different_request" && code != "backend_unavailable" {
+		x.t.Errorf("violation: the call id of %s reused for other work answered %v", c.id, r)
+	}
+}
+
+// decideOne approves or denies a held spend, or resumes an approved one (sometimes twice).
+func (x *explorer) decideOne() {
+	for _, c := range x.calls {
+		held := len(c.statuses) > 0 && c.statuses[len(c.statuses)-1] == "approval_required"
+		switch {
+		case held && !c.decided && c.handle != "":
+			c.decided = true
+			c.approved = x.rng.IntN(3) > 0
+			x.hubuctl(map[bool]string{true: "approve", false: "deny"}[c.approved], c.handle)
+			return
+		case c.approved && c.handle != "":
+			for range 1 + x.rng.IntN(2) {
+				if r, err := x.su.callWithin(x.session(c), "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second); err == nil {
+					x.note(c, r)
+				}
+			}
+			return
+		}
+	}
+}
+
+// chaosPrices is the default catalog, which is also what mockflux charges.
+var chaosPrices = map[string]int{"flux-schnell": 3000, "flux-dev": 25000, "flux-pro-1.1": 40000, "flux-pro-1.1-ultra": 60000}
+
+// operatorChange changes a model's price or moves the demo agent to another account, and
+// delivers some earlier calls again meanwhile: calls already decided keep the amount and the
+// account they were decided at, so each redelivery is a replay. The price is put back at once
+// (mockflux charges the catalog's price, and reconciliation compares the two).
+func (x *explorer) operatorChange() {
+	if x.rng.IntN(3) == 0 {
+		x.tally.count(&x.tally.faults, "operator moves the agent to another account")
+		x.hubuctl("agent", "set-account", x.su.s.Credentials.AgentID, fmt.Sprintf("acct-chaos-%d", x.rng.IntN(1000)))
+	} else {
+		x.tally.count(&x.tally.faults, "operator changes a price")
+		model := chaosModels[x.rng.IntN(len(chaosModels))]
+		price := chaosPrices[model]
+		x.hubuctl("prices", "set", "--provider", "bfl", "--model", model, "--size", "*", "--amount-micros", strconv.Itoa(price+1+x.rng.IntN(price/4)))
+		defer func() {
+			for i := 0; x.hubuctl("prices", "set", "--provider", "bfl", "--model", model, "--size", "*", "--amount-micros", strconv.Itoa(price)) != nil; i++ {
+				if i == 20 {
+					x.t.Fatalf("could not put the price of %s back", model)
+				}
+				time.Sleep(500 * time.Millisecond)
+			}
+		}()
+	}
+	// Only calls Hubu has decided: one it has not would be decided now, at the changed price.
+	var decided []*chaosCall
+	for _, c := range x.calls {
+		if !c.agent2 && slices.ContainsFunc(c.statuses, func(s string) bool { return chaosDecided[s] }) {
+			decided = append(decided, c)
+		}
+	}
+	for range min(len(decided), 1+x.rng.IntN(3)) {
+		c := decided[x.rng.IntN(len(decided))]
+		x.deliver(x.routers[x.rng.IntN(len(x.routers))], c, c.args)
+	}
+}
+
+// chaosDecided are answers that only come once Hubu has recorded the operation.
+var chaosDecided = map[string]bool{
+	"approval_required": true, "approved": true, "running": true, "succeeded": true, "failed": true, "denied": true,
+	"budget_exceeded": true, "indeterminate": true, "dispatching": true, "executing": true,
+}
+
+// hubuctl runs an operator command; while Hubu is down or a fault is in place it may fail,
+// and the spend stays held.
+func (x *explorer) hubuctl(args ...string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.Path("hubuctl"), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, x.su.s.HubuctlEnv()...)
+	return cmd.Run()
+}
+
+var (
+	chaosFailpoints = map[string][]string{
+		"hubu":   {"hubu-after-authorize-commit", "hubu-before-hand-off", "hubu-after-gongbu-answer"},
+		"gongbu": {"gongbu-after-submitting", "gongbu-after-provider-answer"},
+	}
+	chaosToxics = []string{"latency", "reset_peer", "timeout", "response_lost", "bad_gateway"}
+	// chaosProvider are a hostile or slow provider's answers, made by the gate before mockflux.
+	chaosProvider = []string{"late_refusal", "redirect_elsewhere"}
+	chaosFlux     = []bflapi.FaultKind{bflapi.FailBeforeCharge, bflapi.ChargeThenDrop, bflapi.ChargeThen500, bflapi.Slow}
+)
+
+// fault injects one fault, chosen by the seed.
+func (x *explorer) fault() {
+	s := x.su.s
+	procs := map[string]*harness.Process{"hubu": s.Hubu, "gongbu": s.Gongbu, "mockflux": s.Flux, "router": s.Router}
+	switch n := x.rng.IntN(100); {
+	case n < 22:
+		name := []string{"hubu", "gongbu", "mockflux", "router"}[x.rng.IntN(4)]
+		x.tally.count(&x.tally.faults, "kill -9 "+name)
+		p := procs[name]
+		_ = p.Kill()
+		x.restart(p)
+		switch name {
+		case "mockflux":
+			x.setIdempotency() // its faults are not kept across a restart
+		case "router":
+			x.routers[2] = x.httpRouter() // the HTTP sessions died with it
+		}
+	case n < 30:
+		// A router dies at one of its failpoints, as a harness's router process would; the
+		// call is delivered again later through another router on the same registry.
+		point := []string{"router-after-registry-insert", "router-after-backend-answer"}[x.rng.IntN(2)]
+		x.tally.count(&x.tally.faults, "failpoint "+point)
+		c := x.newCall()
+		c.agent2 = false
+		crashing := x.su.routerWaiting(2*time.Second, "HUBU_FAILPOINTS="+point)
+		if r, err := x.su.callWithin(crashing, "generate_image", c.args, c.meta, 20*time.Second); err == nil {
+			x.note(c, r) // it never reached the point (Hubu was unreachable, say)
+		} else {
+			x.su.requireFailpointIn(filepath.Join(x.su.s.Config.Dir, "router-stdio.log"), point)
+		}
+	case n < 45:
+		name := []string{"hubu", "gongbu"}[x.rng.IntN(2)]
+		points := chaosFailpoints[name]
+		point := points[x.rng.IntN(len(points))]
+		x.tally.count(&x.tally.faults, "failpoint "+point)
+		p := procs[name]
+		_ = p.Stop(15 * time.Second)
+		if err := p.Start("HUBU_FAILPOINTS=" + point); err != nil {
+			x.t.Fatal(err)
+		}
+		if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
+			x.t.Fatal(err)
+		}
+		// A new spend drives it to the point (or a redelivery or recovery does, later).
+		c := x.newCall()
+		c.agent2 = false
+		c.args = strings.Replace(c.args, `"model":"flux-pro-1.1-ultra"`, `"model":"flux-dev"`, 1) // auto-approved, so it runs
+		x.deliver(x.routers[x.rng.IntN(len(x.routers))], c, c.args)
+		if err := p.WaitExit(10 * time.Second); !p.Running() && strings.Contains(err.Error(), "killed") {
+			x.su.requireFailpointLogged(p, point)
+		}
+		x.restart(p) // plain again, whether it died at the point or never reached it
+	case n < 75:
+		names := sortedHops(x.hops)
+		h := x.hops[names[x.rng.IntN(len(names))]]
+		kind := chaosToxics[x.rng.IntN(len(chaosToxics))]
+		x.tally.count(&x.tally.faults, kind+" "+h.name)
+		x.setToxic(h, kind)
+	case n < 82:
+		kind := chaosProvider[x.rng.IntN(len(chaosProvider))]
+		x.tally.count(&x.tally.faults, "provider "+kind)
+		h := x.hops["gongbu->mockflux"]
+		switch kind {
+		case "late_refusal":
+			h.lateRefusal.Store(true)
+		case "redirect_elsewhere":
+			to := x.canary.URL + "/v1/flux-dev"
+			h.redirectTo.Store(&to)
+		}
+		c := x.newCall() // a new spend meets it
+		c.args = strings.Replace(c.args, `"model":"flux-pro-1.1-ultra"`, `"model":"flux-dev"`, 1)
+		x.deliver(x.session(c), c, c.args)
+	case n < 92:
+		kind := chaosFlux[x.rng.IntN(len(chaosFlux))]
+		x.tally.count(&x.tally.faults, "mockflux "+string(kind))
+		count, delay := 1+x.rng.IntN(2), 1500
+		if _, err := x.su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: kind, Count: &count, DelayMs: &delay}); err != nil {
+			x.t.Logf("arm mockflux fault: %v", err)
+		}
+	default:
+		x.tally.count(&x.tally.faults, "pg_terminate_backend")
+		x.terminateBackends()
+	}
+}
+
+// restart starts a stopped process again and waits until it is healthy.
+func (x *explorer) restart(p *harness.Process) {
+	if p.Running() {
+		_ = p.Stop(15 * time.Second)
+	}
+	if err := p.Start(); err != nil {
+		x.t.Fatal(err)
+	}
+	if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
+		x.t.Fatal(err)
+	}
+}
+
+func sortedHops(m map[string]*hop) []string {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// setToxic replaces the fault in place on a hop (it stays until heal or the next one).
+func (x *explorer) setToxic(h *hop, kind string) {
+	x.clearHop(h)
+	var spec string
+	switch kind {
+	case "latency":
+		spec = `{"name":"f","type":"latency","stream":"downstream","attributes":{"latency":800,"jitter":400}}`
+	case "reset_peer":
+		spec = `{"name":"f","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`
+	case "timeout":
+		spec = `{"name":"f","type":"timeout","stream":"upstream","attributes":{"timeout":0}}` // a black hole
+	case "response_lost":
+		// The request is delivered; the answer is cut off at its first byte.
+		spec = `{"name":"f","type":"limit_data","stream":"downstream","attributes":{"bytes":1}}`
+	case "bad_gateway":
+		h.bad.Store(true)
+		return
+	}
+	if _, err := h.proxy.Toxics.AddToxicJson(bytes.NewReader([]byte(spec))); err != nil {
+		x.t.Fatalf("toxic %s on %s: %v", kind, h.name, err)
+	}
+	h.toxic = "f"
+}
+
+func (x *explorer) clearHop(h *hop) {
+	h.bad.Store(false)
+	h.lateRefusal.Store(false)
+	h.pendingUntil.Store(0)
+	h.redirectTo.Store(nil)
+	if h.toxic != "" {
+		_ = h.proxy.Toxics.RemoveToxic(context.Background(), h.toxic)
+		h.toxic = ""
+	}
+}
+
+// terminateBackends kills every Postgres connection of the stack's two databases.
+func (x *explorer) terminateBackends() {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, sqltest.ServerURL(x.t))
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	u1, _ := url.Parse(x.su.s.HubuDBURL)
+	u2, _ := url.Parse(x.su.s.GongbuDBURL)
+	_, _ = conn.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ANY($1) AND pid <> pg_backend_pid()",
+		[]string{strings.TrimPrefix(u1.Path, "/"), strings.TrimPrefix(u2.Path, "/")})
+}
+
+// heal clears every fault and brings every process back.
+func (x *explorer) heal() {
+	for _, h := range x.hops {
+		x.clearHop(h)
+	}
+	if _, err := x.su.flux.ClearFaultsWithResponse(context.Background()); err != nil {
+		x.t.Fatalf("clear mockflux's faults: %v", err)
+	}
+	x.setIdempotency()
+	s := x.su.s
+	for _, p := range []*harness.Process{s.Flux, s.Gongbu, s.Hubu, s.Router} {
+		if !p.Running() {
+			x.restart(p)
+			if p == s.Router {
+				x.routers[2] = x.httpRouter()
+			}
+		}
+	}
+}
+
+// finish decides every held spend, resumes the approved ones and delivers every call again
+// until its answer is final (bounded).
+func (x *explorer) finish() {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		open := 0
+		for _, c := range x.calls {
+			last := ""
+			if len(c.statuses) > 0 {
+				last = c.statuses[len(c.statuses)-1]
+			}
+			switch {
+			case chaosFinal[last]:
+				continue
+			case last == "approval_required" && c.handle != "" && !x.shortTTL:
+				// Decide it (again: a decision made while Hubu was down may not have landed;
+				// deciding again answers the same), then resume an approved one.
+				if !c.decided {
+					c.decided = true
+					c.approved = x.rng.IntN(2) == 0
+				}
+				x.hubuctl(map[bool]string{true: "approve", false: "deny"}[c.approved], c.handle)
+				if c.approved {
+					if r, err := x.su.callWithin(x.sessionFor(c), "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second); err == nil {
+						x.note(c, r)
+					}
+				} else {
+					x.deliver(x.sessionFor(c), c, c.args)
+				}
+			case c.approved && c.handle != "" && last != "denied":
+				if r, err := x.su.callWithin(x.sessionFor(c), "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second); err == nil {
+					x.note(c, r)
+				}
+			default:
+				x.deliver(x.sessionFor(c), c, c.args)
+			}
+			if len(c.statuses) == 0 || !chaosFinal[c.statuses[len(c.statuses)-1]] {
+				open++
+			}
+		}
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, c := range x.calls {
+				if len(c.statuses) == 0 || !chaosFinal[c.statuses[len(c.statuses)-1]] {
+					x.t.Errorf("violation: call %s (%s) is not final after the faults were cleared: %v", c.id, c.handle, c.statuses)
+				}
+			}
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (x *explorer) sessionFor(c *chaosCall) *mcp.ClientSession {
+	if c.agent2 {
+		return x.agent2
+	}
+	return x.routers[0]
+}
+
+// chaosDoubts are the causes of indeterminate that real doubt explains, by whether the
+// provider honours idempotency keys: a fault hit between a submission and the record of its
+// answer, or a provider that stays unreachable. Any other cause is a violation.
+var chaosDoubts = map[bool][]string{
+	true: {
+		"the submission's outcome stayed unknown through", "the submission's outcome is still unknown",
+		"the provider refused a resubmission", "the provider no longer knows the job", "no result before the polling deadline",
+	},
+	false: {
+		"Gongbu stopped while submitting", "the provider call failed and the provider does not honour idempotency keys",
+		"the provider no longer knows the job", "no result before the polling deadline",
+	},
+}
+
+// chaosFinal are the answers after which a call can no longer change (indeterminate waits for
+// an operator, whom check plays).
+var chaosFinal = map[string]bool{
+	"succeeded": true, "failed": true, "denied": true, "expired": true, "indeterminate": true,
+	"budget_exceeded": true, "call_reused_for_different_request": true,
+}
+
+// check resolves indeterminate executions from the provider's records, as an operator would,
+// then checks the invariants.
+func (x *explorer) check() {
+	t := x.t
+	su := x.su
+	if n := x.keyLeaks.Load(); n > 0 {
+		t.Errorf("violation: the provider's key reached another host %d times", n)
+	}
+	x.tally.checks++
+	var report reconcile.Report
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		r, err := su.reconcileReport()
+		if err == nil && len(r.InFlight) == 0 {
+			report = r
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("violation: operations still in flight 90s after every call was final: %v\n%s", err, r)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	charges := x.chargesByKey()
+	for _, m := range report.Mismatches {
+		if !strings.Contains(m, "is indeterminate at Gongbu") {
+			continue
+		}
+		id, err := uuid.Parse(strings.Fields(strings.TrimPrefix(m, "decision "))[0])
+		if err != nil {
+			t.Fatalf("reconcile line %q", m)
+		}
+		cause := x.indeterminateCause(id)
+		x.tally.count(&x.tally.indeterminate, cause)
+		if !slices.ContainsFunc(chaosDoubts[x.idempotent], func(p string) bool { return strings.HasPrefix(cause, p) }) {
+			t.Errorf("violation: indeterminate without real doubt (provider honours keys: %v): %s", x.idempotent, cause)
+		}
+		n := charges[vendorkey.For("bfl", id)]
+		verdict := []string{"--not-charged"}
+		switch {
+		case n > 1:
+			t.Errorf("violation: decision %s was charged %d times", id, n)
+		case n == 1:
+			verdict = []string{"--charged-micros", strconv.FormatInt(x.chargeOf(id), 10)}
+		}
+		cmd := exec.Command(bin.Path("gongbu"), append([]string{"resolve", "--decision", id.String()}, verdict...)...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GONGBU_DATABASE_URL=" + su.s.GongbuDBURL}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("gongbu resolve: %v\n%s", err, out)
+		}
+	}
+	// After the resolutions: nothing in flight, no mismatch, captures == charges, no hold
+	// on a final operation (reconcile's own checks), and at most one charge per key.
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		r, err := su.reconcileReport()
+		if err == nil && len(r.InFlight) == 0 && len(r.Mismatches) == 0 && r.CapturedMicros == r.ChargedMicros {
+			report = r
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("violation: the records do not agree: %v\n%s", err, r)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	x.tally.checks += 4
+	for key, n := range x.chargesByKey() {
+		if n > 1 {
+			t.Errorf("violation: %d provider charges under one idempotency key %.12s…", n, key)
+		}
+	}
+	x.tally.checks++
+	// Every call answered succeeded was charged exactly once: its operation succeeded and
+	// captured what the provider charged for it.
+	decisions := x.decisionsByHandle()
+	for _, c := range x.calls {
+		if !c.succeeded {
+			continue
+		}
+		d, ok := decisions[c.handle]
+		if !ok || d.State != "succeeded" || d.CapturedMicros == 0 {
+			t.Errorf("violation: call %s was answered succeeded, but its operation is %+v", c.id, d)
+		}
+	}
+	x.tally.checks++
+	// No agent above its budget.
+	for i, cs := range []*mcp.ClientSession{x.routers[0], x.agent2} {
+		r, err := su.callWithin(cs, "capabilities", `{}`, nil, 20*time.Second)
+		if err != nil {
+			t.Fatalf("capabilities: %v", err)
+		}
+		details, _ := r["details"].(map[string]any)
+		budget, _ := details["budget"].(map[string]any)
+		used, _ := budget["used_micros"].(float64)
+		limit, _ := budget["limit_micros"].(float64)
+		if limit == 0 || used > limit {
+			t.Errorf("violation: agent %d used %v of a budget of %v", i+1, used, limit)
+		}
+	}
+	x.tally.checks++
+	if out, err := su.reconcile("--require-final"); err != nil {
+		t.Errorf("violation: gongbu reconcile --require-final: %v\n%s", err, out)
+	}
+	x.tally.checks++
+
+	t.Logf("%d calls; %s", len(x.calls), strings.TrimSpace(strings.SplitN(report.String(), "\n", 2)[0]))
+}
+
+// chargesByKey counts the provider's charges per idempotency key.
+func (x *explorer) chargesByKey() map[string]int {
+	resp, err := x.su.flux.ListChargesWithResponse(context.Background())
+	if err != nil || resp.JSON200 == nil {
+		x.t.Fatalf("charges: %v", err)
+	}
+	out := map[string]int{}
+	for _, c := range resp.JSON200.Charges {
+		if c.IdempotencyKey != nil {
+			out[*c.IdempotencyKey]++
+		}
+	}
+	return out
+}
+
+func (x *explorer) chargeOf(id uuid.UUID) int64 {
+	resp, err := x.su.flux.ListChargesWithResponse(context.Background())
+	if err != nil || resp.JSON200 == nil {
+		x.t.Fatalf("charges: %v", err)
+	}
+	key := vendorkey.For("bfl", id)
+	for _, c := range resp.JSON200.Charges {
+		if c.IdempotencyKey != nil && *c.IdempotencyKey == key {
+			return c.AmountMicros
+		}
+	}
+	return 0
+}
+
+// indeterminateCause is the first clause of the execution's error, which names its cause.
+func (x *explorer) indeterminateCause(id uuid.UUID) string {
+	c := x.su.s.Credentials
+	req, _ := http.NewRequest(http.MethodGet, x.su.s.Gongbu.URL()+"/v1/executions/"+id.String(), nil)
+	req.Header.Set("Authorization", "Bearer "+c.HubuAtGongbuToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "unknown"
+	}
+	defer resp.Body.Close()
+	var e struct {
+		Error string `json:"error"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = json.Unmarshal(body, &e)
+	cause, _, _ := strings.Cut(e.Error, ": ")
+	cause, _, _ = strings.Cut(cause, " (")
+	cause, _, _ = strings.Cut(cause, ";")
+	return cause
+}
+
+// decisionsByHandle is Hubu's record of every decision, by public handle.
+func (x *explorer) decisionsByHandle() map[string]reconcile.Decision {
+	c := x.su.s.Credentials
+	src, err := reconcile.NewSources(x.su.s.Hubu.URL(), c.GongbuAtHubuToken, x.su.s.Gongbu.URL(), c.HubuAtGongbuToken, x.su.s.Flux.URL(),
+		&http.Client{Timeout: 10 * time.Second})
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	ds, err := src.Decisions(context.Background())
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	out := map[string]reconcile.Decision{}
+	for _, d := range ds {
+		out[d.PublicHandle] = d
+	}
+	return out
+}
