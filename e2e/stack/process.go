@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mathrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -186,22 +187,26 @@ func (p *Process) Restart(ctx context.Context, kill bool, extraEnv ...string) er
 //
 // It never returns one address twice in a process: stacks started side by side (the fault
 // explorer's parallel runs) pick their ports before their processes bind them, and one stack
-// must not bind, or talk to, a port another was given.
+// must not bind, or talk to, a port another was given. The ports come from below the kernel's
+// ephemeral range, which the many outgoing connections of parallel stacks would otherwise
+// take between the pick and the bind.
 func FreeAddr() (string, error) {
 	handedOut.Lock()
 	defer handedOut.Unlock()
-	for {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 1000 {
+		addr := fmt.Sprintf("127.0.0.1:%d", 20000+mathrand.IntN(12000))
+		if handedOut.addrs[addr] {
+			continue
+		}
+		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			return "", err
+			continue // taken
 		}
-		addr := ln.Addr().String()
 		ln.Close()
-		if !handedOut.addrs[addr] {
-			handedOut.addrs[addr] = true
-			return addr, nil
-		}
+		handedOut.addrs[addr] = true
+		return addr, nil
 	}
+	return "", errors.New("no free loopback port between 20000 and 32000")
 }
 
 var handedOut = struct {
