@@ -54,7 +54,13 @@ func TestCoalescedDeliverySurvivesTheFirstCancelling(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	second := make(chan *mcp.CallToolResult, 1)
-	go func() { second <- e.call(t, "generate_image", fox, codex("slow-1")) }()
+	go func() {
+		res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codex("slow-1")})
+		if err != nil {
+			res = nil // reported below, outside this goroutine
+		}
+		second <- res
+	}()
 	for e.router.Waiters("codex", "slow-1") < 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the second delivery never joined the first")
@@ -66,6 +72,9 @@ func TestCoalescedDeliverySurvivesTheFirstCancelling(t *testing.T) {
 	release()
 	select {
 	case res := <-second:
+		if res == nil {
+			t.Fatal("the joined delivery failed")
+		}
 		if o := outcome(t, res); o.Status != "succeeded" {
 			t.Fatalf("the joined delivery: %+v", o)
 		}

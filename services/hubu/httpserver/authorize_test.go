@@ -177,19 +177,27 @@ func TestBudgetRace(t *testing.T) {
 	const n = 50
 	states := make([]hubuapi.OperationState, n)
 	denials := make([]string, n)
+	answers := make([]*hubuapi.AuthorizeResponse, n)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
-			states[i] = op.State
-			if op.Denial != nil {
-				denials[i] = string(op.Denial.Code)
-			}
+			answers[i], errs[i] = a.client.AuthorizeWithResponse(context.Background(), newCall("flux-dev").request())
 		}()
 	}
 	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("authorization %d: %v", i, errs[i])
+		}
+		op := mustOperation(t, answers[i])
+		states[i] = op.State
+		if op.Denial != nil {
+			denials[i] = string(op.Denial.Code)
+		}
+	}
 	approved := 0
 	for i, s := range states {
 		switch {
