@@ -676,7 +676,13 @@ func (x *explorer) fault() {
 			x.t.Fatal(err)
 		}
 		if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
-			x.t.Fatal(err)
+			if p.Running() || !strings.Contains(err.Error(), "killed") {
+				x.t.Fatal(err)
+			}
+			// Its own recovery pass reached the point (it re-sent a decision) before it served.
+			x.su.requireFailpointLogged(p, point)
+			x.restart(p)
+			return
 		}
 		// A new spend drives it to the point (or a redelivery or recovery does, later).
 		c := x.newCall()
