@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -139,6 +140,9 @@ func (su *suite) call(cs *mcp.ClientSession, tool, args string, meta map[string]
 func (su *suite) callWithin(cs *mcp.ClientSession, tool, args string, meta map[string]any, bound time.Duration) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
+	// The SDK adds its own keys to the _meta map it is given: deliveries of one call made at
+	// once must not share one.
+	meta = maps.Clone(meta)
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: json.RawMessage(args), Meta: meta})
 	if err != nil {
 		return nil, err
