@@ -19,6 +19,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -660,9 +661,12 @@ func (x *explorer) fault() {
 		c := x.newCall()
 		c.agent2 = false
 		crashing := x.su.routerWaiting(2*time.Second, "HUBU_FAILPOINTS="+point)
-		if r, err := x.su.callWithin(crashing, "generate_image", c.args, c.meta, 20*time.Second); err == nil {
-			x.note(c, r) // it never reached the point (Hubu was unreachable, say)
-		} else {
+		switch r, err := x.su.callWithin(crashing, "generate_image", c.args, c.meta, 20*time.Second); {
+		case err == nil:
+			x.note(c, r) // it never reached the point (Hubu answered an error, say)
+		case errors.Is(err, context.DeadlineExceeded):
+			// Still waiting for Hubu behind a fault on its hop: it has not reached the point.
+		default: // the router process died
 			x.su.requireFailpointIn(filepath.Join(x.su.s.Config.Dir, "router-stdio.log"), point)
 		}
 	case n < 45:
