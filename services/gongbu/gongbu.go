@@ -86,7 +86,7 @@ type Epoch struct {
 // provider although the database of epoch has no record of it, and why. Gongbu records a
 // decision before it calls a provider, so a decision it has no row for was never submitted,
 // unless the row was lost: because Hubu saw an executor accept the decision (its operation is
-// past dispatching), or because the decision is older than the database's unbroken record.
+// past dispatching), or because the decision is no younger than the database's unbroken record.
 // A hand-off that failed on the way (a proxy's 502, a timeout, a crash of Hubu) is no
 // evidence of a submission, however often it was re-sent.
 func (i Issued) PossiblySubmitted(e Epoch) (bool, string) {
@@ -94,7 +94,7 @@ func (i Issued) PossiblySubmitted(e Epoch) (bool, string) {
 	case i.State != "dispatching":
 		return true, fmt.Sprintf("Hubu saw an executor accept this decision (operation %s) but Gongbu has no record of it", i.State)
 	case !i.IssuedAt.After(e.BeganAt):
-		return true, "the decision was issued before Gongbu's database began its record (a new or restored database) and Gongbu has no record of it"
+		return true, "the decision was issued no later than Gongbu's database began its record (a new or restored database) and Gongbu has no record of it"
 	}
 	return false, ""
 }
