@@ -243,13 +243,7 @@ func explore(t *testing.T, seed uint64, tally *chaosTally) {
 
 func (x *explorer) start() {
 	t := x.t
-	server := sqltest.ServerURL(t)
-	id := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	dir := t.TempDir()
-	idConfig := filepath.Join(dir, "identity.json")
-	if err := os.WriteFile(idConfig, []byte(`{"platforms":{"acme":{}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	server, id, dir, idConfig := stackPlace(t)
 	ttl := "24h"
 	if x.shortTTL {
 		ttl = "6s"

@@ -51,13 +51,7 @@ func newSuite(t *testing.T) *suite {
 func newSuiteWith(t *testing.T, idempotent bool) *suite {
 	t.Helper()
 	ctx := context.Background()
-	server := sqltest.ServerURL(t)
-	id := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
-	dir := t.TempDir()
-	idConfig := filepath.Join(dir, "identity.json")
-	if err := os.WriteFile(idConfig, []byte(`{"platforms":{"acme":{}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	server, id, dir, idConfig := stackPlace(t)
 	s, err := harness.Start(ctx, bin, harness.Config{
 		Dir: dir, ServerURL: server, HubuDB: "hubu_e2e_" + id, GongbuDB: "gongbu_e2e_" + id, FluxIdempotent: idempotent,
 		Env: map[string][]string{
@@ -84,6 +78,21 @@ func newSuiteWith(t *testing.T, idempotent bool) *suite {
 		}
 	}
 	return su
+}
+
+// stackPlace is what a stack of one test needs before it starts: the Postgres server, a
+// unique suffix for its databases, its state directory, and an identity config that knows
+// the platform "acme".
+func stackPlace(t *testing.T) (server, id, dir, idConfig string) {
+	t.Helper()
+	server = sqltest.ServerURL(t)
+	id = strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	dir = t.TempDir()
+	idConfig = filepath.Join(dir, "identity.json")
+	if err := os.WriteFile(idConfig, []byte(`{"platforms":{"acme":{}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return server, id, dir, idConfig
 }
 
 // router starts a stdio router subprocess wired to the stack (sharing its registry), as
