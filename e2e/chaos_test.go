@@ -121,6 +121,7 @@ type chaosTally struct {
 	faults        map[string]int
 	indeterminate map[string]int
 	calls, checks int
+	replicaRuns   int // runs with two Hubu and two Gongbu
 	failed        []uint64
 }
 
@@ -144,6 +145,7 @@ func (c *chaosTally) add(o chaosTally) {
 	}
 	c.calls += o.calls
 	c.checks += o.checks
+	c.replicaRuns += o.replicaRuns
 }
 
 func (c chaosTally) String(runs int) string {
@@ -155,8 +157,8 @@ func (c chaosTally) String(runs int) string {
 	for _, v := range c.indeterminate {
 		nind += v
 	}
-	fmt.Fprintf(&b, "chaos: %d runs, %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
-		runs, c.calls, nfaults, c.checks, len(c.failed), c.failed, nind)
+	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu and two Gongbu), %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
+		runs, c.replicaRuns, c.calls, nfaults, c.checks, len(c.failed), c.failed, nind)
 	for _, k := range sortedKeys(c.faults) {
 		fmt.Fprintf(&b, "  fault %-40s %d\n", k, c.faults[k])
 	}
@@ -190,17 +192,28 @@ type hop struct {
 	// redirectTo: the gate answers the next submit with a redirect to this URL (a hostile
 	// provider sending the key elsewhere).
 	redirectTo atomic.Pointer[string]
-	proxy      *toxiproxy.Proxy
-	toxic      string // the toxic in place, if any
+	// proxies and forward are the way to each replica behind the hop (one, or two in a
+	// replica run); turn spreads the requests across them.
+	proxies []*toxiproxy.Proxy
+	forward []*httputil.ReverseProxy
+	turn    atomic.Uint32
+	toxic   string // the toxic in place on every proxy, if any
 }
 
 func (h *hop) url() string { return h.gate.URL }
 
 // explorer is one run.
 type explorer struct {
-	t          *testing.T
-	su         *suite
-	rng        *rand.Rand
+	t   *testing.T
+	su  *suite
+	rng *rand.Rand
+	// more draws from the seed, for what was added after the regression seeds were found (so
+	// their schedules stay as they were): replicas, Postgres restarts, clock jumps.
+	more       *rand.Rand
+	replicas   bool                        // two Hubu and two Gongbu on the same databases
+	replica    map[string]*harness.Process // the second hubu and gongbu, in a replica run
+	db         *toxiproxy.Proxy            // every service's way to Postgres
+	dbUp       chan struct{}               // closed while Postgres is reachable through db
 	idempotent bool
 	shortTTL   bool // held spends expire within seconds, so some are left to expire
 	hops       map[string]*hop
@@ -229,11 +242,21 @@ type chaosCall struct {
 
 func explore(t *testing.T, seed uint64, tally *chaosTally) {
 	rng := rand.New(rand.NewPCG(seed, 0x68756275))
-	x := &explorer{t: t, rng: rng, idempotent: rng.IntN(2) == 0, shortTTL: rng.IntN(3) == 0, hops: map[string]*hop{}, tally: tally}
+	x := &explorer{t: t, rng: rng, idempotent: rng.IntN(2) == 0, shortTTL: rng.IntN(3) == 0, hops: map[string]*hop{}, tally: tally,
+		more: rand.New(rand.NewPCG(seed, 0x6d6f7265)), replica: map[string]*harness.Process{}, dbUp: make(chan struct{})}
+	close(x.dbUp)
+	x.replicas = x.more.IntN(3) == 0
+	if x.replicas {
+		tally.replicaRuns++
+	}
 	x.start()
 	steps := 10 + rng.IntN(10)
-	t.Logf("seed %d: %d steps, provider honours idempotency keys: %v, approvals expire within seconds: %v", seed, steps, x.idempotent, x.shortTTL)
+	t.Logf("seed %d: %d steps, provider honours idempotency keys: %v, approvals expire within seconds: %v, two Hubu and two Gongbu: %v",
+		seed, steps, x.idempotent, x.shortTTL, x.replicas)
 	for range steps {
+		if x.more.IntN(8) == 0 {
+			x.moreFault()
+		}
 		x.step()
 	}
 	x.heal()
@@ -249,7 +272,7 @@ func (x *explorer) start() {
 		ttl = "6s"
 	}
 	addrs := map[string]string{}
-	for _, name := range []string{"hubu", "gongbu", "mockflux", "router"} {
+	for _, name := range []string{"hubu", "gongbu", "mockflux", "router", "hubu-2", "gongbu-2"} {
 		a, err := harness.FreeAddr()
 		if err != nil {
 			t.Fatal(err)
@@ -267,15 +290,22 @@ func (x *explorer) start() {
 	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), logger)
 	for _, name := range []string{"router->hubu", "router->gongbu", "hubu->gongbu", "gongbu->hubu", "gongbu->mockflux"} {
 		to := name[strings.Index(name, ">")+1:]
-		p := toxiproxy.NewProxy(tp, name, "127.0.0.1:0", addrs[to])
-		if err := p.Start(); err != nil {
-			t.Fatal(err)
+		upstreams := []string{addrs[to]}
+		if x.replicas && (to == "hubu" || to == "gongbu") {
+			upstreams = append(upstreams, addrs[to+"-2"])
 		}
-		t.Cleanup(p.Stop)
-		h := &hop{name: name, proxy: p}
-		target, _ := url.Parse("http://" + p.Listen)
-		rp := httputil.NewSingleHostReverseProxy(target)
-		rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+		h := &hop{name: name}
+		for i, upstream := range upstreams {
+			p := toxiproxy.NewProxy(tp, fmt.Sprintf("%s#%d", name, i), "127.0.0.1:0", upstream)
+			if err := p.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(p.Stop)
+			target, _ := url.Parse("http://" + p.Listen)
+			rp := httputil.NewSingleHostReverseProxy(target)
+			rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+			h.proxies, h.forward = append(h.proxies, p), append(h.forward, rp)
+		}
 		h.gate = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if h.bad.Load() {
 				w.WriteHeader(http.StatusBadGateway)
@@ -302,11 +332,22 @@ func (x *explorer) start() {
 			}
 			// The Host header stays the gate's: mockflux builds its polling and sample URLs
 			// from it, so they lead back through the gate, the host Gongbu was configured with.
-			rp.ServeHTTP(w, r)
+			h.forward[int(h.turn.Add(1))%len(h.forward)].ServeHTTP(w, r)
 		}))
 		t.Cleanup(h.gate.Close)
 		x.hops[name] = h
 	}
+	// Hubu and Gongbu reach Postgres through a proxy, which a Postgres restart stops and starts
+	// (the server itself is shared with other runs and tests).
+	pg, err := url.Parse(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.db = toxiproxy.NewProxy(tp, "postgres", "127.0.0.1:0", pg.Host)
+	if err := x.db.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(x.db.Stop)
 	s, err := harness.Start(context.Background(), bin, harness.Config{
 		Dir: dir, ServerURL: server, HubuDB: "hubu_chaos_" + id, GongbuDB: "gongbu_chaos_" + id, FluxIdempotent: x.idempotent,
 		HubuAddr: addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
@@ -316,6 +357,11 @@ func (x *explorer) start() {
 			"hubu":   {"HUBU_RETRY_AFTER=1s", "HUBU_APPROVAL_TTL=" + ttl},
 		},
 		Via: func(from, to, u string) string {
+			if to == "postgres" {
+				dbURL, _ := url.Parse(u)
+				dbURL.Host = x.db.Listen
+				return dbURL.String()
+			}
 			if h, ok := x.hops[from+"->"+to]; ok {
 				return h.url()
 			}
@@ -332,6 +378,19 @@ func (x *explorer) start() {
 		su.scanForSecrets()
 		_ = harness.DropDatabases(context.Background(), server, "hubu_chaos_"+id, "gongbu_chaos_"+id)
 	})
+	if x.replicas {
+		for _, p := range []*harness.Process{s.Hubu, s.Gongbu} {
+			r := s.Replica(p, p.Name+"-2", addrs[p.Name+"-2"])
+			if err := r.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = r.Stop(15 * time.Second) })
+			if err := r.WaitHealthy(context.Background(), 30*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			x.replica[p.Name] = r
+		}
+	}
 	su.flux, _ = bflapi.NewClientWithResponses(s.Flux.URL())
 	x.setIdempotency()
 	x.routers = []*mcp.ClientSession{su.routerWaiting(2 * time.Second), su.routerWaiting(2 * time.Second), x.httpRouter()}
@@ -637,8 +696,8 @@ func (x *explorer) fault() {
 	switch n := x.rng.IntN(100); {
 	case n < 22:
 		name := []string{"hubu", "gongbu", "mockflux", "router"}[x.rng.IntN(4)]
-		x.tally.count(&x.tally.faults, "kill -9 "+name)
-		p := procs[name]
+		p := x.pick(procs[name])
+		x.tally.count(&x.tally.faults, "kill -9 "+p.Name)
 		_ = p.Kill()
 		x.restart(p)
 		switch name {
@@ -668,8 +727,9 @@ func (x *explorer) fault() {
 		points := chaosFailpoints[name]
 		point := points[x.rng.IntN(len(points))]
 		x.tally.count(&x.tally.faults, "failpoint "+point)
-		p := procs[name]
+		p := x.pick(procs[name])
 		_ = p.Stop(15 * time.Second)
+		<-x.dbUp
 		if err := p.Start("HUBU_FAILPOINTS=" + point); err != nil {
 			x.t.Fatal(err)
 		}
@@ -724,12 +784,22 @@ func (x *explorer) fault() {
 	}
 }
 
-// restart starts a stopped process again and waits until it is healthy.
-func (x *explorer) restart(p *harness.Process) {
+// pick is p or, in a replica run, as often its replica.
+func (x *explorer) pick(p *harness.Process) *harness.Process {
+	if r := x.replica[p.Name]; r != nil && x.more.IntN(2) == 0 {
+		return r
+	}
+	return p
+}
+
+// restart starts a process again (plain: no failpoint, no clock jump) and waits until it is
+// healthy; during a Postgres restart it first waits for Postgres, as an operator would.
+func (x *explorer) restart(p *harness.Process, extraEnv ...string) {
 	if p.Running() {
 		_ = p.Stop(15 * time.Second)
 	}
-	if err := p.Start(); err != nil {
+	<-x.dbUp
+	if err := p.Start(extraEnv...); err != nil {
 		x.t.Fatal(err)
 	}
 	if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
@@ -744,6 +814,45 @@ func sortedHops(m map[string]*hop) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// moreFault injects one of the faults added after the regression seeds were found, drawn
+// from x.more: a Postgres restart, or a jump of a Hubu's or a Gongbu's clock where expiry
+// matters (Hubu's approvals, Gongbu's leases). A jumped clock stays so until the process is
+// next restarted.
+func (x *explorer) moreFault() {
+	switch x.more.IntN(3) {
+	case 0:
+		// Every connection of every service is cut and new ones are refused for a few
+		// seconds, while the workload goes on.
+		select {
+		case <-x.dbUp:
+		default:
+			return // already down
+		}
+		x.tally.count(&x.tally.faults, "postgres restart")
+		x.db.Stop()
+		up := make(chan struct{})
+		x.dbUp = up
+		time.AfterFunc(time.Duration(1000+x.more.IntN(4000))*time.Millisecond, func() {
+			if err := x.db.Start(); err != nil {
+				x.t.Errorf("postgres proxy: %v", err)
+			}
+			close(up)
+		})
+	case 1:
+		// Past the approval TTL (a day, or seconds in a short-TTL run): held spends expire.
+		p := x.pick(x.su.s.Hubu)
+		x.tally.count(&x.tally.faults, "clock jump +25h "+p.Name)
+		x.restart(p, "HUBU_CLOCK_OFFSET=25h")
+	default:
+		// A few leases' worth either way: a Gongbu ahead takes over the other's executions
+		// early, one behind keeps what it holds for longer (the fence decides).
+		offset := []string{"5s", "-5s", "40s"}[x.more.IntN(3)]
+		p := x.pick(x.su.s.Gongbu)
+		x.tally.count(&x.tally.faults, "clock jump "+offset+" "+p.Name)
+		x.restart(p, "HUBU_CLOCK_OFFSET="+offset)
+	}
 }
 
 // setToxic replaces the fault in place on a hop (it stays until heal or the next one).
@@ -764,8 +873,10 @@ func (x *explorer) setToxic(h *hop, kind string) {
 		h.bad.Store(true)
 		return
 	}
-	if _, err := h.proxy.Toxics.AddToxicJson(bytes.NewReader([]byte(spec))); err != nil {
-		x.t.Fatalf("toxic %s on %s: %v", kind, h.name, err)
+	for _, p := range h.proxies {
+		if _, err := p.Toxics.AddToxicJson(bytes.NewReader([]byte(spec))); err != nil {
+			x.t.Fatalf("toxic %s on %s: %v", kind, h.name, err)
+		}
 	}
 	h.toxic = "f"
 }
@@ -776,7 +887,9 @@ func (x *explorer) clearHop(h *hop) {
 	h.pendingUntil.Store(0)
 	h.redirectTo.Store(nil)
 	if h.toxic != "" {
-		_ = h.proxy.Toxics.RemoveToxic(context.Background(), h.toxic)
+		for _, p := range h.proxies {
+			_ = p.Toxics.RemoveToxic(context.Background(), h.toxic)
+		}
 		h.toxic = ""
 	}
 }
@@ -804,9 +917,10 @@ func (x *explorer) heal() {
 		x.t.Fatalf("clear mockflux's faults: %v", err)
 	}
 	x.setIdempotency()
+	<-x.dbUp
 	s := x.su.s
-	for _, p := range []*harness.Process{s.Flux, s.Gongbu, s.Hubu, s.Router} {
-		if !p.Running() {
+	for _, p := range []*harness.Process{s.Flux, s.Gongbu, x.replica["gongbu"], s.Hubu, x.replica["hubu"], s.Router} {
+		if p != nil && !p.Running() {
 			x.restart(p)
 			if p == s.Router {
 				x.routers[2] = x.httpRouter()

@@ -278,35 +278,35 @@ func (su *suite) scanForSecrets() {
 	su.t.Helper()
 	c := su.s.Credentials
 	secrets := append([]string{c.OperatorToken, c.GongbuAtHubuToken, c.HubuAtGongbuToken, c.RouterMCPToken, c.AgentToken, c.FluxKey}, su.extraSecrets...)
-	var texts []string
-	for _, name := range []string{"hubu", "gongbu", "mockflux", "router", "router-stdio"} {
-		_, raw, err := harness.LogLines(filepath.Join(su.s.Config.Dir, name+".log"))
+	// Every process's log (replicas' too: hubu-2.log, say), then every MCP response.
+	logs := []string{"hubu.log", "gongbu.log", "mockflux.log", "router.log", "router-stdio.log"}
+	replicas, _ := filepath.Glob(filepath.Join(su.s.Config.Dir, "*-[0-9].log"))
+	for _, path := range replicas {
+		logs = append(logs, filepath.Base(path))
+	}
+	var texts, where []string
+	for _, name := range logs {
+		_, raw, err := harness.LogLines(filepath.Join(su.s.Config.Dir, name))
 		if err != nil {
 			su.t.Error(err)
 		}
-		texts = append(texts, raw)
+		texts, where = append(texts, raw), append(where, name)
 	}
 	su.mu.Lock()
-	texts = append(texts, su.texts...)
+	for i, text := range su.texts {
+		texts, where = append(texts, text), append(where, fmt.Sprintf("MCP response %d", i))
+	}
 	su.mu.Unlock()
 	for i, text := range texts {
 		if strings.Contains(text, "hubu:operation:v1:") {
-			su.t.Errorf("a private operation key appears in %s", describe(i))
+			su.t.Errorf("a private operation key appears in %s", where[i])
 		}
 		for _, s := range secrets {
 			if s != "" && strings.Contains(text, s) {
-				su.t.Errorf("a token appears in %s", describe(i))
+				su.t.Errorf("a token appears in %s", where[i])
 			}
 		}
 	}
-}
-
-func describe(i int) string {
-	names := []string{"hubu.log", "gongbu.log", "mockflux.log", "router.log", "router-stdio.log"}
-	if i < len(names) {
-		return names[i]
-	}
-	return fmt.Sprintf("MCP response %d", i-len(names))
 }
 
 const foxArgs = `{"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}`

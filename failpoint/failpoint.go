@@ -3,7 +3,8 @@
 // Built with it, a process started with HUBU_FAILPOINTS=name[,name...] kills itself with
 // SIGKILL when it reaches a named point, exactly as a crash or a power cut would stop it
 // there; the e2e suite then restarts the process without the variable and checks that
-// nothing was charged twice.
+// nothing was charged twice. The same build reads HUBU_CLOCK_OFFSET through Clock, which
+// Hubu and Gongbu use as their clock, so the fault explorer can make a process's time jump.
 package failpoint
 
 // Names of the failpoints (the e2e suite and the docs refer to these).

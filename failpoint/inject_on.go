@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Enabled reports whether this binary was built with failpoints.
@@ -30,4 +31,19 @@ func Inject(name string) {
 	fmt.Fprintf(os.Stderr, "{\"msg\":\"failpoint reached; crashing\",\"failpoint\":%q}\n", name)
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	select {} // SIGKILL cannot be caught; wait for it
+}
+
+// Clock is time.Now shifted by HUBU_CLOCK_OFFSET (a Go duration such as 25h or -3s), so the
+// fault explorer can start a process whose clock has jumped. It panics on a malformed value:
+// a test that asked for a jump must not silently run without one.
+func Clock() func() time.Time {
+	v := os.Getenv("HUBU_CLOCK_OFFSET")
+	if v == "" {
+		return time.Now
+	}
+	offset, err := time.ParseDuration(v)
+	if err != nil {
+		panic(fmt.Sprintf("HUBU_CLOCK_OFFSET=%q: %v", v, err))
+	}
+	return func() time.Time { return time.Now().Add(offset) }
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -58,7 +59,7 @@ type Config struct {
 	Progress io.Writer
 	// Via, when set, gives the base URL through which process from reaches process to (a
 	// fault proxy, say) instead of to's own address; from and to are hubu, gongbu,
-	// mockflux and router.
+	// mockflux and router, and to is postgres for a service's database URL.
 	Via func(from, to, url string) string
 }
 
@@ -67,6 +68,14 @@ func (c Config) url(from, to, addr string) string {
 	u := "http://" + addr
 	if c.Via != nil {
 		return c.Via(from, to, u)
+	}
+	return u
+}
+
+// dbURL is how service from reaches its database at u.
+func (c Config) dbURL(from, u string) string {
+	if c.Via != nil {
+		return c.Via(from, "postgres", u)
 	}
 	return u
 }
@@ -147,13 +156,13 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 		Args: []string{"serve", "--listen", cfg.FluxAddr, "--data", filepath.Join(cfg.Dir, "mockflux.jsonl")}, Env: env("mockflux")}
 	s.Gongbu = &Process{Name: "gongbu", Path: bin.Path("gongbu"), Addr: cfg.GongbuAddr, LogPath: logs("gongbu"),
 		Args: []string{"serve", "--listen", cfg.GongbuAddr, "--poll-interval", "200ms"},
-		Env: env("gongbu", "GONGBU_DATABASE_URL="+s.GongbuDBURL, "GONGBU_HUBU_URL="+cfg.url("gongbu", "hubu", cfg.HubuAddr),
+		Env: env("gongbu", "GONGBU_DATABASE_URL="+cfg.dbURL("gongbu", s.GongbuDBURL), "GONGBU_HUBU_URL="+cfg.url("gongbu", "hubu", cfg.HubuAddr),
 			"GONGBU_HUBU_TOKEN="+s.Credentials.GongbuAtHubuToken, "GONGBU_SERVICE_TOKEN="+s.Credentials.HubuAtGongbuToken,
 			"GONGBU_FLUX_URL="+cfg.url("gongbu", "mockflux", cfg.FluxAddr), "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
 			fmt.Sprintf("GONGBU_FLUX_IDEMPOTENT=%v", cfg.FluxIdempotent))}
 	s.Hubu = &Process{Name: "hubu", Path: bin.Path("hubu"), Addr: cfg.HubuAddr, LogPath: logs("hubu"),
 		Args: []string{"serve", "--listen", cfg.HubuAddr},
-		Env: env("hubu", "HUBU_DATABASE_URL="+s.HubuDBURL, "HUBU_GONGBU_URL="+cfg.url("hubu", "gongbu", cfg.GongbuAddr),
+		Env: env("hubu", "HUBU_DATABASE_URL="+cfg.dbURL("hubu", s.HubuDBURL), "HUBU_GONGBU_URL="+cfg.url("hubu", "gongbu", cfg.GongbuAddr),
 			"HUBU_GONGBU_TOKEN="+s.Credentials.HubuAtGongbuToken)}
 	for _, p := range []*Process{s.Flux, s.Gongbu, s.Hubu} {
 		if err := p.Start(); err != nil {
@@ -185,6 +194,17 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 	}
 	cfg.say("router healthy")
 	return s, nil
+}
+
+// Replica is another process like p (a second Hubu or Gongbu on the same database and with the
+// same configuration) that listens on addr and logs to its own file; it is not started.
+func (s *Stack) Replica(p *Process, name, addr string) *Process {
+	args := slices.Clone(p.Args)
+	if i := slices.Index(args, "--listen"); i >= 0 {
+		args[i+1] = addr
+	}
+	return &Process{Name: name, Path: p.Path, Args: args, Env: slices.Clone(p.Env), Addr: addr,
+		LogPath: filepath.Join(s.Config.Dir, name+".log")}
 }
 
 // RouterArgs are the arguments of a router wired to this stack, sharing its registry.

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"hubu.dev/hubu/failpoint"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/flux"
@@ -229,7 +230,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	store := postgres.NewStore(pool)
 	svc := &execution.Service{
 		Store: store, Providers: map[string]gongbu.Provider{adapter.Name(): adapter}, Authority: authority,
-		Logger: logger, Now: time.Now, PollInterval: *pollInterval, PollDeadline: *pollDeadline, CallTimeout: fluxTimeout,
+		Logger: logger, Now: failpoint.Clock(), PollInterval: *pollInterval, PollDeadline: *pollDeadline, CallTimeout: fluxTimeout,
 	}
 	// A worker's lease outlasts any submission it makes, so no other worker takes a live
 	// submission over. --lease may shorten it (the e2e suite does, against mockflux).

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"hubu.dev/hubu/failpoint"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/console"
 	"hubu.dev/hubu/services/hubu/gongbuexec"
@@ -146,7 +147,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 
-	now := time.Now
+	now := failpoint.Clock()
 	store := postgres.NewStore(pool, ttl)
 	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: *retryAfter}
 	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now,
