@@ -59,7 +59,7 @@ e2e: ## run only the end-to-end double-charge suite (real binaries built with fa
 .PHONY: chaos
 chaos: ## the seeded fault explorer over the real binaries: make chaos [SEED=N] [RUNS=M] [PARALLEL=4] (a failing run prints its replay command)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" HUBU_CHAOS_SEED="$${SEED:-$$(date +%s)}" HUBU_CHAOS_RUNS="$${RUNS:-20}" \
-		go test -count=1 -timeout 0 -parallel "$${PARALLEL:-4}" -run '^TestChaos$$' -v hubu.dev/hubu/e2e/ | grep -E '^\s*(chaos|fault|indeterminate|replay|violation|seed|---|ok|FAIL|PASS)|chaos_test.go'
+		go test -count=1 -timeout 0 -parallel "$${PARALLEL:-4}" -run '^TestChaos$$' -v hubu.dev/hubu/e2e/ | grep -E '^\s*(chaos|fault|indeterminate|replay|violation|seed|logs|---|ok|FAIL|PASS)|chaos_test.go'
 
 .PHONY: bench
 bench: ## run the benchmarks (not tests; numbers, no assertions)

@@ -204,9 +204,10 @@ func (h *hop) url() string { return h.gate.URL }
 
 // explorer is one run.
 type explorer struct {
-	t   *testing.T
-	su  *suite
-	rng *rand.Rand
+	t    *testing.T
+	seed uint64
+	su   *suite
+	rng  *rand.Rand
 	// more draws from the seed, for what was added after the regression seeds were found (so
 	// their schedules stay as they were): replicas, Postgres restarts, clock jumps.
 	more       *rand.Rand
@@ -242,7 +243,7 @@ type chaosCall struct {
 
 func explore(t *testing.T, seed uint64, tally *chaosTally) {
 	rng := rand.New(rand.NewPCG(seed, 0x68756275))
-	x := &explorer{t: t, rng: rng, idempotent: rng.IntN(2) == 0, shortTTL: rng.IntN(3) == 0, hops: map[string]*hop{}, tally: tally,
+	x := &explorer{t: t, seed: seed, rng: rng, idempotent: rng.IntN(2) == 0, shortTTL: rng.IntN(3) == 0, hops: map[string]*hop{}, tally: tally,
 		more: rand.New(rand.NewPCG(seed, 0x6d6f7265)), replica: map[string]*harness.Process{}, dbUp: make(chan struct{})}
 	close(x.dbUp)
 	x.replicas = x.more.IntN(3) == 0
@@ -267,6 +268,7 @@ func explore(t *testing.T, seed uint64, tally *chaosTally) {
 func (x *explorer) start() {
 	t := x.t
 	server, id, dir, idConfig := stackPlace(t)
+	t.Cleanup(func() { x.keepLogs(dir) }) // after every process stopped, before dir goes
 	ttl := "24h"
 	if x.shortTTL {
 		ttl = "6s"
@@ -395,6 +397,26 @@ func (x *explorer) start() {
 	x.setIdempotency()
 	x.routers = []*mcp.ClientSession{su.routerWaiting(2 * time.Second), su.routerWaiting(2 * time.Second), x.httpRouter()}
 	x.agent2 = x.secondAgent()
+}
+
+// keepLogs copies a failed run's logs to $HUBU_CHAOS_LOGS/seed-N/, when that is set.
+func (x *explorer) keepLogs(dir string) {
+	to := os.Getenv("HUBU_CHAOS_LOGS")
+	if to == "" || !x.t.Failed() {
+		return
+	}
+	to = filepath.Join(to, fmt.Sprintf("seed-%d", x.seed))
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err := os.MkdirAll(to, 0o700); err != nil {
+		x.t.Log(err)
+		return
+	}
+	for _, l := range logs {
+		if b, err := os.ReadFile(l); err == nil {
+			_ = os.WriteFile(filepath.Join(to, filepath.Base(l)), b, 0o600)
+		}
+	}
+	x.t.Logf("logs: %s", to)
 }
 
 // setIdempotency turns mockflux's idempotency off for a run against a provider that ignores
@@ -1098,16 +1120,19 @@ func (x *explorer) check() {
 	x.tally.checks++
 	// No agent above its budget.
 	for i, cs := range []*mcp.ClientSession{x.routers[0], x.agent2} {
-		r, err := su.callWithin(cs, "capabilities", `{}`, nil, 20*time.Second)
-		if err != nil {
-			t.Fatalf("capabilities: %v", err)
-		}
+		var r result
+		x.eventually("capabilities", func() (err error) {
+			if r, err = su.callWithin(cs, "capabilities", `{}`, nil, 20*time.Second); err == nil && r.code() != "" {
+				err = fmt.Errorf("answered %v", r)
+			}
+			return err
+		})
 		details, _ := r["details"].(map[string]any)
 		budget, _ := details["budget"].(map[string]any)
 		used, _ := budget["used_micros"].(float64)
 		limit, _ := budget["limit_micros"].(float64)
 		if limit == 0 || used > limit {
-			t.Errorf("violation: agent %d used %v of a budget of %v", i+1, used, limit)
+			t.Errorf("violation: agent %d used %v of a budget of %v: %v", i+1, used, limit, r)
 		}
 	}
 	x.tally.checks++
@@ -1151,22 +1176,44 @@ func (x *explorer) chargeOf(id uuid.UUID) int64 {
 // indeterminateCause is the first clause of the execution's error, which names its cause.
 func (x *explorer) indeterminateCause(id uuid.UUID) string {
 	c := x.su.s.Credentials
-	req, _ := http.NewRequest(http.MethodGet, x.su.s.Gongbu.URL()+"/v1/executions/"+id.String(), nil)
-	req.Header.Set("Authorization", "Bearer "+c.HubuAtGongbuToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "unknown"
-	}
-	defer resp.Body.Close()
 	var e struct {
 		Error string `json:"error"`
 	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = json.Unmarshal(body, &e)
+	x.eventually("read execution "+id.String(), func() error {
+		req, _ := http.NewRequest(http.MethodGet, x.su.s.Gongbu.URL()+"/v1/executions/"+id.String(), nil)
+		req.Header.Set("Authorization", "Bearer "+c.HubuAtGongbuToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", resp.Status, body)
+		}
+		return json.Unmarshal(body, &e)
+	})
 	cause, _, _ := strings.Cut(e.Error, ": ")
 	cause, _, _ = strings.Cut(cause, " (")
 	cause, _, _ = strings.Cut(cause, ";")
 	return cause
+}
+
+// eventually retries f for up to 30 seconds: right after the faults are cleared, a service
+// may still answer an error once (a pooled connection killed by a Postgres restart, say).
+func (x *explorer) eventually(what string, f func() error) {
+	x.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			x.t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
 }
 
 // decisionsByHandle is Hubu's record of every decision, by public handle.
@@ -1177,10 +1224,11 @@ func (x *explorer) decisionsByHandle() map[string]reconcile.Decision {
 	if err != nil {
 		x.t.Fatal(err)
 	}
-	ds, err := src.Decisions(context.Background())
-	if err != nil {
-		x.t.Fatal(err)
-	}
+	var ds []reconcile.Decision
+	x.eventually("read Hubu's decisions", func() (err error) {
+		ds, err = src.Decisions(context.Background())
+		return err
+	})
 	out := map[string]reconcile.Decision{}
 	for _, d := range ds {
 		out[d.PublicHandle] = d
