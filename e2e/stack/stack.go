@@ -346,6 +346,15 @@ func (s *Stack) WriteEnvFile(path string) error {
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
+// ShellWord is s as one word of a bash or zsh command line: as it is when that is safe,
+// else single-quoted.
+func ShellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@+,") == "" {
+		return s
+	}
+	return shellQuote(s)
+}
+
 // ensureDatabase creates the database when missing and returns its URL.
 func ensureDatabase(ctx context.Context, serverURL, name string) (string, error) {
 	conn, err := pgx.Connect(ctx, serverURL)

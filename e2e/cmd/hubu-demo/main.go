@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/proto/bflapi"
 )
 
@@ -109,7 +110,7 @@ func run(ctx context.Context, envFile, out string, w io.Writer) error {
 	}
 
 	fmt.Fprintf(w, "Hubu demo through %s\n\n", env["ROUTER_MCP_URL"])
-	res, first, err := call("1. Codex generates an image (callId demo-"+run+"-1)", "generate_image", fox, map[string]any{"callId": "demo-" + run + "-1", "openai/session": "demo"})
+	res, first, err := call("1. Codex generates an image (callId call_demo_"+run+"_1)", "generate_image", fox, map[string]any{"callId": "call_demo_" + run + "_1", "openai/session": "demo"})
 	if err != nil {
 		return err
 	}
@@ -123,20 +124,24 @@ func run(ctx context.Context, envFile, out string, w io.Writer) error {
 			}
 		}
 	}
-	if _, _, err := call("2. the same call delivered again (a reconnect)", "generate_image", fox, map[string]any{"callId": "demo-" + run + "-1", "openai/session": "demo"}); err != nil {
+	if _, _, err := call("2. the same call delivered again (a reconnect)", "generate_image", fox, map[string]any{"callId": "call_demo_" + run + "_1", "openai/session": "demo"}); err != nil {
 		return err
 	}
-	if _, _, err := call("3. a new call with the same prompt (callId demo-"+run+"-2)", "generate_image", fox, map[string]any{"callId": "demo-" + run + "-2", "openai/session": "demo"}); err != nil {
+	if _, _, err := call("3. a new call with the same prompt (callId call_demo_"+run+"_2)", "generate_image", fox, map[string]any{"callId": "call_demo_" + run + "_2", "openai/session": "demo"}); err != nil {
 		return err
 	}
 	if _, _, err := call("4. a call with only session context (ChatGPT chat)", "generate_image", fox, map[string]any{"openai/session": "demo", "openai/subject": "u"}); err != nil {
 		return err
 	}
 	ultra := json.RawMessage(`{"prompt":"a cathedral folded from paper","model":"flux-pro-1.1-ultra","width":1024,"height":1024}`)
-	_, held, err := call("5. a $0.06 spend, above the $0.05 auto-approve limit", "generate_image", ultra, map[string]any{"callId": "demo-" + run + "-3"})
+	_, held, err := call("5. a $0.06 spend, above the $0.05 auto-approve limit", "generate_image", ultra, map[string]any{"callId": "call_demo_" + run + "_3"})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nThe last spend waits for a human: . %s && $HUBUCTL_CMD approve %v\nthen resume it with the resume_operation tool.\n", envFile, held["public_handle"])
+	// Lines that work pasted into bash or zsh from any directory (TestQuickStart runs them).
+	absEnv, _ := filepath.Abs(envFile)
+	hubuctl, _ := filepath.Abs(filepath.Join("bin", "hubuctl")) // make up builds it there; make demo runs at the root
+	fmt.Fprintf(w, "\nThe last spend waits for a human. Approve it (bash or zsh):\n\n  set -a; . %s; set +a\n  %s approve %v\n\nthen resume it with the resume_operation tool.\n",
+		stack.ShellWord(absEnv), stack.ShellWord(hubuctl), held["public_handle"])
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"syscall"
 
@@ -49,8 +50,12 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 		}
 		return def
 	}
+	hubuDB, gongbuDB, err := databaseNames(getenv("HUBU_STACK_NAME"))
+	if err != nil {
+		return err
+	}
 	s, err := stack.Start(ctx, bin, stack.Config{
-		Dir: dir, ServerURL: serverURL, HubuDB: "hubu", GongbuDB: "gongbu", FluxIdempotent: true, Progress: out,
+		Dir: dir, ServerURL: serverURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: true, Progress: out,
 		HubuAddr: addr("HUBU_STACK_HUBU_ADDR", "127.0.0.1:8081"), GongbuAddr: addr("HUBU_STACK_GONGBU_ADDR", "127.0.0.1:8082"),
 		FluxAddr: addr("HUBU_STACK_MOCKFLUX_ADDR", "127.0.0.1:8083"), RouterAddr: addr("HUBU_STACK_ROUTER_ADDR", "127.0.0.1:8090"),
 	})
@@ -75,17 +80,39 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	return nil
 }
 
+// databaseNames are the stack's databases: hubu and gongbu, or hubu_NAME and gongbu_NAME when
+// HUBU_STACK_NAME is set, so that two stacks can share one Postgres server.
+func databaseNames(name string) (hubu, gongbu string, err error) {
+	if name == "" {
+		return "hubu", "gongbu", nil
+	}
+	if !validName.MatchString(name) {
+		return "", "", fmt.Errorf("HUBU_STACK_NAME=%q: use 1 to 40 lower-case letters, digits and underscores", name)
+	}
+	return "hubu_" + name, "gongbu_" + name, nil
+}
+
+var validName = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+
+// printConnect says how to use the stack. Every indented command line works when pasted
+// into bash or zsh from any directory (TestQuickStart runs them).
 func printConnect(out io.Writer, s *stack.Stack, envPath string) {
 	env := s.EnvFile()
+	w := stack.ShellWord
 	router := s.Bin.Path("hubu-unified-mcp")
+	state := filepath.Join(s.Config.Dir, "router.db")
 	fmt.Fprintf(out, `
-The Hubu stack is up. Everything is in %s (source it: . %s).
+The Hubu stack is up. Its URLs and tokens are in %s.
 
-  Hubu      %s      (operator CLI: $HUBUCTL_CMD approvals | approve HANDLE | deny HANDLE)
+  Hubu      %s      (approval console: %s)
   Gongbu    %s
   mockflux  %s      (charges: %s/_mock/charges)
   router    %s  (streamable HTTP; Authorization: Bearer $ROUTER_MCP_TOKEN)
-  console   %s  (sign in with HUBU_APPROVER_TOKEN from the env file)
+
+In another terminal (bash or zsh), the operator CLI:
+
+  set -a; . %s; set +a
+  %s approvals
 
 Codex (~/.codex/config.toml):
 
@@ -93,8 +120,9 @@ Codex (~/.codex/config.toml):
   command = %q
   args = ["--hubu-url", %q, "--gongbu-url", %q, "--state", %q, "--allow-private-image-hosts"]
   env = { HUBU_AGENT_TOKEN = "<HUBU_AGENT_TOKEN from %s>" }
+  default_tools_approval_mode = "approve"
 
-Claude Code:
+Claude Code (after the set -a line above):
 
   claude mcp add hubu --env HUBU_AGENT_TOKEN="$HUBU_AGENT_TOKEN" -- %s --hubu-url %s --gongbu-url %s --state %s --allow-private-image-hosts
 
@@ -102,7 +130,8 @@ Any MCP client over streamable HTTP: %s with the header "Authorization: Bearer $
 
 The demo agent auto-approves up to $0.05 an operation, has a ceiling of $1.00 and $5.00 a day;
 flux-pro-1.1-ultra ($0.06) waits for your approval. Ctrl-C stops everything.
-`, envPath, envPath, env["HUBU_URL"], env["GONGBU_URL"], env["MOCKFLUX_URL"], env["MOCKFLUX_URL"], env["ROUTER_MCP_URL"], env["CONSOLE_URL"],
-		router, env["HUBU_URL"], env["GONGBU_URL"], filepath.Join(s.Config.Dir, "router.db"), envPath,
-		router, env["HUBU_URL"], env["GONGBU_URL"], filepath.Join(s.Config.Dir, "router.db"), env["ROUTER_MCP_URL"])
+`, envPath, env["HUBU_URL"], env["CONSOLE_URL"], env["GONGBU_URL"], env["MOCKFLUX_URL"], env["MOCKFLUX_URL"], env["ROUTER_MCP_URL"],
+		w(envPath), w(s.Bin.Path("hubuctl")),
+		router, env["HUBU_URL"], env["GONGBU_URL"], state, envPath,
+		w(router), w(env["HUBU_URL"]), w(env["GONGBU_URL"]), w(state), env["ROUTER_MCP_URL"])
 }
