@@ -50,6 +50,33 @@ func TestApprovedButNotResumed(t *testing.T) {
 	}
 }
 
+// A period's budget counts only what was spent in that period: usage recorded while Hubu's
+// clock was a day ahead belongs to the next day, and does not use up today once the clock is
+// back (the fault explorer found this with a clock jump, seed 6075).
+func TestBudgetCountsOnlyItsOwnPeriod(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.newAgent(t, "agent", policy(50_000, 1_000_000, 100_000))
+	if op := mustOperation(t, authorize(t, a, newCall("flux-dev"))); op.State != hubuapi.OperationStateExecuting {
+		t.Fatalf("today's first spend: %+v", op)
+	}
+	b.clock.Advance(25 * time.Hour) // the clock jumps a day ahead
+	for range 4 {
+		if op := mustOperation(t, authorize(t, a, newCall("flux-dev"))); op.State != hubuapi.OperationStateExecuting {
+			t.Fatalf("within the next day's budget: %+v", op)
+		}
+	}
+	b.clock.Advance(-25 * time.Hour) // and is put right
+	caps, _ := a.client.GetCapabilitiesWithResponse(ctx)
+	if caps.JSON200 == nil || caps.JSON200.Budget.UsedMicros != 25_000 {
+		t.Fatalf("today's budget counts another day's spend: %s", caps.Body)
+	}
+	if op := mustOperation(t, authorize(t, a, newCall("flux-dev"))); op.State != hubuapi.OperationStateExecuting {
+		t.Fatalf("today's second spend, well within today's budget: %+v", op)
+	}
+}
+
 // Changing an agent's budget period never forgets what it spent.
 func TestBudgetPeriodChangeKeepsSpend(t *testing.T) {
 	t.Parallel()

@@ -73,6 +73,17 @@ func PeriodStart(period string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("unknown budget period %q", period)
 }
 
+// PeriodEnd is the end (exclusive) of the budget period that starts at start.
+func PeriodEnd(period string, start time.Time) time.Time {
+	switch period {
+	case "week":
+		return start.AddDate(0, 0, 7)
+	case "month":
+		return start.AddDate(0, 1, 0)
+	}
+	return start.AddDate(0, 0, 1)
+}
+
 // FormatMicros renders an amount for people: 25000 USD is "USD 0.025", 1000000 is "USD 1.00".
 func FormatMicros(micros int64, currency string) string {
 	sign := ""

@@ -64,6 +64,16 @@ func TestPeriodStart(t *testing.T) {
 	if _, err := PeriodStart("year", now); err == nil {
 		t.Error("unknown period accepted")
 	}
+	for period, want := range map[string]time.Time{
+		"day":   time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC),
+		"week":  time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
+		"month": time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
+	} {
+		start, _ := PeriodStart(period, now)
+		if got := PeriodEnd(period, start); !got.Equal(want) {
+			t.Errorf("PeriodEnd(%s) = %v, want %v", period, got, want)
+		}
+	}
 }
 
 func TestFormatMicros(t *testing.T) {

@@ -86,7 +86,7 @@ func (s *Store) budget(ctx context.Context, a hubu.Agent, now time.Time) (hubu.B
 	if err != nil {
 		return hubu.Budget{}, err
 	}
-	used, err := s.q.SumBudgetUsage(ctx, s.pool, hubudb.SumBudgetUsageParams{AgentID: a.ID, Since: start})
+	used, err := s.q.SumBudgetUsage(ctx, s.pool, hubudb.SumBudgetUsageParams{AgentID: a.ID, Since: start, Until: policy.PeriodEnd(a.Policy.BudgetPeriod, start)})
 	if err != nil {
 		return hubu.Budget{}, fmt.Errorf("budget usage: %w", err)
 	}

@@ -75,7 +75,7 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 		if err := s.q.EnsureBudgetUsage(ctx, tx, hubudb.EnsureBudgetUsageParams{AgentID: agentID, Day: day}); err != nil {
 			return result{}, fmt.Errorf("budget usage: %w", err)
 		}
-		used, err := s.q.SumBudgetUsage(ctx, tx, hubudb.SumBudgetUsageParams{AgentID: agentID, Since: periodStart})
+		used, err := s.q.SumBudgetUsage(ctx, tx, hubudb.SumBudgetUsageParams{AgentID: agentID, Since: periodStart, Until: policy.PeriodEnd(pol.BudgetPeriod, periodStart)})
 		if err != nil {
 			return result{}, fmt.Errorf("budget usage: %w", err)
 		}

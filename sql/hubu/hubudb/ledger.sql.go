@@ -166,16 +166,21 @@ func (q *Queries) ListLedgerEntriesOf(ctx context.Context, db DBTX, operationIds
 }
 
 const sumBudgetUsage = `-- name: SumBudgetUsage :one
-SELECT coalesce(sum(used_micros), 0)::bigint FROM budget_usage WHERE agent_id = $1 AND day >= $2
+SELECT coalesce(sum(used_micros), 0)::bigint FROM budget_usage
+WHERE agent_id = $1 AND day >= $2 AND day < $3
 `
 
 type SumBudgetUsageParams struct {
 	AgentID uuid.UUID
 	Since   time.Time
+	Until   time.Time
 }
 
+// What an agent spent in one budget period, [since, until). The upper bound matters: a usage
+// row dated after the period (recorded while Hubu's clock was ahead, say) belongs to a later
+// period and must not use up this one.
 func (q *Queries) SumBudgetUsage(ctx context.Context, db DBTX, arg SumBudgetUsageParams) (int64, error) {
-	row := db.QueryRow(ctx, sumBudgetUsage, arg.AgentID, arg.Since)
+	row := db.QueryRow(ctx, sumBudgetUsage, arg.AgentID, arg.Since, arg.Until)
 	var column_1 int64
 	err := row.Scan(&column_1)
 	return column_1, err

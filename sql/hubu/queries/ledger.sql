@@ -19,7 +19,11 @@ VALUES ($1, $2, 0)
 ON CONFLICT (agent_id, day) DO NOTHING;
 
 -- name: SumBudgetUsage :one
-SELECT coalesce(sum(used_micros), 0)::bigint FROM budget_usage WHERE agent_id = $1 AND day >= sqlc.arg(since);
+-- What an agent spent in one budget period, [since, until). The upper bound matters: a usage
+-- row dated after the period (recorded while Hubu's clock was ahead, say) belongs to a later
+-- period and must not use up this one.
+SELECT coalesce(sum(used_micros), 0)::bigint FROM budget_usage
+WHERE agent_id = $1 AND day >= sqlc.arg(since) AND day < sqlc.arg(until);
 
 -- name: AddBudgetUsage :one
 UPDATE budget_usage SET used_micros = used_micros + sqlc.arg(delta)::bigint
