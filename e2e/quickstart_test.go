@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -399,4 +400,26 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// A port another process holds is refused before anything starts, naming the setting that moves
+// it: otherwise that process would answer the new stack's health checks.
+func TestStackRefusesATakenPort(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	server, id, dir, _ := stackPlace(t)
+	t.Cleanup(func() { _ = harness.DropDatabases(context.Background(), server, "hubu_port_"+id, "gongbu_port_"+id) })
+	s, err := harness.Start(context.Background(), bin, harness.Config{Dir: dir, ServerURL: server,
+		HubuDB: "hubu_port_" + id, GongbuDB: "gongbu_port_" + id, HubuAddr: ln.Addr().String()})
+	if err == nil {
+		s.Stop()
+		t.Fatal("the stack started with Hubu's port taken")
+	}
+	if !strings.Contains(err.Error(), "is taken") || !strings.Contains(err.Error(), "HUBU_STACK_HUBU_ADDR") {
+		t.Fatalf("the error does not say the port is taken and how to move it: %v", err)
+	}
 }

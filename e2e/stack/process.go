@@ -94,12 +94,26 @@ func (p *Process) WaitHealthy(ctx context.Context, timeout time.Duration) error 
 		}
 		select {
 		case <-p.exitedChan():
-			return fmt.Errorf("%s exited before it was healthy: %v (log: %s)", p.Name, p.exitErr(), p.LogPath)
+			return fmt.Errorf("%s exited before it was healthy: %v%s (log: %s)", p.Name, p.exitErr(), lastWords(p.LogPath), p.LogPath)
 		case <-ctx.Done():
 			return fmt.Errorf("%s was not healthy within %s (log: %s)", p.Name, timeout, p.LogPath)
 		case <-tick.C:
 		}
 	}
+}
+
+// lastWords is ": " and the last line of a log, which says why a process that stopped at
+// start stopped ("cannot listen on …", say), or nothing.
+func lastWords(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if last := strings.TrimSpace(lines[len(lines)-1]); last != "" {
+		return ": " + last
+	}
+	return ""
 }
 
 func (p *Process) exitedChan() chan struct{} {

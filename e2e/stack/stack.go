@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -145,6 +146,17 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 				return nil, err
 			}
 		}
+	}
+	// A port another process holds would have that process answer our health checks.
+	for _, a := range []struct{ name, addr, env string }{
+		{"Hubu", cfg.HubuAddr, "HUBU_STACK_HUBU_ADDR"}, {"Gongbu", cfg.GongbuAddr, "HUBU_STACK_GONGBU_ADDR"},
+		{"mockflux", cfg.FluxAddr, "HUBU_STACK_MOCKFLUX_ADDR"}, {"the router", cfg.RouterAddr, "HUBU_STACK_ROUTER_ADDR"},
+	} {
+		ln, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s's address %s is taken (is another stack running? make down stops it), or set %s to a free one: %v", a.name, a.addr, a.env, err)
+		}
+		ln.Close()
 	}
 	s.Config = cfg
 	logs := func(name string) string { return filepath.Join(cfg.Dir, name+".log") }
