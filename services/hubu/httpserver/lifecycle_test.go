@@ -1,0 +1,134 @@
+package httpserver_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"hubu.dev/hubu/proto/hubuapi"
+)
+
+// failUpdates makes every update of an operation that matches when fail inside Postgres, as a
+// lost connection or a full disk would fail it, until the returned func is called.
+func failUpdates(t *testing.T, pool *pgxpool.Pool, name, when string) (restore func()) {
+	t.Helper()
+	ctx := context.Background()
+	ddl := fmt.Sprintf(`
+		CREATE FUNCTION fail_%[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'injected fault: %[1]s'; END $$;
+		CREATE TRIGGER fail_%[1]s BEFORE UPDATE ON operations FOR EACH ROW WHEN (%[2]s) EXECUTE FUNCTION fail_%[1]s();`, name, when)
+	if _, err := pool.Exec(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`DROP TRIGGER fail_%[1]s ON operations; DROP FUNCTION fail_%[1]s();`, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A hand-off that fails at any of its three steps (counting the try, the executor, recording
+// its acceptance) leaves the operation dispatching, says so in the log, and is re-sent by the
+// next recovery pass; the executor sees the same decision every time, and the spend ends up
+// executing once the fault is gone.
+func TestHandOffFailuresAreResent(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		fault     func(t *testing.T, b *bundle) (restore func())
+		logged    string
+		delivered int // decisions the executor accepted during the failed hand-off
+	}{
+		{"counting the try fails", func(t *testing.T, b *bundle) func() {
+			return failUpdates(t, b.pool, "count", "NEW.dispatch_attempts <> OLD.dispatch_attempts")
+		}, "could not count the hand-off; it will be re-sent", 0},
+		{"the executor fails", func(t *testing.T, b *bundle) func() {
+			b.exec.FailNext(1)
+			return func() {}
+		}, "hand-off to the executor failed; it will be re-sent", 0},
+		{"recording the acceptance fails", func(t *testing.T, b *bundle) func() {
+			return failUpdates(t, b.pool, "accept", "NEW.state = 'executing'")
+		}, "could not record the hand-off; it will be re-sent", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b := setup(t)
+			a := b.newAgent(t, "agent", nil)
+			restore := c.fault(t, b)
+			op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
+			if op.State != hubuapi.OperationStateDispatching {
+				t.Fatalf("after a failed hand-off the operation is %s, want dispatching", op.State)
+			}
+			if !strings.Contains(b.logs.String(), c.logged) {
+				t.Fatalf("the log does not say %q:\n%s", c.logged, b.logs.String())
+			}
+			if n := len(b.exec.Decisions()); n != c.delivered {
+				t.Fatalf("the executor accepted %d decisions, want %d", n, c.delivered)
+			}
+			restore()
+
+			// Not before RetryAfter: a hand-off still in progress elsewhere is not raced.
+			if n, err := b.life.Recover(ctx); err != nil || n != 0 {
+				t.Fatalf("recover before RetryAfter: %d, %v", n, err)
+			}
+			b.clock.Advance(11 * time.Second)
+			if n, err := b.life.Recover(ctx); err != nil || n != 1 {
+				t.Fatalf("recover: %d sent, %v; want 1", n, err)
+			}
+			got, _ := a.client.GetOperationWithResponse(ctx, op.PublicHandle)
+			if got.JSON200 == nil || got.JSON200.State != hubuapi.OperationStateExecuting {
+				t.Fatalf("after the re-send: %s", got.Body)
+			}
+			ds := b.exec.Decisions()
+			if len(ds) != c.delivered+1 {
+				t.Fatalf("the executor accepted %d decisions, want %d", len(ds), c.delivered+1)
+			}
+			for _, d := range ds {
+				if d.DecisionID != ds[0].DecisionID {
+					t.Fatalf("a re-send carried another decision: %s and %s", d.DecisionID, ds[0].DecisionID)
+				}
+			}
+		})
+	}
+}
+
+// A recovery pass whose expiry half fails still re-sends what is dispatching, and reports the
+// failure; the held spend expires on a later pass.
+func TestRecoverHalvesAreIndependent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupWithTTL(t, time.Minute)
+	a := b.newAgent(t, "agent", nil)
+	held := mustOperation(t, authorize(t, a, newCall("flux-pro-1.1-ultra"))) // above the auto-approve limit
+	if held.State != hubuapi.OperationStatePendingApproval {
+		t.Fatalf("held spend: %s", held.State)
+	}
+	b.exec.FailNext(1)
+	sent := mustOperation(t, authorize(t, a, newCall("flux-dev")))
+	if sent.State != hubuapi.OperationStateDispatching {
+		t.Fatalf("failed hand-off: %s", sent.State)
+	}
+
+	restore := failUpdates(t, b.pool, "expire", "NEW.state = 'expired'")
+	b.clock.Advance(2 * time.Minute)
+	n, err := b.life.Recover(ctx)
+	if err == nil || !strings.Contains(err.Error(), "injected fault: expire") {
+		t.Fatalf("recover hid the expiry's failure: %v", err)
+	}
+	if n != 1 {
+		t.Fatalf("recover re-sent %d decisions while expiry failed, want 1", n)
+	}
+	restore()
+	if _, err := b.life.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := a.client.GetOperationWithResponse(ctx, held.PublicHandle)
+	if got.JSON200 == nil || got.JSON200.State != hubuapi.OperationStateExpired || got.JSON200.HeldMicros != 0 {
+		t.Fatalf("the held spend after a later pass: %s", got.Body)
+	}
+}
