@@ -44,6 +44,51 @@ func (e BudgetPeriod) Valid() bool {
 	}
 }
 
+// Defines values for CredentialKind.
+const (
+	CredentialKindAgent    CredentialKind = "agent"
+	CredentialKindOperator CredentialKind = "operator"
+	CredentialKindService  CredentialKind = "service"
+)
+
+// Valid indicates whether the value is a known member of the CredentialKind enum.
+func (e CredentialKind) Valid() bool {
+	switch e {
+	case CredentialKindAgent:
+		return true
+	case CredentialKindOperator:
+		return true
+	case CredentialKindService:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CredentialState.
+const (
+	CredentialStateActive   CredentialState = "active"
+	CredentialStateExpired  CredentialState = "expired"
+	CredentialStateExpiring CredentialState = "expiring"
+	CredentialStateRevoked  CredentialState = "revoked"
+)
+
+// Valid indicates whether the value is a known member of the CredentialState enum.
+func (e CredentialState) Valid() bool {
+	switch e {
+	case CredentialStateActive:
+		return true
+	case CredentialStateExpired:
+		return true
+	case CredentialStateExpiring:
+		return true
+	case CredentialStateRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DenialCode.
 const (
 	DenialCodeBudgetExceeded DenialCode = "budget_exceeded"
@@ -66,9 +111,12 @@ func (e DenialCode) Valid() bool {
 const (
 	Conflict             ErrorCode = "conflict"
 	CreateNewOperation   ErrorCode = "create_new_operation"
+	CredentialExpired    ErrorCode = "credential_expired"
+	CredentialRevoked    ErrorCode = "credential_revoked"
 	Forbidden            ErrorCode = "forbidden"
 	Internal             ErrorCode = "internal"
 	InvalidArguments     ErrorCode = "invalid_arguments"
+	MethodNotAllowed     ErrorCode = "method_not_allowed"
 	NotFound             ErrorCode = "not_found"
 	PayloadTooLarge      ErrorCode = "payload_too_large"
 	Unauthorized         ErrorCode = "unauthorized"
@@ -83,11 +131,17 @@ func (e ErrorCode) Valid() bool {
 		return true
 	case CreateNewOperation:
 		return true
+	case CredentialExpired:
+		return true
+	case CredentialRevoked:
+		return true
 	case Forbidden:
 		return true
 	case Internal:
 		return true
 	case InvalidArguments:
+		return true
+	case MethodNotAllowed:
 		return true
 	case NotFound:
 		return true
@@ -306,6 +360,72 @@ type Capabilities struct {
 	Prices []Price `json:"prices"`
 	Tools  []Tool  `json:"tools"`
 }
+
+// Credential One bearer credential's record; never its token or the token's hash. `created_by` is the
+// operator credential that issued it by a rotation; `revoked_by` the one that revoked it
+// (absent for a revocation made before Hubu recorded who made it).
+type Credential struct {
+	// AgentId The agent it acts as (agent credentials only).
+	AgentId   *openapi_types.UUID `json:"agent_id,omitempty"`
+	CreatedAt time.Time           `json:"created_at"`
+	CreatedBy *CredentialRef      `json:"created_by,omitempty"`
+
+	// ExpiresAt When a rotation's overlap ends; refused from then on.
+	ExpiresAt *time.Time         `json:"expires_at,omitempty"`
+	Id        openapi_types.UUID `json:"id"`
+	Kind      CredentialKind     `json:"kind"`
+
+	// Name The agent's name for an agent credential; else the name it was created with.
+	Name string `json:"name"`
+
+	// ReplacedBy The credential that replaced this one.
+	ReplacedBy *openapi_types.UUID `json:"replaced_by,omitempty"`
+
+	// Replaces The credential this one replaced.
+	Replaces  *openapi_types.UUID `json:"replaces,omitempty"`
+	RevokedAt *time.Time          `json:"revoked_at,omitempty"`
+	RevokedBy *CredentialRef      `json:"revoked_by,omitempty"`
+
+	// State active: valid, with no end; expiring: replaced by a rotation, valid until expires_at;
+	// expired: replaced by a rotation, and its overlap is over; revoked: an operator revoked it.
+	State CredentialState `json:"state"`
+}
+
+// CredentialKind defines model for CredentialKind.
+type CredentialKind string
+
+// CredentialList defines model for CredentialList.
+type CredentialList struct {
+	Credentials []Credential `json:"credentials"`
+}
+
+// CredentialRef defines model for CredentialRef.
+type CredentialRef struct {
+	Id openapi_types.UUID `json:"id"`
+
+	// Name The operator credential's name.
+	Name string `json:"name"`
+}
+
+// CredentialRotated defines model for CredentialRotated.
+type CredentialRotated struct {
+	// Credential One bearer credential's record; never its token or the token's hash. `created_by` is the
+	// operator credential that issued it by a rotation; `revoked_by` the one that revoked it
+	// (absent for a revocation made before Hubu recorded who made it).
+	Credential Credential `json:"credential"`
+
+	// Replaced One bearer credential's record; never its token or the token's hash. `created_by` is the
+	// operator credential that issued it by a rotation; `revoked_by` the one that revoked it
+	// (absent for a revocation made before Hubu recorded who made it).
+	Replaced Credential `json:"replaced"`
+
+	// Token The replacement's bearer token. Shown once; Hubu keeps only its hash.
+	Token string `json:"token"`
+}
+
+// CredentialState active: valid, with no end; expiring: replaced by a rotation, valid until expires_at;
+// expired: replaced by a rotation, and its overlap is over; revoked: an operator revoked it.
+type CredentialState string
 
 // Decision defines model for Decision.
 type Decision struct {
@@ -539,6 +659,12 @@ type ReleaseRequest struct {
 	Reason *string `json:"reason,omitempty"`
 }
 
+// RotateRequest defines model for RotateRequest.
+type RotateRequest struct {
+	// OverlapSeconds How long the replaced credential stays valid beside its replacement (default 0, at most 24 hours).
+	OverlapSeconds *int `json:"overlap_seconds,omitempty"`
+}
+
 // Scope What the decision is bound to; the executor must run exactly this.
 type Scope struct {
 	Model    string `json:"model"`
@@ -566,6 +692,9 @@ type Tool string
 // AgentID defines model for AgentID.
 type AgentID = openapi_types.UUID
 
+// CredentialID defines model for CredentialID.
+type CredentialID = openapi_types.UUID
+
 // DecisionID defines model for DecisionID.
 type DecisionID = openapi_types.UUID
 
@@ -580,6 +709,9 @@ type SetAgentPolicyJSONRequestBody = Policy
 
 // AuthorizeJSONRequestBody defines body for Authorize for application/json ContentType.
 type AuthorizeJSONRequestBody = AuthorizeRequest
+
+// RotateCredentialJSONRequestBody defines body for RotateCredential for application/json ContentType.
+type RotateCredentialJSONRequestBody = RotateRequest
 
 // ReleaseDecisionJSONRequestBody defines body for ReleaseDecision for application/json ContentType.
 type ReleaseDecisionJSONRequestBody = ReleaseRequest
@@ -754,6 +886,49 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/capabilities (the `GetCapabilities` operationId).
 	GetCapabilities(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListCredentials Every credential (agent, operator and service), by kind and name; never a token or its hash.
+	//
+	// Corresponds with GET /v1/credentials (the `ListCredentials` operationId).
+	ListCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeCredential Revoke a credential; its holder's next request is refused.
+	//
+	// Records who revoked it and when. The holder's next request answers 401
+	// `credential_revoked`; console sessions signed in with an operator credential end on
+	// their next request. Operations already decided go on (the executor acts under its own
+	// credential); an agent whose credential is revoked can start or resume nothing. Revoking
+	// a revoked credential answers its record unchanged. Revoking the last operator
+	// credential that is valid with no end answers 409 `conflict`.
+	//
+	// Corresponds with POST /v1/credentials/{credential_id}/revoke (the `RevokeCredential` operationId).
+	RevokeCredential(ctx context.Context, credentialId CredentialID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateCredentialWithBody Issue a replacement credential (same kind, name and agent) and its token, shown once.
+	//
+	// The replaced credential stays valid for `overlap_seconds` (default 0: it is refused
+	// from now on), so that the processes holding it can be restarted one at a time with the
+	// new token; after that it answers 401 `credential_expired`. A revoked credential can be
+	// replaced (with no overlap: it stays revoked). A credential is replaced at most once
+	// (409 `conflict`): to rotate again, rotate its replacement.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
+	RotateCredentialWithBody(ctx context.Context, credentialId CredentialID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateCredential Issue a replacement credential (same kind, name and agent) and its token, shown once.
+	//
+	// The replaced credential stays valid for `overlap_seconds` (default 0: it is refused
+	// from now on), so that the processes holding it can be restarted one at a time with the
+	// new token; after that it answers 401 `credential_expired`. A revoked credential can be
+	// replaced (with no overlap: it stays revoked). A credential is replaced at most once
+	// (409 `conflict`): to rotate again, rotate its replacement.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
+	RotateCredential(ctx context.Context, credentialId CredentialID, body RotateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListDecisions Every decision Hubu issued with its ledger totals, for reconciliation.
 	//
@@ -1067,6 +1242,89 @@ func (c *Client) Authorize(ctx context.Context, body AuthorizeJSONRequestBody, r
 // Corresponds with GET /v1/capabilities (the `GetCapabilities` operationId).
 func (c *Client) GetCapabilities(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetCapabilitiesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListCredentials Every credential (agent, operator and service), by kind and name; never a token or its hash.
+//
+// Corresponds with GET /v1/credentials (the `ListCredentials` operationId).
+func (c *Client) ListCredentials(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListCredentialsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeCredential Revoke a credential; its holder's next request is refused.
+//
+// Records who revoked it and when. The holder's next request answers 401
+// `credential_revoked`; console sessions signed in with an operator credential end on
+// their next request. Operations already decided go on (the executor acts under its own
+// credential); an agent whose credential is revoked can start or resume nothing. Revoking
+// a revoked credential answers its record unchanged. Revoking the last operator
+// credential that is valid with no end answers 409 `conflict`.
+//
+// Corresponds with POST /v1/credentials/{credential_id}/revoke (the `RevokeCredential` operationId).
+func (c *Client) RevokeCredential(ctx context.Context, credentialId CredentialID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeCredentialRequest(c.Server, credentialId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateCredentialWithBody Issue a replacement credential (same kind, name and agent) and its token, shown once.
+//
+// The replaced credential stays valid for `overlap_seconds` (default 0: it is refused
+// from now on), so that the processes holding it can be restarted one at a time with the
+// new token; after that it answers 401 `credential_expired`. A revoked credential can be
+// replaced (with no overlap: it stays revoked). A credential is replaced at most once
+// (409 `conflict`): to rotate again, rotate its replacement.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
+func (c *Client) RotateCredentialWithBody(ctx context.Context, credentialId CredentialID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateCredentialRequestWithBody(c.Server, credentialId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateCredential Issue a replacement credential (same kind, name and agent) and its token, shown once.
+//
+// The replaced credential stays valid for `overlap_seconds` (default 0: it is refused
+// from now on), so that the processes holding it can be restarted one at a time with the
+// new token; after that it answers 401 `credential_expired`. A revoked credential can be
+// replaced (with no overlap: it stays revoked). A credential is replaced at most once
+// (409 `conflict`): to rotate again, rotate its replacement.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
+func (c *Client) RotateCredential(ctx context.Context, credentialId CredentialID, body RotateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateCredentialRequest(c.Server, credentialId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1663,6 +1921,114 @@ func NewGetCapabilitiesRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewListCredentialsRequest constructs an http.Request for the ListCredentials method
+func NewListCredentialsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/credentials")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRevokeCredentialRequest constructs an http.Request for the RevokeCredential method
+func NewRevokeCredentialRequest(server string, credentialId CredentialID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "credential_id", credentialId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/credentials/%s/revoke", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateCredentialRequest calls the generic RotateCredential builder with application/json body
+func NewRotateCredentialRequest(server string, credentialId CredentialID, body RotateCredentialJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRotateCredentialRequestWithBody(server, credentialId, "application/json", bodyReader)
+}
+
+// NewRotateCredentialRequestWithBody constructs an http.Request for the RotateCredential method, with any body, and a specified content type
+func NewRotateCredentialRequestWithBody(server string, credentialId CredentialID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "credential_id", credentialId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/credentials/%s/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListDecisionsRequest constructs an http.Request for the ListDecisions method
 func NewListDecisionsRequest(server string) (*http.Request, error) {
 	var err error
@@ -2211,6 +2577,53 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/capabilities (the `GetCapabilities` operationId).
 	GetCapabilitiesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCapabilitiesResponse, error)
+
+	// ListCredentialsWithResponse Every credential (agent, operator and service), by kind and name; never a token or its hash.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/credentials (the `ListCredentials` operationId).
+	ListCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCredentialsResponse, error)
+
+	// RevokeCredentialWithResponse Revoke a credential; its holder's next request is refused.
+	//
+	// Records who revoked it and when. The holder's next request answers 401
+	// `credential_revoked`; console sessions signed in with an operator credential end on
+	// their next request. Operations already decided go on (the executor acts under its own
+	// credential); an agent whose credential is revoked can start or resume nothing. Revoking
+	// a revoked credential answers its record unchanged. Revoking the last operator
+	// credential that is valid with no end answers 409 `conflict`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/credentials/{credential_id}/revoke (the `RevokeCredential` operationId).
+	RevokeCredentialWithResponse(ctx context.Context, credentialId CredentialID, reqEditors ...RequestEditorFn) (*RevokeCredentialResponse, error)
+
+	// RotateCredentialWithBodyWithResponse Issue a replacement credential (same kind, name and agent) and its token, shown once.
+	//
+	// The replaced credential stays valid for `overlap_seconds` (default 0: it is refused
+	// from now on), so that the processes holding it can be restarted one at a time with the
+	// new token; after that it answers 401 `credential_expired`. A revoked credential can be
+	// replaced (with no overlap: it stays revoked). A credential is replaced at most once
+	// (409 `conflict`): to rotate again, rotate its replacement.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
+	RotateCredentialWithBodyWithResponse(ctx context.Context, credentialId CredentialID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateCredentialResponse, error)
+
+	// RotateCredentialWithResponse Issue a replacement credential (same kind, name and agent) and its token, shown once.
+	//
+	// The replaced credential stays valid for `overlap_seconds` (default 0: it is refused
+	// from now on), so that the processes holding it can be restarted one at a time with the
+	// new token; after that it answers 401 `credential_expired`. A revoked credential can be
+	// replaced (with no overlap: it stays revoked). A credential is replaced at most once
+	// (409 `conflict`): to rotate again, rotate its replacement.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
+	RotateCredentialWithResponse(ctx context.Context, credentialId CredentialID, body RotateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateCredentialResponse, error)
 
 	// ListDecisionsWithResponse Every decision Hubu issued with its ledger totals, for reconciliation.
 	//
@@ -3053,6 +3466,248 @@ func (r GetCapabilitiesResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetCapabilitiesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListCredentialsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CredentialList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListCredentialsResponse) GetJSON200() *CredentialList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListCredentialsResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListCredentialsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListCredentialsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListCredentialsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListCredentialsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokeCredentialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Credential
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeCredentialResponse) GetJSON200() *Credential {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RevokeCredentialResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeCredentialResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeCredentialResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeCredentialResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokeCredentialResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RevokeCredentialResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeCredentialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeCredentialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeCredentialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeCredentialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RotateCredentialResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CredentialRotated
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RotateCredentialResponse) GetJSON201() *CredentialRotated {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RotateCredentialResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RotateCredentialResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RotateCredentialResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RotateCredentialResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RotateCredentialResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r RotateCredentialResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r RotateCredentialResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r RotateCredentialResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateCredentialResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateCredentialResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateCredentialResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateCredentialResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4128,6 +4783,77 @@ func (c *ClientWithResponses) GetCapabilitiesWithResponse(ctx context.Context, r
 	return ParseGetCapabilitiesResponse(rsp)
 }
 
+// ListCredentialsWithResponse Every credential (agent, operator and service), by kind and name; never a token or its hash.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/credentials (the `ListCredentials` operationId).
+func (c *ClientWithResponses) ListCredentialsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListCredentialsResponse, error) {
+	rsp, err := c.ListCredentials(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListCredentialsResponse(rsp)
+}
+
+// RevokeCredentialWithResponse Revoke a credential; its holder's next request is refused.
+//
+// Records who revoked it and when. The holder's next request answers 401
+// `credential_revoked`; console sessions signed in with an operator credential end on
+// their next request. Operations already decided go on (the executor acts under its own
+// credential); an agent whose credential is revoked can start or resume nothing. Revoking
+// a revoked credential answers its record unchanged. Revoking the last operator
+// credential that is valid with no end answers 409 `conflict`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/credentials/{credential_id}/revoke (the `RevokeCredential` operationId).
+func (c *ClientWithResponses) RevokeCredentialWithResponse(ctx context.Context, credentialId CredentialID, reqEditors ...RequestEditorFn) (*RevokeCredentialResponse, error) {
+	rsp, err := c.RevokeCredential(ctx, credentialId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeCredentialResponse(rsp)
+}
+
+// RotateCredentialWithBodyWithResponse Issue a replacement credential (same kind, name and agent) and its token, shown once.
+//
+// The replaced credential stays valid for `overlap_seconds` (default 0: it is refused
+// from now on), so that the processes holding it can be restarted one at a time with the
+// new token; after that it answers 401 `credential_expired`. A revoked credential can be
+// replaced (with no overlap: it stays revoked). A credential is replaced at most once
+// (409 `conflict`): to rotate again, rotate its replacement.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
+func (c *ClientWithResponses) RotateCredentialWithBodyWithResponse(ctx context.Context, credentialId CredentialID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateCredentialResponse, error) {
+	rsp, err := c.RotateCredentialWithBody(ctx, credentialId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateCredentialResponse(rsp)
+}
+
+// RotateCredentialWithResponse Issue a replacement credential (same kind, name and agent) and its token, shown once.
+//
+// The replaced credential stays valid for `overlap_seconds` (default 0: it is refused
+// from now on), so that the processes holding it can be restarted one at a time with the
+// new token; after that it answers 401 `credential_expired`. A revoked credential can be
+// replaced (with no overlap: it stays revoked). A credential is replaced at most once
+// (409 `conflict`): to rotate again, rotate its replacement.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
+func (c *ClientWithResponses) RotateCredentialWithResponse(ctx context.Context, credentialId CredentialID, body RotateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateCredentialResponse, error) {
+	rsp, err := c.RotateCredential(ctx, credentialId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateCredentialResponse(rsp)
+}
+
 // ListDecisionsWithResponse Every decision Hubu issued with its ledger totals, for reconciliation.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -4923,6 +5649,203 @@ func ParseGetCapabilitiesResponse(rsp *http.Response) (*GetCapabilitiesResponse,
 	return response, nil
 }
 
+// ParseListCredentialsResponse parses an HTTP response from a ListCredentialsWithResponse call
+func ParseListCredentialsResponse(rsp *http.Response) (*ListCredentialsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListCredentialsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CredentialList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRevokeCredentialResponse parses an HTTP response from a RevokeCredentialWithResponse call
+func ParseRevokeCredentialResponse(rsp *http.Response) (*RevokeCredentialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeCredentialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Credential
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRotateCredentialResponse parses an HTTP response from a RotateCredentialWithResponse call
+func ParseRotateCredentialResponse(rsp *http.Response) (*RotateCredentialResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateCredentialResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CredentialRotated
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListDecisionsResponse parses an HTTP response from a ListDecisionsWithResponse call
 func ParseListDecisionsResponse(rsp *http.Response) (*ListDecisionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5675,6 +6598,15 @@ type ServerInterface interface {
 	// GetCapabilities What the calling agent may do, at what price, and how much budget is left.
 	// (GET /v1/capabilities)
 	GetCapabilities(w http.ResponseWriter, r *http.Request)
+	// ListCredentials Every credential (agent, operator and service), by kind and name; never a token or its hash.
+	// (GET /v1/credentials)
+	ListCredentials(w http.ResponseWriter, r *http.Request)
+	// RevokeCredential Revoke a credential; its holder's next request is refused.
+	// (POST /v1/credentials/{credential_id}/revoke)
+	RevokeCredential(w http.ResponseWriter, r *http.Request, credentialId CredentialID)
+	// RotateCredential Issue a replacement credential (same kind, name and agent) and its token, shown once.
+	// (POST /v1/credentials/{credential_id}/rotate)
+	RotateCredential(w http.ResponseWriter, r *http.Request, credentialId CredentialID)
 	// ListDecisions Every decision Hubu issued with its ledger totals, for reconciliation.
 	// (GET /v1/decisions)
 	ListDecisions(w http.ResponseWriter, r *http.Request)
@@ -5767,6 +6699,24 @@ func (_ Unimplemented) Authorize(w http.ResponseWriter, r *http.Request) {
 // GetCapabilities What the calling agent may do, at what price, and how much budget is left.
 // (GET /v1/capabilities)
 func (_ Unimplemented) GetCapabilities(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListCredentials Every credential (agent, operator and service), by kind and name; never a token or its hash.
+// (GET /v1/credentials)
+func (_ Unimplemented) ListCredentials(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RevokeCredential Revoke a credential; its holder's next request is refused.
+// (POST /v1/credentials/{credential_id}/revoke)
+func (_ Unimplemented) RevokeCredential(w http.ResponseWriter, r *http.Request, credentialId CredentialID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RotateCredential Issue a replacement credential (same kind, name and agent) and its token, shown once.
+// (POST /v1/credentials/{credential_id}/rotate)
+func (_ Unimplemented) RotateCredential(w http.ResponseWriter, r *http.Request, credentialId CredentialID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -6011,6 +6961,72 @@ func (siw *ServerInterfaceWrapper) GetCapabilities(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetCapabilities(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListCredentials operation middleware
+func (siw *ServerInterfaceWrapper) ListCredentials(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListCredentials(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeCredential operation middleware
+func (siw *ServerInterfaceWrapper) RevokeCredential(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "credential_id" -------------
+	var credentialId CredentialID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "credential_id", chi.URLParam(r, "credential_id"), &credentialId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "credential_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeCredential(w, r, credentialId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RotateCredential operation middleware
+func (siw *ServerInterfaceWrapper) RotateCredential(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "credential_id" -------------
+	var credentialId CredentialID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "credential_id", chi.URLParam(r, "credential_id"), &credentialId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "credential_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RotateCredential(w, r, credentialId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -6435,6 +7451,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/v1/prices", wrapper.SetPrice)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/credentials", wrapper.ListCredentials)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/credentials/{credential_id}/revoke", wrapper.RevokeCredential)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/credentials/{credential_id}/rotate", wrapper.RotateCredential)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/decisions", wrapper.ListDecisions)
 	})
 	r.Group(func(r chi.Router) {
@@ -6455,87 +7480,109 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D3pcts4mq+C4nZV27O0JCfOYfmXJ+mdpKZ7OxWna6s29soQ+UlEmwQ4AGhZ8erdp3DxEkQdsWJ3d36F",
-	"pkAc330i90HEspxRoFIEw/sgARwD14/vY8hyJoHKj5CneA6xehuDiDjJJWE0GAbXkhdwjWYJUCQTQBxE",
-	"zqhQD+oTgTBFcEeEJHSKOESMxyG6nuBUwDWaMI4wojBDjEIvCAMRJZBhtQrQIguGnwM1fRAG+oPgKgzk",
-	"PIdgGAjJCZ0Gi8UiDHLMcQbSbvp8ClS+f6seidpgjmUShAHFmfoOq19HJA7CgMO/CsLVmdQa9bUnjGdY",
-	"BsOgKPTI9pph8BYiIgijK9eJ7YCvX+pDMU5J9A7TOIVl8H9KALEcOFZ//yhQrkejRA8P0XVSjIuheXlU",
-	"jhveHg8vi8HgeaRW1U9wrcDvOYj5dmQm7DzKDxwmwTD4j35FT33zq+g3DqGR5uhE4+wDZ+MUMvUYMaoI",
-	"Tj3iPE9JpHfcz82I//xdqGPfb7qsnVev2ATcOUXAOeMhwgJ9/K836PTkxStkl0ExSExSgWZEJggjIfE4",
-	"BXQdsVgBSs1ml9AUF0WsoPK3PMZSowjHMVHL4PQDV0CXRB1Tk3AY5LVX9wE236rHHEsJXO3t/z6fH/0v",
-	"PvoyODq9qh57o+HR1f0gPH72avGDl1Qq3HwuJ65Yho1/h0gGi9CwyO4bbS0cBhEHLCEeYdkgaQWOI0ky",
-	"WN5sGJB4A/J3VOhZM2cpieZrCcCMagNHr6WnDsuDlVM2zrMSfG/0mN2B2KTGtzDBRSoFkgxd4yiSlj/V",
-	"Hmv8+ZUkUoGzPpGbxU2hZ3j53D/BV4Fdr74GovG2IHW03LUfQ/CLMJDsBqhfiuqJfhRoDJgDR3pkD10k",
-	"bEYRoxGcoXfFuEA3ALlAjKZzRKRACRZJbz0z6vXd8ish8DMRcpfj6yciIRObA8JsAHOO5/7tCv8+C5kw",
-	"Tr7AR/hXAdtvl0+LzO24a6P/AKqUFbzP8BTOy68WYVBqsdENrCXEX93gf8Jck29Dm22ltAyIQMiRwvky",
-	"Db2DO3Tx7vzo2YuXiE20LSQZS5Ei+hBh9AU4Q+O5BIRprH+OMGWURDhFB0oBvX71+sUhKiHU5vfB0Sk+",
-	"mlzdvzzxc6ZabN2JPqkxbWw3ARouaXw9cev0YQ2TPjL5exFPYVviiArOgRrpsnS8lGREjjIScSYamoNQ",
-	"+fKkAgihEqbANbKBExbXjckYqwPOAG6CMMgYlYnHpHQfjoTEfAuNxiHDhBI63W6XhYC49kWLqFgaCyQk",
-	"SVPECikkprEypPO0ECjCuSw4CEVuJRIFwo5FFZURgcxpFDmt3U2LMiwAWwBp4aJ5Ag8YwgqxPlJ5g3M8",
-	"JikpRcTD2CSlob+JlWEGr7Q1cCHZCOc5Z7cw2oEQxyU3dDGn5RlDf6OKKyMg6dZUlXMSgfBrughLnLIp",
-	"Aio5AWGoxKk/o+ARTlM20zJoI73yQS23rFeM8NhcPRn5tIl2Mn5VDW91Q84sWgKhREAXJtdA3Ue5zgnc",
-	"RWVvTJmZOtN2uH8AJdspiuu+7SZniInIsYySkdJmWS69cm6GMkznSAlXYSytBAukCDRWRnFilCYRyK2u",
-	"3iotCncQFZJxdDBh3MpBxsXQzOeWRBlgE6BQMx2xyURoUw5NsMbzYQ+9l4gIRBmCWxIDjUDJVYxEMc6I",
-	"UCsOES6/Vspbf4uYmXaG54pbMkJJppTNwIcZIkRR+klNCPxPAtSc2wzSk5ZnPbA0GyMiQzSeOzZlXP2B",
-	"lYwXjB72kHJrHUBmCROACjrmyuy0wRd9qCiCXEJczq+s3immKMUSuDoaZRJJfAPoMqDMfnkZKFc550xb",
-	"N1g2dzjDAlG4BW4AJiU0VU6n6vwqs0xELF/70YUepEZL67ZtZDZe6NFfY101A0Ft26omy6yZZU5TZ+K2",
-	"EKhxpztOnbJ8/NYlvXZwOkqy2Viwu8UuiizDfL5WxlcrdG3dzbal/N1BpFpTK97yq4eUogmkWy7/lc5O",
-	"Clhse+KduGsrjnEE38ETdUgto275aH4SowSn2zowLIaGuwGUQFzaHyO4iwBiiL1ORwZC4KnPAG3BR69S",
-	"jV+x+/luDjoHbCOsGb77GehUJsHwxWDgi3AsLfsT54y/aQGB0FucknhUF2gFrZwUoyTGJI6BBmFAmRxN",
-	"WEHV+4jRSUoiWYbkRhRmlY2mHeR5ynA8koyNUsynoCcXRZ4zLhWGISZ4pDcaajrlFKdmA7eYpHicghcZ",
-	"Kyyj7WCZAJkmHlV/jrIilSRPtYXx/Jm2G/CdsRuOT04GNTPi2YuXPj7LWAxpC0svT/R37s9jz7FYIfNC",
-	"wdcwcoWknE6DMPg9h6nfIeYsy2VrvZPBYLB2RQEQe2VHeeDTweDV8enpsxcnr04Gp6fH62yoGYllsgeg",
-	"tn1fc2QHardu6LDqY7t3gFOzty2oRAm0QtSRwW58ia7m9uxXvl38DLE60JaiaycFZz3Ijc0As7WfqPSZ",
-	"AH8hFbdKqTl4PowOq0P7G5hIOySBOg0kEm+48g2hjShfwtK4AloFrPVcpS0OPV2ngbEmP1Qi/9HCWbsE",
-	"DbSDidMR3OWEg9gKjw8RcdjNwn5oolPGZwzxaDzvyrUb5xqVTjnjyNh6iMieNwSybcikND+7vSo9ahEG",
-	"E0zSgsOoMt/a0YV5LVii/HX1BcShLcEwf1VRZHQwS0AmwE2Si6WxdvCd1EEaADYEoGBAYuAoSpQFZkY6",
-	"dB72NvBlmns1cVAb9FYj0cFAZ+DQhFCcHm4UyX4U1dBOEC1bQ08rVBEGha5Z2IZ/1mgyT0BjvcNWRW59",
-	"0Y9W4mlbzdgQEo0Td8ruf8IKCcBZIYH/KFDOyS2WgG5g7gptPBU2eYqlgqvJ4nvKbtB/66gZB1lwaoJm",
-	"tbTf8rStfL3O1j8/XgzLBOHrxVH5fLLB8/Ezf0KxBMUOEaIqHbWxbVhpzXXBodrknSi8cPzTRGIOOoc2",
-	"chpvqIVMiGaY6CI1IxGTIsMUFVSSFHl041kp/Idu8CVtBGnr00lXX4AkQxxEkQEismt2F8MjdDqsgqw2",
-	"NIxpjMagJld8ZwLk9VD4mZPzdDq8pI0geYIFIvIMiSIysYiw1ARGg4XIbCMeGnHbu6TaMLV+Ygt2gTMc",
-	"tB9f27T6xu1B8bVbLjC6ygx34RG7otf1/FAWnGxjSaUpmykRoHw3j4r5Rb3XmXkRKl12/Tdbi5imPfRT",
-	"lkuXAEPUFiaWJLycd285MW5tpxY9y39wGnNPO+hKVzZ38mstbTxmt2BzgRyM4q2xglfrdnvqNurVndtW",
-	"tNxIZFOwGWuU4TmiTCITNtNb230XVTFAcxdvcAo0xtwuKhCh6LdPb9DBDOBGIJ3yRoyiXxiN8VwbH1tW",
-	"E9TtzVYB19X9qjKrNRngTbFoWGxrqLUjjpWq7txYd361SQ5txPgYJ2wzsk/cm9TzN/Bvu9yGMh7nC53p",
-	"0/jtQfLFo6CujZGgA07GSrgzb0zoyRoOTbFB50hNpgtWWSF11bVy/BVLKROezajXEv96A9Cdr4qU6VN1",
-	"GnxrjDCN0h2sjqro4WuKFpYOqCdduc/dyn7XEmC3UNtFppQ0unvxZ42WV0/iLFLvFI7ia58fXF7+7f+V",
-	"NXp1/zw8WdxVj4c/7IP8/JgsC9D9KZ0uOqrSHtpzl5j4RUEV6V1GqCQyhQ7tvhzu/u3je2U/KCtQFxOy",
-	"WNf7S5mLYb+v/IZeDLeucF70jQhRw2oFxd3AtXkTs7dy/6EBiheMrV6FtiPja0R4cL/lo3EAHyH/deHc",
-	"+84F25GZdiUFEWjMCqqs+rNmhUtWCIl4QRHc4Uim89Ikap7hEZTRznzqo6ILkDLdtcC4LVhXQLsdtDpD",
-	"WKKMCfNrrYTSTLiD3WndHG8MoR2GQzhVanua+ANqB0Q5juxG//o7G4fqofyWyMOh2bXeqqIfFxUpS405",
-	"KMpx0TssrGWv3TIhQjQuzMGrAOAYIpaBKL1D3QljuANpH9L8VHCwb3vofCyUi8s40qgZKhe3dPxq0mbM",
-	"WAqYmojZdvHKM1N5rzdj3tg83xpWbdQPNkjER4CfbATNGfpTG7UekayZca+tICAqOJHzC6UUDC2aToLz",
-	"wqQEtbbQx9evK3AokW06lAidMI+fVIwLZOLSArmwLKZlxaZQTrl2lqYM4QRw3EO/0oqIDT5t9ZduxdM1",
-	"wZf0wAXrQtSoAT88qwUslCORzvBcGPqgoP+1TRIRhxioJLh0pnUJ2CXFaEKUA2kL4W0Ir4e0qjSuyfWq",
-	"9q5rf9eVjkNYNWlg0jygAH6r7LkwuAVuyjKD496gN7BNAxTnJBgGz3uD3nMTY0s0lvqJztp+Uc+2SreE",
-	"xvs4GAb/APnODmm1rT0bDDpa1rZrVbO5Y0+n2icjEhSjKmzoc9Jpr0F1wfCzoko8FToBZua6UiP6HHA8",
-	"7zzdRzPi0Q4XY4nHWIA6HQccJQrtPYW2F4Pnq6Yu91pr8tsIHrfH/appxgsS5XmcT8vo855gUnX8+LoT",
-	"09Twn9BwOBkcbwEHNf75VuNfmHNtDmcHWZcOC650b5jwQNO0dZ3bDigrCf7O4vnDQtL24y2a0l7yAhZL",
-	"SDzex9LxKvI2clRpYqIb/G6AWqQOtkTqfongZHC63fjjLec/frFfohSuHNTSXKkkS+DXe/vQgSh7+0yW",
-	"cpmmG/Kif+/05aJLmlaUvk/B0UlsT5S8Th5DJtXuBvjsn60a0nd3ByyuVmG+32jY3m3uMMgLD+1cWNo5",
-	"L7OhexGWjWb1jcTltyRdY/spXqUwQxbYfwp6fsLi8hd2WxOWkiFMmfYyxiRNCZ06PKADfVVHLdvAoXRS",
-	"1QdbC9J+1U++J2764Jr698FMZZ/7k+YiA+M/BxP9eWwUfaVOBEuevG7vtRjr5CWbgl/jx5Sj9kiQzUoR",
-	"D2F+sOcq9/w0vZoKObWMqq8sxMVqQ8TSGIREE8KFXIOverTCpKusv7TMxHo6FzVBBY1NxKeKzt3A3EZ0",
-	"RCtu50xdt8VLWvYOhrWkvkVEWJUuHupPMRUz4AI9Gxz3kNqKwJkucTIiRdo3l9RE0UKnGsJaqE4XcenZ",
-	"3AkSLJLa1IPmZC42hWl8Sa+rS6eO3K1TQ6QvmeqhczpHMZlMgOv+TDfjyeAUXfs6RGzUqMkW5RUW+7Kw",
-	"2ldkfGP1UCuk8gQW7L1cug106Waunq6v89z/dVS/AMy3uP2q77kyTO/iIZ3uNQdUKm/fx/nuu+/bd2fc",
-	"UWo9IdOIZZvCh6ZUrMtgc+tOKYCj1kUTqxz4xoUUe+TTxjpd1tyPOqFTjn3qurPMsUXYeg/aJM3wHMUs",
-	"RFia0nFdVxFqNZGwGcqKKEGmJAgRgVKYyA5cNjqQVxo/b8tRe0Rjo496VYTbbaRtMDxtTP50C3xeJabr",
-	"txOUDkaqm4yQZBKnwrQTKPakEUmJBmcdiy6T7UFk/77WI9EZYCuv3fgGSF2H0L9mpK2ikDos6vQR1iw8",
-	"bQ0SWa9rWEET24brardwlhG7FQTVdz1gW0caGousSnLYmpMGaT68ZdmqbFksX6T5zexI7aUsNQ0ZIBuZ",
-	"jwktDXRn6R9+D0I8tSCEpihzg03CUjC9Xs45cB6dvu7FBfook4lOQO8g1/tC1/bsiQtN4dCembBZnfSU",
-	"fDvtruvdNZhSv6p4sul625ohZYWxQkYsg+9M++Q9JFPdVXVgVowaMSHRQWcp26GNzFSMz0HIs1YYydZt",
-	"meaUSXUXclV0tZr3qwRB/77RH9hp1v1au9bj8fin3NZf3bI7rzvWY3PZbeNycWTKxwQSAKYqTyZAOGIz",
-	"erjsuYVfk5ZtduderSUzGxvfQc20VlqlaExUHZ4GyVZd6JXMN++U0Cfyuy32QBxh4NwMOS1F1M+MByQa",
-	"QXhE4u7kQActx0DneyPkt0DnTSp+eIOpfhnVY7ss9paGGqco8H7nkz+S+aPoaQ0TaqullIvjQuo+0jlI",
-	"23wdnzkDSJQXXOzMoGl539Ja08ZezbRHDrArrCB/s9XvQSutNIHGR9pusSFMdx2ybUKuWYKPa8wYkn1A",
-	"FdCki49qeu0e1llKe/zEXT2et/L3YSlIubsuAEUJplMQLjxwSevpZMVkpgFPIn0hSA/V1/WYMOr0LSVq",
-	"bjm4pGU/lGuDMv89g7m81kBL2JVNHqKxsCcjrLcCT8wBQXgi7QHMmf7qbFtWqS0TiyGOyg0+kLXcmS7y",
-	"reo5FMsfdqSWqibilXmlD+5e8b2RSdUBvbIhhETlTe5/kB6BsAT16po905O9p2q9Wrv2N47b2VbzFTE7",
-	"yZQA1Sh9mkz+R6gWMPpHq+76f3Cwsoqu2S3U7Nb7fKX0pQB+63RtwVPbqjfs94+fveoNeoPe8fD14PWx",
-	"1q12Bc/tIqnLltYKbHX7gUx42fJpLpXSYqn+H9UFi3DNjOV9dK7Kix+6FpNyqvLU3bPVW41/FK6fbmm2",
-	"Mt63PNtv+lpfoFIxiaZoNgZR+9Y2Yi2uFv8OAAD//w==",
+	"7D1pc9tGln/lFXaqLM1CFGXLTkx90jjZiWtmNi7bqala00s2gUeiI7Abg26IZrz671t9ogGCp0Rbmfgb",
+	"RfX5+t0XP0cJnxecIZMiGnyOMiQplvrj6xTnBZfI5FsscrLEVH2bokhKWkjKWTSIxrKscAyLDBnIDKFE",
+	"UXAm1Ac1RQBhgJ+okJTNoMSEl2kM4ynJBY5hyksgwHABnGEviiORZDgnahdk1TwafIjU8lEc6QnRxziS",
+	"ywKjQSRkSdksuru7i6OClGSO0h76eoZMvv5BfaTqgAWRWRRHjMzVPKL+O6JpFEcl/quipbqT2iPce8rL",
+	"OZHRIKoqPbK9Zxy9KjFFJinJzU5NmLzPEBI/4okAmsZABIz/+uN7OL+9OK//KcaQUyEFUKnu33Hieuz9",
+	"j/0DJlRQztaCJ7UD7r/Vm2qS0+QnwtIcuyHECyyJ+vuJgEKPhkwPj2GcVZNqYL488+MGtxeDYdXvP0vU",
+	"rvoTjtdAzcwdmQU3XuVPJU6jQfQf5zUZnJv/ivPGJTSuOfTWqPam5JMc5+pjwpmiE/WRFEVOE33i88KM",
+	"+M9fhbr25123tevqHZuAu2aAZclLjU9v/+sVvLx8/h3YbSBFSWguYEFlBgSEJJMcYZzwVAFKrWa30ISS",
+	"JLxi8pciJVI/EUlTqrYh+ZtSAV1SdU1NeXFUBF99joiZqz4WREos1dn+98P12f+Qs9/6Zy8/1h97o8HZ",
+	"x8/9+OLpd3d/6kSV+m0++IVrSueTXzGR0V1sKPvwg7Y2jhVlEYnpiMgGSitwnEk6x9XDxhFNd0B/h4Ud",
+	"exY8p8lyKwKYUW3g6L300rG/mF+ycZ+14HulxxwOxCY2/oBTUuVSgOQwJkkiLX2qMwb0eU8UqcEZLuRW",
+	"cUvoFV48617gXmDXu2+BaLovSB0ubzqPQfi7OJL8Blk3F9ULPREwQVJiCXpkD95lfMGAswSv4KdqUsEN",
+	"YiGAs3wJVArIiMh624lR7++2XwuBv1MhD7m+/kQlzsXugDAHIGVJlt3HFd3nrGTGS/obvsV/Vbj/cctZ",
+	"NXcn3nTQvyJTwgpfz8kMr/2suzjyUmx0g1sR8Wc3+G+41OjbkGZ7CS0DIhRypN58FYd+wk/w7qfrs6fP",
+	"XwCfahVOcp6DQvoYCPyGJYfJUiIQlup/J4RxRhOSw4kSQN9/9/3zU/AQatN7/+wlOZt+/Pzispsy1Wbb",
+	"bvRejWm/dhOg8YrE1wu3bh8HL9mFJn+p0hnuixxJVZbIDHdZuV5O51SO5jQpuWhIDsrki8saIJRJnGGp",
+	"HxtLytNQB06JuuAC8SaKozlnMuvQhN3EkZCk3EOilTgnlFE22++UlcA0mNFCKp6nAoSkeQ68kkISlir9",
+	"v8grAQkpZFWiUOjmH1EAcSSqsIwKMLdR6LT1NC3MsABsAaT1Fs0bdIAhrh+2C1VekYJMaE49i3gYncTb",
+	"J7toGWbwWl2DVJKPSFGU/BZHByDixFPDJuK0NGPwb1RTZYI03xuripImKNZYVESSnM8AmSwpCoMlTvwZ",
+	"AQ8kz/lC86Cd5Mobtd2qXDHMY3fxZPjTLtLJ2FXBu4WKnNnUA8E/wKaX3AL1Tsz1BuVWvG0+ws8MnZrR",
+	"sG6NVX8FDG+x1OqFVhiAl1ac3KCy8bTOAWOnpU6WY6DqFXHIzPl5uC7IjEigQlSYApUwWQKBkkt9zSsY",
+	"l3jLb+wyahfO0Eyx/wAqh+yETAQyaf0M6j/GLoM5SdVdprxEox+ZO2AKi4yb/1J52huyqFNzsQS6RhtT",
+	"xyWJFMpEOzHfBAa/VsJOG3xtHX0fYqDU4N2GtTUevMWpmoqfClqisNs1L/fPDFnwAE8E8Fssc1IAslRc",
+	"QYlTxU9hWvK5eg+lfDbu+BBW1Q1l6e63+psaHRgP63VnNcLgCIP2e10B5gI1iulhVMKCCLBg1pZ2r1us",
+	"FjlJ/ENschA5vDUTDF+z/rCtILGzxA57mFX9Pjsub6iM7KVQOMrcGwOFtMbpbrPe6eGdVrJGFW8sm3W3",
+	"Wsgt3Ak0MGcJOUal1sTyVkmPLk2sXugA2yjgFTtLoICnb5ND4fKbgaAeZb+j7+kdWecT5C0Bo8Zvt1Zr",
+	"78iWayketrfBnjSk5u5v4chtzxdcb/DbBefHM/uDq7qTBPfYDNx3joKbByeJpLc4gFuS0zQ2/knGley4",
+	"Ai12KJsNahbYEPaxmQUVkzSHWkhdDZn5I10/U9ms6uJOWFHz8cppCQPF8j3S1aqDkfye+vXpIyshFcic",
+	"sDRecj2rkxE4h/sh7pGdrYC50h/307MfwKGx0ewN4wi73CGloiAyyUZESpwXstOmXMCcsCUouSMMemdE",
+	"gDIGUpBcBw+MmHO7q2+V4MZPmFTqgU+UkHfPLQZmPbclzJGYGJZa6YxPp0LTD0yJ1qlPe/BaaaQacW9p",
+	"iixBZcMSENVkToXacQDEz4aEMD0XuFl2QZaK+OaU0blCrH7XyxiNd70Opu9t1WK1qL/ribUPFPrGig6s",
+	"ScRLQxQFloKz0x5csxogi4wLhIpNSq2xGy1YXypJsFAKjltfsZoZYZATqfR/whiXIMkNwjBi3M4cRkrn",
+	"LUquPUlENk+o9CZjI2iASdlSQjZqFfdygYmEF1snvdODdtVCvIvOKiH38GQ1g25tP1ZgN1qXlrlNSMRt",
+	"JhBQZ6381JjVRW9dbN1xrwOUGI82O6swbrN31XxOyuVWPabeYdPR3Wp78t8DWKp1a6V7znpILpphvuf2",
+	"93Qs50jEvjc+iLr2ohiH8BtoIoTU6tOtXq0bxdguPpSWGslTbLh2kVGtRRhfzwg/JYjpGm1ijkKQWZez",
+	"r63BqV3q8WtOvzwsGFIisdHsOfn0d2QzmUWD5/1+l1q5su2PZcnLVy0gUKY1vFHI0CpWO4SN5eayIJy+",
+	"1fiyVsemvJzQNNVKK+NyNOWVNgXnKDOejtRX2ktoVuBsmtNEettwxHBRu9N0LGOZc5KOJOejnJQz1GcT",
+	"VVHwUpmSc0wpGel7xhrNS6b15oqRW0JzMsm7TcQ1itV+T5EhnWUdmsI1zKtc0iLXCsqzp1rtIJ+M2nFx",
+	"edkPtJCnz190kemcp5i3HvnFpZ7n/rzouBavZFEpoBs+UL9xobXmXwucdccuSj4vZGu/y36/v3VHgZh2",
+	"sh5/4Zf9/ncXL18+fX753WX/5cuLbSrYgqYyOwJQ22EKc2UHardv7F61i2p/QpKbs+2BJYofViJ8DH7T",
+	"lUrVPJ6d1XWKv2OqLrQn5ztIPlpn/85ahDnaj0x2aRB/IAm5TiY6eD6MCAyh/QU0rEPc4Zv0K5ruuPNN",
+	"yx2Y8TytgVYDaztVhc7JDfrJFkelf/yvFnk8xOeg7VMvq8Ve7/gQDovDFPSHRjqlu6Yb4gLeG7XIOHib",
+	"npdgVEWbKHp/j4vXXjcbZcx6JKeE5lWJo1r7azsnloGvRZn7agamsQ2+mb/qgD+cLDKUmQ0YKoLS/gHH",
+	"dUADwHoQFAxoiiUkmdLAzEj3nKe9HUyh5llNyNrmJ6iRcNLXXlOYUkby052SDr6KaGjn8qxqQ4/L0xFH",
+	"lU4v3Yd+tkiyDn/IdnuvDrJ3OU9aOUL7SsYGk2jceCPv/huu4QAlrySWTwQUJb0lEuEGly4nuiMZusiJ",
+	"VHA1CZcdGdLw39rpVqKsSmZ8bkGG1uqyrdRKnVj57OJu4HO5vr87858vd/h88bQ798uD4gAHU505tLNu",
+	"WEvNbb6lYPGNT7gm2lGgTncaOYk30EwmhgWhugzCcMSsmhNmoxodsvHKM/+BGzxkDR9vuJz0yQeSQ4mi",
+	"MqHqDas7F6COvHgfrfUsE5bCBNXiiu6Mfz30pF85Ps9mgyFr+NgzIoDKKxBVYlwZsZcERoLF4MM2mt02",
+	"Yy1t2EVOcdD2enBoHYOxZ1B07baLjKwyw513xbkHukzPNz43eB9NyrgQRtp26xAx/1Df68CliJUsG//Z",
+	"VrvkeQ9+nBfS5SoBs6F+j8KrKZItI8bt7cRix/ZvnMQ80gk2ZZa1koaCDL8Jv0WbtlWiEbwBKXRK3c2W",
+	"unWabU5DVLjcyDlkaJMLYU6WwLgE43XTRzv8FHXeZvMUr0iOLCWl3VQAZfDL+1dwskC8EaCzE4Ez+Adn",
+	"KTGZQXsmfob6ZivX/uPndRnxW5L1dn1FQ2J7Q63tsKxF9caDbU6Fa6JD+2G6CCduE3IXuzdZgl/Avt1k",
+	"Nnh/XJfrTN+mWx+kv3UIqLFRErTDyWgJn8w3xvVkFYcm22BLUIvp2D2vpK7rU4a/IikdYl+wTk38/gqg",
+	"u1/tKdO32qjwbVHC9JMeoHXU+an3yS9duaBedO05D6vQ2oqAm5naITzF4+jhdToBLq9fxGmknUs4jA+m",
+	"nwyHf/4/pY1+/Pwsvrz7VH88/dMx0K/7JX2tYHdEaBMe1VETbblLQrtZQe3pXX1QSWWOG6T7qrv7l7ev",
+	"lf6gtEBd98FTXZopZSEG5+fKbuileOtqHMW5YSFqWFD7tRm4Nm5izubPHxugdIKxVVbaNmS6akYf3G55",
+	"awzArxA+M7lrh21sc6BGAhPO0jUZNjm3r+0zqoIcUiHJUthsrAkKqrOkRZiRBiepKQmEfgxEwpwLCU8v",
+	"IeNVKU4bEZPvX1z2+1uVhBUIvHMOjj0S1/+5kopCBUx4xZRdc9VMEZpXQkJZMcBPJJH50iuFTWB+BXF8",
+	"MKfqoqN3KGV+aDVcW7SsgXbbbXflMUJbq3W9j1nwAM3bGnqdXpS2IxJIrhSXWdbtUjyhynTmN/q/v/JJ",
+	"bLLY7VwqTwfm1PqoCn+cX8jXxZWoMMf5L4mwto02TIWIYVKZi9cu0AkmfI7C28c6LdLwB9BWtPlXVaL9",
+	"tgfXpqCBl6CfZqCMfG/6Bvx2wnmOhBmf4X4e2yuTL6oPY76xdLuFWTWKXRoo0oWA760P0Zk6M+u3H9F5",
+	"M2Uh2EFgUpVULt8psWhw0eS/XlcmKKrlpb6+/roGhxJappyesinvYH3VpALjmRfgHNOuGuCJAFEgM+bi",
+	"jAPJkKQ9+JnVSGze06bP6XYXuoBtyE6cuzKGRsHi6VXgslGmVL5QvLWuZOkotXHGvM6hGzICU6pMaFu1",
+	"aZ2YPdDKgjHOxut6EYw7WwTEQHLBh8wgbkFk5qpwgHHjloSTy/4ljH1ixfhU4z8Bk16hk2/VsJSjAJ8i",
+	"eHLZfz5k49UUjLFFesJgfK2+GoPpP6K7YjjNw8xTBGHWVWue9oZsyK59zm4AJip8OYpe/LJ/ocuOWgkk",
+	"Y5Me7AuH6rzhIXPSLzZhgY4U4rh7betoGl8BsVVQBrUsOIbshvFFMDVMcxn34FVQJ6QeMMkwUbfjDNSj",
+	"L90rxyB4o6JpyBRQBOB0iol0GacZz1PtSWb4SXoM0f42qw4azG+isatsiKNbLE32cnTR6/f6to6ZkYJG",
+	"g+hZr997ZnzJmabF80xnJ/ymPtvCQY/zr9NoEP0V5U92SKuTxtN+f0MXjf26Z9gciY7mGe8N41fsWD2j",
+	"vieb9Rq8JRp8ULyHzIQO9Jq1PqoR5yWSdLnxdm/NiK92uZRIMiECDQmQJFPE3VPP9rz/bN3S/qxB35Gd",
+	"4HF7cV7X8XeCRFnY1zMfZTkSTOomBF0NU/LccFmh4XDZv9gDDmr8s73GPzf32h3ODrK+suijblchOqBp",
+	"Ok1c21IkS81/4enyYSFpW4TcNWW6LCu8W3nEi2Nsna5DbyMtXU2HqXkxj9Tf81GPiwSX/Zf7jb/Yc/2L",
+	"58dFSuGypi3O1YWRDvhh3RGcCF93ZKLxqzjd4Bfnn51WdLeJm9aYfkzGsRHZHil6XX4NnhR0WfvQvVo9",
+	"5Nx1Ybv7uO7lzxs9pA5bO46KqgN33lncufZR/6Mwy0b/rJ3Y5ZdEXaNkKlpluAAL7H8LfH7E7PIf/DZg",
+	"lpIDYVzbkhOa58qcse8AJ7rpYRBV08q+cUWoCXsz0vO6xdWRqOmN6zN2DGLyrbceNRUZGP97ENG/j47y",
+	"1hjrK/4a3XHIvthGWrKpJlvsGD/qiAjZzIjqQMw39l7+zI/TqqkfJ8gc6Ep/ch75GHieopAwpaWQW94r",
+	"9FaYsKy1l1aJWC/nPB9QsdT49Wof7A0urd9OtLyzTtV1RxwyX2IbB8kr9iHiOkXXusSYWGAp4Gn/ogfq",
+	"KILMdSqfYSnSfjNkxlcaO9EQBw5ZnayoV3M3yIjIgqX7zcWcB5KwdMjGdfveM9e/dwC6XW8PrtkSUjqd",
+	"YqnLmN2Kl/2XrkNPsxJqbLxGTbLwXfWOpWG1u/Z9YfEQJAx2OBZsh2NdLb3S47in80g7Oimfha2Uuza3",
+	"s847mi/rUzyk0b3lgkrkHfs632z3Y9vuurGFxtQw7NaIWNjeRw2uGPJg0/7GM+Ck1ftunQHf6JF3RDpt",
+	"7LNJm3uiw3Z+7GOXnT6SmhBrPWiVdE6WkHIdX9clEjp/yAQzMr6AeZVkYFLfgArIcSo3vWWz29Ba9SeI",
+	"TBz1KZudk9Y8ZnDox/6GP+qwTRCdMhHBuK7zUe9mQy6nunHHDWUmqszIHF1bPVI31Wt08lmrJQUwOv/c",
+	"aCJ/d24iYPvbio2299pg7FS83lp9apHxoKeOvtIiQ2bUoc7YVKCIXAxZV9DuChLOBM8RBArTmETQGVM7",
+	"MB9L7OoniDrWp5PVadkMiEGY3prrMI8NBqcw48AZnDRyRHRzP6NL2szHIat3Or2qPQCmv0o7NmkjloS5",
+	"5N/SpewzLjPKZj14qwZRNhsy0hXidGAy6Teah1csyQibYVpP1rwjJ0J6gITn9LFdk9AT9GRqqYO2Rr5T",
+	"BdRb4auwY9QX4A3r+MIqpP6Qtvq9bGkFQSCNDoiuQm+VXOtQ+z2YEXdVNEdhRu93SGZT+s+4lR83DnLZ",
+	"dJpNfdch020uGV8AZ6c6Fi+DpKcEhUADMUWEVGpSn5gMIVJKNEkHOuVA0jl6G27IlMat+fwVkKnE0tJo",
+	"gy925hv0oDMVwmxc5zPAiSNze1uTQKRBYaefqqXaHMvOdvlbnCU4ZCdN9nA60LVH+jWBzAhlsfurlSXY",
+	"yUj0yBYjeXiTsplAebf6mx4PaV6t9hxcy7fqDErvcNR4EAfpZSs4/M0R+bgMrtdCVKjTcurnDDU/4wGi",
+	"LI1NL1ntJlJ6wmkzqB1DHVDdzFcbbbbW6u4/+FFHlM6NZmHr8lPcQdruvt+DDu+Th8MWfJ5ac90KAySX",
+	"JBem6F0pZiyhOdXgDB/SaZIdD3n+Oajk3xge970lv8CjbnvQP2acvMaQEBYhfsSBf1b7co0e4XLP1+DE",
+	"vsH24Ge9fLx9DUKdu04le6tbjU3WpSjZyogGah5BiDfrLzql+BfyAusYw0prCwNk47EhlHntzfnpT79J",
+	"7scWQtQYZdq0Zjw37gnv2nfxGK2NuzC9s9UP4evnQtdfHIkKTXHHkYmwWUHymCIzOtimT9cgSv1VTZPN",
+	"wJmt69AJ4ZVM+By/Ee2jj2+YCpy6T1BNqImyUk82lhud2rhqTfjKPL9qBYFtbY1poTCtf1yxLoxZT/t1",
+	"es/550YXm41q3c9B88mvRz/+WH90ze46DItNTBv9xq+VWoe+AIFoKqeMh5kv2Olq3CW+T1Jls4fUx61o",
+	"ZjNbDhAzrZ3WCRqTE4OPA2XrXmk1zzffWS/cN13sYSjCwLkZMF7Jh7kyFpBopNAA3eIn3oDLKbLl0RD5",
+	"B2TLJhY/vMIUdlz+2iaL7SUYUIoC7zc6+T2pPwqfthCh1lo8X5xUUpdkLlHaeGN65RQg4YM8BxNo7rsC",
+	"b1VtbAPhI1KA3WEN+pujfnNaaaGJLD3Teot1YbrfV7StsgJN8OsqMwZlH1AEtJMWRKV7nTRIysXITa/Q",
+	"opV9G3tGWrqmdmCi8MK5B4YsTAZVRGbaxOiom8QehPt2qDDq9i0hanrxDZnPR3CtKswPP5lfaDHQEnZn",
+	"k0XU2LgzmK/mPDIDxAdC0d7pj062vsZkFVkMctRm8IkMMt90RKlOdPE/Q7kmMaxudbU2rvTG/VDp0dCk",
+	"7tO1tpybJv6nYX8nFb6xB/X6ihvTOexItTZBU7Ev7LezDdHW+OwkVwxUP+njJPLfQ66vkT9adIe/mLy2",
+	"BqZZ69/sqPLho5KXAstbJ2urMrftVAbn5xdPv+v1e/3exeD7/vcXWrbaHTp6YOYuWhqUx+niYZmVvi2P",
+	"aX2s2ZL5kUhLKnfxlhV9xp+r0ShPXYG4X8rfevNqYarfE+FSM1dW8/6+1dV+0U09kElFJBqj+QRFMNe2",
+	"Ubj7ePf/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -11,8 +11,11 @@ type Code string
 const (
 	CodeInvalidArguments     Code = "invalid_arguments"
 	CodeUnauthorized         Code = "unauthorized"
+	CodeCredentialRevoked    Code = "credential_revoked" // the token was valid once; an operator revoked it
+	CodeCredentialExpired    Code = "credential_expired" // the token was replaced by a rotation and its overlap is over
 	CodeForbidden            Code = "forbidden"
 	CodeNotFound             Code = "not_found"
+	CodeMethodNotAllowed     Code = "method_not_allowed"
 	CodeConflict             Code = "conflict"
 	CodeCreateNewOperation   Code = "create_new_operation"
 	CodePayloadTooLarge      Code = "payload_too_large"

@@ -156,11 +156,13 @@ const (
 )
 
 // Principal is the authenticated caller. AgentID is set only for agents, and it is the
-// only source of an operation's agent.
+// only source of an operation's agent. CredentialID names the credential it presented, which
+// is what an operator's revocations and rotations are recorded under.
 type Principal struct {
-	Role    Role
-	Name    string
-	AgentID uuid.UUID
+	Role         Role
+	Name         string
+	AgentID      uuid.UUID
+	CredentialID uuid.UUID
 }
 
 // LedgerEntry is one append-only movement of an operation's money.

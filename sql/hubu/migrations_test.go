@@ -82,3 +82,40 @@ func TestDatabasesAreIsolated(t *testing.T) {
 		t.Fatalf("the other database saw the delete: %d %v", n, err)
 	}
 }
+
+// Credentials made before they had ids (a revoked one among them) get one each on upgrade,
+// and keep their revocation.
+func TestCredentialIDsOnUpgrade(t *testing.T) {
+	t.Parallel()
+	dbURL := sqltest.NewEmptyDatabase(t, "hubu")
+	if err := migrator.Up(dbURL, hubusql.Migrations()); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrator.Down(dbURL, hubusql.Migrations(), 1); err != nil { // to version 2, before the ids
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO credentials (token_hash, kind, name, created_at, revoked_at) VALUES
+		('\x01', 'operator', 'alice', now(), NULL), ('\x02', 'service', 'gongbu', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrator.Up(dbURL, hubusql.Migrations()); err != nil {
+		t.Fatal(err)
+	}
+	var ids, revoked int
+	if err := conn.QueryRow(ctx, `SELECT count(DISTINCT id), count(revoked_at) FROM credentials`).Scan(&ids, &revoked); err != nil {
+		t.Fatal(err)
+	}
+	if ids != 2 || revoked != 1 {
+		t.Fatalf("after the upgrade: %d distinct ids, %d revoked; want 2 and 1", ids, revoked)
+	}
+	// New rows get their id from Hubu: there is no default to fall back on.
+	if _, err := conn.Exec(ctx, `INSERT INTO credentials (token_hash, kind, name, created_at) VALUES ('\x03', 'operator', 'bob', now())`); err == nil {
+		t.Fatal("a credential without an id was accepted")
+	}
+}

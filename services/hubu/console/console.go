@@ -133,7 +133,7 @@ func (c *Console) signedIn(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		sess, ok := c.session(r)
 		if ok {
-			p, err := c.store.AuthenticateHash(r.Context(), sess.credHash)
+			p, err := c.store.AuthenticateHash(r.Context(), sess.credHash, c.now())
 			switch {
 			case err != nil && hubu.ErrorCode(err) == hubu.CodeInternal:
 				c.internal(w, r, "authenticate session", err)
@@ -214,7 +214,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token := strings.TrimSpace(r.PostForm.Get("token"))
-	p, err := c.store.Authenticate(r.Context(), token)
+	p, err := c.store.Authenticate(r.Context(), token, c.now())
 	if err != nil && hubu.ErrorCode(err) == hubu.CodeInternal {
 		c.internal(w, r, "authenticate", err)
 		return

@@ -12,8 +12,11 @@ import (
 var statusOf = map[hubu.Code]int{
 	hubu.CodeInvalidArguments:     http.StatusBadRequest,
 	hubu.CodeUnauthorized:         http.StatusUnauthorized,
+	hubu.CodeCredentialRevoked:    http.StatusUnauthorized,
+	hubu.CodeCredentialExpired:    http.StatusUnauthorized,
 	hubu.CodeForbidden:            http.StatusForbidden,
 	hubu.CodeNotFound:             http.StatusNotFound,
+	hubu.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
 	hubu.CodeConflict:             http.StatusConflict,
 	hubu.CodeCreateNewOperation:   http.StatusConflict,
 	hubu.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,

@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"hubu.dev/hubu/httpjson"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/lifecycle"
@@ -51,8 +50,11 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, hubu.Errorf(hubu.CodeNotFound, "no such route"))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		httpjson.WriteProblem(w, http.StatusMethodNotAllowed, string(hubu.CodeInvalidArguments), "this route does not take "+r.Method)
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		if allow := allowedMethods(r, req.URL.Path); allow != "" {
+			w.Header().Set("Allow", allow) // RFC 9110: a 405 says which methods the route takes
+		}
+		s.writeError(w, req, hubu.Errorf(hubu.CodeMethodNotAllowed, "this route does not take %s", req.Method))
 	})
 	return hubuapi.HandlerWithOptions(s, hubuapi.ChiServerOptions{
 		BaseRouter:  r,
@@ -61,6 +63,17 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 			s.writeError(w, r, invalid("bad request parameter: %s", paramName(err)))
 		},
 	})
+}
+
+// allowedMethods lists the methods the router takes on path, for a 405's Allow header.
+func allowedMethods(r *chi.Mux, path string) string {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if r.Match(chi.NewRouteContext(), m, path) {
+			allowed = append(allowed, m)
+		}
+	}
+	return strings.Join(allowed, ", ")
 }
 
 type principalKey struct{}
@@ -78,7 +91,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, hubu.Errorf(hubu.CodeUnauthorized, "a bearer token is required"))
 			return
 		}
-		p, err := s.Store.Authenticate(r.Context(), token)
+		p, err := s.Store.Authenticate(r.Context(), token, s.Now())
 		if err != nil {
 			s.writeError(w, r, err)
 			return

@@ -33,22 +33,27 @@ func NewStore(pool *pgxpool.Pool, approvalTTL time.Duration) *Store {
 // Ping checks that the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
-// Authenticate returns the principal a bearer token belongs to.
-func (s *Store) Authenticate(ctx context.Context, token string) (hubu.Principal, error) {
-	return s.AuthenticateHash(ctx, credential.Hash(token))
+// Authenticate returns the principal a bearer token belongs to, refusing a token that is
+// unknown, revoked, or expired at now. Every request looks the credential up again, so a
+// revocation takes effect on its holder's next request.
+func (s *Store) Authenticate(ctx context.Context, token string, now time.Time) (hubu.Principal, error) {
+	return s.AuthenticateHash(ctx, credential.Hash(token), now)
 }
 
 // AuthenticateHash is Authenticate for a token known only by its hash (credential.Hash):
 // the console keeps the hash, never the token, to see a revoked credential at once.
-func (s *Store) AuthenticateHash(ctx context.Context, tokenHash []byte) (hubu.Principal, error) {
-	c, err := s.q.GetActiveCredential(ctx, s.pool, tokenHash)
+func (s *Store) AuthenticateHash(ctx context.Context, tokenHash []byte, now time.Time) (hubu.Principal, error) {
+	c, err := s.q.GetCredentialByHash(ctx, s.pool, tokenHash)
 	if isNoRows(err) {
 		return hubu.Principal{}, hubu.Errorf(hubu.CodeUnauthorized, "the bearer token is not valid")
 	}
 	if err != nil {
 		return hubu.Principal{}, fmt.Errorf("look up credential: %w", err)
 	}
-	p := hubu.Principal{Role: hubu.Role(c.Kind), Name: c.Name}
+	if err := (hubu.Credential{ID: c.ID, RevokedAt: c.RevokedAt, ExpiresAt: c.ExpiresAt}).Authenticates(now); err != nil {
+		return hubu.Principal{}, err
+	}
+	p := hubu.Principal{Role: hubu.Role(c.Kind), Name: c.Name, CredentialID: c.ID}
 	if c.AgentID != nil {
 		p.AgentID = *c.AgentID
 	}
@@ -57,16 +62,15 @@ func (s *Store) AuthenticateHash(ctx context.Context, tokenHash []byte) (hubu.Pr
 
 // CreateCredential makes an operator or service token and returns it; only its hash is kept.
 func (s *Store) CreateCredential(ctx context.Context, role hubu.Role, name string, now time.Time) (string, error) {
-	prefix := map[hubu.Role]string{hubu.RoleOperator: credential.PrefixOperator, hubu.RoleService: credential.PrefixService}[role]
-	if prefix == "" {
+	if role != hubu.RoleOperator && role != hubu.RoleService {
 		return "", hubu.Errorf(hubu.CodeInvalidArguments, "credentials of role %q are made with their agent", role)
 	}
 	if name == "" {
 		return "", hubu.Errorf(hubu.CodeInvalidArguments, "a credential needs a name")
 	}
-	token := credential.New(prefix)
+	token := credential.New(tokenPrefix[role])
 	err := s.q.InsertCredential(ctx, s.pool, hubudb.InsertCredentialParams{
-		TokenHash: credential.Hash(token), Kind: string(role), Name: name, CreatedAt: now,
+		ID: uuid.New(), TokenHash: credential.Hash(token), Kind: string(role), Name: name, CreatedAt: now,
 	})
 	if err != nil {
 		return "", fmt.Errorf("insert credential: %w", err)
@@ -90,7 +94,7 @@ func (s *Store) CreateAgent(ctx context.Context, name, account string, pol hubu.
 			return hubu.Agent{}, fmt.Errorf("insert policy: %w", err)
 		}
 		err = s.q.InsertCredential(ctx, tx, hubudb.InsertCredentialParams{
-			TokenHash: credential.Hash(token), Kind: string(hubu.RoleAgent), Name: name, AgentID: &a.ID, CreatedAt: now,
+			ID: uuid.New(), TokenHash: credential.Hash(token), Kind: string(hubu.RoleAgent), Name: name, AgentID: &a.ID, CreatedAt: now,
 		})
 		if err != nil {
 			return hubu.Agent{}, fmt.Errorf("insert agent credential: %w", err)

@@ -12,12 +12,63 @@ import (
 	"github.com/google/uuid"
 )
 
-const getActiveCredential = `-- name: GetActiveCredential :one
-SELECT token_hash, kind, name, agent_id, created_at, revoked_at FROM credentials WHERE token_hash = $1 AND revoked_at IS NULL
+const getCredential = `-- name: GetCredential :one
+SELECT c.id, c.kind, c.name, c.agent_id, c.created_at, c.expires_at, c.revoked_at,
+       c.replaces, successor.id AS replaced_by,
+       c.created_by, creator.name AS created_by_name,
+       c.revoked_by, revoker.name AS revoked_by_name
+FROM credentials c
+LEFT JOIN credentials successor ON successor.replaces = c.id
+LEFT JOIN credentials creator ON creator.id = c.created_by
+LEFT JOIN credentials revoker ON revoker.id = c.revoked_by
+WHERE c.id = $1
 `
 
-func (q *Queries) GetActiveCredential(ctx context.Context, db DBTX, tokenHash []byte) (Credential, error) {
-	row := db.QueryRow(ctx, getActiveCredential, tokenHash)
+type GetCredentialRow struct {
+	ID            uuid.UUID
+	Kind          string
+	Name          string
+	AgentID       *uuid.UUID
+	CreatedAt     time.Time
+	ExpiresAt     *time.Time
+	RevokedAt     *time.Time
+	Replaces      *uuid.UUID
+	ReplacedBy    *uuid.UUID
+	CreatedBy     *uuid.UUID
+	CreatedByName *string
+	RevokedBy     *uuid.UUID
+	RevokedByName *string
+}
+
+func (q *Queries) GetCredential(ctx context.Context, db DBTX, id uuid.UUID) (GetCredentialRow, error) {
+	row := db.QueryRow(ctx, getCredential, id)
+	var i GetCredentialRow
+	err := row.Scan(
+		&i.ID,
+		&i.Kind,
+		&i.Name,
+		&i.AgentID,
+		&i.CreatedAt,
+		&i.ExpiresAt,
+		&i.RevokedAt,
+		&i.Replaces,
+		&i.ReplacedBy,
+		&i.CreatedBy,
+		&i.CreatedByName,
+		&i.RevokedBy,
+		&i.RevokedByName,
+	)
+	return i, err
+}
+
+const getCredentialByHash = `-- name: GetCredentialByHash :one
+SELECT token_hash, kind, name, agent_id, created_at, revoked_at, id, created_by, replaces, expires_at, revoked_by FROM credentials WHERE token_hash = $1
+`
+
+// GetCredentialByHash finds a presented token's credential whatever its state: a revoked or
+// expired one is refused with its own code, so its holder learns why.
+func (q *Queries) GetCredentialByHash(ctx context.Context, db DBTX, tokenHash []byte) (Credential, error) {
+	row := db.QueryRow(ctx, getCredentialByHash, tokenHash)
 	var i Credential
 	err := row.Scan(
 		&i.TokenHash,
@@ -26,30 +77,178 @@ func (q *Queries) GetActiveCredential(ctx context.Context, db DBTX, tokenHash []
 		&i.AgentID,
 		&i.CreatedAt,
 		&i.RevokedAt,
+		&i.ID,
+		&i.CreatedBy,
+		&i.Replaces,
+		&i.ExpiresAt,
+		&i.RevokedBy,
 	)
 	return i, err
 }
 
 const insertCredential = `-- name: InsertCredential :exec
-INSERT INTO credentials (token_hash, kind, name, agent_id, created_at)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO credentials (id, token_hash, kind, name, agent_id, created_at, created_by, replaces)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 `
 
 type InsertCredentialParams struct {
+	ID        uuid.UUID
 	TokenHash []byte
 	Kind      string
 	Name      string
 	AgentID   *uuid.UUID
 	CreatedAt time.Time
+	CreatedBy *uuid.UUID
+	Replaces  *uuid.UUID
 }
 
 func (q *Queries) InsertCredential(ctx context.Context, db DBTX, arg InsertCredentialParams) error {
 	_, err := db.Exec(ctx, insertCredential,
+		arg.ID,
 		arg.TokenHash,
 		arg.Kind,
 		arg.Name,
 		arg.AgentID,
 		arg.CreatedAt,
+		arg.CreatedBy,
+		arg.Replaces,
 	)
+	return err
+}
+
+const listCredentials = `-- name: ListCredentials :many
+SELECT c.id, c.kind, c.name, c.agent_id, c.created_at, c.expires_at, c.revoked_at,
+       c.replaces, successor.id AS replaced_by,
+       c.created_by, creator.name AS created_by_name,
+       c.revoked_by, revoker.name AS revoked_by_name
+FROM credentials c
+LEFT JOIN credentials successor ON successor.replaces = c.id
+LEFT JOIN credentials creator ON creator.id = c.created_by
+LEFT JOIN credentials revoker ON revoker.id = c.revoked_by
+ORDER BY c.kind, c.name, c.created_at, c.id
+`
+
+type ListCredentialsRow struct {
+	ID            uuid.UUID
+	Kind          string
+	Name          string
+	AgentID       *uuid.UUID
+	CreatedAt     time.Time
+	ExpiresAt     *time.Time
+	RevokedAt     *time.Time
+	Replaces      *uuid.UUID
+	ReplacedBy    *uuid.UUID
+	CreatedBy     *uuid.UUID
+	CreatedByName *string
+	RevokedBy     *uuid.UUID
+	RevokedByName *string
+}
+
+// The record of credentials as operators see it: never the token hash; the names of the
+// operator credentials that issued and revoked each one, and the one that replaced it.
+func (q *Queries) ListCredentials(ctx context.Context, db DBTX) ([]ListCredentialsRow, error) {
+	rows, err := db.Query(ctx, listCredentials)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ListCredentialsRow
+	for rows.Next() {
+		var i ListCredentialsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.Name,
+			&i.AgentID,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.RevokedAt,
+			&i.Replaces,
+			&i.ReplacedBy,
+			&i.CreatedBy,
+			&i.CreatedByName,
+			&i.RevokedBy,
+			&i.RevokedByName,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const lockCredentialsForChange = `-- name: LockCredentialsForChange :many
+SELECT id, kind, revoked_at, expires_at FROM credentials
+WHERE id = ANY($1::uuid[]) OR (kind = 'operator' AND revoked_at IS NULL AND expires_at IS NULL)
+ORDER BY id
+FOR UPDATE
+`
+
+type LockCredentialsForChangeRow struct {
+	ID        uuid.UUID
+	Kind      string
+	RevokedAt *time.Time
+	ExpiresAt *time.Time
+}
+
+// LockCredentialsForChange locks the credentials in ids (the one about to be revoked or
+// rotated, and the operator's own, which the change will reference) together with every
+// operator credential that is valid with no end. All in id order, so two changes never
+// deadlock; and the check that some operator keeps a credential holds until commit (under
+// READ COMMITTED a row that another change revoked meanwhile is re-checked and drops out).
+func (q *Queries) LockCredentialsForChange(ctx context.Context, db DBTX, ids []uuid.UUID) ([]LockCredentialsForChangeRow, error) {
+	rows, err := db.Query(ctx, lockCredentialsForChange, ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockCredentialsForChangeRow
+	for rows.Next() {
+		var i LockCredentialsForChangeRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Kind,
+			&i.RevokedAt,
+			&i.ExpiresAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const revokeCredential = `-- name: RevokeCredential :exec
+UPDATE credentials SET revoked_at = $2, revoked_by = $3 WHERE id = $1 AND revoked_at IS NULL
+`
+
+type RevokeCredentialParams struct {
+	ID        uuid.UUID
+	RevokedAt *time.Time
+	RevokedBy *uuid.UUID
+}
+
+func (q *Queries) RevokeCredential(ctx context.Context, db DBTX, arg RevokeCredentialParams) error {
+	_, err := db.Exec(ctx, revokeCredential, arg.ID, arg.RevokedAt, arg.RevokedBy)
+	return err
+}
+
+const setCredentialExpiry = `-- name: SetCredentialExpiry :exec
+UPDATE credentials SET expires_at = $2 WHERE id = $1
+`
+
+type SetCredentialExpiryParams struct {
+	ID        uuid.UUID
+	ExpiresAt *time.Time
+}
+
+func (q *Queries) SetCredentialExpiry(ctx context.Context, db DBTX, arg SetCredentialExpiryParams) error {
+	_, err := db.Exec(ctx, setCredentialExpiry, arg.ID, arg.ExpiresAt)
 	return err
 }

@@ -30,6 +30,11 @@ type Credential struct {
 	AgentID   *uuid.UUID
 	CreatedAt time.Time
 	RevokedAt *time.Time
+	ID        uuid.UUID
+	CreatedBy *uuid.UUID
+	Replaces  *uuid.UUID
+	ExpiresAt *time.Time
+	RevokedBy *uuid.UUID
 }
 
 type LedgerEntry struct {

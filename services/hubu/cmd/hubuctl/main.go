@@ -1,5 +1,6 @@
 // Command hubuctl is Hubu's operator CLI: it lists and decides approval holds, manages agents,
-// their policies and the price catalog, and shows operations and their ledgers. It talks to
+// their policies, the price catalog and the credentials (credentials.go), and shows operations
+// and their ledgers. It talks to
 // Hubu only through the generated client, with an operator (approver) token.
 package main
 
@@ -45,6 +46,9 @@ commands:
   agent set-account ID ACCOUNT       move an agent to another billing account
   prices list                        the price catalog
   prices set --provider P --model M --size S --amount-micros N [--currency USD]
+  credentials list                   agent, operator and service credentials (never tokens)
+  credentials revoke ID              revoke a credential; its next request is refused
+  credentials rotate ID [--overlap D]  issue a replacement; prints its token once
 
 global flags (accepted anywhere):
   --url URL       Hubu's base URL (env HUBU_URL)
@@ -150,6 +154,7 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 				"set-account": c.agentSetAccount,
 			})
 		},
+		"credentials": c.credentials,
 		"prices": func(ctx context.Context, args []string) error {
 			return c.group(ctx, "prices", pricesUsage, args, map[string]func(context.Context, []string) error{
 				"list": c.pricesList,

@@ -1,0 +1,152 @@
+package e2e_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"hubu.dev/hubu/proto/hubuapi"
+)
+
+// An operator revokes the demo agent's credential with hubuctl. The agent's next spend
+// through the real router answers a clear error, Hubu records nothing and the provider
+// charges nothing. A replacement token (a rotation of the revoked credential) then lets the
+// same call go on, and it is charged once.
+func TestSuiteRevokedAgentIsChargedNothing(t *testing.T) {
+	t.Parallel()
+	su := newSuite(t)
+	cs := su.router()
+	if r := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_before_revocation")); r["status"] != "succeeded" {
+		t.Fatalf("before the revocation: %v", r)
+	}
+	id := su.credentialID(t, hubuapi.CredentialKindAgent, "demo")
+	su.hubuctlOK(t, "credentials", "revoke", id)
+
+	charges, total := su.charges()
+	operations := su.hubuOperations(t)
+	crane := `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`
+	r := su.mustCall(cs, "generate_image", crane, codexMeta("call_after_revocation"))
+	msg, _ := r["error"].(map[string]any)["message"].(string)
+	if r.code() != "backend_unavailable" || !strings.Contains(msg, "agent token: an operator revoked it") {
+		t.Fatalf("a revoked agent's spend: %v", r)
+	}
+	if n, m := su.charges(); n != charges || m != total {
+		t.Fatalf("a revoked agent was charged: %d charges (%d micros), was %d (%d)", n, m, charges, total)
+	}
+	if n := su.hubuOperations(t); n != operations {
+		t.Fatalf("Hubu recorded %d operations for a revoked agent's request, was %d", n, operations)
+	}
+	// Hubu's log records the revocation (by whom), never a token (the suite's closing scan).
+	if !strings.Contains(su.hubuLog(t), `"msg":"credential revoked"`) {
+		t.Fatal("Hubu did not log the revocation")
+	}
+
+	// The operator gives the agent a new token; the same call, redelivered, goes on once.
+	var rot hubuapi.CredentialRotated
+	if err := json.Unmarshal([]byte(su.hubuctlOK(t, "credentials", "rotate", id, "--json")), &rot); err != nil || rot.Token == "" {
+		t.Fatalf("credentials rotate --json: %v", err)
+	}
+	su.extraSecrets = append(su.extraSecrets, rot.Token)
+	renewed := su.routerFor(rot.Token, 20*time.Second, nil)
+	if r := su.mustCall(renewed, "generate_image", crane, codexMeta("call_after_revocation")); r["status"] != "succeeded" {
+		t.Fatalf("the same call with the new token: %v", r)
+	}
+	su.settleAndReconcile(2)
+}
+
+// Gongbu's credential at Hubu is rotated with an overlap, and Gongbu restarted with the new
+// token while the old one still works (with several Gongbu processes, one at a time); then the
+// old one is revoked. Spends go on throughout, each charged once.
+func TestSuiteServiceCredentialRotation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	su := newSuite(t)
+	cs := su.router()
+	id := su.credentialID(t, hubuapi.CredentialKindService, "gongbu")
+	var rot hubuapi.CredentialRotated
+	if err := json.Unmarshal([]byte(su.hubuctlOK(t, "credentials", "rotate", id, "--overlap", "10m", "--json")), &rot); err != nil || rot.Token == "" {
+		t.Fatalf("credentials rotate --json: %v", err)
+	}
+	su.extraSecrets = append(su.extraSecrets, rot.Token)
+	if rot.Replaced.State != hubuapi.CredentialStateExpiring {
+		t.Fatalf("the replaced credential: %+v", rot.Replaced)
+	}
+	// Gongbu still holds the old token: within the overlap it works.
+	if r := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_with_the_old_token")); r["status"] != "succeeded" {
+		t.Fatalf("a spend within the overlap, Gongbu on the old token: %v", r)
+	}
+	if err := su.s.Gongbu.Restart(ctx, false, "GONGBU_HUBU_TOKEN="+rot.Token); err != nil {
+		t.Fatal(err)
+	}
+	su.extraSecrets = append(su.extraSecrets, su.s.Credentials.GongbuAtHubuToken)
+	su.s.Credentials.GongbuAtHubuToken = rot.Token // what the closing reconciliation uses
+	su.hubuctlOK(t, "credentials", "revoke", id)
+	crane := `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`
+	if r := su.mustCall(cs, "generate_image", crane, codexMeta("call_with_the_new_token")); r["status"] != "succeeded" {
+		t.Fatalf("a spend after the old token's revocation, Gongbu on the new token: %v", r)
+	}
+	su.settleAndReconcile(2)
+}
+
+// hubuctlOK runs hubuctl against the stack as its operator and returns its output.
+func (su *suite) hubuctlOK(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin.Path("hubuctl"), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, su.s.HubuctlEnv()...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr []byte
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = ee.Stderr
+		}
+		t.Fatalf("hubuctl %s: %v %s", strings.Join(args[:min(2, len(args))], " "), err, stderr)
+	}
+	return string(out)
+}
+
+// credentialID is the id of the one active credential of that kind and name, from hubuctl.
+func (su *suite) credentialID(t *testing.T, kind hubuapi.CredentialKind, name string) string {
+	t.Helper()
+	var list hubuapi.CredentialList
+	if err := json.Unmarshal([]byte(su.hubuctlOK(t, "credentials", "list", "--json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range list.Credentials {
+		if c.Kind == kind && c.Name == name && c.State == hubuapi.CredentialStateActive {
+			return c.Id.String()
+		}
+	}
+	t.Fatalf("no active %s credential named %s", kind, name)
+	return ""
+}
+
+// hubuOperations counts the authorization records in Hubu's database.
+func (su *suite) hubuOperations(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, su.s.HubuDBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM operations").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (su *suite) hubuLog(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(su.s.Hubu.LogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

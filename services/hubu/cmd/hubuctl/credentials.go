@@ -1,0 +1,207 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/proto/hubuapi"
+)
+
+const credentialsUsage = `usage:
+  hubuctl credentials list
+  hubuctl credentials revoke ID
+  hubuctl credentials rotate ID [--overlap DURATION]
+
+Agent, operator and service credentials, named by their ID (never by their token).`
+
+// maxOverlap is the longest overlap Hubu accepts (proto/hubu.openapi.yaml, RotateRequest).
+const maxOverlap = 24 * time.Hour
+
+func (c *cli) credentials(ctx context.Context, args []string) error {
+	return c.group(ctx, "credentials", credentialsUsage, args, map[string]func(context.Context, []string) error{
+		"list":   c.credentialsList,
+		"revoke": c.credentialsRevoke,
+		"rotate": c.credentialsRotate,
+	})
+}
+
+func (c *cli) credentialsList(ctx context.Context, args []string) error {
+	const text = `usage: hubuctl credentials list [--json]
+
+Lists every credential with its state (active, expiring, expired, revoked), when it was made,
+and who rotated or revoked it. Tokens are never shown: Hubu keeps only their hashes.`
+	fs := c.flagSet("hubuctl credentials list")
+	if _, err := c.parse(fs, text, args, 0, ""); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	resp, err := cl.ListCredentialsWithResponse(ctx)
+	if err := expect(resp, err, (*hubuapi.ListCredentialsResponse).GetJSON200); err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(resp.Body)
+	}
+	creds := resp.JSON200.Credentials
+	if len(creds) == 0 {
+		_, err := fmt.Fprintln(c.stdout, "No credentials.")
+		return err
+	}
+	tw := newTable(c.stdout)
+	fmt.Fprintln(tw, "ID\tKIND\tNAME\tSTATE\tCREATED\tEXPIRES\tREVOKED\tREVOKED BY")
+	for _, cr := range creds {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cr.Id, clean(string(cr.Kind)), clean(cr.Name), clean(string(cr.State)),
+			formatTime(cr.CreatedAt), formatTimePtr(cr.ExpiresAt), formatTimePtr(cr.RevokedAt), refName(cr.RevokedBy))
+	}
+	return tw.Flush()
+}
+
+func (c *cli) credentialsRevoke(ctx context.Context, args []string) error {
+	const text = `usage: hubuctl credentials revoke ID [--json]
+
+Revokes a credential (find its ID with 'hubuctl credentials list'). Its holder's next request
+is refused with credential_revoked; console sessions signed in with an operator credential end.
+Hubu records who revoked it and when. Revoking it again answers the same. The last operator
+credential with no expiry cannot be revoked: create another operator first, or rotate it.`
+	fs := c.flagSet("hubuctl credentials revoke")
+	pos, err := c.parse(fs, text, args, 1, "one credential ID")
+	if err != nil {
+		return err
+	}
+	id, err := parseCredentialID(fs.Name(), pos[0])
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	resp, err := cl.RevokeCredentialWithResponse(ctx, id)
+	if err := expect(resp, err, (*hubuapi.RevokeCredentialResponse).GetJSON200); err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(resp.Body)
+	}
+	cr := resp.JSON200
+	fmt.Fprintf(c.stdout, "Revoked %s credential %s (%s): its next request is refused.\n\n", clean(string(cr.Kind)), cr.Id, clean(cr.Name))
+	return writeCredential(c.stdout, cr)
+}
+
+func (c *cli) credentialsRotate(ctx context.Context, args []string) error {
+	const text = `usage: hubuctl credentials rotate ID [--overlap DURATION] [--json]
+
+Issues a replacement for a credential (same kind, name and agent) and prints its token once.
+
+  --overlap DURATION   how long the old token stays valid beside the new one, such as 10m
+                       (default 0: the old token is refused at once; at most 24h), so that
+                       the processes holding it can be restarted one at a time
+
+A revoked credential can be replaced too (with no overlap). Each credential is replaced once:
+to rotate again, rotate its replacement.`
+	fs := c.flagSet("hubuctl credentials rotate")
+	overlap := fs.Duration("overlap", 0, "")
+	pos, err := c.parse(fs, text, args, 1, "one credential ID")
+	if err != nil {
+		return err
+	}
+	id, err := parseCredentialID(fs.Name(), pos[0])
+	if err != nil {
+		return err
+	}
+	if *overlap < 0 || *overlap > maxOverlap || *overlap%time.Second != 0 {
+		return usagef("hubuctl credentials rotate: --overlap must be whole seconds between 0s and %s", maxOverlap)
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var body hubuapi.RotateRequest
+	if *overlap > 0 {
+		seconds := int(*overlap / time.Second)
+		body.OverlapSeconds = &seconds
+	}
+	resp, err := cl.RotateCredentialWithResponse(ctx, id, body)
+	if err := expect(resp, err, (*hubuapi.RotateCredentialResponse).GetJSON201); err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(resp.Body)
+	}
+	rot := resp.JSON201
+	fmt.Fprintf(c.stdout, "Rotated %s credential %s (%s).\n", clean(string(rot.Replaced.Kind)), rot.Replaced.Id, clean(rot.Replaced.Name))
+	switch {
+	case rot.Replaced.State == hubuapi.CredentialStateExpiring && rot.Replaced.ExpiresAt != nil:
+		fmt.Fprintf(c.stdout, "The old token stays valid until %s; restart its holders with the new token before then.\n", formatTime(*rot.Replaced.ExpiresAt))
+	case rot.Replaced.State == hubuapi.CredentialStateRevoked:
+		fmt.Fprintln(c.stdout, "The old token stays revoked.")
+	default:
+		fmt.Fprintln(c.stdout, "The old token is refused from now on.")
+	}
+	fmt.Fprintln(c.stdout)
+	if err := writeCredential(c.stdout, &rot.Credential); err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout)
+	fmt.Fprintf(c.stdout, "Token: %s\n", rot.Token)
+	fmt.Fprintln(c.stdout, "This token will not be shown again: store it now (Hubu keeps only its hash).")
+	return nil
+}
+
+func writeCredential(w io.Writer, cr *hubuapi.Credential) error {
+	tw := newTable(w)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("ID", cr.Id.String())
+	row("Kind", clean(string(cr.Kind)))
+	row("Name", clean(cr.Name))
+	if cr.AgentId != nil {
+		row("Agent", cr.AgentId.String())
+	}
+	row("State", clean(string(cr.State)))
+	row("Created", formatTime(cr.CreatedAt))
+	if cr.CreatedBy != nil {
+		row("Issued by", refName(cr.CreatedBy))
+	}
+	if cr.Replaces != nil {
+		row("Replaces", cr.Replaces.String())
+	}
+	if cr.ReplacedBy != nil {
+		row("Replaced by", cr.ReplacedBy.String())
+	}
+	if cr.ExpiresAt != nil {
+		row("Expires", formatTime(*cr.ExpiresAt))
+	}
+	if cr.RevokedAt != nil {
+		row("Revoked", formatTime(*cr.RevokedAt))
+		row("Revoked by", refName(cr.RevokedBy))
+	}
+	return tw.Flush()
+}
+
+// refName shows an operator credential as its name and ID.
+func refName(r *hubuapi.CredentialRef) string {
+	if r == nil {
+		return "-"
+	}
+	return clean(r.Name) + " (" + r.Id.String() + ")"
+}
+
+func parseCredentialID(cmd, s string) (uuid.UUID, error) {
+	id, err := uuid.Parse(s)
+	switch {
+	case err == nil && len(s) == 36:
+		return id, nil
+	case strings.HasPrefix(s, "hubu_"):
+		// Never echoed: it is a token, given where an ID belongs.
+		return uuid.UUID{}, usagef("%s: that is a token, not a credential ID: name a credential by the ID 'hubuctl credentials list' shows", cmd)
+	}
+	return uuid.UUID{}, usagef("%s: %q is not a credential ID (a UUID; see hubuctl credentials list)", cmd, truncate(clean(s), 80))
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/httpserver"
+	"hubu.dev/hubu/services/hubu/lifecycle"
+	"hubu.dev/hubu/services/hubu/postgres"
+	hubusql "hubu.dev/hubu/sql/hubu"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+// TestCredentialsAgainstRealHubu lists, rotates and revokes credentials with hubuctl against
+// a real Hubu on a real Postgres; no command prints a token except the rotation's new one.
+func TestCredentialsAgainstRealHubu(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	store := postgres.NewStore(pool, 24*time.Hour)
+	life := &lifecycle.Service{Store: store, Now: time.Now, RetryAfter: time.Minute}
+	ts := httptest.NewServer((&httpserver.Server{Store: store, Lifecycle: life, Now: time.Now}).Handler(prometheus.NewRegistry()))
+	t.Cleanup(ts.Close)
+	opToken, err := store.CreateCredential(ctx, hubu.RoleOperator, "alice", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, agentToken, err := store.CreateAgent(ctx, "painter", "acct:painter", hubu.DefaultPolicy(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HUBU_URL": ts.URL, "HUBU_APPROVER_TOKEN": opToken}
+	secrets := []string{opToken, agentToken}
+	ctl := func(args ...string) (string, error) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		err := run(ctx, args, func(k string) string { return env[k] }, &out, &errOut)
+		for _, s := range secrets {
+			if strings.Contains(out.String()+errOut.String(), s) {
+				t.Fatalf("hubuctl %v printed a token", args)
+			}
+		}
+		return out.String() + errOut.String(), err
+	}
+	idOf := func(kind, name string) string {
+		t.Helper()
+		out, err := ctl("credentials", "list", "--json")
+		var list hubuapi.CredentialList
+		if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+			t.Fatalf("credentials list --json: %v %s", err, out)
+		}
+		for _, c := range list.Credentials {
+			if string(c.Kind) == kind && c.Name == name && c.State == hubuapi.CredentialStateActive {
+				return c.Id.String()
+			}
+		}
+		t.Fatalf("no active %s credential %s in %s", kind, name, out)
+		return ""
+	}
+
+	out, err := ctl("credentials", "list")
+	if err != nil || !regexp.MustCompile(`(?m)^ID\s+KIND\s+NAME\s+STATE`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)\sagent\s+painter\s+active\s`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)\soperator\s+alice\s+active\s`).MatchString(out) {
+		t.Fatalf("credentials list: %v\n%s", err, out)
+	}
+	old := idOf("agent", "painter")
+
+	// Rotation with an overlap prints the new token once and when the old one stops working.
+	out, err = ctl("credentials", "rotate", old, "--overlap", "10m")
+	if err != nil || !strings.Contains(out, "Rotated agent credential "+old) || !strings.Contains(out, "The old token stays valid until") ||
+		!strings.Contains(out, "will not be shown again") {
+		t.Fatalf("credentials rotate: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`(?m)^Token: (hubu_agent_\S+)$`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no token in:\n%s", out)
+	}
+	secrets = append(secrets, m[1])
+	if p, err := store.Authenticate(ctx, m[1], time.Now()); err != nil || p.Role != hubu.RoleAgent || p.Name != "painter" {
+		t.Fatalf("the new token: %+v %v", p, err)
+	}
+	if out, err := ctl("credentials", "list"); err != nil || !regexp.MustCompile(`(?m)\sagent\s+painter\s+expiring\s`).MatchString(out) {
+		t.Fatalf("the old credential in its overlap: %v\n%s", err, out)
+	}
+
+	// Revocation ends the overlap at once, and records who.
+	out, err = ctl("credentials", "revoke", old)
+	if err != nil || !strings.Contains(out, "Revoked agent credential "+old) || !regexp.MustCompile(`(?m)^Revoked by\s+alice \(`).MatchString(out) {
+		t.Fatalf("credentials revoke: %v\n%s", err, out)
+	}
+	if _, err := store.Authenticate(ctx, agentToken, time.Now()); hubu.ErrorCode(err) != hubu.CodeCredentialRevoked {
+		t.Fatalf("the revoked token authenticates: %v", err)
+	}
+	if out, err := ctl("credentials", "list"); err != nil || !regexp.MustCompile(`(?m)\sagent\s+painter\s+revoked\s.*alice \(`).MatchString(out) {
+		t.Fatalf("the list after the revocation: %v\n%s", err, out)
+	}
+
+	// Refusals: the last operator credential, and a replaced credential.
+	out, err = ctl("credentials", "revoke", idOf("operator", "alice"))
+	if code(err) != 1 || !strings.Contains(out, "hubuctl: conflict: ") || !strings.Contains(out, "last operator credential") {
+		t.Fatalf("revoke the last operator: %v %s", err, out)
+	}
+	if out, err := ctl("credentials", "rotate", old); code(err) != 1 || !strings.Contains(out, "hubuctl: conflict: ") {
+		t.Fatalf("rotate a replaced credential: %v %s", err, out)
+	}
+
+	// The operator whose credential is revoked gets a clear refusal from hubuctl too.
+	bobToken, err := store.CreateCredential(ctx, hubu.RoleOperator, "bob", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets = append(secrets, bobToken)
+	if out, err := ctl("credentials", "revoke", idOf("operator", "alice")); err != nil {
+		t.Fatalf("alice revokes herself beside bob: %v %s", err, out)
+	}
+	if out, err := ctl("credentials", "list"); code(err) != 1 || !strings.Contains(out, "hubuctl: credential_revoked: this credential was revoked at ") {
+		t.Fatalf("hubuctl with a revoked token: %v %s", err, out)
+	}
+	env["HUBU_APPROVER_TOKEN"] = bobToken
+	if out, err := ctl("credentials", "list"); err != nil || !regexp.MustCompile(`(?m)\soperator\s+alice\s+revoked\s.*alice \(`).MatchString(out) {
+		t.Fatalf("bob's list: %v\n%s", err, out)
+	}
+	// An agent's token cannot manage credentials.
+	env["HUBU_APPROVER_TOKEN"] = m[1]
+	if out, err := ctl("credentials", "list"); code(err) != 1 || !strings.Contains(out, "forbidden") {
+		t.Fatalf("credentials list with an agent token: %v %s", err, out)
+	}
+}
+
+func TestCredentialsUsage(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"HUBU_URL": "http://127.0.0.1:1", "HUBU_APPROVER_TOKEN": testToken}
+	const id = "0b7f5f2e-3c1a-4f4e-9a57-1f0d2b9c8e11"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"credentials"}, "missing credentials command"},
+		{[]string{"credentials", "delete", id}, `unknown command "credentials delete"`},
+		{[]string{"credentials", "revoke"}, "needs one credential ID"},
+		{[]string{"credentials", "revoke", "not-an-id"}, `"not-an-id" is not a credential ID`},
+		{[]string{"credentials", "rotate", id, "--overlap", "25h"}, "--overlap must be whole seconds between 0s and 24h0m0s"},
+		{[]string{"credentials", "rotate", id, "--overlap", "-1s"}, "--overlap must be whole seconds"},
+		{[]string{"credentials", "rotate", id, "--overlap", "1500ms"}, "--overlap must be whole seconds"},
+		{[]string{"credentials", "rotate", id, "--overlap", "ten"}, "invalid value"},
+		{[]string{"credentials", "list", "extra"}, `unexpected argument "extra"`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			requireOneErrorLine(t, runCLI(t, env, tc.args...), 2, tc.want)
+		})
+	}
+	// A token given where an ID belongs is never echoed.
+	token := "hubu_agent_" + strings.Repeat("q", 32)
+	r := runCLI(t, env, "credentials", "revoke", token)
+	requireOneErrorLine(t, r, 2, "that is a token, not a credential ID")
+	if strings.Contains(r.stderr, token) {
+		t.Fatalf("the token was echoed: %q", r.stderr)
+	}
+}
+
+func TestCredentialsHelp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--help"}, "credentials rotate ID [--overlap D]"},
+		{[]string{"credentials", "--help"}, "hubuctl credentials rotate ID [--overlap DURATION]"},
+		{[]string{"credentials", "list", "--help"}, "usage: hubuctl credentials list"},
+		{[]string{"credentials", "revoke", "--help"}, "credential_revoked"},
+		{[]string{"credentials", "rotate", "--help"}, "--overlap DURATION"},
+	} {
+		r := runCLI(t, nil, tc.args...)
+		if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q, stdout lacks %q:\n%s", tc.args, r.code, r.stderr, tc.want, r.stdout)
+		}
+	}
+}
+
+// A rotation through a fake Hubu sends the overlap in seconds, and none without the flag.
+func TestCredentialsRotateSendsOverlap(t *testing.T) {
+	t.Parallel()
+	const id = "0b7f5f2e-3c1a-4f4e-9a57-1f0d2b9c8e11"
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(r.Body)
+		bodies = append(bodies, b.String())
+		cred := `{"id":"` + id + `","kind":"service","name":"gongbu","state":"%s","created_at":"2026-05-01T09:00:00Z"%s}`
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"credential":` + fmt.Sprintf(cred, "active", "") + `,"token":"hubu_service_new",` +
+			`"replaced":` + fmt.Sprintf(cred, "expiring", `,"expires_at":"2026-05-01T09:10:00Z"`) + `}`))
+	}))
+	t.Cleanup(srv.Close)
+	env := map[string]string{"HUBU_URL": srv.URL, "HUBU_APPROVER_TOKEN": testToken}
+	r := runCLI(t, env, "credentials", "rotate", id, "--overlap", "10m")
+	if r.code != 0 || !strings.Contains(r.stdout, "stays valid until 2026-05-01 09:10:00Z") || !strings.Contains(r.stdout, "Token: hubu_service_new\n") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	runCLI(t, env, "credentials", "rotate", id)
+	if len(bodies) != 2 || bodies[0] != `{"overlap_seconds":600}` || bodies[1] != `{}` {
+		t.Fatalf("bodies sent: %q", bodies)
+	}
+}

@@ -1,0 +1,88 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/hubu"
+)
+
+// api is an API client with token.
+func (b *bundle) api(t testing.TB, token string) *hubuapi.ClientWithResponses {
+	t.Helper()
+	c, err := hubuapi.NewClientWithResponses(b.url, hubuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+token)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// credentialID is the id of the credential a token belongs to.
+func (b *bundle) credentialID(t testing.TB, token string) uuid.UUID {
+	t.Helper()
+	p, err := b.store.Authenticate(context.Background(), token, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.CredentialID
+}
+
+func mustBeSignedOut(t testing.TB, what string, br *browser) {
+	t.Helper()
+	if got := br.get("/console/"); got.status != http.StatusSeeOther || got.header.Get("Location") != "/console/sign-in" {
+		t.Fatalf("%s: home answered %d %s, want the sign-in page", what, got.status, got.header.Get("Location"))
+	}
+	mustStatus(t, what+": fragment", br.get("/console/fragments/approvals"), http.StatusUnauthorized)
+}
+
+// Another operator revokes alice's credential through the API: her open console session ends
+// on its next request, and her token no longer signs in.
+func TestRevocationEndsConsoleSessions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	bobToken, err := b.store.CreateCredential(t.Context(), hubu.RoleOperator, "bob", b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, bob := b.browser(t), b.browser(t)
+	alice.mustSignIn(b.operatorToken)
+	bob.mustSignIn(bobToken)
+
+	r, err := b.api(t, bobToken).RevokeCredentialWithResponse(t.Context(), b.credentialID(t, b.operatorToken))
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("bob revokes alice: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	mustBeSignedOut(t, "alice after the revocation", alice)
+	again := b.browser(t)
+	mustStatus(t, "alice signs in again", again.signIn(b.operatorToken), http.StatusUnauthorized)
+	mustStatus(t, "bob's session", bob.get("/console/"), http.StatusOK)
+}
+
+// Alice rotates her own credential with an overlap: the session she signed in with lasts
+// until the overlap ends, and the new token signs in.
+func TestRotationEndsConsoleSessionsAfterTheOverlap(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	br := b.browser(t)
+	br.mustSignIn(b.operatorToken)
+	r, err := b.api(t, b.operatorToken).RotateCredentialWithResponse(t.Context(), b.credentialID(t, b.operatorToken),
+		hubuapi.RotateRequest{OverlapSeconds: ptr(300)})
+	if err != nil || r.JSON201 == nil {
+		t.Fatalf("rotate: %v %d %s", err, r.StatusCode(), r.Body)
+	}
+	b.clock.Advance(5*time.Minute - time.Second)
+	mustStatus(t, "the session within the overlap", br.get("/console/"), http.StatusOK)
+	b.clock.Advance(time.Second)
+	mustBeSignedOut(t, "the session after the overlap", br)
+	b.browser(t).mustSignIn(r.JSON201.Token)
+}
+
+func ptr[T any](v T) *T { return &v }
