@@ -526,6 +526,14 @@ type ClientInterface interface {
 	// GetHealthz performs a GET /healthz (the `GetHealthz` operationId) request.
 	GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetReadyz Whether mockflux can take charges (mockflux only).
+	//
+	// 503 once its journal (`--data`) refused a write it could not roll back: every submit
+	// would then fail, so nothing can be charged until mockflux is restarted.
+	//
+	// Corresponds with GET /readyz (the `GetReadyz` operationId).
+	GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetSample Download a generated image through its signed URL.
 	//
 	// Corresponds with GET /samples/{file} (the `GetSample` operationId).
@@ -651,6 +659,24 @@ func (c *Client) ArmFault(ctx context.Context, body ArmFaultJSONRequestBody, req
 // GetHealthz performs a GET /healthz (the `GetHealthz` operationId) request.
 func (c *Client) GetHealthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetHealthzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetReadyz Whether mockflux can take charges (mockflux only).
+//
+// 503 once its journal (`--data`) refused a write it could not roll back: every submit
+// would then fail, so nothing can be charged until mockflux is restarted.
+//
+// Corresponds with GET /readyz (the `GetReadyz` operationId).
+func (c *Client) GetReadyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetReadyzRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -868,6 +894,33 @@ func NewGetHealthzRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/healthz")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetReadyzRequest constructs an http.Request for the GetReadyz method
+func NewGetReadyzRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/readyz")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -1152,6 +1205,16 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	GetHealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetHealthzHTTPResponse, error)
 
+	// GetReadyzWithResponse Whether mockflux can take charges (mockflux only).
+	//
+	// 503 once its journal (`--data`) refused a write it could not roll back: every submit
+	// would then fail, so nothing can be charged until mockflux is restarted.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /readyz (the `GetReadyz` operationId).
+	GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzHTTPResponse, error)
+
 	// GetSampleWithResponse Download a generated image through its signed URL.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -1399,6 +1462,54 @@ func (r GetHealthzHTTPResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetHealthzHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetReadyzHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Health
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *ErrorDetail
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetReadyzHTTPResponse) GetJSON200() *Health {
+	return r.JSON200
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetReadyzHTTPResponse) GetJSON503() *ErrorDetail {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetReadyzHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetReadyzHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetReadyzHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetReadyzHTTPResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -1687,6 +1798,22 @@ func (c *ClientWithResponses) GetHealthzWithResponse(ctx context.Context, reqEdi
 	return ParseGetHealthzHTTPResponse(rsp)
 }
 
+// GetReadyzWithResponse Whether mockflux can take charges (mockflux only).
+//
+// 503 once its journal (`--data`) refused a write it could not roll back: every submit
+// would then fail, so nothing can be charged until mockflux is restarted.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /readyz (the `GetReadyz` operationId).
+func (c *ClientWithResponses) GetReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadyzHTTPResponse, error) {
+	rsp, err := c.GetReadyz(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetReadyzHTTPResponse(rsp)
+}
+
 // GetSampleWithResponse Download a generated image through its signed URL.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -1888,6 +2015,39 @@ func ParseGetHealthzHTTPResponse(rsp *http.Response) (*GetHealthzHTTPResponse, e
 	return response, nil
 }
 
+// ParseGetReadyzHTTPResponse parses an HTTP response from a GetReadyzWithResponse call
+func ParseGetReadyzHTTPResponse(rsp *http.Response) (*GetReadyzHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetReadyzHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Health
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest ErrorDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetSampleHTTPResponse parses an HTTP response from a GetSampleWithResponse call
 func ParseGetSampleHTTPResponse(rsp *http.Response) (*GetSampleHTTPResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2060,6 +2220,9 @@ type ServerInterface interface {
 
 	// (GET /healthz)
 	GetHealthz(w http.ResponseWriter, r *http.Request)
+	// GetReadyz Whether mockflux can take charges (mockflux only).
+	// (GET /readyz)
+	GetReadyz(w http.ResponseWriter, r *http.Request)
 	// GetSample Download a generated image through its signed URL.
 	// (GET /samples/{file})
 	GetSample(w http.ResponseWriter, r *http.Request, file string, params GetSampleParams)
@@ -2101,6 +2264,12 @@ func (_ Unimplemented) ArmFault(w http.ResponseWriter, r *http.Request) {
 
 // (GET /healthz)
 func (_ Unimplemented) GetHealthz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetReadyz Whether mockflux can take charges (mockflux only).
+// (GET /readyz)
+func (_ Unimplemented) GetReadyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2192,6 +2361,20 @@ func (siw *ServerInterfaceWrapper) GetHealthz(w http.ResponseWriter, r *http.Req
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetHealthz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetReadyz operation middleware
+func (siw *ServerInterfaceWrapper) GetReadyz(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetReadyz(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2456,6 +2639,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/healthz", wrapper.GetHealthz)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/readyz", wrapper.GetReadyz)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/get_result", wrapper.GetResult)
 	})
 	r.Group(func(r chi.Router) {
@@ -2485,55 +2671,58 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zFp7j9u2sv8qA90LdPdCK3s3j9vrxcXBNm2SIikaZBP0AHVg09LIYkyRKkmt1yfwdz8YkpIlW95HTlp0",
-	"/1pLfAxnfvObB/UlSlVZKYnSmmjyJdJoKiUNuh8/aa30j2gZF/QzVdKitPQvqyrBU2a5kqPPRkl6ZtIC",
-	"S0b//bfGPJpE/zXarT3yb82ou+Z2u42jDE2qeUVLRZPoSgLSiCSid2ESrfmiYHqJbu8s4zSaiXdaVagt",
-	"J2lzJgzGUdV59CVipaqlnZU81co96G/2oUCoNE8RuAQ36Ozj9VmmhGDaJFEc5UqXzEaTiEv7/GkUR3ZT",
-	"of+JS9TRNo5SjcxiNmNOL+2EjFk8s7zE3SRjNZdLmsMzGjvwGMtKWZTpZrbCzbC8P+8Gnb3BDdgCwdSL",
-	"kltImdYcsxh4Dkxu4IQJo2BdoITO0rBmBlSen9IBZS0EWwiMJlbXOCDqZ7WYHRG3VBmKgTfbONL4R801",
-	"ZtHkdzpsu0wzKd6zzOHZe4r91AqmFp8xtbS7x4N5JCDS3SxusTT3oTWgbtsKwLRmG2d3kr9z+g4krLJM",
-	"dEB3L4r2NNYI2Wyyt+KQNvY8tX/orH1+t6XCuKH1X7Ja2MfqutFQH8TXHqy0MRprgFswlgsBjlPQgFWX",
-	"MIZaWi4gFcg0Zsmg62Uo2GbmjXj4dsVldp953bHe0MB9XbjZjQGOauRN2ANlXdKsnHExW2CuNM68FWkN",
-	"98/MFihnmVbV3qNn43EUR0ao9Z4bqDzv7LzzO7fze6++b2OS12oNJTGGyh2fSLy1Dal07dS3kNLAFgal",
-	"PbRVySUvSSXj++zWF+Sl0kCaiKFQaxBKLgFZWjRCwJpxa8ArmATiBgomMxF2Zbd+1+dj+rtPjG8AkKPA",
-	"eCwvsdTyG3wwLXl3HGClDn4OtftbgbZAfRBCSItKqlpjBidOPFgXXCDsoZEGMl1idtrxx4VSApk80E84",
-	"UV+kQX2J+vZeNPvodBgNlyhRuzSkwUgC9FwjE3D17mdgaYqVNVASYnKOIjNwwkyFqZ25iTFoto6Bl2yJ",
-	"s0qrsrLxVK5xUSi1mtVaxJAkyeklOcYGmEZgQqg1ZsAkhVoJpUpXuahvY6iYto0PdSMuWZBpbpRMpjLa",
-	"t32BfFkMeOX7oE1YbNo9AG/pPJArDfT7rNLq7Dw5P6uF1aznBOdPn3Zd4OLZ8zgqa2F5JfDXPJo8uRhy",
-	"ClXbqrazJmTty9TKkWHucA5WQSWXtHNDgpVcUsSvcDlIX17HtHTJ5VuUS1tEk/OjA2d1ZVhZCXq44/kW",
-	"dXFkWI52M7NKoGYydU60Y4L7SMAgZg+K0XG05hmJ+jcw056rBY0OOddrZMIL/QgyMpbZ2nTjmloNmHJP",
-	"ijBrSIr3aEL6sJ9v7iUqtfflgaQBUyUzon67RpRgLNN2Rvk1uSGgzNyPXs6eqZp2auWRdbnwlmyGH+7z",
-	"UfJbcMueGL/lqfNmy8wKci65KXysecAuO6AfQNshemD7KzB8KTGDj+/ftkRCzHRJ0Q5vK67RwMn5GEou",
-	"a4uGQBdcsUvKnZ0eju+dTh+pFzfxgWrZB41XxHHQvA/16GFWe6QqqbRaajT9xLuV5ki9szOabqF6V/wN",
-	"gPZKC75y//hrP3awQLrXe64PnPIdyow7rn2PLKOSyVUBURx9IKtIRfxTuzQ2xFf4RWUULpGevfDVfOfZ",
-	"EFv7bP3xVlCCGJvi52AeotEFDiVEDPNpPR4/SQtlrPsPRzfnoyXambfFP3j2/34Ez/z7ebIjWibNGjVl",
-	"pwbUWgLLMrK+C9e7LKBkmzASGGhcOh4E2hFO5oW1lZmMRqziSW3Ok0UuEsZHSZLMT2PKhNICUsHJoE5i",
-	"4NJYZFnjoAtm0Dmsr7RdVtp9/p3xO1FuWzByYBK2Ypq0n6mScTngukMg6Wr1ECnO29Nac7u5JtyFzLLi",
-	"b3wvgZPuC2QZEkYkIz+Pbs98td0kkn60a8xwmavhHoSpFwbbTOcHwdIVvFSaEPaWLQy8fPvxn07vtmAW",
-	"XteLGmqDxmVLdHZnF1OwCidNmcGmspPLWQXzd79efwCCwhfXM9jOG1s0JmeefbjLxIBB0A6p/NL9mMr5",
-	"q5/8Gn04zUPF4nonzq/IZnPnRvNLyNGmxY57Ideq9GMdOcdT6Zg47EWHmvu1E09n82Qqp3KXFtJUoVI6",
-	"s2UyO+MyJpwaWJN6ekDNFBrnuZlK6xKlnQCTUznfS9nn4O24y9sFXyHpgG1oFq0VO7XUktVUZlqeko/D",
-	"fDQjwUb/M59KrVwIsYr2z5xlQuvBTbUKuCRogU/1EnD8YlwSPP8yDf2CaTSBaZQkyTTazn1+a7klio3u",
-	"QMYJM86J+3nTaRRHN6iNh9p5Mk7GLimtULKKR5PoSTJOnpAnMFs4eIfjdPo6S3T0TSTlwPRzFk2it9zY",
-	"F21bpdfkvBiPv1lzs9lioLFJfhOkTHq+Gk1+/xRHpi5LpjfRJPrpBvUmDN3xXEH6YhnGoERG6sy5Ntbx",
-	"BlsaYggaGn2ilYNO8rYQzVCgxUOtvKCKPdSrf6JWwg5HlOIqygAxYLlF7VwiLZhcIpxIJfH0bo25YwA6",
-	"vbl14CQwhTAKbK2l6ZVjC0KlkqcD2ouH4fMK7d9JTXer43D0wDErZQbKO4+9PmP0+0CQKmnqEg0oiVBL",
-	"7sKAa9J09owdtZFFiFWmUtU2VSUmcKVLok0GK04MQ/zHDTBBBLQJK2isBEtdmPR00rfFlS59+8MHSDT2",
-	"B5Vtvq0Vmn7Eth+GKWfc/j0dJSGefHpxcWyLVua9C5jjMLrSJbDgT1THto3Buesizg8ahCdHW4KnR3iq",
-	"cNXpv46y9iu0r8OQP1HroUY+ovVKqxSNSxAM6hsul0PeN3A4nwuY0ZecC9zedcZrXwRRVNOsRIua1tr3",
-	"zZAmh5zHZ8JJJZdz0vrgy88VLuekepf5Ucjc5X0kVLSP7bijsYN09CEloUelJ1/Ci0uPKN/La+MLRCfK",
-	"HzXqzU4WvK3uFOUB9ycHHW28hde/XL04u359dfHsOaib4C10bt8yuK2OyWP48lGq+XQvOF0eOXItsR4s",
-	"25MtuGR6M1gF+LmVfPTUQTi71TxZjJ88kixoztNvRzA/qrUUilHqHlJ/zELGbQut6mXhUtJdR6TLIhkK",
-	"TsEqOFsvxe/42sHlci1XkupEnhEwKdNmEl5/+PDOXztP3DVHKDAuxmNYc1s0NcK8X1fPY5912wKnssng",
-	"E/jNtc7b5oiupdkvNELlPr8EJdPmIiOUH/FU7lUTLkJ2G0MubIZm0FCEfIU2NCgOKGUI7q60/JZo/3oq",
-	"3uv5HMEw6fU74xTaQPn8K6D8FfB/dHyNo2dePY90mdZJ3ikhQqXbhT/VBDvohwrZdWfuyuvcXcgupeNN",
-	"vZc5gLpFvqOqVInmuwjW3gO69ir8Ru4wXJGetEWcr3gNKxFWuPEu1D5xuzgGXqhs0/pa834qndfQ+6YW",
-	"lcoWXC4vB1Zl9A51WFTp/ppPLy6G3MO3tI74Rj9KNl8r/Adh8he2QtP9SsOwHH3NbfVmp7XL/UaAr//p",
-	"+GDqtAgV/2kbtPY7OXsGibpSluy2uWm5ePYsvvvmxXv4n5BZdy76/uLEeq+LeQevuK9jWkc5UTqGWmYh",
-	"eXDg61aSK9zETbsPmRYcNYR69S9kpUcH5a9jsqcX//dXs1/4VoR173n9VQxVGsHtT9wNm0kLiULE/r4t",
-	"w5u4d/MWD9zDnQ4xaj9h2fVPf/9EfkElQMMXrrcddbvHvnMcEQnsXk5Go/OL/03GyTg5n3w//v5JtN0V",
-	"DEPd1U6PrFeIO8abu4bt3H+8FVJ5kvyQeK59wuCTCMobQlOcEglma40NcFONGe3CRGfRNr86XLjtSSkp",
-	"NvF+hzH2xaKrCInFNdUGKRfcWS/pcmu6iraftv8OAAD//w==",
+	"zFp9b9tG0v8qAz4PUPtAU7Lzcj0Zh4ObNkmRFA3iBD2gCsQVORQ3Wu6yu0vLaqDvfphdkiIpyo5zaa/+",
+	"yyL3ZXZmfr95WX4KElWUSqK0Jph9CjSaUkmD7scPWiv9PVrGBf1MlLQoLf3LylLwhFmu5OSjUZKemSTH",
+	"gtF//68xC2bB/032a0/8WzPprrnb7cIgRZNoXtJSwSy4koA0IgroXT2J1nyWM71Ct3eachrNxButStSW",
+	"k7QZEwbDoOw8+hSwQlXSLgqeaOUe9Dd7lyOUmicIXIIbdPb++ixVQjBtoiAMMqULZoNZwKV9+jgIA7st",
+	"0f/EFepgFwaJRmYxXTCnl3ZCyiyeWV7gfpKxmssVzeEpjR15jEWpLMpku1jjdlzeH/eDzl7hFmyOYKpl",
+	"wS0kTGuOaQg8Aya3cMKEUbDJUUJnadgwAyrLTumAshKCLQUGM6srHBH1o1oujohbqBTFyJtdGGj8reIa",
+	"02D2Kx22XaaZFA4sc3j2nmI/tIKp5UdMLO3u/cE80CGS/SxusTD3eWvtdbtWAKY12zq7k/yd03dcwirL",
+	"RMfp7vWigcYaIZtNBiuOaWOA1P6h0/b53Zaqx42t/5xVwj5U142G+k587Z2VNkZjDXALxnIhwHEKGrDq",
+	"EqZQScsFJAKZxjQahV6Kgm0X3oiHb9dcpveZ1x3rFQ0c6sLNbgxwVCOv6j1QVgXNyhgXiyVmSuPCW5HW",
+	"cP8sbI5ykWpVDh49mU6DMDBCbQYwUFnW2XmPO7fzW6++r2OSl2oDBTGGyhyfSLy1Dal07dS3kNLAlgal",
+	"PbRVwSUvSCXT++zWF+S50kCaCCFXGxBKrgBZkjdCwIZxa8ArmATiBnImU1Hvym79rk+n9HefGF/BQY46",
+	"xkN5iSWW3+Bn05KH4wgrdfznULu/5Ghz1AchhLSopKo0pnDixINNzgXCwBtpINMFpqcdPC6VEsjkgX7q",
+	"E/VFGtWXqG7v9WYfnQ6j4QolapeGND4SAT3XyARcvfkRWJJgaQ0U5DEZR5EaOGGmxMQu3MQQNNuEwAu2",
+	"wkWpVVHacC43uMyVWi8qLUKIouj0koCxBaYRmBBqgykwSaFWQqGSdSaq2xBKpm2DoW7EJQsyzY2S0VwG",
+	"Q9vnyFf5CCrf1tqE5bbdA/CWzgOZ0kC/z0qtzs6j87NKWM16IDh//LgLgYsnT8OgqITlpcCfs2D26GIM",
+	"FKqyZWUXTcgaytTKkWLm/BysglKuaOeGBEu5oohf4mqUvryOaemCy9coVzYPZudHBy6q0rCiFPRwz/Ot",
+	"14WBYRna7cIqgZrJxIFozwT3kYBBTD8rRofBhqck6l/ATAOo1RodA9dLZMIL/QAyMpbZynTjmlqPmHIg",
+	"RT1rTIq3aOr0YZhvDhKVymN5JGnARMmUqN9uECUYy7RdUH5NMASUqfvRy9lTVdFOrTyyKpbeks3ww33e",
+	"S34LbtkT47c8dWi2zKwh45Kb3Meaz9hl7+gHru08emT7KzB8JTGF929ft0RCzHRJ0Q5vS67RwMn5FAou",
+	"K4uGnK6GYpeUOzt9vn/vdfpAvbiJn6mWodN4RRx3mrd1PXqY1R6pSkqtVhpNP/FupTlS7+yNpltXvSv+",
+	"1g7tlVZj5f7x137saIF0L3quD0D5BmXKHde+RZZSyeSqgCAM3pFVpCL+qVwaW8dX+EmlFC6Rnj3z1Xzn",
+	"2Rhb+2z94VZQghib4udoHqLRBQ4lRAjxvJpOHyW5Mtb9h5Ob88kK7cLb4l88/acfwVP/Po72RMuk2aCm",
+	"7NSA2khgaUrWd+F6nwUUbFuPBAYaV44HgXaEkzi3tjSzyYSVPKrMebTMRMT4JIqi+DSkTCjJIRGcDOok",
+	"Bi6NRZY2AF0ygw6wvtJ2WWn3+TfG70S5bc4IwCRsyTRpP1UF43IEumNO0tXqoac4tCeV5nZ7TX5XZ5Yl",
+	"f+V7CZx0nyNLkXxEMsJ5cHvmq+0mkfSjXWOGy0yN9yBMtTTYZjrfCZas4bnS5GGv2dLA89fv/+30bnNm",
+	"4WW1rKAyaFy2RGd3djE5K3HWlBlsLju5nFUQv/n5+h2QK3xyPYNd3NiiMTnz7MNdJgYMau2Qyi/dj7mM",
+	"X/zg1+i7U1xXLK534nBFNosdjOJLyNAm+Z57IdOq8GMdOYdz6Zi43osOFfu1I09ncTSXc7lPC2mqUAmd",
+	"2TKZnnEZkp8a2JB6eo6aKjQOualKqgKlnQGTcxkPUvYYvB33ebvgayQdsC3NorVCp5ZKsorKTMsTwjjE",
+	"kwUJNvlbPJdauRBiFe2fOsvUrQc31SrgklwLfKrnF7SuZ6aWaCCe5C69+D12b+IJLbP9PZ7LE/r9RquC",
+	"Co7KQIFW88QAsxBP6h+xjyDKlSQG9Q1PkMq5G4zAERkVGziX8ad53ZmYBzOYB1EUzYNd7DNpyy2ReXCH",
+	"D54w4+iin6GdBmFwg9p4pz6PptHUpb8lSlbyYBY8iqbRI8Ics7kDUq24TgdphS5QEB06t/0xDWbBa27s",
+	"s7aB02unXkynX62N2mwx0kIlhNZSRj1WCGa/fggDUxUF09tgFvxwg3pbD90zak76YimGoERK6sy4NtYx",
+	"FFsZ4iIaGnyglWudZG3Jm6JAi4daeSaQ6boy/gO1Uu9wRCmudq2dGVhmUTsPTHImVwgnUkk8vVtj7hiA",
+	"Tm9uHTipOUkYBbbS0vQKvyV5pZKnI9oLx93nBdq/kpruVsfh6JFjlsqMFJLe9/rc1O84QaKkqQo0oCRC",
+	"JbkLOK4d1NkzdCRKFiH+mktV2UQVGMGVLoigGay5Yy3m4jITjqPqFTSWgiUuIHs66dviShe+0eJDMRr7",
+	"nUq3X9cKTedj1w/4lJ3u/ppAiYgnH19cHNuilXlw1XPcja50AazGE1XMbQsydv3K+KAVeXK0+Xh6hKfq",
+	"QHWUtV+gfVkP+QO1XlfjR7ReapWgcamIC4dyNYa+kcP5sNs5W3/tJ9NHoGSCLsB/VJWm3PckPjtLmWXx",
+	"KWjMKoOUQW00t66vmqhKpC4P0ZTwEo3NatrztpjLjRtC8IWMcRGCUTQhJ9AlTMKyCUJpbaE2wHBKAJua",
+	"cQR2L9C+9Sf6n5jCVzxmeAjKaDQmSqdU6e5CUuvXg0DTmm2VRLtbtm4jOZy0r5QU22N+7hNQM/mUcYG7",
+	"u9z92lfelOBoVqBFTWsNfaeuzepE25dfUSlXMQFw9OXHElcxSefKDcqe9sUGCRUMaS7sWOygBvqcPoQn",
+	"KB+HiTpcTm4at25F+a1Cvd3LgrflnaJ8xqXdwTUK3sLLn66enV2/vLp48hTUTU2cdG7fp7otj8lj+OpB",
+	"qvlwLzhc8TJxfdgeLNqTLblkejtaevq5pXzw1FFmc6v5uPFg0NCcx18PaN+rjRSKEdvV9SamdZlnc62q",
+	"Ve5oct+G6wItRcGJBGuw9erKo/R7JaGSa6k2kkpV7ss7JuHlu3dv/LcOM3e3Vle1F9MpbLjNm8I07jdz",
+	"4tCXejbHuWzKxgh+cfc1bUdOV9IMq9u6XRRfNsGgU/OGczkoYV2y1O1Gugyq7kAeZW3js6UBpYy5u+tn",
+	"fE1v//JQMGg0HvFh0us3xim0ceXzL3DlL3D/B6daFJumXwCZFiRvKOj79krX/Sn67F2/bsu4luBdKb67",
+	"gNtn99y0IZUc1C3yjYFNrkTzMQ5rL59dTx9+ITiMt0HaqHjq2yyGFQhr3HoItU/cLo6Blyrdtlhr3s+l",
+	"Qw29b8JtncpcjqzKpKpjNS2qdH/NxxcXY/DwWcURbPSjZPOJzH8RJn9iazTdT4MMy9A3eqze7rV2Oew+",
+	"+aYTHR9MleR1m+m0DVrD9uHAIEFXyoLdNtd7F0+ehHdf93mE/wFFVud2+U+usQat8zt4xX2S1QLlROkQ",
+	"KpnWyYNzvm5TYY3bsOkxI9OCo4a6dfEnstKDg/KXMdnji3/82exXf6DEuh8X+Ps/Kjpr2J+4a12T5BKF",
+	"CP0lb4o3Ye+6Nxy5/D0dY9R+wrJv2v/6gXBB1WDDF+5CJeheWfjrioBIYP9yNpmcX/w9mkbT6Hz27fTb",
+	"R8FuXzuOtfQ77dJeT8YxXuxuCWL/xWCdypPkh8Rz7RMGn0RQ3lDfxFAiwWylsXHcRGNKuzDRWbTNrw4X",
+	"7lU/4bCtHfq+gWsONIWaTLjgznpRl1uTdbD7sPtPAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -104,6 +104,7 @@ const (
 	Forbidden            ProblemCode = "forbidden"
 	Internal             ProblemCode = "internal"
 	InvalidArguments     ProblemCode = "invalid_arguments"
+	MethodNotAllowed     ProblemCode = "method_not_allowed"
 	NotFound             ProblemCode = "not_found"
 	PayloadTooLarge      ProblemCode = "payload_too_large"
 	Unauthorized         ProblemCode = "unauthorized"
@@ -121,6 +122,8 @@ func (e ProblemCode) Valid() bool {
 	case Internal:
 		return true
 	case InvalidArguments:
+		return true
+	case MethodNotAllowed:
 		return true
 	case NotFound:
 		return true
@@ -1983,44 +1986,45 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"5Flvb9s40v8qhJ4FmuBRbDl1to3zKnfotQsU2EXbw72IczYtji0mEqklR3bdwN/9MKT+Jood3273Fnev",
-	"okjkcOY3M7+ZoR+CWGe5VqDQBpOHwIDNtbLg/vnF6EUKGT3GWiEopEee56mMOUqthrlf8f93Viv6ZuME",
-	"Mk5PPxhYBpPg/4aN/KH/aoeV3N1uFwYCbGxkTuKCSXCtGBijTci4ZZ/+9ld2Ob54w8pjmADkMrVsIzFh",
-	"nFnkixTYPNYC5oOApJVHkAbvvkJceLEPARdC0jNPfzE6B4OSTFzy1EIY5K1XDwFfgcKZFPS81CbjGEyC",
-	"opAiCAPc5hBMAotGqlWwCwOe6ULhLJOx0bazQyr8cdxskQphBcbtQYQs93g//Ron3KxAtER2EfpHwpFh",
-	"AgTKWgowrNzhIHuv1WpRMAO5NmiZRIaafSgWBf2NeY6FgUEQvkTN2ABHEDOOHbsERzhDmUEfHHFhDKh4",
-	"2zKt+SggllZq9VJsXSD0SqpMn93pRSnt6Zpikcp4lnAlUuhd4UEC8RRjB1jCLVsAKIY6FQ5xXWCsM4df",
-	"KWyhdQpceWlWp+sar8dOA8W4YhRnHLVh1WonF6pIZUujMyaVAASTScWx66y92BuwRYqHcq/Oik9+ucsZ",
-	"ncOhfZ/dIlqNHOHFp3x2q3dhUOTiyGhyJv1aSEMeuulEz2Pvhk3SVuZUij5O0VaMtjKxE+0dZW9rvfTi",
-	"DmIHWG3dR2nxSHapfe3+kwiZfTGYdHapDDeGb59g1BK+V+9P8GsBL1C9G8RfEmCVF4hrXJZIawsQTCIF",
-	"6ncl0kwqmRVZMIl6SdWsiqyqYvvQ/CnjK7iuV//epHWYdo5LN9Q6dXGjyPSbYAWKKARmkuxoufm3po07",
-	"qMmeBs89GXQgyCo+OiI9nFWzwqRPOfRLq+a9skxAKtdgtuzvnz5eUaGDr7k0YAcHmaQ5Y6/+nyui66ph",
-	"i0UmEaVaTZiBWBtBpbdTkCUVDqlWLOZpCuKKlXtATLoLqcTQizu9uJoqW8QxgADBuBJsyWVKG5ZS8fSq",
-	"WxQeicn4liV8DVUn4Pb7TmCqYq6URnav9CZkVhNSG5mmjF4aQLO98ol8D5B7bRKqd4VCmfaVLGoqpupk",
-	"vqo6Dfd2fhqyTSLjhGX83q1hjTknpV6nTJvSLnZC51fvB1MVhHWINwhTPFbQuedSItVEJyYIgw4wPfkQ",
-	"Bh+Ap5gcGYhUPQrbzjx9fzjbyl19cfWId47TJgG5SlwuZfyrZ8HReBy1SPH84sc+Wsy0gLSXhnSBeYGz",
-	"itAaO3OH+10Oq140c6OzvFLlI6gVQTuOIq9M9WLUs9MCiH5mr2y6jKI3o8vL84vxm3F0eTk6RPobKbxj",
-	"j0Llkc9KgyqsKqlhBXqfM1uTUddRNIq0wZRqzVMpZm06LRQvMNFGfvORrM1CCgGUAkqTRwpF72vmzqTN",
-	"OMakUs63qeZihlrPUsodJ84Wue9kZxkIyWdO3dAZbBRP/ZFrLlMal3qd6ger/nJVJ8JT/FHiM0XOv3g4",
-	"kC6lol5MfVToUezD/XNVO4/InedToCLQfrvltxdYUItowsdtfKq8S4C4MBK3n6nIe+UWwA2Y68KHsav+",
-	"bq5wr5tKliDmflyWaqmfFqVy7MPCKMt406V1WjSFmnFkmbbItAKWcylaUyRP0wH7WbXGkamCr9KiZTmY",
-	"RqYUV53y88oyKSDLNVJPwO5hSwVQgJE03/iJBgfsHU1zlnEDUzV/7g5h3j/au/JQBltlq9dSE0hrMNbj",
-	"MBpEg8ixWw6K5zKYBK8H0eC1Sx1MHOTDxNWDb/S8AsdkvsZJrX4SdADgh3JJ2L0QOY+iPZchx12ClFWp",
-	"5w6kbHRisJaQtGDWUq0GnRAKJje39P/QABfbvbZ88iv+Y6YIjnzBLZAtBnickGcH5KSL6PVzomtdW5dF",
-	"PdavR8PuQNULAo1p75pl3xGJ7mT4DCCNxg6FcTQ6AgVa//qo9RfeviNQLrKMm20wCd65BrvWN2Q6FWCR",
-	"LaWxyE6IXV6VARoDiw0IUCipXV26hjHWKpapdEieOmNzbbG/tfcyjZ9M3f4Wj8UJxPfW966YOFoLy+7b",
-	"PrpC4Xaq5k0LOQ8ds9lux0wNMld2A8ay8+h8wK7VlqUcwXQ0oD2WZzBVzdxb74q8Lo9Pd60vciWsO0XB",
-	"uiTXrgqDqbquz9ok2gJzoxe1yHWzwIRcLsF4Et0kHLuETvm0LCwIp8lUzZ+0DPMBu35UDWj2A8E0qbWA",
-	"pTbATiRaVqcMyc25RZInbU5iPI7aeAkxTYMgWEZ7MaEZQYGTe6aXy1N6hdVFJE04SpeuYnpJs8pUuWHF",
-	"3a3V7T3jqaOyCeHnLGs+FYp8VjnjSbXRKt1O1SYBp057vNJKF8bSIhs6b2hMwGykhXp0Y/POAOELkC7Q",
-	"uUyq1VR1vMYuotdsk0AJZjlcLcAzG+FqKtOJupPCBSETeqOuaOQiKJm0TqqqlfAFrktankog8P0GWPyL",
-	"Ftvfn6iqq6Bdt7NBU8DujyDKgyRZBQZzvQgIRyPn0fkfo8o1U7BpKbPhlrLbVIqMjyLX70/242h85PrL",
-	"49aPjtRndPEdi9W/00I0xc0n2HPt8vPVzRHOqe/Huh3I8KF13bbb15Q1QfenSLL/ilj+DY1OZ+xhi217",
-	"2tkTCWVPww3PqITYYHLzEEhCl6YNmue5G+e6l7Bdlg1bzjxwu7y7LSOuDic7fOhc6e6aYGxFX++syO29",
-	"v8J/Zdn8/bsvbL/gedPtuFtNGvtQ37uftcRUVW0RpUarU0kBre8H/Fpi8gnjirmLZ+b6jo1qeg/LTrhy",
-	"RXqq3JJXtu64xtH4NOzcSHK17auc7wF/rl78b+bZ+M/Kud3KrpeNO914sdgyH3XMRx1FA6viQG+U60G5",
-	"2vrxoImEl+bh458/ns/EnCOCIQn/TIpFMfE7z2pdJ+vR5CY6u+Rny9uHt7uz+nn8gufR+e6H3uzujrjd",
-	"26Gb290tfTbrykD3K4m7GpoMh6PzN4NoEA1Gk7fR2/Ngd7v7VwAAAP//",
+	"5Fltb9s48v8qhP4LNMFfceTU2W6cV7lDb7tAgV20PdyLOGfT4thiI5FacmjXDfzdD0PqMVEefLvdW9y9",
+	"iiKRw5nfzPxmhr6LUl2UWoFCG03vIgO21MqC/+cXo5c5FPSYaoWgkB55WeYy5Si1Oi3Div//bLWibzbN",
+	"oOD09J2BVTSN/u+0lX8avtrTWu5+v48jATY1siRx0TS6UgyM0SZm3LIPf/sru5icv2HVMUwAcplbtpWY",
+	"Mc4s8mUObJFqAYtRRNKqI0iDt18gdUHsXcSFkPTM81+MLsGgJBNXPLcQR2Xn1V3E16BwLgU9r7QpOEbT",
+	"yDkpojjCXQnRNLJopFpH+zjihXYK54VMjba9HVLh95N2i1QIazB+DyIUZcD74dc042YNoiOyj9A/Mo4M",
+	"MyBQNlKAYdUOD9mPWq2XjhkotUHLJDLU7J1bOvqb8hKdgVEUv0TN1ABHEHOOPbsERzhBWcAQHKkzBlS6",
+	"65jWfhSQSiu1eim2PhAGJdWmzz/rZSXt4Rq3zGU6z7gSOQyuCCCBeIixByzjli0BFEOdC4+4dpjqwuNX",
+	"CVtqnQNXQZrV+abB677TQDGuGMUZR21YvdrLhTpS2crogkklAMEUUnHsO+tJ7A1Yl+NzuddkxYew3OeM",
+	"LuG5fR/9IlqNHOHFp3z0q/dx5EpxYDR5k3510pCHrnvRc9+7cZu0tTm1ovdTtBOjnUzsRXtP2ZtGL738",
+	"DKkHrLHuvbR4ILs0vvb/SYTCvhhMOrtShhvDdw8w6gh/Uu8P8KuDF6jeD+JPGbDaC8Q1PkuktQ4Ek0iB",
+	"+k2JtJBKFq6IpskgqZq1K+oq9hSaPxV8DVfN6t+btJ6nncPSDbXOfdwoMv06WoMiCoG5JDs6bv6taeMP",
+	"arOnxfOJDHomyGo+OiA9vFVzZ/KHHPqpU/NeWSYglxswO/b3D+8vqdDBl1IasKNnmaQ940n9P9ZE11fD",
+	"umUhEaVaT5mBVBtBpbdXkCUVDqnWLOV5DuKSVXtATPsLqcTQi896eTlT1qUpgADBuBJsxWVOG1ZS8fyy",
+	"XxTuiSn4jmV8A3Un4PeHTmCmUq6URnar9DZmVhNSW5nnjF4aQLO7DIl8C1AGbTKqd06hzIdKFjUVM3W0",
+	"WNedhn+7OI7ZNpNpxgp+69ew1pyjSq9jpk1lFzui8+v3o5mK4ibEW4QpHmvo/HMlkWqiFxPFUQ+YgXyI",
+	"o3fAc8wODESqHs52M0/fPp9t1a6huLrHO4dpk4FcZz6XCv4lsOB4Mkk6pHh2/v0QLRZaQD5IQ9ph6XBe",
+	"E1prZ+lx/1zCehDN0uiirFV5D2pN0E6SJChTvxgP7LQAYpjZa5sukuTN+OLi7HzyZpJcXIyfI/2tFMGx",
+	"B6Fyz2eVQTVWtdS4Bn3ImZ3JqO8oGkW6YEq14bkU8y6dOsUdZtrIryGStVlKIYBSQGnyiFP0vgDMtJjT",
+	"K57neusXN3ReSFtwTEnPku9yzcUctZ7nlFD+DOvK0N7OCxCSz70NsUfBKJ4HPTZc5jRDDXo6TFvDNazJ",
+	"jodOQYmPVL7w4u6ZHKoUDWKao+IA7ZAzPtYF9YCEejwvalYdtlt+fYEFjYg2pvzGh8r7rEidkbj7SJU/",
+	"KLcEbsBcuRDbviXww4Z/3Za3DLEMM7RUK/2wUlWzIDqjLONt69br2xRqxpEV2iLTCljJpeiMljzPR+xn",
+	"1ZlRZgq+SIuWlWBamVJc9mrSK8ukgKLUSI0Cu4UdVUUBRtLQE8YcHLG3NOJZxg3M1OKxi4XF4LwfU3Fy",
+	"iuqaYkY7BHY0SSZs0eTQ4tgXQj5TIZUYr9YJDdbXP+S3ftc5WzzMtkUczl1c0f+LYyZVmjsBIlSrKsxr",
+	"lAM+mtyzAWODB8ajZJR4si1B8VJG0+j1KBm99kmLmXf2aebL01d6XoMn1lBypVY/CToA8F21JO7fz5wl",
+	"yRN3M4fdyVRFcuBKpuq7UrCWfGjBbKRaj3rBG02vb+j/UwNc7J605UNY8R8zRXDkS26BbDHA04xiakRO",
+	"Ok9ePya60bVzdzVg/WZ82p/vBkGgqfFtu+wbItEfVB8BpNXYozBJxgegQOtfH7T+PNh3AMquKLjZRdPo",
+	"re/3G31jpnMBFtlKGovsiHjtVRWgKbDUgACFkrrnle9fU61SmUuP5LE3ttQWhyeNINOEQdnv7zBomkF6",
+	"a0MrjZkn1LgaBuy9Gx1uZ2rRdrSL2HOq7TfwnqaU3YKx7Cw5G7ErtWM5RzA9DWiP5QXMVDuGN7uSoMv9",
+	"030njlwJ609RsKlova/CaKaumrO2mbbA/CRIHXvTuzAhVyswgb63Gcd+KaF8WjkLwmsyU4sHzcpixK7u",
+	"1SEaRUEwTWotYaUNsCOJljUpQ3JLbpHkSVuSmICjNkFCSsMpCFbQXsxoZFHg5Z7o1eqYXmF9L0oDl9KV",
+	"q5he0eg0U3528ld9zbTBeO6pbEr4ecvaT06Rz2pnPKhzWuW7mdpm4NXpTntaaWcsLbKx94bGDMxWWmgm",
+	"SbbozTOh9GmH3mVSrWeq5zV2nrxm2wwqMKtZbwmB2QhXU5tO1J05H4RM6K26pApIUDJpvVTVKBEKXJ+0",
+	"ApVAFDodsPgXLXa/P1HVN1P7fk+FxsH+jyDKZ0myDgzmuyAQnkbOkrM/RpUrpmDbUWbLLWW3qRWZHESu",
+	"357sJ8nkwPUXh60fH6jP+PwbFqt/p4Voi1tIsMca9cermyec49CP9TuQ07vO7d/+qaasDbo/RZL9V8Ty",
+	"b2h0egMXW+66c9YTkVD1NNzwgkqIjabXd5EkdGnaiOJIcT9I9u+E+ywbd5z5zGX3/qaKuCac7Old74Z5",
+	"3wZjJ/oGp1Rub8MvCq8sW/z49hN7WvCi7Xb8JSsNnKhv/a9sYqbqtohSo9Op5IA29ANhLTH5lOZIfw/O",
+	"fN+xVW3vYdkRV75Iz5Rf8so2HdckmRzHvQtSrnZDlfNHwJ/rF/+beTb5s3Juv7LrVetOP14sdyxEHQtR",
+	"R9HA6jjQW+V7UK52YTxoI+GleXj/15jHM7HkiGBIwj8zt3TTsPOk0XW6GU+vk5MLfrK6ufthf9I8T17w",
+	"PD7bfzeY3f0Rt38vdX2zv6HPZlMb6H+08ZdS09PT8dmbUTJKRuPpD8kPZ9H+Zv+vAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -226,6 +226,7 @@ const (
 	CodeUnauthorized         Code = "unauthorized"
 	CodeForbidden            Code = "forbidden"
 	CodeNotFound             Code = "not_found"
+	CodeMethodNotAllowed     Code = "method_not_allowed"
 	CodeDecisionMismatch     Code = "decision_mismatch"
 	CodePayloadTooLarge      Code = "payload_too_large"
 	CodeUnsupportedMediaType Code = "unsupported_media_type"

@@ -118,6 +118,15 @@ func (p *Provider) apply(rec record) {
 	p.charges = append(p.charges, rec.Charge)
 }
 
+// Ready reports why the provider cannot take charges: its journal refuses appends after a
+// write it could not roll back, so every submit would fail. nil when it can.
+func (p *Provider) Ready() error {
+	if p.journal == nil {
+		return nil
+	}
+	return p.journal.Err()
+}
+
 // Close closes the journal.
 func (p *Provider) Close() error {
 	if p.journal == nil {
@@ -246,6 +255,16 @@ func (p *Provider) Charges() ([]Charge, int64) {
 		total += c.AmountMicros
 	}
 	return out, total
+}
+
+// ChargeTotals is how many charges there are and their total, without copying them.
+func (p *Provider) ChargeTotals() (count int, micros int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.charges {
+		micros += c.AmountMicros
+	}
+	return len(p.charges), micros
 }
 
 func requestHash(model string, canonical []byte) string {

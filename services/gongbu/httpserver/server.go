@@ -43,6 +43,7 @@ var statusOf = map[gongbu.Code]int{
 	gongbu.CodeUnauthorized:         http.StatusUnauthorized,
 	gongbu.CodeForbidden:            http.StatusForbidden,
 	gongbu.CodeNotFound:             http.StatusNotFound,
+	gongbu.CodeMethodNotAllowed:     http.StatusMethodNotAllowed,
 	gongbu.CodeDecisionMismatch:     http.StatusConflict,
 	gongbu.CodePayloadTooLarge:      http.StatusRequestEntityTooLarge,
 	gongbu.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
@@ -63,6 +64,15 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	}
+	// Every error is problem+json, an unknown route or method too (chi's own are plain text).
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeNotFound, "no such route"))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		allowed := allowedMethods(r)
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeMethodNotAllowed, "this route takes %s, not %s", strings.Join(allowed, " or "), r.Method))
+	})
 	return gongbuapi.HandlerWithOptions(s, gongbuapi.ChiServerOptions{
 		BaseRouter: r,
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
@@ -281,6 +291,26 @@ type statusRecorder struct {
 func (r *statusRecorder) WriteHeader(code int) {
 	r.status = code
 	r.ResponseWriter.WriteHeader(code)
+}
+
+// allowedMethods lists the methods the route of r answers, for the Allow header of a 405
+// (chi sets it only in its own plain-text handler).
+func allowedMethods(r *http.Request) []string {
+	rc := chi.RouteContext(r.Context())
+	if rc == nil || rc.Routes == nil {
+		return nil
+	}
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if rc.Routes.Match(chi.NewRouteContext(), m, path) {
+			allowed = append(allowed, m)
+		}
+	}
+	return allowed
 }
 
 func routeOf(r *http.Request) string {

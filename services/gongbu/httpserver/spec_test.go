@@ -1,6 +1,13 @@
 package httpserver
 
 import (
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"hubu.dev/hubu/proto/gongbuapi"
@@ -23,5 +30,43 @@ func TestSpecPatterns(t *testing.T) {
 	}
 	if got, want := publicHandleRE.String(), p.Schema.Value.Pattern; got != want {
 		t.Fatalf("spec pattern %q, server pattern %q", want, got)
+	}
+}
+
+// Gongbu answers exactly the codes of its one status table; the spec's Problem enum and the
+// README's table of Gongbu's errors list exactly those, with the same statuses.
+func TestErrorCodesAreDocumented(t *testing.T) {
+	doc, err := gongbuapi.GetSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for code, status := range statusOf {
+		want[string(code)] = status
+	}
+	enum := map[string]int{}
+	for _, v := range doc.Components.Schemas["Problem"].Value.Properties["code"].Value.Enum {
+		enum[v.(string)] = want[v.(string)]
+	}
+	if !maps.Equal(enum, want) {
+		t.Errorf("the spec's Problem codes %v are not the server's %v", slices.Sorted(maps.Keys(enum)), slices.Sorted(maps.Keys(want)))
+	}
+
+	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "Gongbu's are these and no others")
+	if !ok {
+		t.Fatal("README.md has no table of Gongbu's error codes")
+	}
+	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9]{3}) \\|")
+	documented := map[string]int{}
+	for _, m := range row.FindAllStringSubmatch(strings.SplitN(section, "\n\n", 3)[1], -1) {
+		status, _ := strconv.Atoi(m[2])
+		documented[m[1]] = status
+	}
+	if !maps.Equal(documented, want) {
+		t.Errorf("README.md documents Gongbu's errors as %v; the server answers %v", documented, want)
 	}
 }

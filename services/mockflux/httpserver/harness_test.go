@@ -57,6 +57,7 @@ func (b *syncBuffer) String() string {
 type config struct {
 	apiKey       string
 	pendingPolls int
+	ready        func() error // nil: the provider's own readiness
 }
 
 type bundle struct {
@@ -88,7 +89,7 @@ func setupWith(t *testing.T, cfg config) *bundle {
 	srv := &httpserver.Server{
 		Provider: provider, APIKey: cfg.apiKey, SampleTTL: 10 * time.Minute,
 		SigningKey: []byte("test signing key"), Now: clk.Now,
-		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)), Ready: cfg.ready,
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)

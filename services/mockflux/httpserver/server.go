@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux"
@@ -45,6 +47,13 @@ type Server struct {
 	SigningKey []byte
 	Now        func() time.Time
 	Logger     *slog.Logger
+	// Ready says why submits cannot be charged now (answered by /readyz); nil is the
+	// provider's own check of its journal.
+	Ready func() error
+	// Metrics is where the server registers its metrics and what /metrics serves; nil is a
+	// registry of its own.
+	Metrics  *prometheus.Registry
+	requests *prometheus.CounterVec
 }
 
 var _ bflapi.ServerInterface = (*Server)(nil)
@@ -67,8 +76,18 @@ func (s *Server) Handler() http.Handler {
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
+	if s.Ready == nil {
+		s.Ready = s.Provider.Ready
+	}
+	reg := s.Metrics
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	s.registerMetrics(reg)
 	r := chi.NewRouter()
-	r.Use(s.authenticate)
+	// Instrumented first, so that refusals of the x-key check are counted too.
+	r.Use(s.instrument, s.authenticate)
+	r.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusNotFound, "Not Found")
 	})
@@ -111,6 +130,84 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 func (s *Server) GetHealthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, bflapi.Health{Status: bflapi.Ok})
 }
+
+// GetReadyz answers 503 while a submit could not be charged and recorded: with --data, once
+// the journal refused a write it could not roll back.
+func (s *Server) GetReadyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.Ready(); err != nil {
+		s.Logger.WarnContext(r.Context(), "not ready", "err", err)
+		writeDetail(w, http.StatusServiceUnavailable, "mockflux cannot record charges; restart it")
+		return
+	}
+	writeJSON(w, http.StatusOK, bflapi.Health{Status: bflapi.Ok})
+}
+
+// registerMetrics registers the HTTP request counter, like Hubu's and Gongbu's, and the
+// charges, read from the provider when scraped (they survive a restart with --data, and only
+// ever grow).
+func (s *Server) registerMetrics(reg prometheus.Registerer) {
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mockflux_http_requests_total", Help: "HTTP requests by route pattern, method and status.",
+	}, []string{"route", "method", "status"})
+	reg.MustRegister(s.requests,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "mockflux_charges_total", Help: "Charges made (a replayed idempotency key makes none).",
+		}, func() float64 {
+			n, _ := s.Provider.ChargeTotals()
+			return float64(n)
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "mockflux_charged_micros_total", Help: "The sum of every charge, in micro-USD.",
+		}, func() float64 {
+			_, micros := s.Provider.ChargeTotals()
+			return float64(micros)
+		}),
+	)
+}
+
+// instrument counts requests by route pattern, never by path: a path carries job ids and
+// sample signatures. A request answered with no status at all (a fault dropped the
+// connection, or the client left a slow one) is counted with status "none".
+func (s *Server) instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		defer func() {
+			route, status := "unmatched", "none"
+			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+				route = rc.RoutePattern()
+			}
+			if rec.status != 0 {
+				status = strconv.Itoa(rec.status)
+			}
+			s.requests.WithLabelValues(route, r.Method, status).Inc()
+		}()
+		next.ServeHTTP(rec, r)
+	})
+}
+
+// statusRecorder notes the status of the answer; 0 while there is none.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection (the charge_then_drop fault
+// hijacks it).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, params bflapi.SubmitParams) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
@@ -166,11 +263,9 @@ func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, pa
 
 // drop closes the connection without a response, as a provider that crashed after charging.
 func (s *Server) drop(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = conn.Close()
+		return
 	}
 	panic(http.ErrAbortHandler) // HTTP/2 and other writers: net/http resets the stream
 }

@@ -116,6 +116,14 @@ func (j *File) rollback(cause error) error {
 	return cause
 }
 
+// Err is why the journal refuses appends (a failed append it could not roll back), or nil
+// while it takes them.
+func (j *File) Err() error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.broken
+}
+
 // Close releases the file and its lock.
 func (j *File) Close() error {
 	j.mu.Lock()

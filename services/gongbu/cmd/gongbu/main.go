@@ -107,13 +107,19 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// envDuration reads a duration from the environment; an unreadable one falls back to def,
-// and the flag's own check then reports a bad value given on the command line.
-func envDuration(getenv func(string) string, key string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(getenv(key)); err == nil {
-		return d
+// envDuration reads a duration from the environment, def when it is unset. A value that is
+// no duration is an error, never a silent fallback to def (the flag's own parser reports a
+// bad value given on the command line).
+func envDuration(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
+	v := getenv(key)
+	if v == "" {
+		return def, nil
 	}
-	return def
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s must be a duration such as 90s or 10m", key)
+	}
+	return d, nil
 }
 
 func envOr(getenv func(string) string, key, def string) string {
@@ -153,15 +159,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		}
 	}
 	fluxIdempotent := fs.Bool("flux-idempotent", fluxIdem, "the FLUX endpoint honours Idempotency-Key (mockflux does; the real API documents none) (env GONGBU_FLUX_IDEMPOTENT)")
-	fluxTimeout := 60 * time.Second
-	if v := getenv("GONGBU_FLUX_TIMEOUT"); v != "" {
-		var err error
-		if fluxTimeout, err = time.ParseDuration(v); err != nil {
-			return errors.New("GONGBU_FLUX_TIMEOUT must be a duration such as 60s")
+	durations := map[string]time.Duration{}
+	for _, d := range []struct {
+		key string
+		def time.Duration
+	}{{"GONGBU_FLUX_TIMEOUT", 60 * time.Second}, {"GONGBU_LEASE", 0}, {"GONGBU_POLL_INTERVAL", time.Second}, {"GONGBU_POLL_DEADLINE", 10 * time.Minute}} {
+		v, err := envDuration(getenv, d.key, d.def)
+		if err != nil {
+			return err
 		}
+		durations[d.key] = v
 	}
-	leaseDefault, _ := time.ParseDuration(getenv("GONGBU_LEASE"))
-	lease := fs.Duration("lease", leaseDefault, "how long a worker owns an open execution (env GONGBU_LEASE; default: longer than any submission). "+
+	fluxTimeout := durations["GONGBU_FLUX_TIMEOUT"]
+	lease := fs.Duration("lease", durations["GONGBU_LEASE"], "how long a worker owns an open execution (env GONGBU_LEASE; default: longer than any submission). "+
 		"Shorter than a submission lets another worker take a live one over: with a provider that ignores keys it then becomes indeterminate")
 	fs.DurationVar(&fluxTimeout, "flux-timeout", fluxTimeout, "how long one request to the FLUX API may take (env GONGBU_FLUX_TIMEOUT)")
 	pollingHosts := fs.String("flux-polling-hosts", getenv("GONGBU_FLUX_POLLING_HOSTS"),
@@ -170,8 +180,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	sampleHosts := fs.String("flux-sample-hosts", getenv("GONGBU_FLUX_SAMPLE_HOSTS"),
 		"comma-separated hosts (host or host:port, exact) besides --flux-url's that a result's image URL may be on, "+
 			"such as delivery-us1.bfl.ai,delivery-eu1.bfl.ai; a result elsewhere is refused (env GONGBU_FLUX_SAMPLE_HOSTS)")
-	pollInterval := fs.Duration("poll-interval", envDuration(getenv, "GONGBU_POLL_INTERVAL", time.Second), "wait between two polls of a job (env GONGBU_POLL_INTERVAL)")
-	pollDeadline := fs.Duration("poll-deadline", envDuration(getenv, "GONGBU_POLL_DEADLINE", 10*time.Minute), "how long a job may stay pending before it is indeterminate (env GONGBU_POLL_DEADLINE)")
+	pollInterval := fs.Duration("poll-interval", durations["GONGBU_POLL_INTERVAL"], "wait between two polls of a job; also how often the background pass runs (env GONGBU_POLL_INTERVAL)")
+	pollDeadline := fs.Duration("poll-deadline", durations["GONGBU_POLL_DEADLINE"], "how long a job may stay pending before it is indeterminate (env GONGBU_POLL_DEADLINE)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -190,6 +200,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	if *pollInterval <= 0 || *pollDeadline <= 0 {
 		return errors.New("--poll-interval and --poll-deadline must be positive")
+	}
+	if *lease < 0 {
+		return errors.New("--lease must not be negative")
 	}
 	if fluxTimeout <= 0 || fluxTimeout > 10*time.Minute {
 		return errors.New("--flux-timeout must be positive and at most 10m")

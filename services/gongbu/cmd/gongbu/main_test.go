@@ -114,6 +114,14 @@ func TestBadSettings(t *testing.T) {
 		{"no FLUX key", without(db(migrated), "GONGBU_FLUX_KEY"), []string{"serve"}, "--flux-key is required"},
 		{"a poll interval that is no duration", db(migrated), []string{"serve", "--poll-interval", "soon"}, "-poll-interval"},
 		{"a zero poll deadline", db(migrated), []string{"serve", "--poll-deadline", "0s"}, "must be positive"},
+		// The environment is read, and a value in it that is no duration stops the start
+		// rather than fall back to the default.
+		{"a zero poll interval from the environment", append(db(migrated), "GONGBU_POLL_INTERVAL=0s"), []string{"serve"}, "must be positive"},
+		{"a zero poll deadline from the environment", append(db(migrated), "GONGBU_POLL_DEADLINE=0s"), []string{"serve"}, "must be positive"},
+		{"a poll interval in the environment that is no duration", append(db(migrated), "GONGBU_POLL_INTERVAL=soon"), []string{"serve"}, "GONGBU_POLL_INTERVAL must be a duration"},
+		{"a poll deadline in the environment that is no duration", append(db(migrated), "GONGBU_POLL_DEADLINE=10"), []string{"serve"}, "GONGBU_POLL_DEADLINE must be a duration"},
+		{"a lease in the environment that is no duration", append(db(migrated), "GONGBU_LEASE=long"), []string{"serve"}, "GONGBU_LEASE must be a duration"},
+		{"a negative lease", db(migrated), []string{"serve", "--lease", "-1s"}, "--lease must not be negative"},
 		{"a FLUX timeout that is no duration", append(db(migrated), "GONGBU_FLUX_TIMEOUT=long"), []string{"serve"}, "GONGBU_FLUX_TIMEOUT must be a duration"},
 		{"a zero FLUX timeout", db(migrated), []string{"serve", "--flux-timeout", "0s"}, "--flux-timeout must be positive"},
 		{"an idempotency setting that is no boolean", append(db(migrated), "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "GONGBU_FLUX_IDEMPOTENT must be true or false"},

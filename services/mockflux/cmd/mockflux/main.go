@@ -1,5 +1,5 @@
 // Command mockflux is a stand-in for the Black Forest Labs FLUX API for local development and
-// tests: `mockflux serve`.
+// tests: `mockflux serve`. Besides the API it answers /healthz, /readyz and /metrics.
 package main
 
 import (
@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
@@ -95,7 +98,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer provider.Close()
 	charges, _ := provider.Charges()
 
-	srv := &httpserver.Server{Provider: provider, Faults: &fault.Set{}, APIKey: *apiKey, SampleTTL: ttl, Now: time.Now, Logger: logger}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv := &httpserver.Server{Provider: provider, Faults: &fault.Set{}, APIKey: *apiKey, SampleTTL: ttl, Now: time.Now, Logger: logger, Metrics: reg}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("cannot listen on %s: %v", *listen, err)

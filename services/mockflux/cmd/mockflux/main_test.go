@@ -284,3 +284,27 @@ func TestNoTestHelpersInBinaries(t *testing.T) {
 		t.Error("a binary imports hubu.dev/hubu/proto/apitest")
 	}
 }
+
+// The real binary answers the probes and serves Prometheus metrics, the runtime's included,
+// as Hubu and Gongbu do.
+func TestProbesAndMetrics(t *testing.T) {
+	t.Parallel()
+	p := start(t, []string{"MOCKFLUX_LISTEN=127.0.0.1:0", "MOCKFLUX_DATA=" + filepath.Join(t.TempDir(), "mockflux.jsonl")})
+	ready, err := p.client("").GetReadyzWithResponse(context.Background())
+	if err != nil || ready.JSON200 == nil || ready.JSON200.Status != bflapi.Ok {
+		t.Fatalf("readyz: %v %v", err, ready)
+	}
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"go_goroutines ", "process_cpu_seconds_total ", "mockflux_charges_total 0\n",
+		`mockflux_http_requests_total{method="GET",route="/readyz",status="200"} 1`} {
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Fatalf("metrics (%d) lack %q:\n%s", resp.StatusCode, want, body)
+		}
+	}
+	p.stop()
+}
