@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,8 @@ type scriptedGongbu struct {
 	status    int // an error status to answer with; 0 answers the execution
 	state     gongbuapi.ExecutionState
 	noResult  bool // a succeeded execution without its result
+	charged   *int64
+	resolved  bool // an operator resolved the execution (gongbu resolve)
 	image     imageMode
 	execCalls int
 	imgCalls  int
@@ -70,6 +73,13 @@ func (g *scriptedGongbu) set(status int, state gongbuapi.ExecutionState, noResul
 	g.status, g.state, g.noResult, g.image = status, state, noResult, image
 }
 
+// setCharge sets what the execution says was charged, and whether an operator resolved it.
+func (g *scriptedGongbu) setCharge(charged *int64, resolved bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.charged, g.resolved = charged, resolved
+}
+
 // calls is how many execution reads and image downloads arrived.
 func (g *scriptedGongbu) calls() (exec, img int) {
 	g.mu.Lock()
@@ -90,7 +100,10 @@ func (g *scriptedGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Re
 	now := time.Now()
 	x := gongbuapi.Execution{DecisionId: uuid.New(), PublicHandle: handle, AgentId: uuid.New(),
 		Scope: gongbuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"}, State: g.state,
-		AmountMicros: 25_000, Currency: "USD", CreatedAt: now, UpdatedAt: now}
+		AmountMicros: 25_000, Currency: "USD", ChargedMicros: g.charged, CreatedAt: now, UpdatedAt: now}
+	if g.resolved {
+		x.ResolvedAt = &now
+	}
 	if g.state == gongbuapi.Succeeded && !g.noResult {
 		url := g.imageURL
 		if g.image == imageUnreachable {
@@ -151,6 +164,7 @@ type finalityCase struct {
 	image        imageMode
 	// What the first delivery answers.
 	wantStatus, wantCode string
+	wantMessage          string // a part of the first delivery's error message, if set
 	final                bool
 }
 
@@ -159,6 +173,10 @@ var finalityCases = []finalityCase{
 	// and Hubu, idempotent per key, is asked again.
 	{name: "hubu 400 invalid_arguments", hubu: hubuProblem(400, hubuapi.InvalidArguments), wantStatus: "refused", wantCode: "invalid_arguments"},
 	{name: "hubu 401", hubu: hubuProblem(401, hubuapi.Unauthorized), wantStatus: "refused", wantCode: "backend_unavailable"},
+	{name: "hubu 401 credential_revoked", hubu: hubuProblem(401, hubuapi.CredentialRevoked), wantStatus: "refused", wantCode: "backend_unavailable",
+		wantMessage: "agent token: an operator revoked it; an operator must issue a new one and set HUBU_AGENT_TOKEN"},
+	{name: "hubu 401 credential_expired", hubu: hubuProblem(401, hubuapi.CredentialExpired), wantStatus: "refused", wantCode: "backend_unavailable",
+		wantMessage: "agent token: it was replaced and its overlap has ended"},
 	{name: "hubu 403", hubu: hubuProblem(403, hubuapi.Forbidden), wantStatus: "refused", wantCode: "backend_unavailable"},
 	{name: "hubu 404", hubu: hubuProblem(404, hubuapi.NotFound), wantStatus: "refused", wantCode: "not_found"},
 	{name: "hubu 409 create_new_operation", hubu: hubuProblem(409, hubuapi.CreateNewOperation), wantStatus: "refused", wantCode: "create_new_operation"},
@@ -224,6 +242,9 @@ func TestFinalityOfAnswers(t *testing.T) {
 			}
 			if o.Status != tc.wantStatus || code != tc.wantCode || o.Replayed {
 				t.Fatalf("first delivery: status %q code %q, want %q %q: %+v", o.Status, code, tc.wantStatus, tc.wantCode, o)
+			}
+			if tc.wantMessage != "" && !strings.Contains(o.Error.Message, tc.wantMessage) {
+				t.Fatalf("first delivery: %q does not say %q", o.Error.Message, tc.wantMessage)
 			}
 			auth := e.backend.Calls("authorize")
 			exec, img := g.calls()

@@ -9,14 +9,17 @@ import (
 
 // Outcome is the structured content of every result the router returns.
 type Outcome struct {
-	Status       string       `json:"status"`
-	PublicHandle string       `json:"public_handle,omitempty"`
-	AmountMicros *int64       `json:"amount_micros,omitempty"`
-	Currency     string       `json:"currency,omitempty"`
-	Result       *ImageResult `json:"result,omitempty"`
-	Replayed     bool         `json:"replayed"`
-	Message      string       `json:"message,omitempty"`
-	Error        *ToolError   `json:"error,omitempty"`
+	Status       string `json:"status"`
+	PublicHandle string `json:"public_handle,omitempty"`
+	AmountMicros *int64 `json:"amount_micros,omitempty"`
+	Currency     string `json:"currency,omitempty"`
+	// ChargedMicros is what the provider charged for a finished execution (0: nothing), in
+	// the operation's currency; absent while that is not known yet.
+	ChargedMicros *int64       `json:"charged_micros,omitempty"`
+	Result        *ImageResult `json:"result,omitempty"`
+	Replayed      bool         `json:"replayed"`
+	Message       string       `json:"message,omitempty"`
+	Error         *ToolError   `json:"error,omitempty"`
 	// Details carries read-only tools' payloads (capabilities, status fields).
 	Details map[string]any `json:"details,omitempty"`
 }
@@ -38,7 +41,8 @@ type ToolError struct {
 //
 // An answer is final only when nothing about it can change: Hubu's record says the
 // operation is denied, expired or failed (settled), or Gongbu's execution succeeded and its
-// image is embedded. Everything else is not: pending_approval, approved, running,
+// image is embedded, or an operator resolved the execution as charged (it has no image and
+// never will) and Hubu settled it. Everything else is not: pending_approval, approved, running,
 // indeterminate, Gongbu's failed before Hubu settled it, a success whose image could not be
 // embedded (download failed, refused or too large), every error answer from Hubu (4xx, 5xx,
 // create_new_operation included) and every backend that could not be reached. A redelivery

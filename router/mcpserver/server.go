@@ -407,8 +407,16 @@ func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handl
 	case status == http.StatusBadRequest:
 		a = refusal(CodeInvalidArguments, "%s", detail)
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		r.cfg.Logger.WarnContext(ctx, "Hubu refused the router's credential", "status", status)
-		a = refusal(CodeBackendUnavailable, "Hubu refused this router's agent token; an operator must fix HUBU_AGENT_TOKEN")
+		r.cfg.Logger.WarnContext(ctx, "Hubu refused the router's credential", "status", status, "code", string(p.Code))
+		why := ""
+		switch p.Code {
+		case hubuapi.CredentialRevoked:
+			why = ": an operator revoked it"
+		case hubuapi.CredentialExpired:
+			why = ": it was replaced and its overlap has ended"
+		}
+		a = refusal(CodeBackendUnavailable, "Hubu refused this router's agent token%s; an operator must issue a new one and set HUBU_AGENT_TOKEN "+
+			"(Hubu recorded nothing and nothing was charged; the same call continues once the router has a valid token)", why)
 	case p.Code == hubuapi.Conflict:
 		a = refusal(CodeBackendUnavailable, "Hubu refused the request: %s", detail)
 	default:
@@ -445,39 +453,94 @@ func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer
 		a.Error = &ToolError{Code: code, Message: msg}
 		return a
 	case hubuapi.OperationStateFailed:
+		// Hubu has settled it: what it captured is what the provider charged, and the rest of
+		// the hold is released.
 		a := answer{Outcome: base, final: true}
-		a.Message = "the provider could not run it; nothing was charged"
-		if op.CapturedMicros > 0 {
-			a.Message = fmt.Sprintf("the provider failed after charging %d micros", op.CapturedMicros)
+		charged := op.CapturedMicros
+		a.ChargedMicros = &charged
+		a.Message = "the provider could not produce the image; "
+		if charged == 0 {
+			a.Message += "nothing was charged"
+			if op.ReleasedMicros > 0 {
+				a.Message += fmt.Sprintf(" and the hold of %d micros was released", op.ReleasedMicros)
+			}
+		} else {
+			a.Message += fmt.Sprintf("the provider charged %d micros for the attempt, and they were captured", charged)
+			if op.ReleasedMicros > 0 {
+				a.Message += fmt.Sprintf("; the other %d micros of the hold were released", op.ReleasedMicros)
+			}
 		}
 		if op.FailureReason != nil {
-			a.Message += ": " + *op.FailureReason
+			a.Message += ". Reason: " + *op.FailureReason
 		}
 		return a
 	}
 	return r.awaitImage(ctx, base)
 }
 
-// awaitImage polls Gongbu for the execution until it has a result or Wait runs out.
+// resolvedCharged says what an execution an operator resolved as charged (`gongbu resolve
+// --charged-micros`) means for the agent: it succeeded as far as money goes, but Gongbu never
+// got an image, and never will.
+func resolvedCharged(charged *int64) string {
+	amount := "what the provider charged"
+	if charged != nil {
+		amount = fmt.Sprintf("%d micros", *charged)
+	}
+	return "no image is available: the provider's outcome was unknown, and an operator who checked with the provider " +
+		"confirmed it charged " + amount + " for this operation, which Hubu captures as a success; Gongbu never received the image"
+}
+
+// executionFailed says what was charged for an execution Gongbu recorded as failed.
+func executionFailed(charged *int64) string {
+	switch {
+	case charged == nil:
+		return "what the provider charged is not known yet: call operation_status with the public handle"
+	case *charged == 0:
+		return "nothing was charged, and Hubu releases the hold"
+	default:
+		return fmt.Sprintf("the provider charged %d micros for the attempt, which Hubu captures, releasing the rest of the hold", *charged)
+	}
+}
+
+// awaitImage polls Gongbu for the execution until it has a result or Wait runs out. Hubu has
+// authorized the operation (base.Status is its state), so Gongbu being down or answering
+// errors is no refusal: the spend is under way, Hubu keeps handing the decision to Gongbu, and
+// the answer is "running", saying that Gongbu could not be read.
 func (r *Router) awaitImage(ctx context.Context, base Outcome) answer {
+	hubuState := base.Status
 	deadline := r.cfg.Now().Add(r.cfg.Wait)
+	unread := "" // why the last look at Gongbu failed; empty when it answered
 	for {
 		resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, base.PublicHandle)
-		if err == nil && resp.JSON200 != nil {
+		switch {
+		case err != nil:
+			unread = "Gongbu could not be reached"
+		case resp.JSON200 != nil:
+			unread = ""
 			e := resp.JSON200
 			switch e.State {
 			case gongbuapi.Succeeded:
 				a := answer{Outcome: base}
 				a.Status = "succeeded"
-				if e.Result != nil {
-					a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
-					var complete bool
-					a.image, a.Result.MIMEType, complete = r.fetchImage(ctx, e.Result.ImageUrl)
-					// Only the embedded image is the last word. A download that failed, or an
-					// image too large to embed, leaves a link that expires: a redelivery asks
-					// again rather than replaying it.
-					a.final = complete && len(a.image) > 0
+				a.ChargedMicros = e.ChargedMicros
+				if e.Result == nil {
+					if e.ResolvedAt != nil {
+						// Nothing about it can change once Hubu has settled it: there is no
+						// image to wait for.
+						a.Message = resolvedCharged(e.ChargedMicros)
+						a.final = hubuState == string(hubuapi.OperationStateSucceeded)
+						return a
+					}
+					a.Message = "the execution succeeded but Gongbu has no image for it yet: call get_execution with the public handle later"
+					return a
 				}
+				a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
+				var complete bool
+				a.image, a.Result.MIMEType, complete = r.fetchImage(ctx, e.Result.ImageUrl)
+				// Only the embedded image is the last word. A download that failed, or an
+				// image too large to embed, leaves a link that expires: a redelivery asks
+				// again rather than replaying it.
+				a.final = complete && len(a.image) > 0
 				a.Message = "image generated"
 				return a
 			case gongbuapi.Failed:
@@ -486,7 +549,8 @@ func (r *Router) awaitImage(ctx context.Context, base Outcome) answer {
 				// record, which a redelivery gets, is the final answer.
 				a := answer{Outcome: base}
 				a.Status = "failed"
-				a.Message = "the provider could not produce the image"
+				a.ChargedMicros = e.ChargedMicros
+				a.Message = "the provider could not produce the image; " + executionFailed(e.ChargedMicros)
 				return a
 			case gongbuapi.Indeterminate:
 				a := answer{Outcome: base}
@@ -494,23 +558,35 @@ func (r *Router) awaitImage(ctx context.Context, base Outcome) answer {
 				a.Message = "the provider's outcome is unknown; an operator is reconciling it, and nothing will be charged twice"
 				return a
 			}
+		case resp.StatusCode() == http.StatusNotFound:
+			unread = "" // Hubu has not handed the decision over yet
+		default:
+			unread = fmt.Sprintf("Gongbu answered %d", resp.StatusCode())
 		}
 		if !r.cfg.Now().Before(deadline) {
-			a := answer{Outcome: base}
-			a.Status = "running"
-			a.Message = "still running: call get_execution with the public handle for the result"
-			return a
+			return running(base, unread)
 		}
 		t := time.NewTimer(r.cfg.PollEvery)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			a := answer{Outcome: base}
-			a.Status = "running"
-			return a
+			return running(base, unread)
 		case <-t.C:
 		}
 	}
+}
+
+// running is the answer for a spend Hubu authorized whose result is not there yet; unread
+// says why Gongbu could not be read, when it could not.
+func running(base Outcome, unread string) answer {
+	a := answer{Outcome: base}
+	a.Status = "running"
+	a.Message = "still running: call get_execution with the public handle for the result"
+	if unread != "" {
+		a.Message = "still running: Hubu authorized it (operation " + base.Status + "), but " + unread +
+			" to read the result; call get_execution with the public handle later, or deliver the same call again (it is not charged twice)"
+	}
+	return a
 }
 
 // fetchImage downloads a small image to embed it; a larger one is only linked. complete is
@@ -697,10 +773,15 @@ func (r *Router) getExecution(ctx context.Context, req *mcp.CallToolRequest) (*m
 		e := resp.JSON200
 		amount := e.AmountMicros
 		a = answer{Outcome: Outcome{Status: string(e.State), PublicHandle: handle, AmountMicros: &amount, Currency: e.Currency,
-			Message: "execution " + string(e.State)}}
-		if e.Result != nil {
+			ChargedMicros: e.ChargedMicros, Message: "execution " + string(e.State)}}
+		switch {
+		case e.Result != nil:
 			a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
 			a.image, a.Result.MIMEType, _ = r.fetchImage(ctx, e.Result.ImageUrl)
+		case e.State == gongbuapi.Succeeded && e.ResolvedAt != nil:
+			a.Message = "execution succeeded; " + resolvedCharged(e.ChargedMicros)
+		case e.State == gongbuapi.Failed:
+			a.Message = "execution failed; " + executionFailed(e.ChargedMicros)
 		}
 	case resp.StatusCode() == http.StatusNotFound:
 		a = refusal(CodeNotFound, "no execution for that operation (yet)")

@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
+	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/routertest"
 )
 
@@ -24,6 +26,15 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatal("run `npm ci` in router/testdata/tsclient (make test does) to install the TypeScript MCP client")
 	}
 	b := routertest.New(t)
+	// One spend fails at the provider, nothing charged: its result carries charged_micros.
+	b.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
+		if req.Arguments.Prompt != "a fox the provider refuses" {
+			return http.StatusCreated, routertest.Operation(req, hubuapi.OperationStateExecuting), nil
+		}
+		op := routertest.Operation(req, hubuapi.OperationStateFailed)
+		op.HeldMicros, op.ReleasedMicros = 0, op.AmountMicros
+		return http.StatusCreated, op, nil
+	})
 	cmd := exec.Command(node, filepath.Join(dir, "client.mjs"), binary, b.HubuURL, b.GongbuURL, filepath.Join(t.TempDir(), "r.db"), b.Token)
 	cmd.Dir = dir
 	out, err := cmd.Output()
@@ -35,8 +46,8 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("the TypeScript client failed: %v\n%s", err, stderr)
 	}
 	var got struct {
-		Tools                                                       []string `json:"tools"`
-		First, Again, NoIdentity, InArguments, Capabilities, Status struct {
+		Tools                                                               []string `json:"tools"`
+		First, Again, NoIdentity, InArguments, Failed, Capabilities, Status struct {
 			IsError           bool           `json:"isError"`
 			StructuredContent map[string]any `json:"structuredContent"`
 			Content           []struct {
@@ -70,10 +81,13 @@ func TestTypeScriptClient(t *testing.T) {
 	if code(got.NoIdentity.StructuredContent) != "identity_required" || code(got.InArguments.StructuredContent) != "identity_in_arguments" {
 		t.Fatalf("codes: %s %s", code(got.NoIdentity.StructuredContent), code(got.InArguments.StructuredContent))
 	}
+	if got.Failed.IsError || got.Failed.StructuredContent["status"] != "failed" || got.Failed.StructuredContent["charged_micros"] != float64(0) {
+		t.Fatalf("failed: %+v", got.Failed)
+	}
 	if got.Capabilities.IsError || got.Status.IsError {
 		t.Fatalf("read-only tools: %+v %+v", got.Capabilities, got.Status)
 	}
-	if n := b.Calls("authorize"); n != 1 {
+	if n := b.Calls("authorize"); n != 2 {
 		t.Fatalf("%d authorizations", n)
 	}
 }

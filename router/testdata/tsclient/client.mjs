@@ -20,6 +20,7 @@ out.first = await client.callTool({ name: "generate_image", arguments: fox, _met
 out.again = await client.callTool({ name: "generate_image", arguments: fox, _meta: { "claudecode/toolUseId": "toolu_ts_1" } });
 out.noIdentity = await client.callTool({ name: "generate_image", arguments: fox, _meta: { "openai/session": "s" } });
 out.inArguments = await client.callTool({ name: "generate_image", arguments: { ...fox, tool_use_id: "x" }, _meta: { "claudecode/toolUseId": "toolu_ts_2" } });
+out.failed = await client.callTool({ name: "generate_image", arguments: { ...fox, prompt: "a fox the provider refuses" }, _meta: { "claudecode/toolUseId": "toolu_ts_3" } });
 out.capabilities = await client.callTool({ name: "capabilities", arguments: {} });
 out.status = await client.callTool({ name: "operation_status", arguments: { public_handle: out.first.structuredContent.public_handle } });
 await client.close();
