@@ -438,17 +438,7 @@ func (x *explorer) setIdempotency() {
 }
 
 // httpRouter connects to the stack's router over streamable HTTP with its bearer token.
-func (x *explorer) httpRouter() *mcp.ClientSession {
-	s := x.su.s
-	hc := &http.Client{Transport: bearerTransport{token: s.Credentials.RouterMCPToken, next: http.DefaultTransport}}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "chaos"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: s.Router.URL() + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		x.t.Fatal(err)
-	}
-	x.t.Cleanup(func() { cs.Close() })
-	return cs
-}
+func (x *explorer) httpRouter() *mcp.ClientSession { return x.su.httpRouter() }
 
 type bearerTransport struct {
 	token string

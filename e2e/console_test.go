@@ -25,8 +25,8 @@ func TestSuiteConsoleApproval(t *testing.T) {
 	ultra := func(p string) string {
 		return fmt.Sprintf(`{"prompt":%q,"model":"flux-pro-1.1-ultra","width":1024,"height":1024}`, p)
 	}
-	approveMe := su.mustCall(cs, "generate_image", ultra("a cathedral of paper"), codexMeta("call_console_1"))
-	denyMe := su.mustCall(cs, "generate_image", ultra("a bridge of paper"), codexMeta("call_console_2"))
+	approveMe := su.mustCall(cs, "generate_image", ultra("a cathedral of paper"), codexMeta("call_console1WKmiI5gRXneR0Y4d"))
+	denyMe := su.mustCall(cs, "generate_image", ultra("a bridge of paper"), codexMeta("call_console2XRWMKxcVjBLPyFYP"))
 	if approveMe.code() != "approval_required" || denyMe.code() != "approval_required" {
 		t.Fatalf("held: %v %v", approveMe, denyMe)
 	}

@@ -312,7 +312,7 @@ func (su *suite) scanForSecrets() {
 const foxArgs = `{"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}`
 
 func codexMeta(id string) map[string]any {
-	return map[string]any{"callId": id, "itemId": "item-" + id, "openai/session": "sess-e2e", "progressToken": 1.0}
+	return map[string]any{"callId": id, "itemId": "item-" + id, "threadId": "thread-e2e-0b7c5d2a", "openai/session": "sess-e2e", "progressToken": 1.0}
 }
 
 func TestSuiteEveryHarnessChargedOnce(t *testing.T) {
@@ -320,9 +320,9 @@ func TestSuiteEveryHarnessChargedOnce(t *testing.T) {
 	su := newSuite(t)
 	cs := su.router()
 	for name, meta := range map[string]map[string]any{
-		"codex":       codexMeta("call_codex_1"),
-		"claude code": {"claudecode/toolUseId": "toolu_01XYZ"},
-		"envelope":    {"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv-1"}},
+		"codex":       codexMeta("call_codex1Q7mMk4SLFbe4cBEEwr"),
+		"claude code": {"claudecode/toolUseId": "toolu_01XYZpSw1H9PAxyEZ5UQKKLs"},
+		"envelope":    {"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv-7f3a9c2e5b1d4a60"}},
 	} {
 		if r := su.mustCall(cs, "generate_image", foxArgs, meta); r["status"] != "succeeded" {
 			t.Fatalf("%s: %v", name, r)
@@ -335,7 +335,7 @@ func TestSuiteRedeliveryAndNewCalls(t *testing.T) {
 	t.Parallel()
 	su := newSuite(t)
 	cs := su.router()
-	first := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_r1"))
+	first := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_r1EgXkuECOLSl8cDvzKHQU5u"))
 	if first["status"] != "succeeded" {
 		t.Fatalf("first: %v", first)
 	}
@@ -345,13 +345,13 @@ func TestSuiteRedeliveryAndNewCalls(t *testing.T) {
 	}
 	reordered := `{"width":1024, "height":1024, "prompt":"an origami fox", "model":"flux-dev"}`
 	for _, args := range []string{foxArgs, reordered} {
-		again := su.mustCall(cs, "generate_image", args, codexMeta("call_r1"))
+		again := su.mustCall(cs, "generate_image", args, codexMeta("call_r1EgXkuECOLSl8cDvzKHQU5u"))
 		if again["replayed"] != true || again.handle() != first.handle() {
 			t.Fatalf("redelivery: %v", again)
 		}
 	}
 	// A second router process on the same registry also recognises it.
-	if again := su.mustCall(su.router(), "generate_image", foxArgs, codexMeta("call_r1")); again["replayed"] != true {
+	if again := su.mustCall(su.router(), "generate_image", foxArgs, codexMeta("call_r1EgXkuECOLSl8cDvzKHQU5u")); again["replayed"] != true {
 		t.Fatalf("redelivery through another router: %v", again)
 	}
 	if after := su.authorizations(); after != before {
@@ -360,10 +360,10 @@ func TestSuiteRedeliveryAndNewCalls(t *testing.T) {
 	if n, _ := su.charges(); n != 1 {
 		t.Fatalf("%d charges after redeliveries", n)
 	}
-	if r := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_r2")); r["status"] != "succeeded" || r.handle() == first.handle() {
+	if r := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_r2SC98iSYjStjFbImSym16zu")); r["status"] != "succeeded" || r.handle() == first.handle() {
 		t.Fatalf("a new call with the same arguments: %v", r)
 	}
-	if r := su.mustCall(cs, "generate_image", `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`, codexMeta("call_r1")); r.code() != "call_reused_for_different_request" {
+	if r := su.mustCall(cs, "generate_image", `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`, codexMeta("call_r1EgXkuECOLSl8cDvzKHQU5u")); r.code() != "call_reused_for_different_request" {
 		t.Fatalf("the same call id, other arguments: %v", r)
 	}
 	chat := map[string]any{"openai/session": "sess-1", "openai/subject": "u", "openai/organization": "o", "openai/locale": "en-US", "timezone": "UTC"}
@@ -404,7 +404,7 @@ func TestSuiteConcurrency(t *testing.T) {
 	cs := su.router()
 	burst := make([]map[string]any, 50)
 	for i := range burst {
-		burst[i] = codexMeta("call_burst")
+		burst[i] = codexMeta("call_burst4oCn6RUIG96vz1F0HOI")
 	}
 	results := su.deliverConcurrently(cs, burst)
 	for i, r := range results {
@@ -415,7 +415,7 @@ func TestSuiteConcurrency(t *testing.T) {
 	su.settleAndReconcile(1)
 	distinct := make([]map[string]any, 30)
 	for i := range distinct {
-		distinct[i] = codexMeta(fmt.Sprintf("call_distinct_%d", i))
+		distinct[i] = codexMeta(fmt.Sprintf("call_distinctlMCS2Pg2f0J%02d", i))
 	}
 	handles := map[string]bool{}
 	for i, r := range su.deliverConcurrently(cs, distinct) {
@@ -432,11 +432,11 @@ func TestSuiteApproval(t *testing.T) {
 	su := newSuite(t)
 	cs := su.router()
 	ultra := `{"prompt":"a cathedral of paper","model":"flux-pro-1.1-ultra","width":1024,"height":1024}`
-	held := su.mustCall(cs, "generate_image", ultra, codexMeta("call_big"))
+	held := su.mustCall(cs, "generate_image", ultra, codexMeta("call_bigv9JUqrQ1pHBTXkF8mF1vn"))
 	if held.code() != "approval_required" {
 		t.Fatalf("above the auto-approve limit: %v", held)
 	}
-	if again := su.mustCall(cs, "generate_image", ultra, codexMeta("call_big")); again.code() != "approval_required" {
+	if again := su.mustCall(cs, "generate_image", ultra, codexMeta("call_bigv9JUqrQ1pHBTXkF8mF1vn")); again.code() != "approval_required" {
 		t.Fatalf("redelivery while held: %v", again)
 	}
 	handle := held.handle()
@@ -455,7 +455,7 @@ func TestSuiteApproval(t *testing.T) {
 		t.Fatalf("resume after approval: %v", r)
 	}
 	su.mustCall(cs, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, handle), nil)
-	su.mustCall(cs, "generate_image", ultra, codexMeta("call_big"))
+	su.mustCall(cs, "generate_image", ultra, codexMeta("call_bigv9JUqrQ1pHBTXkF8mF1vn"))
 	su.settleAndReconcile(1)
 	if _, total := su.charges(); total != 60_000 {
 		t.Fatalf("charged %d micros, want the one 60000", total)
@@ -469,7 +469,7 @@ func TestSuiteRouterCrashes(t *testing.T) {
 	su := newSuite(t)
 	points := []string{"router-after-registry-insert", "router-after-backend-answer"}
 	for i, fp := range points {
-		id := fmt.Sprintf("call_crash_%d", i)
+		id := fmt.Sprintf("call_crash9UuUYWRLRlbHUPqoFE%d", i)
 		crashing := su.router("HUBU_FAILPOINTS=" + fp)
 		if r, err := su.call(crashing, "generate_image", foxArgs, codexMeta(id)); err == nil {
 			t.Fatalf("%s: the router answered instead of crashing: %v", fp, r)

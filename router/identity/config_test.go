@@ -52,7 +52,7 @@ func TestLoadConfig(t *testing.T) {
 
 	// The loaded config works end to end.
 	cfg.Now = testConfig().Now
-	env := signed(t, Envelope{Version: 1, Platform: "acme", InvocationID: "i"}, testNow, "k2", "k2")
+	env := signed(t, Envelope{Version: 1, Platform: "acme", InvocationID: invocationID}, testNow, "k2", "k2")
 	if id, err := Normalize(map[string]any{KeyPlatformInvocation: env}, cfg); err != nil || id.Platform != "acme" {
 		t.Errorf("Normalize with loaded config = %+v, %v", id, err)
 	}

@@ -89,7 +89,7 @@ func ParseEnvelope(v any) (Envelope, error) {
 	if err != nil {
 		return Envelope{}, err
 	}
-	if reason := checkID(id, MaxCallIDLen); reason != "" {
+	if reason := checkCallID(id); reason != "" {
 		return Envelope{}, errors.New("invocation_id " + reason)
 	}
 	env.InvocationID = id
@@ -218,7 +218,7 @@ func checkSignedFields(env Envelope) error {
 	if slices.Contains(reservedPlatforms, env.Platform) {
 		return errors.New("platform names a harness with its own _meta key (codex, claude-code)")
 	}
-	if reason := checkID(env.InvocationID, MaxCallIDLen); reason != "" {
+	if reason := checkCallID(env.InvocationID); reason != "" {
 		return errors.New("invocation_id " + reason)
 	}
 	if env.IssuedAt != nil && (*env.IssuedAt < 0 || *env.IssuedAt > MaxIssuedAt) {
@@ -239,7 +239,7 @@ type signedFields struct {
 // SigningBytes returns the bytes an envelope's signature covers: the RFC 8785 (JCS) canonical JSON
 // of the envelope without its signature member, e.g.
 //
-//	{"invocation_id":"inv-1","issued_at":1767225600,"platform":"acme","version":1}
+//	{"invocation_id":"inv-7f3a9c2e5b1d4a60","issued_at":1767225600,"platform":"acme","version":1}
 //
 // For a valid envelope that is exactly what encoding/json writes for signedFields (members sorted,
 // no whitespace, integers plain, and strings limited to [A-Za-z0-9._:-], which no encoder escapes);

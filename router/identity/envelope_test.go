@@ -14,8 +14,8 @@ import (
 const (
 	vectorSeed      = "4gvGraIHGsl35OsQog1QU5IjPrv7XZ1iHLm8Z/1nwvY="
 	vectorPublicKey = "04DH4/RtnzaxAMteIbXjw7VrsrFUz5K64SMHZZVvK1M="
-	vectorSigning   = `{"invocation_id":"inv-1","issued_at":1767225600,"platform":"acme","version":1}`
-	vectorEnvelope  = `{"version":1,"platform":"acme","invocation_id":"inv-1","issued_at":1767225600,"signature":{"alg":"ed25519","key_id":"k1","value":"t2Vig9H3wY7LpnS3z7xpjNHmlFC7_DqSf6j1QS7W8CuDG3Dl3O684uxDuVMI7QDuVmiqTuoqeyAk5483PYIoBQ"}}`
+	vectorSigning   = `{"invocation_id":"inv-7f3a9c2e5b1d4a60","issued_at":1767225600,"platform":"acme","version":1}`
+	vectorEnvelope  = `{"version":1,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60","issued_at":1767225600,"signature":{"alg":"ed25519","key_id":"k1","value":"rSDemiAhRJzJfUmS999Bk6mXTwQ47-fTCL7IxZqg2t1w5pUYVNka88IEGap2mk4IVvnEcd4Ft_g_eAy7KBb4Dg"}}`
 )
 
 func TestSignTestVector(t *testing.T) {
@@ -29,7 +29,7 @@ func TestSignTestVector(t *testing.T) {
 	if !priv.Equal(testPriv) {
 		t.Fatal(`the vector's key is no longer testKey("k1"): signed fuzz seeds would stop verifying`)
 	}
-	env := Envelope{Version: 1, Platform: "acme", InvocationID: "inv-1", IssuedAt: unixPtr(testNow)}
+	env := Envelope{Version: 1, Platform: "acme", InvocationID: "inv-7f3a9c2e5b1d4a60", IssuedAt: unixPtr(testNow)}
 	sb, err := SigningBytes(env)
 	if err != nil || string(sb) != vectorSigning {
 		t.Fatalf("SigningBytes = %s, %v; want %s", sb, err, vectorSigning)
@@ -51,7 +51,7 @@ func TestSignTestVector(t *testing.T) {
 	key, _ := base64.StdEncoding.DecodeString(vectorPublicKey)
 	cfg := &Config{Now: testConfig().Now, Platforms: map[string]PlatformConfig{"acme": {RequireSignature: true, Keys: map[string]ed25519.PublicKey{"k1": key}}}}
 	id, err := Normalize(map[string]any{KeyPlatformInvocation: decode[any](t, vectorEnvelope)}, cfg)
-	if err != nil || id != (Identity{"acme", "inv-1", KeyPlatformInvocation}) {
+	if err != nil || id != (Identity{Platform: "acme", CallID: "inv-7f3a9c2e5b1d4a60", Source: KeyPlatformInvocation}) {
 		t.Fatalf("Normalize(vector) = %+v, %v", id, err)
 	}
 }
@@ -63,10 +63,10 @@ func TestSigningBytes(t *testing.T) {
 		env  Envelope
 		want string
 	}{
-		{Envelope{Version: 1, Platform: "acme", InvocationID: "a"}, `{"invocation_id":"a","platform":"acme","version":1}`},
-		{Envelope{Version: 1, Platform: "acme", InvocationID: "a", IssuedAt: &zero}, `{"invocation_id":"a","issued_at":0,"platform":"acme","version":1}`},
-		{Envelope{Version: 1, Platform: "p-2", InvocationID: "A._:-z", IssuedAt: unixPtr(testNow),
-			Signature: &Signature{Alg: "ed25519", KeyID: "k", Value: "ignored"}}, `{"invocation_id":"A._:-z","issued_at":1767225600,"platform":"p-2","version":1}`},
+		{Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab"}, `{"invocation_id":"inv-0123456789ab","platform":"acme","version":1}`},
+		{Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab", IssuedAt: &zero}, `{"invocation_id":"inv-0123456789ab","issued_at":0,"platform":"acme","version":1}`},
+		{Envelope{Version: 1, Platform: "p-2", InvocationID: "A._:-z0123456789", IssuedAt: unixPtr(testNow),
+			Signature: &Signature{Alg: "ed25519", KeyID: "k", Value: "ignored"}}, `{"invocation_id":"A._:-z0123456789","issued_at":1767225600,"platform":"p-2","version":1}`},
 	} {
 		got, err := SigningBytes(tc.env)
 		if err != nil || string(got) != tc.want {
@@ -74,14 +74,16 @@ func TestSigningBytes(t *testing.T) {
 		}
 	}
 	neg, big := int64(-1), int64(MaxIssuedAt+1)
+	const id = "inv-0123456789ab" // valid, so that each envelope below breaks one rule only
 	for _, env := range []Envelope{
-		{Version: 2, Platform: "acme", InvocationID: "a"},
-		{Version: 1, Platform: "codex", InvocationID: "a"},
-		{Version: 1, Platform: "Acme", InvocationID: "a"},
+		{Version: 2, Platform: "acme", InvocationID: id},
+		{Version: 1, Platform: "codex", InvocationID: id},
+		{Version: 1, Platform: "Acme", InvocationID: id},
 		{Version: 1, Platform: "acme", InvocationID: ""},
-		{Version: 1, Platform: "acme", InvocationID: "a\u2028"}, // Go and RFC 8785 would disagree on this
-		{Version: 1, Platform: "acme", InvocationID: "a", IssuedAt: &neg},
-		{Version: 1, Platform: "acme", InvocationID: "a", IssuedAt: &big},
+		{Version: 1, Platform: "acme", InvocationID: "inv-0123456789a"}, // 15 characters
+		{Version: 1, Platform: "acme", InvocationID: id + "\u2028"},     // Go and RFC 8785 would disagree on this
+		{Version: 1, Platform: "acme", InvocationID: id, IssuedAt: &neg},
+		{Version: 1, Platform: "acme", InvocationID: id, IssuedAt: &big},
 	} {
 		if b, err := SigningBytes(env); err == nil {
 			t.Errorf("SigningBytes(%+v) = %s, want an error", env, b)
@@ -92,7 +94,7 @@ func TestSigningBytes(t *testing.T) {
 func TestSignRefuses(t *testing.T) {
 	t.Parallel()
 	_, priv := testKey("k1")
-	ok := Envelope{Version: 1, Platform: "acme", InvocationID: "a", IssuedAt: unixPtr(testNow)}
+	ok := Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab", IssuedAt: unixPtr(testNow)}
 	for _, tc := range []struct {
 		name  string
 		env   Envelope
@@ -100,11 +102,12 @@ func TestSignRefuses(t *testing.T) {
 		priv  ed25519.PrivateKey
 		want  string
 	}{
-		{"no issued_at", Envelope{Version: 1, Platform: "acme", InvocationID: "a"}, "k1", priv, "issued_at"},
+		{"no issued_at", Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab"}, "k1", priv, "issued_at"},
+		{"short invocation_id", Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789a", IssuedAt: unixPtr(testNow)}, "k1", priv, "invocation_id is shorter than 16 characters"},
 		{"bad key id", ok, "k 1", priv, "key id"},
 		{"empty key id", ok, "", priv, "key id"},
 		{"short private key", ok, "k1", priv[:32], "private key"},
-		{"reserved platform", Envelope{Version: 1, Platform: "claude-code", InvocationID: "a", IssuedAt: unixPtr(testNow)}, "k1", priv, "platform"},
+		{"reserved platform", Envelope{Version: 1, Platform: "claude-code", InvocationID: "inv-0123456789ab", IssuedAt: unixPtr(testNow)}, "k1", priv, "platform"},
 	} {
 		if _, err := Sign(tc.env, tc.keyID, tc.priv); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Sign error = %v, want one mentioning %q", tc.name, err, tc.want)
@@ -118,19 +121,19 @@ func TestParseEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if env.Version != 1 || env.Platform != "acme" || env.InvocationID != "inv-1" || env.IssuedAt == nil || *env.IssuedAt != testNow.Unix() ||
+	if env.Version != 1 || env.Platform != "acme" || env.InvocationID != "inv-7f3a9c2e5b1d4a60" || env.IssuedAt == nil || *env.IssuedAt != testNow.Unix() ||
 		env.Signature == nil || env.Signature.KeyID != "k1" || env.Signature.Alg != "ed25519" {
 		t.Fatalf("ParseEnvelope = %+v", env)
 	}
 	// Values built in Go rather than decoded (json.Number, ints) parse alike.
-	env2, err := ParseEnvelope(map[string]any{"version": json.Number("1"), "platform": "acme", "invocation_id": "inv-1", "issued_at": json.Number("1767225600")})
+	env2, err := ParseEnvelope(map[string]any{"version": json.Number("1"), "platform": "acme", "invocation_id": "inv-7f3a9c2e5b1d4a60", "issued_at": json.Number("1767225600")})
 	if err != nil || env2.IssuedAt == nil || *env2.IssuedAt != testNow.Unix() {
 		t.Fatalf("ParseEnvelope(json.Number) = %+v, %v", env2, err)
 	}
-	if _, err := ParseEnvelope(map[string]any{"version": 1, "platform": "acme", "invocation_id": "inv-1", "issued_at": int64(5)}); err != nil {
+	if _, err := ParseEnvelope(map[string]any{"version": 1, "platform": "acme", "invocation_id": "inv-7f3a9c2e5b1d4a60", "issued_at": int64(5)}); err != nil {
 		t.Fatalf("ParseEnvelope(Go ints) = %v", err)
 	}
-	if _, err := ParseEnvelope(map[string]any{"version": json.Number("1.5"), "platform": "acme", "invocation_id": "inv-1"}); err == nil {
+	if _, err := ParseEnvelope(map[string]any{"version": json.Number("1.5"), "platform": "acme", "invocation_id": "inv-7f3a9c2e5b1d4a60"}); err == nil {
 		t.Fatal("ParseEnvelope accepted version json.Number(1.5)")
 	}
 }

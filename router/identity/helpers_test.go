@@ -12,6 +12,14 @@ import (
 // secret marks every identity value the tests send: no error message may ever contain it.
 const secret = "s3cr3t"
 
+// Valid call ids, each holding secret: the first two of the lengths Codex and Claude Code send
+// (29 and 30 characters), so that a case meant to break another rule breaks only that one.
+const (
+	codexCallID  = "call_" + secret + "Wz3kZ9b1XyQ4rT7uVp"
+	claudeCallID = "toolu_01" + secret + "A09q90qw90lq9178"
+	invocationID = "inv-" + secret + "-7f3a9c2e5b1d" // as in the JSON literals of the envelope tests
+)
+
 // testNow is the router clock of the tests and of the fuzz seeds with signed envelopes.
 var testNow = time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
 

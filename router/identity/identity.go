@@ -11,6 +11,8 @@
 package identity
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,7 +52,7 @@ var reservedPlatforms = []string{PlatformCodex, PlatformClaudeCode}
 // the schema uses exactly these). The checks below are hand-written so that they can say which rule
 // failed; tests hold them to these patterns.
 const (
-	CallIDPattern         = `^[A-Za-z0-9._:-]{1,256}$`
+	CallIDPattern         = `^[A-Za-z0-9._:-]{16,256}$`
 	PlatformPattern       = `^[a-z0-9][a-z0-9-]{0,31}$`
 	KeyIDPattern          = `^[A-Za-z0-9._:-]{1,64}$`
 	SignatureValuePattern = `^[A-Za-z0-9_-]{85}[AQgw]$` // base64url, no padding, of 64 bytes
@@ -58,6 +60,11 @@ const (
 
 // Length limits, in bytes, that go with the patterns.
 const (
+	// MinCallIDLen is the floor below which a call id is too weak to tell calls apart: the ids
+	// harnesses send are the model API's tool-call ids (29–30 characters for Codex and Claude
+	// Code), and a local or proxy model that makes short ones may repeat them, which would make
+	// a new call look like a redelivery of an old one (work silently dropped).
+	MinCallIDLen   = 16
 	MaxCallIDLen   = 256
 	MaxPlatformLen = 32
 	MaxKeyIDLen    = 64
@@ -68,6 +75,10 @@ type Identity struct {
 	Platform string // "codex", "claude-code", or the envelope's platform
 	CallID   string // the harness's id of the call: callId, toolUseId or invocation_id
 	Source   string // the _meta key it came from
+	// Scope is a digest of the conversation the harness sent beside the call id (its source's
+	// ScopeKey), or "" when it sent none. A call id is unique only within its conversation:
+	// the same id under another scope is a repeated id, not a redelivery.
+	Scope string
 }
 
 // Error is a refusal. Code is one of CodeRequired, CodeAmbiguous, CodeInvalid; Message is safe to
@@ -102,6 +113,10 @@ type Source struct {
 	JSONType string
 	// Clients names the harnesses known to send this key (for diagnostics and the support matrix).
 	Clients string
+	// ScopeKey is the _meta key in which harnesses using this source send a stable
+	// conversation id beside the call id (Codex: threadId), or "". Its value is never identity
+	// and never kept: only a digest of it is (Identity.Scope).
+	ScopeKey string
 	// Map turns the value into a platform and a call id. Normalize prefixes its error's text with
 	// the key and shows it to the caller, so the text must never contain anything from value.
 	// Normalize checks what Map returns against PlatformPattern and CallIDPattern.
@@ -111,7 +126,7 @@ type Source struct {
 // Sources are the only _meta keys that carry identity, in the order messages list them. Every other
 // key (progressToken, openai/session, openai/request_id, traceparent, ...) is ignored.
 var Sources = []Source{
-	stringSource(KeyCodexCallID, PlatformCodex, "Codex, ChatGPT Work"),
+	withScope(stringSource(KeyCodexCallID, PlatformCodex, "Codex, ChatGPT Work"), KeyCodexThreadID),
 	stringSource(KeyClaudeCodeToolUseID, PlatformClaudeCode, "Claude Code"),
 	{
 		Key:      KeyPlatformInvocation,
@@ -119,6 +134,29 @@ var Sources = []Source{
 		Clients:  "platforms the operator accepts (typed, optionally signed envelope)",
 		Map:      mapEnvelope,
 	},
+}
+
+// KeyCodexThreadID is where Codex sends the id of the conversation (thread) a call belongs to.
+const KeyCodexThreadID = "threadId"
+
+func withScope(s Source, scopeKey string) Source {
+	s.ScopeKey = scopeKey
+	return s
+}
+
+// scopeOf is the digest of the conversation id in meta[key]: a non-empty string, or "" when
+// there is none (absent, empty or not a string: the scope is a safeguard beside the identity,
+// never identity itself, so its absence refuses nothing).
+func scopeOf(meta map[string]any, key string) string {
+	if key == "" {
+		return ""
+	}
+	v, ok := meta[key].(string)
+	if !ok || v == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte("hubu/call-scope/v1\x00" + key + "\x00" + v))
+	return hex.EncodeToString(sum[:])
 }
 
 // stringSource is a key whose value is the call id itself, on a fixed platform.
@@ -133,7 +171,7 @@ func stringSource(key, platform, clients string) Source {
 			if !ok {
 				return "", "", fmt.Errorf("the value must be a string, got %s", jsonType(value))
 			}
-			if reason := checkID(s, MaxCallIDLen); reason != "" {
+			if reason := checkCallID(s); reason != "" {
 				return "", "", errors.New("the value " + reason)
 			}
 			return platform, s, nil
@@ -167,10 +205,10 @@ func Normalize(meta map[string]any, cfg *Config) (Identity, error) {
 		return Identity{}, invalid(src.Key, err.Error())
 	}
 	// Whatever a mapper returns becomes part of a registry key: hold every mapper to the contract.
-	if checkPlatform(platform) != "" || checkID(callID, MaxCallIDLen) != "" {
+	if checkPlatform(platform) != "" || checkCallID(callID) != "" {
 		return Identity{}, invalid(src.Key, "the mapped identity is outside the allowed patterns")
 	}
-	return Identity{Platform: platform, CallID: callID, Source: src.Key}, nil
+	return Identity{Platform: platform, CallID: callID, Source: src.Key, Scope: scopeOf(meta, src.ScopeKey)}, nil
 }
 
 func invalid(key, reason string) *Error {
@@ -199,6 +237,17 @@ func checkID(s string, limit int) string {
 		if !isIDByte(s[i]) {
 			return "contains characters outside [A-Za-z0-9._:-]"
 		}
+	}
+	return ""
+}
+
+// checkCallID is checkID for a call id, which must also be at least MinCallIDLen long.
+func checkCallID(s string) string {
+	if reason := checkID(s, MaxCallIDLen); reason != "" {
+		return reason
+	}
+	if len(s) < MinCallIDLen {
+		return fmt.Sprintf("is shorter than %d characters, too weak to tell one call from another (a model that makes short ids may repeat them)", MinCallIDLen)
 	}
 	return ""
 }

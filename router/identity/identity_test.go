@@ -71,36 +71,48 @@ func TestNormalizeStringSources(t *testing.T) {
 	allChars := "AZaz09._:-" + secret
 	codexKey, claudeKey := strconv.Quote(KeyCodexCallID), strconv.Quote(KeyClaudeCodeToolUseID)
 	cases := []normalizeCase{
-		{name: "codex", meta: map[string]any{"callId": "call-" + secret}, want: Identity{"codex", "call-" + secret, "callId"}},
+		{name: "codex", meta: map[string]any{"callId": codexCallID}, want: Identity{Platform: "codex", CallID: codexCallID, Source: "callId"}},
 		{
 			name: "codex desktop, full shape",
-			meta: decode[map[string]any](t, `{"callId":"call-s3cr3t-42","itemId":"item-9","openai/request_id":"req-1",
+			meta: decode[map[string]any](t, `{"callId":"call_s3cr3tAb3dE5fG7hJ9kL1mN3","itemId":"item-9","openai/request_id":"req-1",
 				"sessionId":"sess-1","windowId":"w-1","progressToken":3,"openai/session":"conv-1","openai/subject":"user-1",
 				"openai/organization":"org-1","openai/userLocation":{"city":"Oslo","country":"NO"}}`),
-			want: Identity{"codex", "call-s3cr3t-42", "callId"},
+			want: Identity{Platform: "codex", CallID: "call_s3cr3tAb3dE5fG7hJ9kL1mN3", Source: "callId"},
 		},
 		{
 			name: "ChatGPT Work, with traceparent",
-			meta: decode[map[string]any](t, `{"callId":"s3cr3t","itemId":"item-9","openai/session":"conv-1",
+			meta: decode[map[string]any](t, `{"callId":"call_s3cr3tQ9rT2xL0aBcD4eF6gH","itemId":"item-9","openai/session":"conv-1",
 				"traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}`),
-			want: Identity{"codex", secret, "callId"},
+			want: Identity{Platform: "codex", CallID: "call_s3cr3tQ9rT2xL0aBcD4eF6gH", Source: "callId"},
 		},
-		{name: "claude code, real tool_use id shape", meta: map[string]any{"claudecode/toolUseId": "toolu_01A09q90qw90lq917835lq9"}, want: Identity{"claude-code", "toolu_01A09q90qw90lq917835lq9", "claudecode/toolUseId"}},
-		{name: "codex, real call id shape", meta: map[string]any{"callId": "call_Wz3kZ9b1Xy"}, want: Identity{"codex", "call_Wz3kZ9b1Xy", "callId"}},
-		{name: "claude code", meta: map[string]any{"claudecode/toolUseId": "toolu-" + secret, "progressToken": "p"}, want: Identity{"claude-code", "toolu-" + secret, "claudecode/toolUseId"}},
-		{name: "every allowed character", meta: map[string]any{"callId": allChars}, want: Identity{"codex", allChars, "callId"}},
-		{name: "256 bytes accepted", meta: map[string]any{"callId": id256}, want: Identity{"codex", id256, "callId"}},
-		{name: "string sources need no config", noConfig: true, meta: map[string]any{"callId": secret}, want: Identity{"codex", secret, "callId"}},
+		{name: "claude code, real tool_use id shape", meta: map[string]any{"claudecode/toolUseId": "toolu_01A09q90qw90lq917835lq9"}, want: Identity{Platform: "claude-code", CallID: "toolu_01A09q90qw90lq917835lq9", Source: "claudecode/toolUseId"}},
+		{name: "codex, real call id shape", meta: map[string]any{"callId": "call_Wz3kZ9b1XyQ4rT7uVp2sN8mC"}, want: Identity{Platform: "codex", CallID: "call_Wz3kZ9b1XyQ4rT7uVp2sN8mC", Source: "callId"}},
+		{name: "claude code", meta: map[string]any{"claudecode/toolUseId": claudeCallID, "progressToken": "p"}, want: Identity{Platform: "claude-code", CallID: claudeCallID, Source: "claudecode/toolUseId"}},
+		{name: "every allowed character", meta: map[string]any{"callId": allChars}, want: Identity{Platform: "codex", CallID: allChars, Source: "callId"}},
+		{name: "256 bytes accepted", meta: map[string]any{"callId": id256}, want: Identity{Platform: "codex", CallID: id256, Source: "callId"}},
+		{name: "string sources need no config", noConfig: true, meta: map[string]any{"callId": codexCallID}, want: Identity{Platform: "codex", CallID: codexCallID, Source: "callId"}},
 		{name: "257 bytes refused", meta: map[string]any{"callId": id256 + "x"}, code: CodeInvalid, msg: []string{codexKey, "longer than 256 bytes"}},
 		{name: "257 bytes refused, claude", meta: map[string]any{"claudecode/toolUseId": id256 + "x"}, code: CodeInvalid, msg: []string{claudeKey, "longer than 256 bytes"}},
 		{name: "empty", meta: map[string]any{"callId": ""}, code: CodeInvalid, msg: []string{codexKey, "empty"}},
 		{name: "empty, claude", meta: map[string]any{"claudecode/toolUseId": ""}, code: CodeInvalid, msg: []string{claudeKey, "empty"}},
 	}
+	// A call id shorter than 16 characters is too weak to tell calls apart (a model that makes
+	// short ids may repeat them): refused, with a message that names the rule.
+	for _, src := range []struct{ key, platform string }{{KeyCodexCallID, PlatformCodex}, {KeyClaudeCodeToolUseID, PlatformClaudeCode}} {
+		id15, id16 := secret+strings.Repeat("x", 9), secret+strings.Repeat("x", 10)
+		cases = append(cases,
+			normalizeCase{name: "15 characters refused " + src.key, meta: map[string]any{src.key: id15},
+				code: CodeInvalid, msg: []string{strconv.Quote(src.key), "the value is shorter than 16 characters"}},
+			normalizeCase{name: "16 characters accepted " + src.key, meta: map[string]any{src.key: id16},
+				want: Identity{Platform: src.platform, CallID: id16, Source: src.key}},
+		)
+	}
+	// Each bad value is long enough, so that its characters are the only thing wrong with it.
 	for _, bad := range []struct{ name, value string }{
-		{"space", secret + " 1"}, {"slash", secret + "/1"}, {"backslash", secret + `\\`},
-		{"plus", secret + "+1"}, {"equals", secret + "=="}, {"newline", secret + "\n"}, {"NUL", secret + "\x00"},
-		{"unicode letter", secret + "é"}, {"unicode digit", secret + "٣"}, {"emoji", secret + "🙂"},
-		{"fullwidth colon", secret + "："}, {"invalid UTF-8", secret + "\xff"}, {"quote", secret + `"`},
+		{"space", codexCallID + " 1"}, {"slash", codexCallID + "/1"}, {"backslash", codexCallID + `\\`},
+		{"plus", codexCallID + "+1"}, {"equals", codexCallID + "=="}, {"newline", codexCallID + "\n"}, {"NUL", codexCallID + "\x00"},
+		{"unicode letter", codexCallID + "é"}, {"unicode digit", codexCallID + "٣"}, {"emoji", codexCallID + "🙂"},
+		{"fullwidth colon", codexCallID + "："}, {"invalid UTF-8", codexCallID + "\xff"}, {"quote", codexCallID + `"`},
 	} {
 		for _, key := range []string{KeyCodexCallID, KeyClaudeCodeToolUseID} {
 			cases = append(cases, normalizeCase{
@@ -129,7 +141,7 @@ func TestNormalizeStringSources(t *testing.T) {
 
 func TestNormalizeRequiredAndAmbiguous(t *testing.T) {
 	t.Parallel()
-	env := map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv-" + secret}
+	env := map[string]any{"version": 1.0, "platform": "acme", "invocation_id": invocationID}
 	cases := []normalizeCase{
 		{name: "nil meta", meta: nil, code: CodeRequired, msg: []string{RequiredMessage}},
 		{name: "empty meta", meta: map[string]any{}, code: CodeRequired, msg: []string{RequiredMessage}},
@@ -151,15 +163,15 @@ func TestNormalizeRequiredAndAmbiguous(t *testing.T) {
 				"hubu.dev/platform_invocation": env, "_codex_apps": map[string]any{"call_id": secret}},
 			code: CodeRequired, msg: []string{RequiredMessage},
 		},
-		{name: "codex and claude", meta: map[string]any{"callId": secret, "claudecode/toolUseId": secret},
+		{name: "codex and claude", meta: map[string]any{"callId": codexCallID, "claudecode/toolUseId": claudeCallID},
 			code: CodeAmbiguous, msg: []string{`"callId"`, `"claudecode/toolUseId"`}},
-		{name: "codex and envelope", meta: map[string]any{"callId": secret, KeyPlatformInvocation: env},
+		{name: "codex and envelope", meta: map[string]any{"callId": codexCallID, KeyPlatformInvocation: env},
 			code: CodeAmbiguous, msg: []string{`"callId", "hubu.dev/platform-invocation"`}},
-		{name: "all three", meta: map[string]any{"callId": secret, "claudecode/toolUseId": secret, KeyPlatformInvocation: env},
+		{name: "all three", meta: map[string]any{"callId": codexCallID, "claudecode/toolUseId": claudeCallID, KeyPlatformInvocation: env},
 			code: CodeAmbiguous, msg: []string{`"callId", "claudecode/toolUseId", "hubu.dev/platform-invocation"`}},
-		{name: "an invalid second source is still a second source", meta: map[string]any{"callId": secret, "claudecode/toolUseId": nil},
+		{name: "an invalid second source is still a second source", meta: map[string]any{"callId": codexCallID, "claudecode/toolUseId": nil},
 			code: CodeAmbiguous, msg: []string{`"callId"`, `"claudecode/toolUseId"`}},
-		{name: "same value twice", meta: map[string]any{"callId": secret, "claudecode/toolUseId": secret},
+		{name: "same value twice", meta: map[string]any{"callId": codexCallID, "claudecode/toolUseId": codexCallID},
 			code: CodeAmbiguous},
 	}
 	runNormalizeCases(t, cases)
@@ -168,53 +180,53 @@ func TestNormalizeRequiredAndAmbiguous(t *testing.T) {
 func TestNormalizeEnvelope(t *testing.T) {
 	t.Parallel()
 	envKey := strconv.Quote(KeyPlatformInvocation)
-	inv := "inv-" + secret
+	inv := invocationID
 	envJSON := func(body string) map[string]any {
 		return map[string]any{KeyPlatformInvocation: decode[any](t, body)}
 	}
 	cases := []normalizeCase{
-		{name: "unsigned, accepted platform", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
-			want: Identity{"acme", inv, KeyPlatformInvocation}},
-		{name: "unsigned with issued_at (not checked for age when unsigned)", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":0}`),
-			want: Identity{"acme", inv, KeyPlatformInvocation}},
+		{name: "unsigned, accepted platform", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
+			want: Identity{Platform: "acme", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "unsigned with issued_at (not checked for age when unsigned)", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":0}`),
+			want: Identity{Platform: "acme", CallID: inv, Source: KeyPlatformInvocation}},
 		{name: "other _meta keys beside the envelope", meta: decode[map[string]any](t, `{"progressToken":7,"traceparent":"00-1",
-			"hubu.dev/platform-invocation":{"invocation_id":"inv-s3cr3t","platform":"optional","version":1}}`),
-			want: Identity{"optional", inv, KeyPlatformInvocation}},
-		{name: "version written 1.0", meta: envJSON(`{"version":1.0,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
-			want: Identity{"acme", inv, KeyPlatformInvocation}},
+			"hubu.dev/platform-invocation":{"invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","platform":"optional","version":1}}`),
+			want: Identity{Platform: "optional", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "version written 1.0", meta: envJSON(`{"version":1.0,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
+			want: Identity{Platform: "acme", CallID: inv, Source: KeyPlatformInvocation}},
 
-		{name: "nil config accepts no platform", noConfig: true, meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "nil config accepts no platform", noConfig: true, meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
-		{name: "zero config accepts no platform", cfg: &Config{}, meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "zero config accepts no platform", cfg: &Config{}, meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
-		{name: "platform not accepted", meta: envJSON(`{"version":1,"platform":"beta","invocation_id":"inv-s3cr3t"}`),
+		{name: "platform not accepted", meta: envJSON(`{"version":1,"platform":"beta","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
-		{name: "codex as envelope platform", meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t"}`),
+		{name: "codex as envelope platform", meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
-		{name: "claude-code as envelope platform", meta: envJSON(`{"version":1,"platform":"claude-code","invocation_id":"inv-s3cr3t"}`),
+		{name: "claude-code as envelope platform", meta: envJSON(`{"version":1,"platform":"claude-code","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
 		{name: "codex refused even when the operator lists it", cfg: &Config{Platforms: map[string]PlatformConfig{"codex": {}}},
-			meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
+			meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
 
-		{name: "version 2", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "version 2", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
-		{name: "version 2 with new fields", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t","tenant":"t"}`),
+		{name: "version 2 with new fields", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","tenant":"t"}`),
 			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
-		{name: "version 0", meta: envJSON(`{"version":0,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "version 0", meta: envJSON(`{"version":0,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
-		{name: "version 1.5", meta: envJSON(`{"version":1.5,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "version 1.5", meta: envJSON(`{"version":1.5,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
-		{name: "version string", meta: envJSON(`{"version":"1","platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "version string", meta: envJSON(`{"version":"1","platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "version must be the number 1, got string"}},
-		{name: "version true", meta: envJSON(`{"version":true,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "version true", meta: envJSON(`{"version":true,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "got boolean"}},
-		{name: "version null", meta: envJSON(`{"version":null,"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "version null", meta: envJSON(`{"version":null,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "got null"}},
-		{name: "version missing", meta: envJSON(`{"platform":"acme","invocation_id":"inv-s3cr3t"}`),
+		{name: "version missing", meta: envJSON(`{"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "no version"}},
-		{name: "unknown field", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","s3cr3t_field":"x"}`),
+		{name: "unknown field", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","s3cr3t_field":"x"}`),
 			code: CodeInvalid, msg: []string{envKey, "field that version 1 does not define"}},
-		{name: "unknown field that looks harmless", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","session":"x"}`),
+		{name: "unknown field that looks harmless", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","session":"x"}`),
 			code: CodeInvalid, msg: []string{envKey, "field that version 1 does not define"}},
 		{name: "unknown field in signature", meta: map[string]any{KeyPlatformInvocation: withField(
 			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv}, testNow, "k1", "k1"), "signature", "s3cr3t", "x")},
@@ -223,19 +235,19 @@ func TestNormalizeEnvelope(t *testing.T) {
 		{name: "envelope null", meta: map[string]any{KeyPlatformInvocation: nil}, code: CodeInvalid, msg: []string{envKey, "got null"}},
 		{name: "envelope string", meta: map[string]any{KeyPlatformInvocation: `{"version":1,"platform":"acme","invocation_id":"s3cr3t"}`},
 			code: CodeInvalid, msg: []string{envKey, "must be a JSON object, got string"}},
-		{name: "envelope array", meta: envJSON(`[{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t"}]`), code: CodeInvalid, msg: []string{envKey, "got array"}},
+		{name: "envelope array", meta: envJSON(`[{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}]`), code: CodeInvalid, msg: []string{envKey, "got array"}},
 		{name: "envelope number", meta: envJSON(`1`), code: CodeInvalid, msg: []string{envKey, "got number"}},
 		{name: "envelope empty object", meta: envJSON(`{}`), code: CodeInvalid, msg: []string{envKey, "no version"}},
 
-		{name: "platform missing", meta: envJSON(`{"version":1,"invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform is missing"}},
-		{name: "platform number", meta: envJSON(`{"version":1,"platform":7,"invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform must be a string, got number"}},
-		{name: "platform empty", meta: envJSON(`{"version":1,"platform":"","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform is empty"}},
-		{name: "platform upper case", meta: envJSON(`{"version":1,"platform":"ACME","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
-		{name: "platform leading hyphen", meta: envJSON(`{"version":1,"platform":"-acme","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
-		{name: "platform underscore", meta: envJSON(`{"version":1,"platform":"ac_me","invocation_id":"inv-s3cr3t"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
-		{name: "platform 33 bytes", meta: envJSON(`{"version":1,"platform":"` + strings.Repeat("a", 33) + `","invocation_id":"inv-s3cr3t"}`),
+		{name: "platform missing", meta: envJSON(`{"version":1,"invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform is missing"}},
+		{name: "platform number", meta: envJSON(`{"version":1,"platform":7,"invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform must be a string, got number"}},
+		{name: "platform empty", meta: envJSON(`{"version":1,"platform":"","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform is empty"}},
+		{name: "platform upper case", meta: envJSON(`{"version":1,"platform":"ACME","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
+		{name: "platform leading hyphen", meta: envJSON(`{"version":1,"platform":"-acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
+		{name: "platform underscore", meta: envJSON(`{"version":1,"platform":"ac_me","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
+		{name: "platform 33 bytes", meta: envJSON(`{"version":1,"platform":"` + strings.Repeat("a", 33) + `","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "platform is longer than 32 bytes"}},
-		{name: "platform 32 bytes, pattern ok but not accepted", meta: envJSON(`{"version":1,"platform":"` + strings.Repeat("a", 32) + `","invocation_id":"inv-s3cr3t"}`),
+		{name: "platform 32 bytes, pattern ok but not accepted", meta: envJSON(`{"version":1,"platform":"` + strings.Repeat("a", 32) + `","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
 
 		{name: "invocation_id missing", meta: envJSON(`{"version":1,"platform":"acme"}`), code: CodeInvalid, msg: []string{envKey, "invocation_id is missing"}},
@@ -245,21 +257,25 @@ func TestNormalizeEnvelope(t *testing.T) {
 		{name: "invocation_id 257", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 251) + `"}`),
 			code: CodeInvalid, msg: []string{envKey, "invocation_id is longer than 256 bytes"}},
 		{name: "invocation_id 256", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 250) + `"}`),
-			want: Identity{"acme", secret + strings.Repeat("x", 250), KeyPlatformInvocation}},
-		{name: "invocation_id unicode", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"s3cr3t\u00e9"}`),
+			want: Identity{Platform: "acme", CallID: secret + strings.Repeat("x", 250), Source: KeyPlatformInvocation}},
+		{name: "invocation_id 15 characters", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 9) + `"}`),
+			code: CodeInvalid, msg: []string{envKey, "invocation_id is shorter than 16 characters"}},
+		{name: "invocation_id 16 characters", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 10) + `"}`),
+			want: Identity{Platform: "acme", CallID: secret + strings.Repeat("x", 10), Source: KeyPlatformInvocation}},
+		{name: "invocation_id unicode", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d\u00e9"}`),
 			code: CodeInvalid, msg: []string{envKey, "invocation_id contains characters outside"}},
-		{name: "invocation_id space", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"s3cr3t 1"}`),
+		{name: "invocation_id space", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d 1"}`),
 			code: CodeInvalid, msg: []string{envKey, "invocation_id contains characters outside"}},
 
-		{name: "issued_at string", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":"1767225600"}`),
+		{name: "issued_at string", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":"1767225600"}`),
 			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
-		{name: "issued_at fraction", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":1767225600.5}`),
+		{name: "issued_at fraction", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":1767225600.5}`),
 			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
-		{name: "issued_at negative", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":-1}`),
+		{name: "issued_at negative", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":-1}`),
 			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
-		{name: "issued_at 2^53", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":9007199254740992}`),
+		{name: "issued_at 2^53", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":9007199254740992}`),
 			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
-		{name: "issued_at null", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t","issued_at":null}`),
+		{name: "issued_at null", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":null}`),
 			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer", "got null"}},
 	}
 	runNormalizeCases(t, cases)
@@ -287,7 +303,7 @@ func withField(env map[string]any, field, key string, value any) map[string]any 
 func TestNormalizeSignatures(t *testing.T) {
 	t.Parallel()
 	envKey := strconv.Quote(KeyPlatformInvocation)
-	inv := "inv-" + secret
+	inv := invocationID
 	base := Envelope{Version: 1, Platform: "signed", InvocationID: inv}
 	good := signed(t, base, testNow, "k1", "k1")
 	goodSig := good["signature"].(map[string]any)["value"].(string)
@@ -299,14 +315,14 @@ func TestNormalizeSignatures(t *testing.T) {
 	flipped := goodSig[:80] + string(rune(goodSig[80]^1)) + goodSig[81:]
 
 	cases := []normalizeCase{
-		{name: "valid", meta: meta(good), want: Identity{"signed", inv, KeyPlatformInvocation}},
-		{name: "valid, issued MaxAge ago", meta: meta(signed(t, base, testNow.Add(-DefaultMaxAge), "k1", "k1")), want: Identity{"signed", inv, KeyPlatformInvocation}},
-		{name: "valid, issued MaxAge ahead", meta: meta(signed(t, base, testNow.Add(DefaultMaxAge), "k1", "k1")), want: Identity{"signed", inv, KeyPlatformInvocation}},
-		{name: "valid, issued_at written as a float", meta: meta(withField(good, "", "issued_at", 1.7672256e9)), want: Identity{"signed", inv, KeyPlatformInvocation}},
-		{name: "valid, version written 1.0", meta: meta(withField(good, "", "version", 1.0)), want: Identity{"signed", inv, KeyPlatformInvocation}},
-		{name: "signed on a platform that does not require it", meta: meta(signed(t, optional, testNow, "k2", "k2")), want: Identity{"optional", inv, KeyPlatformInvocation}},
-		{name: "unsigned accepted when not required", meta: meta(asJSONValue(t, optional).(map[string]any)), want: Identity{"optional", inv, KeyPlatformInvocation}},
-		{name: "unsigned accepted, platform without keys", meta: meta(asJSONValue(t, acme).(map[string]any)), want: Identity{"acme", inv, KeyPlatformInvocation}},
+		{name: "valid", meta: meta(good), want: Identity{Platform: "signed", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "valid, issued MaxAge ago", meta: meta(signed(t, base, testNow.Add(-DefaultMaxAge), "k1", "k1")), want: Identity{Platform: "signed", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "valid, issued MaxAge ahead", meta: meta(signed(t, base, testNow.Add(DefaultMaxAge), "k1", "k1")), want: Identity{Platform: "signed", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "valid, issued_at written as a float", meta: meta(withField(good, "", "issued_at", 1.7672256e9)), want: Identity{Platform: "signed", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "valid, version written 1.0", meta: meta(withField(good, "", "version", 1.0)), want: Identity{Platform: "signed", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "signed on a platform that does not require it", meta: meta(signed(t, optional, testNow, "k2", "k2")), want: Identity{Platform: "optional", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "unsigned accepted when not required", meta: meta(asJSONValue(t, optional).(map[string]any)), want: Identity{Platform: "optional", CallID: inv, Source: KeyPlatformInvocation}},
+		{name: "unsigned accepted, platform without keys", meta: meta(asJSONValue(t, acme).(map[string]any)), want: Identity{Platform: "acme", CallID: inv, Source: KeyPlatformInvocation}},
 
 		{name: "missing when required", meta: meta(asJSONValue(t, base).(map[string]any)), code: CodeInvalid, msg: []string{envKey, `platform "signed" requires a signed envelope`}},
 		{name: "missing when required, with issued_at", meta: meta(asJSONValue(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv, IssuedAt: unixPtr(testNow)}).(map[string]any)),
@@ -315,7 +331,7 @@ func TestNormalizeSignatures(t *testing.T) {
 		{name: "tampered issued_at", meta: meta(withField(good, "", "issued_at", float64(testNow.Unix()+1))), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
 		{name: "tampered signature bits", meta: meta(withField(good, "signature", "value", flipped)), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
 		{name: "signature of another envelope", meta: meta(withField(good, "signature", "value",
-			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: "other"}, testNow, "k1", "k1")["signature"].(map[string]any)["value"])),
+			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: "inv-other-0123456789"}, testNow, "k1", "k1")["signature"].(map[string]any)["value"])),
 			code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
 		{name: "wrong key", meta: meta(signed(t, base, testNow, "k2", "k1")), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
 		{name: "unknown key_id", meta: meta(signed(t, base, testNow, "k1", "k9-s3cr3t")), code: CodeInvalid, msg: []string{envKey, "unknown key", `platform "signed"`}},
@@ -360,9 +376,9 @@ func TestNormalizeSignatures(t *testing.T) {
 
 func TestNormalizeDoesNotModifyMeta(t *testing.T) {
 	t.Parallel()
-	good := signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: "inv-1"}, testNow, "k1", "k1")
+	good := signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: invocationID}, testNow, "k1", "k1")
 	for _, meta := range []map[string]any{
-		{"callId": "c", "progressToken": 1.0},
+		{"callId": codexCallID, "progressToken": 1.0},
 		{KeyPlatformInvocation: good},
 		{KeyPlatformInvocation: withField(good, "", "extra", true)},
 	} {
@@ -376,13 +392,17 @@ func TestNormalizeDoesNotModifyMeta(t *testing.T) {
 
 func TestCheckIDMatchesPattern(t *testing.T) {
 	t.Parallel()
-	inputs := []string{"", "a", "A.b_c", "a:b-c.d", "a b", "é", "\x00", "a\n", strings.Repeat("a", 256), strings.Repeat("a", 257), "[", "]", "^", "`", "{", "~", "@", "/"}
+	// Call ids have a floor of 16 characters: every byte is also tried first and last in an id of
+	// 16, beside the lengths around both limits.
+	pad := strings.Repeat("a", 15)
+	inputs := []string{"", "a", "A.b_c", "a:b-c.d", "a b", "é", "\x00", "a\n", strings.Repeat("a", 256), strings.Repeat("a", 257), "[", "]", "^", "`", "{", "~", "@", "/",
+		pad, pad + "a", pad[1:] + "é", "A.b_c:d-e.f_g:h-", "A.b_c:d-e.f_g:h", strings.Repeat("a", 255)}
 	for c := 0; c < 256; c++ {
-		inputs = append(inputs, string(rune(c)), "x"+string([]byte{byte(c)}))
+		inputs = append(inputs, string(rune(c)), "x"+string([]byte{byte(c)}), pad+string([]byte{byte(c)}), string([]byte{byte(c)})+pad)
 	}
 	for _, s := range inputs {
-		if ok := checkID(s, MaxCallIDLen) == ""; ok != callIDRe.MatchString(s) {
-			t.Errorf("checkID(%q) ok=%v, CallIDPattern says %v", s, ok, !ok)
+		if ok := checkCallID(s) == ""; ok != callIDRe.MatchString(s) {
+			t.Errorf("checkCallID(%q) ok=%v, CallIDPattern says %v", s, ok, !ok)
 		}
 		if ok := checkID(s, MaxKeyIDLen) == ""; ok != keyIDRe.MatchString(s) {
 			t.Errorf("checkID(%q, key) ok=%v, KeyIDPattern says %v", s, ok, !ok)
@@ -429,9 +449,10 @@ func TestNormalizeChecksMapperOutput(t *testing.T) {
 	// Not parallel: it swaps an entry of the package-level table.
 	saved := Sources[0].Map
 	t.Cleanup(func() { Sources[0].Map = saved })
-	for _, out := range [][2]string{{"codex", ""}, {"codex", "a b"}, {"", "id"}, {"Codex", "id"}, {"codex", strings.Repeat("a", 257)}} {
+	for _, out := range [][2]string{{"codex", ""}, {"codex", codexCallID + " b"}, {"codex", strings.Repeat("a", 15)}, {"", codexCallID}, {"Codex", codexCallID},
+		{"codex", strings.Repeat("a", 257)}} {
 		Sources[0].Map = func(any, *Config) (string, string, error) { return out[0], out[1], nil }
-		if _, err := Normalize(map[string]any{KeyCodexCallID: "x"}, nil); err == nil {
+		if _, err := Normalize(map[string]any{KeyCodexCallID: codexCallID}, nil); err == nil {
 			t.Errorf("mapper output %q accepted", out)
 		}
 	}

@@ -20,7 +20,7 @@ func BenchmarkRouter(b *testing.B) {
 		e := setup(b, nil)
 		b.ResetTimer()
 		for i := range b.N {
-			res := e.call(b, "generate_image", fox, codex(fmt.Sprintf("bench-new-%d", i)))
+			res := e.call(b, "generate_image", fox, codex(fmt.Sprintf("call_benchnew%016d", i)))
 			if res.IsError {
 				b.Fatal(text(res))
 			}
@@ -28,12 +28,12 @@ func BenchmarkRouter(b *testing.B) {
 	})
 	b.Run("redelivery", func(b *testing.B) {
 		e := setup(b, nil)
-		if res := e.call(b, "generate_image", fox, codex("bench-again")); res.IsError {
+		if res := e.call(b, "generate_image", fox, codex("call_benchagainKCafBphPMEgBuQ")); res.IsError {
 			b.Fatal(text(res))
 		}
 		b.ResetTimer()
 		for range b.N {
-			if res := e.call(b, "generate_image", fox, codex("bench-again")); res.IsError {
+			if res := e.call(b, "generate_image", fox, codex("call_benchagainKCafBphPMEgBuQ")); res.IsError {
 				b.Fatal(text(res))
 			}
 		}

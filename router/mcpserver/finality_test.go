@@ -232,7 +232,7 @@ func TestFinalityOfAnswers(t *testing.T) {
 				state = gongbuapi.Succeeded
 			}
 			g.set(tc.gongbuStatus, state, tc.noResult, tc.image)
-			callID := fmt.Sprintf("call_final_%02d", i)
+			callID := fmt.Sprintf("call_finalIbCQqauinaST3It61%02d", i)
 
 			first := e.call(t, "generate_image", fox, codex(callID))
 			o := outcome(t, first)
@@ -282,18 +282,18 @@ func TestCreateNewOperationThenChargedIsNotStuck(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	e.backend.SetDecide(hubuState(hubuapi.OperationStatePendingApproval, nil))
-	held := mustError(t, e.call(t, "generate_image", fox, codex("call_stuck_1")), "approval_required")
+	held := mustError(t, e.call(t, "generate_image", fox, codex("call_stuck1YmgARyNAYaCVk7PaBC")), "approval_required")
 
 	e.backend.SetDecide(hubuProblem(409, hubuapi.CreateNewOperation))
-	mustError(t, e.call(t, "generate_image", fox, codex("call_stuck_1")), "create_new_operation")
+	mustError(t, e.call(t, "generate_image", fox, codex("call_stuck1YmgARyNAYaCVk7PaBC")), "create_new_operation")
 
 	e.backend.SetDecide(nil) // approved, resumed elsewhere, executing; Gongbu has the image
-	done := e.call(t, "generate_image", fox, codex("call_stuck_1"))
+	done := e.call(t, "generate_image", fox, codex("call_stuck1YmgARyNAYaCVk7PaBC"))
 	if o := outcome(t, done); done.IsError || o.Status != "succeeded" || o.PublicHandle != held.PublicHandle || o.Result == nil {
 		t.Fatalf("after the original ran: %+v", o)
 	}
 	before := e.backend.Calls("")
-	if o := outcome(t, e.call(t, "generate_image", fox, codex("call_stuck_1"))); !o.Replayed || o.Status != "succeeded" {
+	if o := outcome(t, e.call(t, "generate_image", fox, codex("call_stuck1YmgARyNAYaCVk7PaBC"))); !o.Replayed || o.Status != "succeeded" {
 		t.Fatalf("redelivery after success: %+v", o)
 	}
 	if e.backend.Calls("") != before {
@@ -303,9 +303,9 @@ func TestCreateNewOperationThenChargedIsNotStuck(t *testing.T) {
 	// A first delivery refused with create_new_operation (Hubu has the key for other work) is
 	// no more final than a redelivery's.
 	e.backend.SetDecide(hubuProblem(409, hubuapi.CreateNewOperation))
-	mustError(t, e.call(t, "generate_image", fox, codex("call_stuck_2")), "create_new_operation")
+	mustError(t, e.call(t, "generate_image", fox, codex("call_stuck2NGl4mcx6F8G5eqDNkM")), "create_new_operation")
 	n := e.backend.Calls("authorize")
-	mustError(t, e.call(t, "generate_image", fox, codex("call_stuck_2")), "create_new_operation")
+	mustError(t, e.call(t, "generate_image", fox, codex("call_stuck2NGl4mcx6F8G5eqDNkM")), "create_new_operation")
 	if e.backend.Calls("authorize") != n+1 {
 		t.Fatal("a recorded create_new_operation was replayed instead of asking Hubu again")
 	}

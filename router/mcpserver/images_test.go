@@ -58,7 +58,7 @@ func TestImageOnAPrivateAddressIsRefused(t *testing.T) {
 	byName := strings.Replace(loopback, "127.0.0.1", "localhost", 1)
 	for i, url := range []string{loopback, byName} {
 		e.backend.SetImageURL(url)
-		callID := fmt.Sprintf("call_private_%d", i)
+		callID := fmt.Sprintf("call_privatedWTtjl8YssSH0hhM%d", i)
 		res := e.call(t, "generate_image", fox, codex(callID))
 		linkedOnly(t, res, url)
 		linkedOnly(t, notFinal(t, e, callID), url)
@@ -102,7 +102,7 @@ func TestImageRedirects(t *testing.T) {
 	for i, path := range []string{"/to-other-port", "/to-other-name"} {
 		url := host.URL + path
 		e.backend.SetImageURL(url)
-		callID := fmt.Sprintf("call_redirect_%d", i)
+		callID := fmt.Sprintf("call_redirectwbkE6hka5vFyjjL%d", i)
 		linkedOnly(t, e.call(t, "generate_image", fox, codex(callID)), url)
 		notFinal(t, e, callID)
 	}
@@ -131,5 +131,5 @@ func TestOversizedImageIsNotEmbedded(t *testing.T) {
 	e := setup(t, nil)
 	url := big.URL + "/sample.png"
 	e.backend.SetImageURL(url)
-	linkedOnly(t, e.call(t, "generate_image", fox, codex("call_big_image")), url)
+	linkedOnly(t, e.call(t, "generate_image", fox, codex("call_bigimageVtFFd0UMtFdJGpgU")), url)
 }

@@ -48,7 +48,7 @@ func TestFailedSaysWhatWasCharged(t *testing.T) {
 			}
 			g.set(0, gongbuapi.Failed, false, imageOK)
 			g.setCharge(c.charged, false)
-			callID := fmt.Sprintf("call_failed_%02d", i)
+			callID := fmt.Sprintf("call_failedKBYy9UCQGWTU4QGt%02d", i)
 			res := e.call(t, "generate_image", fox, codex(callID))
 			o := outcome(t, res)
 			if res.IsError || o.Status != "failed" || o.ChargedMicros == nil || *o.ChargedMicros != c.want {
@@ -98,9 +98,9 @@ func TestResolvedAsChargedSaysThereIsNoImage(t *testing.T) {
 		}
 	}
 	// Hubu has not settled it yet (executing): not final.
-	check(e.call(t, "generate_image", fox, codex("call_resolved_1")))
+	check(e.call(t, "generate_image", fox, codex("call_resolved1Zz93GrmmRUd1GO4")))
 	n := e.backend.Calls("authorize")
-	check(e.call(t, "generate_image", fox, codex("call_resolved_1")))
+	check(e.call(t, "generate_image", fox, codex("call_resolved1Zz93GrmmRUd1GO4")))
 	if e.backend.Calls("authorize") != n+1 {
 		t.Fatal("before Hubu settled it, the redelivery did not ask Hubu again")
 	}
@@ -108,10 +108,10 @@ func TestResolvedAsChargedSaysThereIsNoImage(t *testing.T) {
 	e.backend.SetDecide(hubuState(hubuapi.OperationStateSucceeded, func(op *hubuapi.Operation) {
 		op.HeldMicros, op.CapturedMicros = 0, 25_000
 	}))
-	check(e.call(t, "generate_image", fox, codex("call_resolved_1")))
+	check(e.call(t, "generate_image", fox, codex("call_resolved1Zz93GrmmRUd1GO4")))
 	before := e.backend.Calls("")
 	exec, _ := g.calls()
-	res := e.call(t, "generate_image", fox, codex("call_resolved_1"))
+	res := e.call(t, "generate_image", fox, codex("call_resolved1Zz93GrmmRUd1GO4"))
 	check(res)
 	if exec2, _ := g.calls(); !outcome(t, res).Replayed || e.backend.Calls("") != before || exec2 != exec {
 		t.Fatalf("the settled answer was not replayed from the registry: %+v", outcome(t, res))
@@ -162,17 +162,17 @@ func TestGongbuDownAfterHubuDecided(t *testing.T) {
 	g := newScriptedGongbu(t)
 	e2 := setup(t, &options{gongbuURL: g.url, wait: 200 * time.Millisecond})
 	g.set(500, gongbuapi.Succeeded, false, imageOK)
-	if o := outcome(t, e2.call(t, "generate_image", fox, codex("call_gongbu_500"))); o.Status != "running" || !strings.Contains(o.Message, "Gongbu answered 500") {
+	if o := outcome(t, e2.call(t, "generate_image", fox, codex("call_gongbu500uPdcSgyfU9C6yFt"))); o.Status != "running" || !strings.Contains(o.Message, "Gongbu answered 500") {
 		t.Fatalf("Gongbu 500: %+v", o)
 	}
 	// Not handed over yet (404): plainly running.
 	g.set(404, gongbuapi.Succeeded, false, imageOK)
-	if o := outcome(t, e2.call(t, "generate_image", fox, codex("call_gongbu_404"))); o.Status != "running" || strings.Contains(o.Message, "Gongbu") {
+	if o := outcome(t, e2.call(t, "generate_image", fox, codex("call_gongbu404Z5lSIJHtjOLyrZg"))); o.Status != "running" || strings.Contains(o.Message, "Gongbu") {
 		t.Fatalf("Gongbu 404: %+v", o)
 	}
 	// Gongbu back: the same call continues the same operation and gets the image.
 	g.set(0, gongbuapi.Succeeded, false, imageOK)
-	done := outcome(t, e2.call(t, "generate_image", fox, codex("call_gongbu_500")))
+	done := outcome(t, e2.call(t, "generate_image", fox, codex("call_gongbu500uPdcSgyfU9C6yFt")))
 	if done.Status != "succeeded" || done.Result == nil {
 		t.Fatalf("after Gongbu came back: %+v", done)
 	}

@@ -68,6 +68,7 @@ type Router struct {
 type flight struct {
 	done    chan struct{}
 	hash    string
+	scope   string
 	answer  answer
 	waiters int // concurrent deliveries waiting for this one's answer
 }
@@ -272,7 +273,7 @@ func (r *Router) generateImage(ctx context.Context, req *mcp.CallToolRequest) (*
 	if err != nil {
 		return refusal(CodeInvalidArguments, "%s", err.Error()).toResult(), nil
 	}
-	call := registry.Call{Platform: id.Platform, CallID: id.CallID, Tool: ToolGenerateImage, RequestHash: digest.String()}
+	call := registry.Call{Platform: id.Platform, CallID: id.CallID, Scope: id.Scope, Tool: ToolGenerateImage, RequestHash: digest.String()}
 	// The work is shared with concurrent deliveries of the same call, so it must not end
 	// when this delivery's client goes away; it is bounded on its own.
 	work, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Wait+2*time.Minute)
@@ -289,14 +290,14 @@ func (r *Router) coalesce(call registry.Call, work func() answer) answer {
 		f.waiters++
 		r.mu.Unlock()
 		<-f.done
-		if f.hash == call.RequestHash {
+		if f.hash == call.RequestHash && f.scope == call.Scope {
 			shared := f.answer
 			shared.Replayed = true
 			return shared
 		}
-		return work() // another request under the same call id: the registry refuses it
+		return work() // another request or conversation under the same call id: the registry refuses it
 	}
-	f := &flight{done: make(chan struct{}), hash: call.RequestHash}
+	f := &flight{done: make(chan struct{}), hash: call.RequestHash, scope: call.Scope}
 	r.flights[key] = f
 	r.mu.Unlock()
 	defer func() {
@@ -327,6 +328,11 @@ func (r *Router) spend(ctx context.Context, call registry.Call, img imageArgs) a
 	case registry.Conflict:
 		log.InfoContext(ctx, "call refused")
 		return refusal(CodeCallReused, "this call was already used for a different request; a changed request needs a new tool call")
+	case registry.ScopeConflict:
+		log.WarnContext(ctx, "call refused: its id was first seen in another conversation")
+		return refusal(CodeIdentityConflict, "this call's id was already used in another conversation, so it cannot tell this call "+
+			"from that one; nothing was sent or charged, and the earlier call is not replayed (the model or proxy that "+
+			"made the tool-call id repeated it: it needs a new, unique id)")
 	case registry.Replay:
 		a, err := unmarshalAnswer(entry.Result)
 		if err != nil {

@@ -17,7 +17,7 @@ import (
 func TestSpendThenRedelivery(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
-	first := e.call(t, "generate_image", fox, codex("call-1"))
+	first := e.call(t, "generate_image", fox, codex("call_1Fku5aBMwNg6sIYw8ZG3uWPL"))
 	o := outcome(t, first)
 	if first.IsError || o.Status != "succeeded" || o.Result == nil || o.AmountMicros == nil || *o.AmountMicros != 25_000 || o.Replayed {
 		t.Fatalf("first delivery: %+v %s", o, text(first))
@@ -39,7 +39,7 @@ func TestSpendThenRedelivery(t *testing.T) {
 	// The same call again, with the keys reordered and other whitespace: the same intent.
 	reordered := `{ "height":1024, "width":1024, "model":"flux-dev", "prompt":"an origami fox" }`
 	for _, args := range []string{fox, reordered} {
-		again := e.call(t, "generate_image", args, codex("call-1"))
+		again := e.call(t, "generate_image", args, codex("call_1Fku5aBMwNg6sIYw8ZG3uWPL"))
 		r := outcome(t, again)
 		if !r.Replayed || r.PublicHandle != o.PublicHandle || r.Status != "succeeded" || !strings.Contains(text(again), "replayed") {
 			t.Fatalf("redelivery: %+v", r)
@@ -53,7 +53,7 @@ func TestSpendThenRedelivery(t *testing.T) {
 	}
 
 	// The same arguments under a new call id are a new operation, with a new key.
-	other := outcome(t, e.call(t, "generate_image", fox, codex("call-2")))
+	other := outcome(t, e.call(t, "generate_image", fox, codex("call_2RfBbbRAGwoDctpOvuSR20RD")))
 	if other.PublicHandle == o.PublicHandle || other.Replayed {
 		t.Fatalf("a new call was taken for a redelivery: %+v", other)
 	}
@@ -68,7 +68,7 @@ func TestSpendThenRedelivery(t *testing.T) {
 
 	// The same call id with other arguments is refused, before any backend.
 	before = e.backend.Calls("")
-	reused := e.call(t, "generate_image", `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`, codex("call-1"))
+	reused := e.call(t, "generate_image", `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`, codex("call_1Fku5aBMwNg6sIYw8ZG3uWPL"))
 	mustError(t, reused, "call_reused_for_different_request")
 	if e.backend.Calls("") != before {
 		t.Fatal("a reused call id reached the backend")
@@ -78,8 +78,8 @@ func TestSpendThenRedelivery(t *testing.T) {
 func TestHarnessSources(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
-	cc := outcome(t, e.call(t, "generate_image", fox, map[string]any{"claudecode/toolUseId": "toolu_01A", "progressToken": 3}))
-	cx := outcome(t, e.call(t, "generate_image", fox, map[string]any{"callId": "toolu_01A", "openai/session": "s-1"}))
+	cc := outcome(t, e.call(t, "generate_image", fox, map[string]any{"claudecode/toolUseId": "toolu_01A09q90qw90lq917835lq9", "progressToken": 3}))
+	cx := outcome(t, e.call(t, "generate_image", fox, map[string]any{"callId": "toolu_01A09q90qw90lq917835lq9", "openai/session": "s-1"}))
 	if cc.Status != "succeeded" || cx.Status != "succeeded" || cc.PublicHandle == cx.PublicHandle {
 		t.Fatalf("the same id on two platforms must be two operations: %+v %+v", cc, cx)
 	}
@@ -99,12 +99,13 @@ func TestIdentityRefusals(t *testing.T) {
 	}{
 		{"no _meta", nil, "identity_required"},
 		{"only session context, as ChatGPT chat sends", map[string]any{"openai/session": "sess-1", "openai/subject": "u-1", "openai/locale": "en-US", "progressToken": 0}, "identity_required"},
-		{"two sources", map[string]any{"callId": "c-1", "claudecode/toolUseId": "t-1"}, "identity_ambiguous"},
+		{"two sources", map[string]any{"callId": "call_two5RFm7K8taANC8k1EYxswF", "claudecode/toolUseId": "toolu_01two2QevF6MT9iw5LhTOL8C"}, "identity_ambiguous"},
 		{"a number", map[string]any{"callId": 42.0}, "identity_invalid"},
 		{"empty", map[string]any{"callId": ""}, "identity_invalid"},
+		{"too short", map[string]any{"callId": "call_Ab3dE5fG7h"}, "identity_invalid"}, // 15 characters
 		{"too long", map[string]any{"callId": strings.Repeat("a", 257)}, "identity_invalid"},
-		{"bad characters", map[string]any{"callId": "call 1; drop"}, "identity_invalid"},
-		{"envelope from an unknown platform", map[string]any{"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv-1"}}, "identity_invalid"},
+		{"bad characters", map[string]any{"callId": "call 1; drop table calls"}, "identity_invalid"},
+		{"envelope from an unknown platform", map[string]any{"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv-7f3a9c2e5b1d4a60"}}, "identity_invalid"},
 	}
 	for _, c := range cases {
 		res := e.call(t, "generate_image", fox, c.meta)
@@ -126,7 +127,7 @@ func TestIdentityInArguments(t *testing.T) {
 		`{"prompt":"x","model":"flux-dev","width":1024,"height":1024,"options":{"nested":[{"Tool-Call-ID":"c-9"}]}}`,
 		`{"prompt":"x","model":"flux-dev","width":1024,"height":1024,"_meta":{"callId":"c-9"}}`,
 	} {
-		mustError(t, e.call(t, "generate_image", args, codex("call_c9")), "identity_in_arguments")
+		mustError(t, e.call(t, "generate_image", args, codex("call_c9tOdEPsi4pYeCZvmfh246uH")), "identity_in_arguments")
 	}
 	// Read-only tools need no identity but refuse it in arguments too.
 	mustError(t, e.call(t, "capabilities", `{"callId":"c-9"}`, nil), "identity_in_arguments")
@@ -135,7 +136,7 @@ func TestIdentityInArguments(t *testing.T) {
 		t.Fatalf("%d backend requests", n)
 	}
 	// Nothing was recorded: the same call id still starts a fresh operation.
-	if o := outcome(t, e.call(t, "generate_image", fox, codex("call_c9"))); o.Status != "succeeded" || o.Replayed {
+	if o := outcome(t, e.call(t, "generate_image", fox, codex("call_c9tOdEPsi4pYeCZvmfh246uH"))); o.Status != "succeeded" || o.Replayed {
 		t.Fatalf("after refusals: %+v", o)
 	}
 }
@@ -154,7 +155,7 @@ func TestInvalidArguments(t *testing.T) {
 		"a string for a width": `{"prompt":"a","model":"flux-dev","width":"1024","height":1024}`,
 	} {
 		n++
-		res := e.call(t, "generate_image", args, codex(fmt.Sprintf("call_bad_%d", n)))
+		res := e.call(t, "generate_image", args, codex(fmt.Sprintf("call_badoXm4yECl8qcIKjS31RFl%d", n)))
 		if !res.IsError {
 			t.Errorf("%s: accepted", name)
 			continue
@@ -176,8 +177,8 @@ func TestPolicyOutcomes(t *testing.T) {
 		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
 			return http.StatusCreated, routertest.Operation(req, hubuapi.OperationStatePendingApproval), nil
 		})
-		o := mustError(t, e.call(t, "generate_image", fox, codex("held-1")), "approval_required")
-		again := mustError(t, e.call(t, "generate_image", fox, codex("held-1")), "approval_required")
+		o := mustError(t, e.call(t, "generate_image", fox, codex("call_held1Gd5xgMCkw55AYJR6cMm")), "approval_required")
+		again := mustError(t, e.call(t, "generate_image", fox, codex("call_held1Gd5xgMCkw55AYJR6cMm")), "approval_required")
 		if again.PublicHandle != o.PublicHandle || !again.Replayed {
 			t.Fatalf("redelivery of a held call: %+v", again)
 		}
@@ -193,8 +194,8 @@ func TestPolicyOutcomes(t *testing.T) {
 			op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeBudgetExceeded, Message: "over budget"}
 			return http.StatusCreated, op, nil
 		})
-		mustError(t, e.call(t, "generate_image", fox, codex("call_b1")), "budget_exceeded")
-		mustError(t, e.call(t, "generate_image", fox, codex("call_b1")), "budget_exceeded")
+		mustError(t, e.call(t, "generate_image", fox, codex("call_b1jsbsFAXOujbnvX9hsOrCqL")), "budget_exceeded")
+		mustError(t, e.call(t, "generate_image", fox, codex("call_b1jsbsFAXOujbnvX9hsOrCqL")), "budget_exceeded")
 		if n := e.backend.Calls("authorize"); n != 1 {
 			t.Fatalf("%d authorizations; a final refusal replays from the registry", n)
 		}
@@ -207,7 +208,7 @@ func TestPolicyOutcomes(t *testing.T) {
 			op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeDenied, Message: "above the ceiling"}
 			return http.StatusCreated, op, nil
 		})
-		mustError(t, e.call(t, "generate_image", fox, codex("call_d1")), "denied")
+		mustError(t, e.call(t, "generate_image", fox, codex("call_d1fg1X0roBj3qrVZAowpsiFU")), "denied")
 	})
 	t.Run("create new operation", func(t *testing.T) {
 		t.Parallel()
@@ -216,7 +217,7 @@ func TestPolicyOutcomes(t *testing.T) {
 		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
 			return http.StatusConflict, nil, &hubuapi.Problem{Code: hubuapi.CreateNewOperation, Status: 409, Title: "Conflict", Type: "x", Detail: &detail}
 		})
-		mustError(t, e.call(t, "generate_image", fox, codex("n-1")), "create_new_operation")
+		mustError(t, e.call(t, "generate_image", fox, codex("call_n1Kfwk6nyJd4scA3OcE8GiKn")), "create_new_operation")
 	})
 }
 
@@ -226,9 +227,9 @@ func TestBackendUnavailableKeepsTheCall(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	e.backend.SetDown(true)
-	down := mustError(t, e.call(t, "generate_image", fox, codex("u-1")), "backend_unavailable")
+	down := mustError(t, e.call(t, "generate_image", fox, codex("call_u1V5dp6buXrE8B88myVE6lgq")), "backend_unavailable")
 	e.backend.SetDown(false)
-	up := outcome(t, e.call(t, "generate_image", fox, codex("u-1")))
+	up := outcome(t, e.call(t, "generate_image", fox, codex("call_u1V5dp6buXrE8B88myVE6lgq")))
 	if up.Status != "succeeded" || up.PublicHandle != down.PublicHandle {
 		t.Fatalf("after the backend came back: %+v (first %+v)", up, down)
 	}
@@ -247,7 +248,7 @@ func TestConcurrentDeliveriesAreCoalesced(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			handles[i] = outcome(t, e.call(t, "generate_image", fox, codex("burst"))).PublicHandle
+			handles[i] = outcome(t, e.call(t, "generate_image", fox, codex("call_burst4oCn6RUIG96vz1F0HOI"))).PublicHandle
 		}()
 	}
 	wg.Wait()
@@ -266,10 +267,10 @@ func TestScrubber(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	e.backend.SetEchoKey(true)
-	res := e.call(t, "generate_image", fox, codex("s-1"))
+	res := e.call(t, "generate_image", fox, codex("call_s1xTADLIKqRxT50s65uc1YGT"))
 	handle := outcome(t, res).PublicHandle
 	results := []*mcp.CallToolResult{res,
-		e.call(t, "generate_image", fox, codex("s-1")),
+		e.call(t, "generate_image", fox, codex("call_s1xTADLIKqRxT50s65uc1YGT")),
 		e.call(t, "operation_status", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),
 		e.call(t, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),
 		e.call(t, "get_execution", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),

@@ -45,6 +45,7 @@ const (
 	CodeIdentityAmbiguous   = "identity_ambiguous"
 	CodeIdentityInvalid     = "identity_invalid"
 	CodeIdentityInArguments = "identity_in_arguments"
+	CodeIdentityConflict    = "identity_conflict"
 	CodeCallReused          = "call_reused_for_different_request"
 	CodeCreateNewOperation  = "create_new_operation"
 	CodeApprovalRequired    = "approval_required"

@@ -24,8 +24,11 @@ import (
 
 // Call is what identifies and describes one delivery.
 type Call struct {
-	Platform    string
-	CallID      string // the harness's per-call id; trusted, never model-written
+	Platform string
+	CallID   string // the harness's per-call id; trusted, never model-written
+	// Scope is a digest of the conversation the harness says the call belongs to (identity.Identity.Scope),
+	// or "" when it says none. Recorded with the call's row; never the conversation id itself.
+	Scope       string
 	Tool        string
 	RequestHash string
 }
@@ -52,10 +55,13 @@ const (
 	Replay
 	// Conflict: the same call id with another request: refused, no backend touched.
 	Conflict
+	// ScopeConflict: the same call id from another conversation than the one it was first
+	// seen in: not a redelivery but a repeated id. Refused, never replayed, no backend touched.
+	ScopeConflict
 )
 
 func (o Outcome) String() string {
-	return [...]string{"new", "continue", "replay", "conflict"}[o]
+	return [...]string{"new", "continue", "replay", "conflict", "scope_conflict"}[o]
 }
 
 // KeySource makes the private operation key of a new call. Generated keys are the
@@ -169,6 +175,10 @@ func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Outcome, error) 
 	switch {
 	case err == nil:
 		e := entryOf(row)
+		// A row recorded without a scope (before scopes were recorded) is never refused for one.
+		if row.ScopeDigest != "" && row.ScopeDigest != c.Scope {
+			return Entry{}, ScopeConflict, nil
+		}
 		if row.RequestHash != c.RequestHash || row.Tool != c.Tool {
 			return Entry{}, Conflict, nil
 		}
@@ -188,7 +198,8 @@ func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Outcome, error) 
 	now := r.now().UnixMilli()
 	if err := r.q.InsertCall(ctx, tx, routerdb.InsertCallParams{
 		Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID, Tool: c.Tool,
-		RequestHash: c.RequestHash, OperationKey: e.OperationKey, PublicHandle: e.PublicHandle, CreatedAt: now, UpdatedAt: now,
+		RequestHash: c.RequestHash, OperationKey: e.OperationKey, PublicHandle: e.PublicHandle, ScopeDigest: c.Scope,
+		CreatedAt: now, UpdatedAt: now,
 	}); err != nil {
 		return Entry{}, 0, fmt.Errorf("record the call: %w", err)
 	}

@@ -23,7 +23,7 @@ func TestResolve(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	r := open(t, filepath.Join(t.TempDir(), "state", "router.db"), nil)
-	c := Call{Platform: "codex", CallID: "call-1", Tool: "generate_image", RequestHash: "h1"}
+	c := Call{Platform: "codex", CallID: "call_1Fku5aBMwNg6sIYw8ZG3uWPL", Tool: "generate_image", RequestHash: "h1"}
 
 	e, out, err := r.Resolve(ctx, c)
 	if err != nil || out != New {
@@ -89,7 +89,7 @@ func TestTwoInstallations(t *testing.T) {
 	ctx := context.Background()
 	a := open(t, filepath.Join(t.TempDir(), "a.db"), nil)
 	b := open(t, filepath.Join(t.TempDir(), "b.db"), nil)
-	c := Call{Platform: "codex", CallID: "same", Tool: "generate_image", RequestHash: "h"}
+	c := Call{Platform: "codex", CallID: "call_samed8hYF3tKrYH223VGFYw9", Tool: "generate_image", RequestHash: "h"}
 	ea, oa, _ := a.Resolve(ctx, c)
 	eb, ob, _ := b.Resolve(ctx, c)
 	if oa != New || ob != New || ea.OperationKey == eb.OperationKey {
@@ -114,7 +114,7 @@ func TestSharedFile(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e, out, err := regs[i%3].Resolve(ctx, Call{Platform: "codex", CallID: "shared", Tool: "t", RequestHash: "h"})
+			e, out, err := regs[i%3].Resolve(ctx, Call{Platform: "codex", CallID: "call_sharedn6HSVSVK1SuRy3KvVA", Tool: "t", RequestHash: "h"})
 			if err != nil {
 				t.Error(err)
 				return
@@ -151,18 +151,18 @@ func TestPreallocatedKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := open(t, filepath.Join(t.TempDir(), "router.db"), &Options{Keys: keys})
-	e1, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "a", Tool: "t", RequestHash: "h"})
+	e1, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "call_aZwbNoA7iIHqRHw3uiY9EPGz", Tool: "t", RequestHash: "h"})
 	if err != nil || e1.OperationKey != k1 {
 		t.Fatalf("first claim: %v %v", e1.OperationKey == k1, err)
 	}
-	if _, _, err := r.Resolve(ctx, Call{Platform: "claude-code", CallID: "b", Tool: "t", RequestHash: "h"}); err != ErrNewOperationRefused {
+	if _, _, err := r.Resolve(ctx, Call{Platform: "claude-code", CallID: "toolu_01bd3OwFDyDdbgl2PkauDFSS", Tool: "t", RequestHash: "h"}); err != ErrNewOperationRefused {
 		t.Fatalf("claude-code in preallocated mode: %v", err)
 	}
-	e2, _, _ := r.Resolve(ctx, Call{Platform: "codex", CallID: "c", Tool: "t", RequestHash: "h"})
+	e2, _, _ := r.Resolve(ctx, Call{Platform: "codex", CallID: "call_cxytddslPVdHeUXPxmB7jbuQ", Tool: "t", RequestHash: "h"})
 	if e2.OperationKey != k2 {
 		t.Fatal("second claim")
 	}
-	if _, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "d", Tool: "t", RequestHash: "h"}); err != ErrNoKeysLeft {
+	if _, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "call_daYZVDM2gWTp3Y3n6zdhBDKK", Tool: "t", RequestHash: "h"}); err != ErrNoKeysLeft {
 		t.Fatalf("exhausted: %v", err)
 	}
 	if st, err := os.Stat(filepath.Join(dir, "keys.db")); err != nil || st.Mode().Perm() != 0o600 {
@@ -172,7 +172,7 @@ func TestPreallocatedKeys(t *testing.T) {
 		t.Fatal("a path with URI syntax was accepted")
 	}
 	// A redelivery needs no new key.
-	if again, out, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "a", Tool: "t", RequestHash: "h"}); err != nil || out != Continue || again.OperationKey != k1 {
+	if again, out, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "call_aZwbNoA7iIHqRHw3uiY9EPGz", Tool: "t", RequestHash: "h"}); err != nil || out != Continue || again.OperationKey != k1 {
 		t.Fatalf("redelivery: %v %v", out, err)
 	}
 }

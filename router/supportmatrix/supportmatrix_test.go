@@ -105,7 +105,7 @@ func TestRead(t *testing.T) {
 		{name: "unknown header field", file: "x", in: `{"client":"C","version":2}` + "\n" + lineCodex, err: `x:1: client line: json: unknown field "version"`},
 		{name: "not JSON", file: "x", in: "callId=abc\n", err: "x:1: not a JSON object"},
 		{name: "unknown diagnose field", file: "x", in: `{"tool":"capabilities","meta":[],"verdict":"identity_required","raw":"v"}`, err: `x:1: not a diagnose line: json: unknown field "raw"`},
-		{name: "unknown shape field", file: "x", in: `{"meta":[{"key":"callId","type":"string","length":3,"value":"abc"}]}`, err: `unknown field "value"`},
+		{name: "unknown shape field", file: "x", in: `{"meta":[{"key":"callId","type":"string","length":29,"value":"call_Ab3dE5fG7hJ9kL1mN3pQ5rS7"}]}`, err: `unknown field "value"`},
 		{name: "unknown type", file: "x", in: `{"meta":[{"key":"k","type":"unknown"}]}`, err: `x:1: _meta key "k": type "unknown"`},
 		{name: "object members miscounted", file: "x", in: `{"meta":[{"key":"k","type":"object","length":2,"keys":["a"]}]}`, err: "an object of 2 members lists 1 member names"},
 		{name: "duplicate member", file: "x", in: `{"meta":[{"key":"k","type":"object","length":2,"keys":["a","a"]}]}`, err: `member "a" appears twice`},
@@ -166,6 +166,10 @@ func TestDecide(t *testing.T) {
 		{"progress token only", []mcpserver.MetaShape{typ("progressToken", "number")}, "", "identity_required"},
 		{"request id and session are not identity", []mcpserver.MetaShape{str("openai/request_id", 36), str("openai/session", 34), str("sessionId", 36)}, "", "identity_required"},
 		{"empty call id", []mcpserver.MetaShape{str("callId", 0)}, "", "identity_invalid"},
+		{"call id of 15 characters", []mcpserver.MetaShape{str("callId", 15)}, "accepted:codex", "identity_invalid"},
+		{"call id of 16 characters", []mcpserver.MetaShape{str("callId", 16)}, "", "accepted:codex"},
+		{"tool use id of 15 characters", []mcpserver.MetaShape{str("claudecode/toolUseId", 15)}, "", "identity_invalid"},
+		{"tool use id of 16 characters", []mcpserver.MetaShape{str("claudecode/toolUseId", 16)}, "", "accepted:claude-code"},
 		{"call id too long", []mcpserver.MetaShape{str("callId", 257)}, "", "identity_invalid"},
 		{"call id a number", []mcpserver.MetaShape{typ("callId", "number")}, "", "identity_invalid"},
 		{"call id null", []mcpserver.MetaShape{typ("callId", "null")}, "", "identity_invalid"},
@@ -310,7 +314,7 @@ func TestBuild(t *testing.T) {
 	}
 	logs := []Log{
 		{Client: "A", File: "a1.jsonl", Note: "first", Lines: []Line{
-			line(2, "accepted:codex", str("openai/session", 3), str("callId", 5), typ("progressToken", "number")),
+			line(2, "accepted:codex", str("openai/session", 3), str("callId", 29), typ("progressToken", "number")),
 		}},
 		{Client: "B", File: "b.log", Lines: []Line{
 			line(1, "identity_required"),
@@ -318,7 +322,7 @@ func TestBuild(t *testing.T) {
 			line(3, "identity_in_arguments"),                          // about the arguments: not compared
 		}},
 		{Client: "A", File: "a2.jsonl", Note: "first", Lines: []Line{
-			line(2, "accepted:codex", str("callId", 5), str("traceparent", 55), str("zz", 1)),
+			line(2, "accepted:codex", str("callId", 29), str("traceparent", 55), str("zz", 1)),
 		}},
 	}
 	rows := Build(logs)

@@ -83,7 +83,8 @@ func synthesizeValue(s mcpserver.MetaShape) any {
 	return nil // "null"; Read refuses other types
 }
 
-// idString returns n bytes from [A-Za-z0-9]: a valid call id when 1 <= n <= 256.
+// idString returns n bytes from [A-Za-z0-9]: a valid call id when 16 <= n <= 256
+// (identity.MinCallIDLen, identity.MaxCallIDLen), so a recorded length is judged as it was sent.
 func idString(n int) string {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 	var b strings.Builder

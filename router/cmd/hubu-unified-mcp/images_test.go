@@ -45,7 +45,7 @@ func TestAllowPrivateImageHosts(t *testing.T) {
 			}
 			t.Cleanup(func() { cs.Close() })
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox),
-				Meta: map[string]any{"callId": "call_image_1"}})
+				Meta: map[string]any{"callId": "call_image1dvEjMnpZ63M8Iqv7zy"}})
 			if err != nil {
 				t.Fatal(err)
 			}

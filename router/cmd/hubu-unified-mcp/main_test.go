@@ -123,7 +123,7 @@ func TestStdioSubprocess(t *testing.T) {
 			t.Errorf("tool %s missing", want)
 		}
 	}
-	meta := map[string]any{"callId": "call_abc123", "openai/session": "sess-secret-1"}
+	meta := map[string]any{"callId": "call_abc1232EADPR86qPkTXrm7ZS", "openai/session": "sess-secret-1"}
 	first := call(t, cs, "generate_image", fox, meta)
 	again := call(t, cs, "generate_image", fox, meta)
 	if first["status"] != "succeeded" || again["replayed"] != true || again["public_handle"] != first["public_handle"] {
@@ -143,7 +143,7 @@ func TestStdioSubprocess(t *testing.T) {
 	if !strings.Contains(logText, `"verdict":"accepted:codex"`) || !strings.Contains(logText, `"key":"callId"`) || !strings.Contains(logText, `"verdict":"identity_required"`) {
 		t.Fatalf("the diagnostic lines are missing:\n%s", logText)
 	}
-	checkLogs(t, logText, b, "call_abc123", "sess-secret-1")
+	checkLogs(t, logText, b, "call_abc1232EADPR86qPkTXrm7ZS", "sess-secret-1")
 }
 
 // The router is killed (SIGKILL) while its first delivery of a call is on its way to Hubu:
@@ -163,7 +163,7 @@ func TestKillBetweenRecordAndAnswer(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: map[string]any{"callId": "kill-1"}})
+		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: map[string]any{"callId": "call_kill1KWhLFD1WtOyhkG0GDA0"}})
 		done <- err
 	}()
 	deadline := time.Now().Add(20 * time.Second)
@@ -182,13 +182,13 @@ func TestKillBetweenRecordAndAnswer(t *testing.T) {
 	release()
 
 	cs2, logs := stdio(t, b, state)
-	again := call(t, cs2, "generate_image", fox, map[string]any{"callId": "kill-1"})
+	again := call(t, cs2, "generate_image", fox, map[string]any{"callId": "call_kill1KWhLFD1WtOyhkG0GDA0"})
 	keys := b.Keys()
 	if again["status"] != "succeeded" || again["replayed"] != true || len(keys) != 2 || keys[0] != keys[1] {
 		t.Fatalf("after the restart: %v; %d authorizations, same key: %v", again, len(keys), len(keys) == 2 && keys[0] == keys[1])
 	}
 	cs2.Close()
-	checkLogs(t, logs.String(), b, "kill-1")
+	checkLogs(t, logs.String(), b, "call_kill1KWhLFD1WtOyhkG0GDA0")
 }
 
 // An unreachable Hubu: the call is recorded; the retry after Hubu is back continues it.
@@ -198,12 +198,12 @@ func TestBackendDownThenUp(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "router.db")
 	b.SetDown(true)
 	cs, _ := stdio(t, b, state)
-	first := call(t, cs, "generate_image", fox, map[string]any{"callId": "down-up-1"})
+	first := call(t, cs, "generate_image", fox, map[string]any{"callId": "call_downup15jScU7h3UAnhYHAAT"})
 	if errorCode(first) != "backend_unavailable" {
 		t.Fatalf("first: %v", first)
 	}
 	b.SetDown(false)
-	again := call(t, cs, "generate_image", fox, map[string]any{"callId": "down-up-1"})
+	again := call(t, cs, "generate_image", fox, map[string]any{"callId": "call_downup15jScU7h3UAnhYHAAT"})
 	if again["status"] != "succeeded" || again["public_handle"] != first["public_handle"] || again["replayed"] != false {
 		t.Fatalf("after Hubu came back: %v (first %v); Hubu saw the call first now, so it is no replay", again, first)
 	}
@@ -226,7 +226,7 @@ func TestTwoProcessesOneRegistry(t *testing.T) {
 			if i%2 == 1 {
 				s = c
 			}
-			results[i] = call(t, s, "generate_image", fox, map[string]any{"callId": "shared-1"})
+			results[i] = call(t, s, "generate_image", fox, map[string]any{"callId": "call_shared1JiGAiXcGuP2zyGnR0"})
 		}()
 	}
 	wg.Wait()
@@ -244,7 +244,7 @@ func TestTwoProcessesOneRegistry(t *testing.T) {
 	}
 	// A second installation (its own file) seeing the same call id is another operation.
 	other, _ := stdio(t, b, filepath.Join(t.TempDir(), "other.db"))
-	if r := call(t, other, "generate_image", fox, map[string]any{"callId": "shared-1"}); r["public_handle"] == results[0]["public_handle"] {
+	if r := call(t, other, "generate_image", fox, map[string]any{"callId": "call_shared1JiGAiXcGuP2zyGnR0"}); r["public_handle"] == results[0]["public_handle"] {
 		t.Fatal("two installations merged one call id")
 	}
 }
@@ -302,14 +302,14 @@ func TestStreamableHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	o := call(t, cs, "generate_image", fox, map[string]any{"claudecode/toolUseId": "toolu_http_1"})
+	o := call(t, cs, "generate_image", fox, map[string]any{"claudecode/toolUseId": "toolu_01http1in2jJZqn2VwqYXMgh"})
 	if o["status"] != "succeeded" {
 		t.Fatalf("over HTTP: %v", o)
 	}
 	if n := b.Calls("authorize"); n != 1 {
 		t.Fatalf("%d authorizations", n)
 	}
-	checkLogs(t, logs.String(), b, "toolu_http_1", "router-secret-token")
+	checkLogs(t, logs.String(), b, "toolu_01http1in2jJZqn2VwqYXMgh", "router-secret-token")
 }
 
 type bearerTransport string
@@ -346,7 +346,7 @@ func TestStartErrors(t *testing.T) {
 	b := routertest.New(t)
 	b.HubuURL, b.GongbuURL = "http://127.0.0.1:1", "http://127.0.0.1:1"
 	cs, _ := stdio(t, b, filepath.Join(dir, "down.db"))
-	if c := errorCode(call(t, cs, "generate_image", fox, map[string]any{"callId": "down-1"})); c != "backend_unavailable" {
+	if c := errorCode(call(t, cs, "generate_image", fox, map[string]any{"callId": "call_down1HD1XEBKGDZTbX5zDpBt"})); c != "backend_unavailable" {
 		t.Fatalf("with Hubu down: %s", c)
 	}
 	if out, err := exec.Command(binary, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "usage") {

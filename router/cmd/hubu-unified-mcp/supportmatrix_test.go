@@ -53,7 +53,7 @@ func TestSupportMatrixCommand(t *testing.T) {
 	}, "\n")+"\n")
 	fixture := write("x.jsonl", `{"client":"Some client"}`+"\n"+
 		`{"time":"2026-01-05T10:00:03Z","tool":"capabilities","meta":[],"verdict":"identity_required"}`+"\n")
-	bad := write("bad.jsonl", `{"client":"C"}`+"\n"+`{"meta":[{"key":"callId","type":"string","length":3,"value":"abc"}]}`+"\n")
+	bad := write("bad.jsonl", `{"client":"C"}`+"\n"+`{"meta":[{"key":"callId","type":"string","length":29,"value":"call_Ab3dE5fG7hJ9kL1mN3pQ5rS7"}]}`+"\n")
 
 	for _, tc := range []struct {
 		name     string

@@ -10,8 +10,8 @@ SELECT * FROM calls WHERE platform = ? AND installation_id = ? AND harness_call_
 
 -- name: InsertCall :exec
 INSERT INTO calls (platform, installation_id, harness_call_id, tool, request_hash, operation_key,
-                   public_handle, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?);
+                   public_handle, scope_digest, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: SetResult :exec
 UPDATE calls SET result = ?, updated_at = ?

@@ -15,6 +15,7 @@ type Call struct {
 	Result         *string
 	CreatedAt      int64
 	UpdatedAt      int64
+	ScopeDigest    string
 }
 
 type Installation struct {

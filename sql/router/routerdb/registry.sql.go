@@ -10,7 +10,7 @@ import (
 )
 
 const getCall = `-- name: GetCall :one
-SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, result, created_at, updated_at FROM calls WHERE platform = ? AND installation_id = ? AND harness_call_id = ?
+SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, result, created_at, updated_at, scope_digest FROM calls WHERE platform = ? AND installation_id = ? AND harness_call_id = ?
 `
 
 type GetCallParams struct {
@@ -33,12 +33,13 @@ func (q *Queries) GetCall(ctx context.Context, db DBTX, arg GetCallParams) (Call
 		&i.Result,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ScopeDigest,
 	)
 	return i, err
 }
 
 const getCallByHandle = `-- name: GetCallByHandle :one
-SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, result, created_at, updated_at FROM calls WHERE public_handle = ?
+SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, result, created_at, updated_at, scope_digest FROM calls WHERE public_handle = ?
 `
 
 func (q *Queries) GetCallByHandle(ctx context.Context, db DBTX, publicHandle string) (Call, error) {
@@ -55,6 +56,7 @@ func (q *Queries) GetCallByHandle(ctx context.Context, db DBTX, publicHandle str
 		&i.Result,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ScopeDigest,
 	)
 	return i, err
 }
@@ -72,8 +74,8 @@ func (q *Queries) GetInstallation(ctx context.Context, db DBTX) (string, error) 
 
 const insertCall = `-- name: InsertCall :exec
 INSERT INTO calls (platform, installation_id, harness_call_id, tool, request_hash, operation_key,
-                   public_handle, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                   public_handle, scope_digest, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type InsertCallParams struct {
@@ -84,6 +86,7 @@ type InsertCallParams struct {
 	RequestHash    string
 	OperationKey   string
 	PublicHandle   string
+	ScopeDigest    string
 	CreatedAt      int64
 	UpdatedAt      int64
 }
@@ -97,6 +100,7 @@ func (q *Queries) InsertCall(ctx context.Context, db DBTX, arg InsertCallParams)
 		arg.RequestHash,
 		arg.OperationKey,
 		arg.PublicHandle,
+		arg.ScopeDigest,
 		arg.CreatedAt,
 		arg.UpdatedAt,
 	)
