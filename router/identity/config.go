@@ -34,6 +34,10 @@ type Config struct {
 type PlatformConfig struct {
 	Keys             map[string]ed25519.PublicKey // by key_id
 	RequireSignature bool
+	// MinVersion is the oldest envelope version accepted: 0 or 1 accepts both, 2 refuses
+	// version 1 (unbound) envelopes, so every accepted envelope is signed and bound to this
+	// router's installation and to the request. 2 needs Keys.
+	MinVersion int
 }
 
 func (c *Config) platform(name string) (PlatformConfig, bool) {
@@ -61,7 +65,8 @@ func (c *Config) maxAge() time.Duration {
 // Validate reports the first problem of a Config built in code (LoadConfig validates what it
 // loads): platform names and key ids outside their patterns, reserved platforms, keys that are not
 // 32-byte Ed25519 public keys, a platform that requires signatures but has no key, a MaxAge that is
-// negative or below one second (issued_at has whole seconds).
+// negative or below one second (issued_at has whole seconds), a MinVersion other than 0, 1 or 2, or
+// MinVersion 2 without keys (version 2 envelopes are always signed).
 func (c *Config) Validate() error {
 	if c == nil {
 		return nil
@@ -80,6 +85,12 @@ func (c *Config) Validate() error {
 		if pc.RequireSignature && len(pc.Keys) == 0 {
 			return fmt.Errorf("platform %q: require_signature is set but no keys are configured", name)
 		}
+		if pc.MinVersion < 0 || pc.MinVersion > EnvelopeVersion2 {
+			return fmt.Errorf("platform %q: min_version %d: must be 1 or 2", name, pc.MinVersion)
+		}
+		if pc.MinVersion == EnvelopeVersion2 && len(pc.Keys) == 0 {
+			return fmt.Errorf("platform %q: min_version 2 needs keys (version 2 envelopes are always signed)", name)
+		}
 		for _, id := range slices.Sorted(maps.Keys(pc.Keys)) {
 			if reason := checkID(id, MaxKeyIDLen); reason != "" {
 				return fmt.Errorf("platform %q: key id %q %s", name, id, reason)
@@ -94,7 +105,8 @@ func (c *Config) Validate() error {
 
 // configFile is the JSON file the operator writes, e.g.
 //
-//	{"platforms": {"acme": {"require_signature": true, "keys": {"k1": "<base64 of the 32-byte public key>"}}},
+//	{"platforms": {"acme": {"require_signature": true, "min_version": 2,
+//	                        "keys": {"k1": "<base64 of the 32-byte public key>"}}},
 //	 "max_age_seconds": 300}
 type configFile struct {
 	Platforms     map[string]platformFile `json:"platforms"`
@@ -103,6 +115,7 @@ type configFile struct {
 
 type platformFile struct {
 	RequireSignature bool              `json:"require_signature"`
+	MinVersion       *int              `json:"min_version"`
 	Keys             map[string]string `json:"keys"`
 }
 
@@ -141,6 +154,13 @@ func parseConfig(data []byte) (*Config, error) {
 	for _, name := range slices.Sorted(maps.Keys(f.Platforms)) {
 		pf := f.Platforms[name]
 		pc := PlatformConfig{RequireSignature: pf.RequireSignature, Keys: make(map[string]ed25519.PublicKey, len(pf.Keys))}
+		if pf.MinVersion != nil {
+			// Zero is the Go default, not a version: in the file only 1 and 2 mean something.
+			if *pf.MinVersion != EnvelopeVersion && *pf.MinVersion != EnvelopeVersion2 {
+				return nil, fmt.Errorf("platform %q: min_version: must be 1 or 2", name)
+			}
+			pc.MinVersion = *pf.MinVersion
+		}
 		for _, id := range slices.Sorted(maps.Keys(pf.Keys)) {
 			key, ok := decodePublicKey(pf.Keys[id])
 			if !ok {

@@ -28,7 +28,9 @@ func TestLoadConfig(t *testing.T) {
 			"acme": {"require_signature": true, "keys": {"k1": "`+base64.StdEncoding.EncodeToString(k1)+`",
 			                                              "k2": "`+base64.RawURLEncoding.EncodeToString(k2)+`"}},
 			"beta": {},
-			"gamma": {"keys": {"k1": "`+base64.RawStdEncoding.EncodeToString(k1)+`"}}
+			"gamma": {"keys": {"k1": "`+base64.RawStdEncoding.EncodeToString(k1)+`"}},
+			"delta": {"min_version": 2, "keys": {"k1": "`+base64.StdEncoding.EncodeToString(k1)+`"}},
+			"eps": {"min_version": 1}
 		},
 		"max_age_seconds": 120
 	}`)
@@ -36,7 +38,7 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Platforms) != 3 || cfg.MaxAge != 2*time.Minute {
+	if len(cfg.Platforms) != 5 || cfg.MaxAge != 2*time.Minute {
 		t.Fatalf("config = %+v", cfg)
 	}
 	acme := cfg.Platforms["acme"]
@@ -46,8 +48,14 @@ func TestLoadConfig(t *testing.T) {
 	if cfg.Platforms["beta"].RequireSignature || len(cfg.Platforms["beta"].Keys) != 0 {
 		t.Errorf("beta = %+v", cfg.Platforms["beta"])
 	}
-	if g := cfg.Platforms["gamma"]; g.RequireSignature || !g.Keys["k1"].Equal(k1) {
+	if g := cfg.Platforms["gamma"]; g.RequireSignature || !g.Keys["k1"].Equal(k1) || g.MinVersion != 0 {
 		t.Errorf("gamma = %+v", g)
+	}
+	if d := cfg.Platforms["delta"]; d.MinVersion != 2 || !d.Keys["k1"].Equal(k1) {
+		t.Errorf("delta = %+v", d)
+	}
+	if e := cfg.Platforms["eps"]; e.MinVersion != 1 {
+		t.Errorf("eps = %+v", e)
 	}
 
 	// The loaded config works end to end.
@@ -82,6 +90,10 @@ func TestLoadConfigRefuses(t *testing.T) {
 		{"platform codex", `{"platforms": {"codex": {}}}`, `platform "codex": reserved`},
 		{"platform claude-code", `{"platforms": {"claude-code": {}}}`, `platform "claude-code": reserved`},
 		{"required without keys", `{"platforms": {"acme": {"require_signature": true}}}`, `platform "acme": require_signature is set but no keys`},
+		{"min_version 2 without keys", `{"platforms": {"acme": {"min_version": 2}}}`, `platform "acme": min_version 2 needs keys`},
+		{"min_version 0", `{"platforms": {"acme": {"min_version": 0}}}`, `platform "acme": min_version: must be 1 or 2`},
+		{"min_version 3", `{"platforms": {"acme": {"min_version": 3, "keys": {"k1": "` + good + `"}}}}`, `platform "acme": min_version: must be 1 or 2`},
+		{"min_version string", `{"platforms": {"acme": {"min_version": "2"}}}`, "cannot unmarshal string"},
 		{"max age zero", `{"max_age_seconds": 0}`, "max_age_seconds"},
 		{"max age negative", `{"max_age_seconds": -5}`, "max_age_seconds"},
 		{"max age fraction", `{"max_age_seconds": 1.5}`, "cannot unmarshal number"},
@@ -120,6 +132,9 @@ func TestConfigValidate(t *testing.T) {
 		{Platforms: map[string]PlatformConfig{"acme": {RequireSignature: true}}},
 		{Platforms: map[string]PlatformConfig{"acme": {Keys: map[string]ed25519.PublicKey{"k1": k1[:16]}}}},
 		{Platforms: map[string]PlatformConfig{"acme": {Keys: map[string]ed25519.PublicKey{"": k1}}}},
+		{Platforms: map[string]PlatformConfig{"acme": {MinVersion: 2}}},
+		{Platforms: map[string]PlatformConfig{"acme": {MinVersion: 3, Keys: map[string]ed25519.PublicKey{"k1": k1}}}},
+		{Platforms: map[string]PlatformConfig{"acme": {MinVersion: -1}}},
 	} {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("Validate(%+v) = nil, want an error", cfg)

@@ -10,27 +10,38 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// The hubu.dev/platform-invocation envelope, version 1 (proto/platform-invocation.schema.json).
+// The hubu.dev/platform-invocation envelope (proto/platform-invocation.schema.json). Version 1
+// names a call and may be signed; version 2 is always signed and binds the call to one router
+// installation (audience) and one request (request_hash), so that a captured envelope is worth
+// nothing at another installation or for other arguments.
 const (
-	EnvelopeVersion = 1
-	SignatureAlg    = "ed25519"
+	EnvelopeVersion  = 1
+	EnvelopeVersion2 = 2
+	SignatureAlg     = "ed25519"
 	// MaxIssuedAt bounds issued_at to integers that every JSON implementation, and so every
 	// signer's RFC 8785 canonical form, represents exactly (2^53 - 1).
 	MaxIssuedAt = 1<<53 - 1
 )
 
 // Envelope is the typed identity a platform sends under _meta "hubu.dev/platform-invocation".
-// Platform integrators build one, Sign it when their platform requires signatures, and send it
-// as the JSON object json.Marshal makes of it.
+// Platform integrators build one, Sign it when their platform requires signatures (version 2
+// always), and send it as the JSON object json.Marshal makes of it.
 type Envelope struct {
-	Version      int        `json:"version"`
-	Platform     string     `json:"platform"`
-	InvocationID string     `json:"invocation_id"`
-	IssuedAt     *int64     `json:"issued_at,omitempty"` // unix seconds; required when signed
-	Signature    *Signature `json:"signature,omitempty"`
+	Version      int    `json:"version"`
+	Platform     string `json:"platform"`
+	InvocationID string `json:"invocation_id"`
+	IssuedAt     *int64 `json:"issued_at,omitempty"` // unix seconds; required when signed
+	// Audience (version 2 only) is the installation id of the router the call is meant for
+	// (hubu-unified-mcp installation-id prints it; routers sharing one registry share it).
+	Audience string `json:"audience,omitempty"`
+	// RequestHash (version 2 only) is the router's request hash of the call, lower-case hex:
+	// sha256(tool || 0x00 || RFC 8785 canonical JSON of the arguments).
+	RequestHash string     `json:"request_hash,omitempty"`
+	Signature   *Signature `json:"signature,omitempty"`
 }
 
 // Signature is an Ed25519 signature over SigningBytes of the envelope.
@@ -41,15 +52,18 @@ type Signature struct {
 }
 
 var (
-	envelopeFields  = []string{"version", "platform", "invocation_id", "issued_at", "signature"}
-	signatureFields = []string{"alg", "key_id", "value"}
+	envelopeFieldsV1 = []string{"version", "platform", "invocation_id", "issued_at", "signature"}
+	// Version 2 has every field of version 1 and the binding; all of them are required.
+	envelopeFieldsV2 = []string{"version", "platform", "invocation_id", "issued_at", "audience", "request_hash", "signature"}
+	signatureFields  = []string{"alg", "key_id", "value"}
 )
 
 // ParseEnvelope checks the shape of an envelope as decoded from JSON (what the JSON Schema checks):
-// version 1, no unknown fields at either level, every field of the right type and pattern, a
-// platform other than the reserved codex and claude-code, and issued_at present when signed. It does
-// not consult any configuration and does not verify the signature. The error text never contains
-// anything from v.
+// version 1 or 2, no field the version does not define at either level, every field of the right
+// type and pattern, a platform other than the reserved codex and claude-code, issued_at present when
+// signed, and for version 2 every field present (signature included). It does not consult any
+// configuration, does not verify the signature and does not check the binding (Binding.Check does).
+// The error text never contains anything from v.
 func ParseEnvelope(v any) (Envelope, error) {
 	obj, ok := v.(map[string]any)
 	if !ok {
@@ -61,15 +75,20 @@ func ParseEnvelope(v any) (Envelope, error) {
 	if !ok {
 		return Envelope{}, errors.New("the envelope has no version")
 	}
-	if n, isNum := jsonFloat(version); !isNum {
-		return Envelope{}, fmt.Errorf("version must be the number 1, got %s", jsonType(version))
-	} else if n != EnvelopeVersion {
-		return Envelope{}, errors.New("unsupported envelope version (this router knows version 1 only)")
+	fields := envelopeFieldsV1
+	switch n, isNum := jsonFloat(version); {
+	case !isNum:
+		return Envelope{}, fmt.Errorf("version must be the number 1 or 2, got %s", jsonType(version))
+	case n == EnvelopeVersion:
+		env.Version = EnvelopeVersion
+	case n == EnvelopeVersion2:
+		env.Version, fields = EnvelopeVersion2, envelopeFieldsV2
+	default:
+		return Envelope{}, errors.New(errUnsupportedVersion)
 	}
-	env.Version = EnvelopeVersion
 	for k := range obj {
-		if !slices.Contains(envelopeFields, k) {
-			return Envelope{}, errors.New("the envelope has a field that version 1 does not define (allowed: version, platform, invocation_id, issued_at, signature)")
+		if !slices.Contains(fields, k) {
+			return Envelope{}, fmt.Errorf("the envelope has a field that version %d does not define (allowed: %s)", env.Version, strings.Join(fields, ", "))
 		}
 	}
 
@@ -112,8 +131,67 @@ func ParseEnvelope(v any) (Envelope, error) {
 		}
 		env.Signature = &sig
 	}
+
+	if env.Version == EnvelopeVersion2 {
+		if err := parseBinding(obj, &env); err != nil {
+			return Envelope{}, err
+		}
+	}
 	return env, nil
 }
+
+const errUnsupportedVersion = "unsupported envelope version (this router knows versions 1 and 2)"
+
+// parseBinding reads what version 2 adds: audience and request_hash, and a signature, which a
+// binding needs (anyone could write an unsigned one).
+func parseBinding(obj map[string]any, env *Envelope) error {
+	aud, err := requiredString(obj, "audience")
+	if err != nil {
+		return err
+	}
+	if reason := checkAudience(aud); reason != "" {
+		return errors.New("audience " + reason)
+	}
+	hash, err := requiredString(obj, "request_hash")
+	if err != nil {
+		return err
+	}
+	if reason := checkRequestHash(hash); reason != "" {
+		return errors.New("request_hash " + reason)
+	}
+	if env.Signature == nil {
+		return errors.New("a version 2 envelope must be signed (send version 1 for unsigned use)")
+	}
+	env.Audience, env.RequestHash = aud, hash
+	return nil
+}
+
+// checkAudience returns why s does not match AudiencePattern (a lower-case UUID), or "".
+func checkAudience(s string) string {
+	if len(s) != 36 {
+		return "must be the router's installation id, a lower-case UUID (36 characters)"
+	}
+	for i := 0; i < len(s); i++ {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			if s[i] != '-' {
+				return "must be the router's installation id, a lower-case UUID"
+			}
+		} else if !isLowerHex(s[i]) {
+			return "must be the router's installation id, a lower-case UUID"
+		}
+	}
+	return ""
+}
+
+// checkRequestHash returns why s does not match RequestHashPattern (64 lower-case hex digits), or "".
+func checkRequestHash(s string) string {
+	if len(s) != 64 || strings.IndexFunc(s, func(r rune) bool { return r > 0x7f || !isLowerHex(byte(r)) }) >= 0 {
+		return "must be 64 lower-case hex digits, the SHA-256 of the tool name, a zero byte and the RFC 8785 canonical JSON of the arguments"
+	}
+	return ""
+}
+
+func isLowerHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' }
 
 func parseSignature(v any) (Signature, error) {
 	obj, ok := v.(map[string]any)
@@ -209,8 +287,23 @@ func jsonInteger(v any) (int64, bool) {
 
 // checkSignedFields checks what SigningBytes covers, as ParseEnvelope does.
 func checkSignedFields(env Envelope) error {
-	if env.Version != EnvelopeVersion {
-		return errors.New("unsupported envelope version (this router knows version 1 only)")
+	switch env.Version {
+	case EnvelopeVersion:
+		if env.Audience != "" || env.RequestHash != "" {
+			return errors.New("audience and request_hash belong to version 2 envelopes")
+		}
+	case EnvelopeVersion2:
+		if env.IssuedAt == nil {
+			return errors.New("a version 2 envelope must carry issued_at")
+		}
+		if reason := checkAudience(env.Audience); reason != "" {
+			return errors.New("audience " + reason)
+		}
+		if reason := checkRequestHash(env.RequestHash); reason != "" {
+			return errors.New("request_hash " + reason)
+		}
+	default:
+		return errors.New(errUnsupportedVersion)
 	}
 	if reason := checkPlatform(env.Platform); reason != "" {
 		return errors.New("platform " + reason)
@@ -230,9 +323,11 @@ func checkSignedFields(env Envelope) error {
 // signedFields is the envelope without its signature, its members in RFC 8785 order (sorted by
 // UTF-16 code units; all ASCII here, so byte order).
 type signedFields struct {
+	Audience     string `json:"audience,omitempty"`
 	InvocationID string `json:"invocation_id"`
 	IssuedAt     *int64 `json:"issued_at,omitempty"`
 	Platform     string `json:"platform"`
+	RequestHash  string `json:"request_hash,omitempty"`
 	Version      int    `json:"version"`
 }
 
@@ -240,6 +335,11 @@ type signedFields struct {
 // of the envelope without its signature member, e.g.
 //
 //	{"invocation_id":"inv-7f3a9c2e5b1d4a60","issued_at":1767225600,"platform":"acme","version":1}
+//
+// and for version 2 (one line)
+//
+//	{"audience":"<installation id>","invocation_id":"...","issued_at":...,"platform":"acme",
+//	 "request_hash":"<64 hex digits>","version":2}
 //
 // For a valid envelope that is exactly what encoding/json writes for signedFields (members sorted,
 // no whitespace, integers plain, and strings limited to [A-Za-z0-9._:-], which no encoder escapes);
@@ -252,9 +352,11 @@ func SigningBytes(env Envelope) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(signedFields{
+		Audience:     env.Audience,
 		InvocationID: env.InvocationID,
 		IssuedAt:     env.IssuedAt,
 		Platform:     env.Platform,
+		RequestHash:  env.RequestHash,
 		Version:      env.Version,
 	}); err != nil {
 		return nil, err
@@ -265,6 +367,7 @@ func SigningBytes(env Envelope) ([]byte, error) {
 // Sign returns env signed with priv under keyID. env must carry IssuedAt: the router refuses a
 // signature whose issue time is more than the configured maximum age (default 5 minutes) from its
 // clock, so a platform signs each delivery afresh, including redeliveries of one invocation.
+// A version 2 env must also carry Audience and RequestHash.
 func Sign(env Envelope, keyID string, priv ed25519.PrivateKey) (Envelope, error) {
 	if env.IssuedAt == nil {
 		return Envelope{}, errors.New("identity: Sign: a signed envelope must carry issued_at")
@@ -287,21 +390,28 @@ func Sign(env Envelope, keyID string, priv ed25519.PrivateKey) (Envelope, error)
 	return env, nil
 }
 
-// mapEnvelope is the Source mapper of the envelope: shape, accepted platform, signature policy.
-func mapEnvelope(value any, cfg *Config) (string, string, error) {
+// mapEnvelope is the Source mapper of the envelope: shape, accepted platform, version and
+// signature policy. A version 2 envelope's binding goes into the Identity for the caller to check.
+func mapEnvelope(value any, cfg *Config) (Identity, error) {
 	env, err := ParseEnvelope(value)
 	if err != nil {
-		return "", "", err
+		return Identity{}, err
 	}
 	pc, ok := cfg.platform(env.Platform)
 	if !ok {
 		// The platform is not named: it is not one the operator configured, so it is caller data.
-		return "", "", errors.New("the envelope's platform is not accepted by this router (the operator lists accepted platforms in the identity config)")
+		return Identity{}, errors.New("the envelope's platform is not accepted by this router (the operator lists accepted platforms in the identity config)")
+	}
+	if env.Version < pc.MinVersion {
+		return Identity{}, fmt.Errorf("platform %q requires envelope version %d (bound to this router and the request), and this one is version %d", env.Platform, pc.MinVersion, env.Version)
 	}
 	if err := cfg.checkSignature(env, pc); err != nil {
-		return "", "", err
+		return Identity{}, err
 	}
-	return env.Platform, env.InvocationID, nil
+	return Identity{
+		Platform: env.Platform, CallID: env.InvocationID,
+		Binding: Binding{Audience: env.Audience, RequestHash: env.RequestHash},
+	}, nil
 }
 
 // checkSignature applies the platform's signature policy to a parsed envelope. Messages may name

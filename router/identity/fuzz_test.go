@@ -69,16 +69,21 @@ func checkParsed(t *testing.T, env Envelope) {
 	if sb2, _ := SigningBytes(env); !bytes.Equal(sb, sb2) {
 		t.Fatal("SigningBytes is not deterministic")
 	}
-	var back any
+	var back map[string]any
 	if err := json.Unmarshal(sb, &back); err != nil || bytes.Contains(sb, []byte("signature")) {
 		t.Fatalf("signing bytes %s: %v", sb, err)
+	}
+	unsigned := env
+	unsigned.Signature = nil
+	if env.Version == EnvelopeVersion2 {
+		// Version 2 is never unsigned: put the signature back to parse what it covers.
+		back["signature"] = map[string]any{"alg": env.Signature.Alg, "key_id": env.Signature.KeyID, "value": env.Signature.Value}
+		unsigned = env
 	}
 	again, err := ParseEnvelope(back)
 	if err != nil {
 		t.Fatalf("signing bytes %s do not parse: %v", sb, err)
 	}
-	unsigned := env
-	unsigned.Signature = nil
 	if !reflect.DeepEqual(again, unsigned) {
 		t.Fatalf("signing bytes round trip: %+v, want %+v", again, unsigned)
 	}
@@ -157,7 +162,7 @@ func checkNormalize(t *testing.T, meta map[string]any, cfg *Config, sch *jsonsch
 	}
 	src := Sources[i]
 	if src.Platform != "" {
-		if id.Platform != src.Platform || meta[src.Key] != any(id.CallID) {
+		if id.Platform != src.Platform || meta[src.Key] != any(id.CallID) || id.Binding != (Binding{}) {
 			t.Fatalf("source %q mapped %v to %+v", src.Key, meta[src.Key], id)
 		}
 		return
@@ -175,6 +180,14 @@ func checkNormalize(t *testing.T, meta map[string]any, cfg *Config, sch *jsonsch
 	env, err := ParseEnvelope(meta[src.Key])
 	if err != nil || env.Platform != id.Platform || env.InvocationID != id.CallID {
 		t.Fatalf("accepted %+v, but ParseEnvelope says %+v, %v", id, env, err)
+	}
+	// Version 2 is always signed and hands its binding to the caller; version 1 binds nothing.
+	if want := (Binding{Audience: env.Audience, RequestHash: env.RequestHash}); id.Binding != want ||
+		(env.Version == EnvelopeVersion2) != (want != Binding{}) || (env.Version == EnvelopeVersion2 && env.Signature == nil) {
+		t.Fatalf("accepted version %d envelope %+v as %+v", env.Version, env, id)
+	}
+	if env.Version < pc.MinVersion {
+		t.Fatalf("accepted a version %d envelope for %q, which requires version %d", env.Version, id.Platform, pc.MinVersion)
 	}
 	if env.Signature == nil {
 		if pc.RequireSignature {
@@ -228,6 +241,10 @@ func fuzzSeeds(t testing.TB) []fuzzSeed {
 	acme := Envelope{Version: 1, Platform: "acme", InvocationID: "inv-2026-01-01-0001"}
 	signedEnv := Envelope{Version: 1, Platform: "signed", InvocationID: "job:42:step:7:attempt:1"}
 	optional := Envelope{Version: 1, Platform: "optional", InvocationID: "run.9f8e7d6c5b4a3210"}
+	bound := v2("bound", "inv-2026-01-01-v2-0001")
+	boundSigned := signed(t, bound, testNow, "k1", "k1")
+	v2Unsigned := asJSONValue(t, bound).(map[string]any)
+	v2Unsigned["issued_at"] = float64(testNow.Unix())
 	envMeta := func(envJSON string) string {
 		return `{"hubu.dev/platform-invocation":` + envJSON + `,"progressToken":"pt-1","traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}`
 	}
@@ -258,6 +275,8 @@ func fuzzSeeds(t testing.TB) []fuzzSeed {
 		n("envelope-version-2", envMeta(`{"version":2,"platform":"acme","invocation_id":"inv-2026-01-01-0002"}`)),
 		n("envelope-unknown-field", envMeta(`{"version":1,"platform":"acme","invocation_id":"zq-inv-2026-01-01","zqfield":"zq"}`)),
 		n("envelope-codex", envMeta(`{"version":1,"platform":"codex","invocation_id":"call_Ab3dE5fG7hJ9kL1mN3pQ5rS7"}`)),
+		n("envelope-v2-signed", envMeta(marshal(boundSigned))),
+		n("envelope-v1-min-version-2", envMeta(signedJSON(Envelope{Version: 1, Platform: "bound", InvocationID: "inv-2026-01-01-v1-0001"}, testNow, "k1", "k1"))),
 
 		e("unsigned", marshal(acme)),
 		e("unsigned-with-issued-at", `{"version":1,"platform":"optional","invocation_id":"zq-inv-2026-01-01-0003","issued_at":1767225600}`),
@@ -286,6 +305,18 @@ func fuzzSeeds(t testing.TB) []fuzzSeed {
 		e("invocation-id-257", `{"version":1,"platform":"acme","invocation_id":"`+strings.Repeat("i", 257)+`"}`),
 		e("platform-32", `{"version":1,"platform":"`+strings.Repeat("p", 32)+`","invocation_id":"inv-2026-01-01-0004"}`),
 		e("platform-33", `{"version":1,"platform":"`+strings.Repeat("p", 33)+`","invocation_id":"inv-2026-01-01-0004"}`),
+		e("v2-signed", marshal(boundSigned)),
+		e("v2-signed-optional-platform", signedJSON(v2("signed", "inv-2026-01-01-v2-0002"), testNow, "k1", "k1")),
+		e("v2-unsigned", marshal(v2Unsigned)),
+		e("v2-tampered-audience", marshal(withField(boundSigned, "", "audience", "3f6c1a52-9d0e-4b7a-8c21-5e4f0a9b7d14"))),
+		e("v2-tampered-hash", marshal(withField(boundSigned, "", "request_hash", strings.Repeat("0", 64)))),
+		e("v2-hash-uppercase", marshal(withField(boundSigned, "", "request_hash", strings.ToUpper(testRequestHash)))),
+		e("v2-hash-prefixed", marshal(withField(boundSigned, "", "request_hash", "sha256:"+testRequestHash))),
+		e("v2-audience-uppercase", marshal(withField(boundSigned, "", "audience", strings.ToUpper(testAudience)))),
+		e("v2-unknown-field", marshal(withField(boundSigned, "", "zqfield", "zq"))),
+		e("v1-with-audience", `{"version":1,"platform":"acme","invocation_id":"inv-2026-01-01-0005","audience":"`+testAudience+`"}`),
+		e("v1-with-request-hash", `{"version":1,"platform":"acme","invocation_id":"inv-2026-01-01-0005","request_hash":"`+testRequestHash+`"}`),
+		e("version-3", `{"version":3,"platform":"acme","invocation_id":"inv-2026-01-01-0004"}`),
 		e("null", `null`),
 		e("array", `[{"version":1}]`),
 	}
@@ -320,6 +351,8 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		id, err := Normalize(meta, cfg)
 		var e *Error
 		switch {
+		case err == nil && id.Binding != (Binding{}):
+			outcomes[s.target+" accepted bound envelope"] = true
 		case err == nil && id.Source == KeyPlatformInvocation && meta[KeyPlatformInvocation].(map[string]any)["signature"] != nil:
 			outcomes[s.target+" accepted signed envelope"] = true
 		case err == nil:
@@ -338,6 +371,8 @@ func TestFuzzSeedCorpus(t *testing.T) {
 		"FuzzNormalize " + CodeInvalid,
 		"FuzzEnvelope accepted " + KeyPlatformInvocation,
 		"FuzzEnvelope accepted signed envelope",
+		"FuzzNormalize accepted bound envelope",
+		"FuzzEnvelope accepted bound envelope",
 		"FuzzEnvelope " + CodeInvalid,
 	} {
 		if !outcomes[want] {

@@ -37,10 +37,11 @@ func testKey(name string) (ed25519.PublicKey, ed25519.PrivateKey) {
 	return priv.Public().(ed25519.PublicKey), priv
 }
 
-// testConfig accepts three envelope platforms:
+// testConfig accepts four envelope platforms:
 //   - "acme": no keys, unsigned envelopes accepted;
 //   - "signed": requires signatures by key "k1";
-//   - "optional": key "k2", signatures verified when present but not required.
+//   - "optional": key "k2", signatures verified when present but not required;
+//   - "bound": version 2 envelopes only (min_version 2), signed by key "k1".
 func testConfig() *Config {
 	k1, _ := testKey("k1")
 	k2, _ := testKey("k2")
@@ -49,6 +50,7 @@ func testConfig() *Config {
 			"acme":     {},
 			"signed":   {RequireSignature: true, Keys: map[string]ed25519.PublicKey{"k1": k1}},
 			"optional": {Keys: map[string]ed25519.PublicKey{"k2": k2}},
+			"bound":    {MinVersion: 2, Keys: map[string]ed25519.PublicKey{"k1": k1}},
 		},
 		Now: func() time.Time { return testNow },
 	}
@@ -77,6 +79,19 @@ func asJSONValue(t testing.TB, v any) any {
 func unixPtr(t time.Time) *int64 {
 	u := t.Unix()
 	return &u
+}
+
+// The binding of the version 2 envelopes in the tests: an installation id as the registry makes
+// them, and the request hash of generate_image with the arguments
+// {"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}.
+const (
+	testAudience    = "3f6c1a52-9d0e-4b7a-8c21-5e4f0a9b7d13"
+	testRequestHash = "ca189a5e0f69e8f146fe2655a7d606ba403ab1d2727c7e0eb883cac3c498b7fe"
+)
+
+// v2 is a version 2 envelope with the test binding.
+func v2(platform, invocationID string) Envelope {
+	return Envelope{Version: EnvelopeVersion2, Platform: platform, InvocationID: invocationID, Audience: testAudience, RequestHash: testRequestHash}
 }
 
 // signed returns env with issued_at = at, signed by the test key signer under keyID, as decoded JSON.

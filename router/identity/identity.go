@@ -56,6 +56,10 @@ const (
 	PlatformPattern       = `^[a-z0-9][a-z0-9-]{0,31}$`
 	KeyIDPattern          = `^[A-Za-z0-9._:-]{1,64}$`
 	SignatureValuePattern = `^[A-Za-z0-9_-]{85}[AQgw]$` // base64url, no padding, of 64 bytes
+	// AudiencePattern is a router's installation id (registry.InstallationID): a lower-case UUID.
+	AudiencePattern = `^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`
+	// RequestHashPattern is a request hash as the router writes it (reqhash.Digest.String).
+	RequestHashPattern = `^[0-9a-f]{64}$`
 )
 
 // Length limits, in bytes, that go with the patterns.
@@ -79,6 +83,34 @@ type Identity struct {
 	// ScopeKey), or "" when it sent none. A call id is unique only within its conversation:
 	// the same id under another scope is a repeated id, not a redelivery.
 	Scope string
+	// Binding is what a version 2 envelope binds the call to; zero for every other identity.
+	// Normalize cannot check it (it knows neither the router's installation nor the request):
+	// the caller must, with Binding.Check, before it records anything.
+	Binding Binding
+}
+
+// Binding is the audience and request hash a signed version 2 envelope carries. The zero
+// Binding binds nothing.
+type Binding struct {
+	Audience    string // the installation id of the router the call is meant for
+	RequestHash string // the router's request hash of the call, lower-case hex
+}
+
+// Check refuses the call (an *Error with CodeInvalid, naming the field, never a value) unless
+// the binding is zero or names this router's installation and this call's request hash. The
+// signature already holds both to the platform's key, so a captured envelope cannot be moved to
+// another installation (another registry, which would take it for a new operation and charge it)
+// or to other arguments.
+func (b Binding) Check(installationID, requestHash string) error {
+	switch {
+	case b == Binding{}:
+		return nil
+	case b.Audience != installationID:
+		return invalid(KeyPlatformInvocation, "audience is not this router's installation id (the operator can print it with hubu-unified-mcp installation-id): the envelope was signed for another router")
+	case b.RequestHash != requestHash:
+		return invalid(KeyPlatformInvocation, "request_hash does not match this call's tool and arguments: the envelope was signed for another request")
+	}
+	return nil
 }
 
 // Error is a refusal. Code is one of CodeRequired, CodeAmbiguous, CodeInvalid; Message is safe to
@@ -117,10 +149,11 @@ type Source struct {
 	// conversation id beside the call id (Codex: threadId), or "". Its value is never identity
 	// and never kept: only a digest of it is (Identity.Scope).
 	ScopeKey string
-	// Map turns the value into a platform and a call id. Normalize prefixes its error's text with
-	// the key and shows it to the caller, so the text must never contain anything from value.
-	// Normalize checks what Map returns against PlatformPattern and CallIDPattern.
-	Map func(value any, cfg *Config) (platform, callID string, err error)
+	// Map turns the value into an identity: its Platform, CallID and Binding (Normalize sets
+	// Source and Scope). Normalize prefixes its error's text with the key and shows it to the
+	// caller, so the text must never contain anything from value. Normalize checks what Map
+	// returns against PlatformPattern and CallIDPattern.
+	Map func(value any, cfg *Config) (Identity, error)
 }
 
 // Sources are the only _meta keys that carry identity, in the order messages list them. Every other
@@ -131,7 +164,7 @@ var Sources = []Source{
 	{
 		Key:      KeyPlatformInvocation,
 		JSONType: "object",
-		Clients:  "platforms the operator accepts (typed, optionally signed envelope)",
+		Clients:  "platforms the operator accepts (typed envelope: version 1 optionally signed, version 2 signed and bound to this router and the request)",
 		Map:      mapEnvelope,
 	},
 }
@@ -166,15 +199,15 @@ func stringSource(key, platform, clients string) Source {
 		Platform: platform,
 		JSONType: "string",
 		Clients:  clients,
-		Map: func(value any, _ *Config) (string, string, error) {
+		Map: func(value any, _ *Config) (Identity, error) {
 			s, ok := value.(string)
 			if !ok {
-				return "", "", fmt.Errorf("the value must be a string, got %s", jsonType(value))
+				return Identity{}, fmt.Errorf("the value must be a string, got %s", jsonType(value))
 			}
 			if reason := checkCallID(s); reason != "" {
-				return "", "", errors.New("the value " + reason)
+				return Identity{}, errors.New("the value " + reason)
 			}
-			return platform, s, nil
+			return Identity{Platform: platform, CallID: s}, nil
 		},
 	}
 }
@@ -182,6 +215,7 @@ func stringSource(key, platform, clients string) Source {
 // Normalize returns the one trusted identity in meta, the decoded params._meta of a tools/call
 // (JSON numbers as float64, objects as map[string]any), or an *Error. cfg may be nil: then no
 // envelope platform is accepted. A key present with a JSON null value is present and invalid.
+// An identity from a version 2 envelope carries a Binding that the caller must Check.
 func Normalize(meta map[string]any, cfg *Config) (Identity, error) {
 	var all, present []*Source
 	for i := range Sources {
@@ -200,15 +234,16 @@ func Normalize(meta map[string]any, cfg *Config) (Identity, error) {
 			keyList(present) + "); a call must have exactly one"}
 	}
 	src := present[0]
-	platform, callID, err := src.Map(meta[src.Key], cfg)
+	id, err := src.Map(meta[src.Key], cfg)
 	if err != nil {
 		return Identity{}, invalid(src.Key, err.Error())
 	}
 	// Whatever a mapper returns becomes part of a registry key: hold every mapper to the contract.
-	if checkPlatform(platform) != "" || checkCallID(callID) != "" {
+	if checkPlatform(id.Platform) != "" || checkCallID(id.CallID) != "" {
 		return Identity{}, invalid(src.Key, "the mapped identity is outside the allowed patterns")
 	}
-	return Identity{Platform: platform, CallID: callID, Source: src.Key, Scope: scopeOf(meta, src.ScopeKey)}, nil
+	id.Source, id.Scope = src.Key, scopeOf(meta, src.ScopeKey)
+	return id, nil
 }
 
 func invalid(key, reason string) *Error {

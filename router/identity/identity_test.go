@@ -208,16 +208,18 @@ func TestNormalizeEnvelope(t *testing.T) {
 		{name: "codex refused even when the operator lists it", cfg: &Config{Platforms: map[string]PlatformConfig{"codex": {}}},
 			meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
 
-		{name: "version 2", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
-		{name: "version 2 with new fields", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","tenant":"t"}`),
+		{name: "version 2 without its binding", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
+			code: CodeInvalid, msg: []string{envKey, "audience is missing"}},
+		{name: "version 2 with fields it does not define", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","tenant":"t"}`),
+			code: CodeInvalid, msg: []string{envKey, "field that version 2 does not define"}},
+		{name: "version 3", meta: envJSON(`{"version":3,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
 		{name: "version 0", meta: envJSON(`{"version":0,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
 		{name: "version 1.5", meta: envJSON(`{"version":1.5,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
 		{name: "version string", meta: envJSON(`{"version":"1","platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "version must be the number 1, got string"}},
+			code: CodeInvalid, msg: []string{envKey, "version must be the number 1 or 2, got string"}},
 		{name: "version true", meta: envJSON(`{"version":true,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "got boolean"}},
 		{name: "version null", meta: envJSON(`{"version":null,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
@@ -451,7 +453,7 @@ func TestNormalizeChecksMapperOutput(t *testing.T) {
 	t.Cleanup(func() { Sources[0].Map = saved })
 	for _, out := range [][2]string{{"codex", ""}, {"codex", codexCallID + " b"}, {"codex", strings.Repeat("a", 15)}, {"", codexCallID}, {"Codex", codexCallID},
 		{"codex", strings.Repeat("a", 257)}} {
-		Sources[0].Map = func(any, *Config) (string, string, error) { return out[0], out[1], nil }
+		Sources[0].Map = func(any, *Config) (Identity, error) { return Identity{Platform: out[0], CallID: out[1]}, nil }
 		if _, err := Normalize(map[string]any{KeyCodexCallID: codexCallID}, nil); err == nil {
 			t.Errorf("mapper output %q accepted", out)
 		}

@@ -50,6 +50,16 @@ func TestSchemaShape(t *testing.T) {
 		Required             []string                   `json:"required"`
 		DependentRequired    map[string][]string        `json:"dependentRequired"`
 		Properties           map[string]json.RawMessage `json:"properties"`
+		If                   struct {
+			Required   []string                   `json:"required"`
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"if"`
+		Then struct {
+			Required []string `json:"required"`
+		} `json:"then"`
+		Else struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		} `json:"else"`
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
 		t.Fatal(err)
@@ -58,6 +68,7 @@ func TestSchemaShape(t *testing.T) {
 		Type                 string   `json:"type"`
 		Pattern              string   `json:"pattern"`
 		Const                any      `json:"const"`
+		Enum                 []any    `json:"enum"`
 		Minimum              *float64 `json:"minimum"`
 		Maximum              *float64 `json:"maximum"`
 		Not                  *struct{ Enum []string }
@@ -85,8 +96,8 @@ func TestSchemaShape(t *testing.T) {
 	if s.AdditionalProperties == nil || *s.AdditionalProperties || top["signature"].AdditionalProperties == nil || *top["signature"].AdditionalProperties {
 		t.Error("additionalProperties must be false at both levels")
 	}
-	if !sameSet(keys(top), envelopeFields) || !sameSet(keys(sig), signatureFields) {
-		t.Errorf("properties %q / %q, want %q / %q", keys(top), keys(sig), envelopeFields, signatureFields)
+	if !sameSet(keys(top), envelopeFieldsV2) || !sameSet(keys(sig), signatureFields) {
+		t.Errorf("properties %q / %q, want %q / %q", keys(top), keys(sig), envelopeFieldsV2, signatureFields)
 	}
 	if !sameSet(s.Required, []string{"version", "platform", "invocation_id"}) || !sameSet(top["signature"].Required, signatureFields) {
 		t.Errorf("required %q / %q", s.Required, top["signature"].Required)
@@ -94,14 +105,37 @@ func TestSchemaShape(t *testing.T) {
 	if !slices.Equal(s.DependentRequired["signature"], []string{"issued_at"}) {
 		t.Errorf("dependentRequired = %v", s.DependentRequired)
 	}
-	if top["version"].Const != float64(EnvelopeVersion) {
-		t.Errorf("version const = %v", top["version"].Const)
+	if !slices.Equal(top["version"].Enum, []any{float64(EnvelopeVersion), float64(EnvelopeVersion2)}) {
+		t.Errorf("version enum = %v", top["version"].Enum)
+	}
+	// Version 2 requires all its fields; version 1 allows none of those it lacks.
+	if v := props(s.If.Properties)["version"]; !slices.Equal(s.If.Required, []string{"version"}) || v.Const != float64(EnvelopeVersion2) || len(s.If.Properties) != 1 {
+		t.Errorf("if = %+v, want version const 2, required", s.If)
+	}
+	if !sameSet(s.Then.Required, envelopeFieldsV2) {
+		t.Errorf("then.required = %q, want %q", s.Then.Required, envelopeFieldsV2)
+	}
+	var v2only []string
+	for _, f := range envelopeFieldsV2 {
+		if !slices.Contains(envelopeFieldsV1, f) {
+			v2only = append(v2only, f)
+		}
+	}
+	if !sameSet(keys(s.Else.Properties), v2only) {
+		t.Errorf("else.properties = %q, want %q", keys(s.Else.Properties), v2only)
+	}
+	for k, v := range s.Else.Properties {
+		if string(v) != "false" {
+			t.Errorf("else.properties.%s = %s, want false", k, v)
+		}
 	}
 	for _, c := range []struct{ name, got, want string }{
 		{"platform", top["platform"].Pattern, PlatformPattern},
 		{"invocation_id", top["invocation_id"].Pattern, CallIDPattern},
 		{"signature.key_id", sig["key_id"].Pattern, KeyIDPattern},
 		{"signature.value", sig["value"].Pattern, SignatureValuePattern},
+		{"audience", top["audience"].Pattern, AudiencePattern},
+		{"request_hash", top["request_hash"].Pattern, RequestHashPattern},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s pattern = %q, want %q", c.name, c.got, c.want)
@@ -140,6 +174,10 @@ func TestSchemaAgreesWithNormalize(t *testing.T) {
 	goodJSON, _ := json.Marshal(good)
 	sigValue := good["signature"].(map[string]any)["value"].(string)
 	long := strings.Repeat("a", 256)
+	goodV2 := signed(t, v2("signed", "inv-7f3a9c2e5b1d4a60"), testNow, "k1", "k1")
+	v2Sig := goodV2["signature"].(map[string]any)["value"].(string)
+	v2JSON, _ := json.Marshal(goodV2)
+	v2 := string(v2JSON)
 	for _, tc := range []struct {
 		name, json string
 		valid      bool // by the schema and ParseEnvelope; Normalize accepts it too (testConfig platforms)
@@ -153,8 +191,21 @@ func TestSchemaAgreesWithNormalize(t *testing.T) {
 		{"issued_at max", `{"version":1,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60","issued_at":9007199254740991}`, true},
 		{"issued_at 1e9", `{"version":1,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60","issued_at":1e9}`, true},
 		{"signed", string(goodJSON), true},
+		{"version 2", v2, true},
+		{"version 2.0", strings.Replace(v2, `"version":2`, `"version":2.0`, 1), true},
 
-		{"version 2", `{"version":2,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60"}`, false},
+		{"version 2 bare", `{"version":2,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60"}`, false},
+		{"version 3", `{"version":3,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60"}`, false},
+		{"version 2 unsigned", strings.Replace(v2, `,"signature":{"alg":"ed25519","key_id":"k1","value":"`+v2Sig+`"}`, ``, 1), false},
+		{"version 2 without audience", strings.Replace(v2, `"audience":"`+testAudience+`",`, ``, 1), false},
+		{"version 2 without request_hash", strings.Replace(v2, `"request_hash":"`+testRequestHash+`",`, ``, 1), false},
+		{"version 2 without issued_at", strings.Replace(v2, `"issued_at":1767225600,`, ``, 1), false},
+		{"version 2 unknown field", strings.Replace(v2, `"audience"`, `"tenant":"t","audience"`, 1), false},
+		{"version 2 audience upper case", strings.Replace(v2, testAudience, strings.ToUpper(testAudience), 1), false},
+		{"version 2 request_hash prefixed", strings.Replace(v2, testRequestHash, "sha256:"+testRequestHash, 1), false},
+		{"version 2 request_hash null", strings.Replace(v2, `"`+testRequestHash+`"`, `null`, 1), false},
+		{"version 1 with audience", `{"version":1,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60","audience":"` + testAudience + `"}`, false},
+		{"version 1 with request_hash", `{"version":1,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60","request_hash":"` + testRequestHash + `"}`, false},
 		{"version string", `{"version":"1","platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60"}`, false},
 		{"version 1.5", `{"version":1.5,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60"}`, false},
 		{"version true", `{"version":true,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60"}`, false},

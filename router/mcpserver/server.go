@@ -264,11 +264,19 @@ func (r *Router) generateImage(ctx context.Context, req *mcp.CallToolRequest) (*
 		r.diagnose(req, code)
 		return refusal(code, "%s", msg).toResult(), nil
 	}
-	r.diagnose(req, "accepted:"+id.Platform)
 	digest, _, err := reqhash.Hash(ToolGenerateImage, args)
 	if err != nil {
+		r.diagnose(req, "accepted:"+id.Platform)
 		return refusal(CodeInvalidArguments, "%s", err.Error()).toResult(), nil
 	}
+	// A version 2 envelope is signed for one installation and one request, which Normalize
+	// cannot know: refuse it anywhere else before the registry records anything.
+	if err := id.Binding.Check(r.cfg.Registry.InstallationID(), digest.String()); err != nil {
+		code, msg := identity.DescribeError(err)
+		r.diagnose(req, code)
+		return refusal(code, "%s", msg).toResult(), nil
+	}
+	r.diagnose(req, "accepted:"+id.Platform)
 	img, err := parseImageArgs(args)
 	if err != nil {
 		return refusal(CodeInvalidArguments, "%s", err.Error()).toResult(), nil

@@ -39,6 +39,7 @@ const usage = `usage:
   hubu-unified-mcp --hubu-url URL --gongbu-url URL [--state FILE] [--http ADDR] [--diagnose-meta[=FILE]]
                    [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s] [--allow-private-image-hosts]
   hubu-unified-mcp preallocate --file FILE --count N
+  hubu-unified-mcp installation-id [--state FILE]
   hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
 Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_DIAGNOSE_META,
@@ -82,6 +83,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if len(args) > 0 && args[0] == "support-matrix" {
 		return supportMatrix(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "installation-id" {
+		return installationID(ctx, args[1:], getenv, stdout, stderr)
 	}
 	fs := flag.NewFlagSet("hubu-unified-mcp", flag.ContinueOnError)
 	fs.SetOutput(stderr)

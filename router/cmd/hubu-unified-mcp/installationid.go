@@ -1,0 +1,50 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"hubu.dev/hubu/router/registry"
+)
+
+const installationIDUsage = `usage: hubu-unified-mcp installation-id [--state FILE]
+Prints the installation id of the registry FILE (env ROUTER_STATE; the router's default when unset),
+creating the registry if it does not exist yet, as a router start would. Platforms that sign version 2
+hubu.dev/platform-invocation envelopes put it in "audience"; every router sharing the registry has it.`
+
+// installationID prints the registry's installation id, the audience of version 2 envelopes.
+func installationID(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hubu-unified-mcp installation-id", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, installationIDUsage); fs.PrintDefaults() }
+	state := fs.String("state", getenv("ROUTER_STATE"), "the registry file (env ROUTER_STATE; default: $XDG_STATE_HOME/hubu/router.db)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("installation-id: unexpected argument %q", fs.Arg(0))
+	}
+	if *state == "" {
+		p, err := defaultState(getenv)
+		if err != nil {
+			return err
+		}
+		*state = p
+	}
+	reg, err := registry.Open(ctx, *state, nil)
+	if err != nil {
+		return fmt.Errorf("--state %s: %v", *state, err)
+	}
+	id := reg.InstallationID()
+	if err := reg.Close(); err != nil {
+		return fmt.Errorf("--state %s: %v", *state, err)
+	}
+	if id == "" {
+		return errors.New("the registry has no installation id")
+	}
+	_, err = fmt.Fprintln(stdout, id)
+	return err
+}

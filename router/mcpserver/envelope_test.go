@@ -1,0 +1,206 @@
+package mcpserver_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"database/sql"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/router/identity"
+	"hubu.dev/hubu/router/reqhash"
+)
+
+// boundConfig accepts platform "acme" with one key; minVersion 2 refuses version 1 envelopes.
+func boundConfig(pub ed25519.PublicKey, minVersion int) *identity.Config {
+	return &identity.Config{Platforms: map[string]identity.PlatformConfig{
+		"acme": {MinVersion: minVersion, Keys: map[string]ed25519.PublicKey{"k1": pub}},
+	}}
+}
+
+// setupAt is setup with the identity config and a registry file the test can read.
+func setupAt(t *testing.T, cfg *identity.Config) (*env, string) {
+	t.Helper()
+	state := filepath.Join(t.TempDir(), "router.db")
+	return setup(t, &options{identity: cfg, state: state}), state
+}
+
+// recordedCalls counts the registry's rows, read beside the router.
+func recordedCalls(t *testing.T, state string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+state+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT COUNT(*) FROM calls").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func requestHash(t *testing.T, args string) string {
+	t.Helper()
+	d, _, err := reqhash.Hash("generate_image", []byte(args))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// signV2 signs a version 2 envelope for one call, issued now, and returns it as _meta.
+func signV2(t *testing.T, priv ed25519.PrivateKey, invocationID, audience, args string) map[string]any {
+	t.Helper()
+	now := time.Now().Unix()
+	env, err := identity.Sign(identity.Envelope{
+		Version: identity.EnvelopeVersion2, Platform: "acme", InvocationID: invocationID, IssuedAt: &now,
+		Audience: audience, RequestHash: requestHash(t, args),
+	}, "k1", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return envelopeMeta(t, env)
+}
+
+// envelopeMeta is _meta carrying v as it arrives over the wire.
+func envelopeMeta(t *testing.T, v any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(b, &obj); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{identity.KeyPlatformInvocation: obj}
+}
+
+// A version 2 envelope is accepted by the router it names, for the request it names, and
+// refused anywhere else before the registry records anything and before any backend is reached.
+func TestBoundEnvelope(t *testing.T) {
+	t.Parallel()
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	cfg := boundConfig(pub, 0)
+	e, state := setupAt(t, cfg)
+	installation := e.registry.InstallationID()
+	other := `{"prompt":"an origami crane","model":"flux-dev","width":1024,"height":1024}`
+
+	// Accepted, then a redelivery (signed afresh) is a replay.
+	meta := signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox)
+	first := outcome(t, e.call(t, "generate_image", fox, meta))
+	if first.Status != "succeeded" {
+		t.Fatalf("bound envelope: %+v", first)
+	}
+	if k := e.backend.Keys(); len(k) != 1 || !strings.HasPrefix(k[0], "hubu:operation:v1:acme:") {
+		t.Fatal("the key does not name the envelope's platform")
+	}
+	again := outcome(t, e.call(t, "generate_image", fox, signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox)))
+	if !again.Replayed || again.PublicHandle != first.PublicHandle {
+		t.Fatalf("redelivery: %+v", again)
+	}
+	// The arguments are hashed canonically: key order and spacing are not another request.
+	reordered := ` { "height": 1024, "width": 1024, "model": "flux-dev", "prompt": "an origami fox" } `
+	if o := outcome(t, e.call(t, "generate_image", reordered, signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox))); !o.Replayed {
+		t.Fatalf("reordered arguments: %+v", o)
+	}
+	calls, rows := e.backend.Calls(""), recordedCalls(t, state)
+
+	refused := []struct {
+		name, args string
+		meta       map[string]any
+		msg        string
+	}{
+		{"signed for another installation", fox, signV2(t, priv, "inv-bound-0002-7f3a9c2e", "00000000-0000-4000-8000-000000000000", fox), "audience"},
+		{"signed for other arguments", other, signV2(t, priv, "inv-bound-0003-7f3a9c2e", installation, fox), "request_hash"},
+		{"a recorded call's envelope with other arguments", other, signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox), "request_hash"},
+		{"unsigned", fox, func() map[string]any {
+			m := signV2(t, priv, "inv-bound-0004-7f3a9c2e", installation, fox)
+			delete(m[identity.KeyPlatformInvocation].(map[string]any), "signature")
+			return m
+		}(), "must be signed"},
+		{"unknown field", fox, func() map[string]any {
+			m := signV2(t, priv, "inv-bound-0005-7f3a9c2e", installation, fox)
+			m[identity.KeyPlatformInvocation].(map[string]any)["tenant"] = "t-1"
+			return m
+		}(), "does not define"},
+	}
+	for _, c := range refused {
+		o := mustError(t, e.call(t, "generate_image", c.args, c.meta), identity.CodeInvalid)
+		if !strings.Contains(o.Error.Message, c.msg) || strings.Contains(o.Error.Message, installation) {
+			t.Errorf("%s: message %q, want one naming %q and no value", c.name, o.Error.Message, c.msg)
+		}
+	}
+	if n := e.backend.Calls(""); n != calls {
+		t.Fatalf("%d backend requests for refused envelopes", n-calls)
+	}
+	if n := recordedCalls(t, state); n != rows {
+		t.Fatalf("the registry recorded %d rows for refused envelopes", n-rows)
+	}
+
+	// The same envelope at another installation (another registry, which would take it for a new
+	// operation and charge it again): refused, nothing recorded, no backend reached.
+	e2, state2 := setupAt(t, cfg)
+	o := mustError(t, e2.call(t, "generate_image", fox, meta), identity.CodeInvalid)
+	if !strings.Contains(o.Error.Message, "audience") {
+		t.Fatalf("at another installation: %+v", o.Error)
+	}
+	if n := e2.backend.Calls(""); n != 0 {
+		t.Fatalf("%d backend requests at another installation", n)
+	}
+	if n := recordedCalls(t, state2); n != 0 {
+		t.Fatalf("another installation recorded %d rows", n)
+	}
+}
+
+// Version 1 is unchanged, unless the platform requires version 2.
+func TestVersion1EnvelopeBesideVersion2(t *testing.T) {
+	t.Parallel()
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	v1 := func(id string, signed bool) map[string]any {
+		env := identity.Envelope{Version: identity.EnvelopeVersion, Platform: "acme", InvocationID: id}
+		if signed {
+			now := time.Now().Unix()
+			env.IssuedAt = &now
+			var err error
+			if env, err = identity.Sign(env, "k1", priv); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return envelopeMeta(t, env)
+	}
+
+	e, _ := setupAt(t, boundConfig(pub, 0))
+	for _, signed := range []bool{false, true} {
+		id := "inv-v1-unsigned-7f3a9c2e"
+		if signed {
+			id = "inv-v1-signed-7f3a9c2e5b"
+		}
+		if o := outcome(t, e.call(t, "generate_image", fox, v1(id, signed))); o.Status != "succeeded" {
+			t.Fatalf("version 1 (signed %v): %+v", signed, o)
+		}
+		// A version 1 envelope binds nothing: another router or other arguments are judged as before.
+		e2, _ := setupAt(t, boundConfig(pub, 0))
+		if o := outcome(t, e2.call(t, "generate_image", fox, v1(id, signed))); o.Status != "succeeded" {
+			t.Fatalf("version 1 (signed %v) at another installation: %+v", signed, o)
+		}
+	}
+
+	strict, state := setupAt(t, boundConfig(pub, 2))
+	for _, signed := range []bool{false, true} {
+		o := mustError(t, strict.call(t, "generate_image", fox, v1("inv-v1-strict-7f3a9c2e5b", signed)), identity.CodeInvalid)
+		if !strings.Contains(o.Error.Message, "requires envelope version 2") {
+			t.Fatalf("min_version 2, version 1 (signed %v): %+v", signed, o.Error)
+		}
+	}
+	if strict.backend.Calls("") != 0 || recordedCalls(t, state) != 0 {
+		t.Fatal("a refused version 1 envelope reached a backend or the registry")
+	}
+	if o := outcome(t, strict.call(t, "generate_image", fox, signV2(t, priv, "inv-v2-strict-7f3a9c2e5b", strict.registry.InstallationID(), fox))); o.Status != "succeeded" {
+		t.Fatalf("min_version 2, version 2: %+v", o)
+	}
+}
