@@ -1,4 +1,4 @@
-# Hubu's developer entry points. `make help` lists them; CI (.ci/run) runs generate-check, lint and test.
+# Hubu's developer entry points. `make help` lists them; CI (.ci/run) runs generate-check, lint, test and interop.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -11,6 +11,8 @@ GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi sql/hubu/hubudb sql/gong
 	sql/router/routerdb sql/router/prealloc/preallocdb
 # The official TypeScript MCP client, which the router's tests drive as well as the Go SDK's.
 TSCLIENT := router/testdata/tsclient
+# The real harnesses (Codex, Claude Code) that make interop runs, pinned with a lockfile.
+HARNESSES := e2e/interop/harnesses
 
 .PHONY: help
 help: ## list the targets
@@ -55,6 +57,18 @@ test: $(TSCLIENT)/node_modules/.package-lock.json ## run every test against a re
 .PHONY: e2e
 e2e: ## run only the end-to-end double-charge suite (real binaries built with failpoints)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -count=1 -race -run 'TestSuite' -v hubu.dev/hubu/e2e/
+
+$(HARNESSES)/node_modules/.package-lock.json: $(HARNESSES)/package-lock.json
+	cd $(HARNESSES) && npm ci --no-audit --no-fund --loglevel=error
+
+# hubu.dev/hubu/e2e/... in PKGS covers e2e/interop too (so lint checks it), but its tests do
+# nothing unless HUBU_INTEROP=1: only this target installs the harnesses they run.
+.PHONY: interop
+interop: $(HARNESSES)/node_modules/.package-lock.json ## the real-harness tests: Codex and Claude Code (pinned in e2e/interop/harnesses) through the real router and stack; make interop UPDATE=1 rewrites their support-matrix fixtures
+	url=$$(scripts/ensure-postgres.sh); start=$$(date +%s); \
+	TEST_DATABASE_URL="$$url" HUBU_INTEROP=1 HUBU_INTEROP_UPDATE="$${UPDATE:-}" go test -count=1 -timeout 15m -v hubu.dev/hubu/e2e/interop/; \
+	echo "interop: $$(( $$(date +%s) - start ))s"
+	if [ "$${UPDATE:-}" = 1 ]; then go run ./router/cmd/hubu-unified-mcp support-matrix router/testdata/meta/*.jsonl > docs/support-matrix.md; echo "interop: rewrote docs/support-matrix.md"; fi
 
 .PHONY: chaos
 chaos: ## the seeded fault explorer over the real binaries: make chaos [SEED=N] [RUNS=M] [PARALLEL=4] (a failing run prints its replay command)

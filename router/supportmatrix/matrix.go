@@ -13,6 +13,9 @@ type Row struct {
 	Client string
 	Notes  []string
 	Files  []string // base names, in the order given
+	// Tested are the harness versions whose logs were measured here (Log.Tested); none means
+	// the row is reported.
+	Tested []string
 	// The _meta keys seen in any of the client's calls, by class, in matrix order.
 	PerCallID, CallLevel, Context []string
 	// Verdicts are the router's decisions for the client's calls, by first appearance.
@@ -53,6 +56,9 @@ func Build(logs []Log) []Row {
 		row.Files = append(row.Files, log.File)
 		if log.Note != "" && !slices.Contains(row.Notes, log.Note) {
 			row.Notes = append(row.Notes, log.Note)
+		}
+		if log.Tested != "" && !slices.Contains(row.Tested, log.Tested) {
+			row.Tested = append(row.Tested, log.Tested)
 		}
 		for _, line := range log.Lines {
 			for _, s := range line.Meta {
@@ -119,6 +125,10 @@ and a test fails until the two agree.
   recorded shape: the same keys, JSON types and string lengths, with made-up values of allowed characters;
   an envelope gets valid members for the member names recorded, on a platform the router is told to accept.
   A recorded verdict that differs is flagged.
+- **Evidence**: *tested here* rows were measured by ` + "`make interop`" + `, which runs that harness version
+  (pinned in ` + "`e2e/interop/harnesses/`" + `) against the real router and stack and checks that its calls are
+  accepted and charged once (README, "Real harnesses"); *reported* rows are shapes as observed elsewhere or
+  assumed, with synthetic lengths and digests.
 
 `
 
@@ -126,11 +136,11 @@ and a test fails until the two agree.
 func Render(w io.Writer, rows []Row) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString(preamble)
-	bw.WriteString("| Client | Per-call id key | Other call-level keys | Context keys | Hubu's verdict |\n")
-	bw.WriteString("|---|---|---|---|---|\n")
+	bw.WriteString("| Client | Per-call id key | Other call-level keys | Context keys | Hubu's verdict | Evidence |\n")
+	bw.WriteString("|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s |\n",
-			cell(r.Client), keyCell(r.PerCallID), keyCell(r.CallLevel), keyCell(r.Context), verdictCell(r))
+		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s | %s |\n",
+			cell(r.Client), keyCell(r.PerCallID), keyCell(r.CallLevel), keyCell(r.Context), verdictCell(r), evidenceCell(r))
 	}
 	var notes []string
 	for _, r := range rows {
@@ -169,6 +179,18 @@ func verdictCell(r Row) string {
 		s += " **(differs from the recorded verdict, see below)**"
 	}
 	return s
+}
+
+// evidenceCell says whether the row was measured here, and with which harness versions.
+func evidenceCell(r Row) string {
+	if len(r.Tested) == 0 {
+		return "reported"
+	}
+	parts := make([]string, len(r.Tested))
+	for i, v := range r.Tested {
+		parts[i] = "`" + code(v) + "`"
+	}
+	return "tested here: " + strings.Join(parts, ", ") + " (`make interop`)"
 }
 
 // keyCell lists keys as code, or "none".

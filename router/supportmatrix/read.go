@@ -20,6 +20,10 @@ import (
 //
 //	{"client":"Codex (desktop)","note":"optional text shown under the table"}
 //
+// and, for a log measured here by running the harness itself (`make interop`), the harness
+// and its version: {"client":"Codex CLI (codex exec)","tested":"@openai/codex@0.171.0"}. A
+// fixture without "tested" is reported: a shape described to us, not one we measured.
+//
 // followed by diagnose lines exactly as the router writes them. A log without that line (the
 // router's own output) is named after its file, without directory and extension. The router's
 // slog lines, which share stderr with the diagnose lines when --diagnose-meta has no FILE, and
@@ -27,6 +31,7 @@ import (
 type Log struct {
 	Client string // the client's name
 	Note   string // from the header line, may be empty
+	Tested string // the harness and version that made this log here, empty if reported
 	File   string // the file's base name
 	Lines  []Line
 }
@@ -41,6 +46,7 @@ type Line struct {
 type header struct {
 	Client string `json:"client"`
 	Note   string `json:"note,omitempty"`
+	Tested string `json:"tested,omitempty"`
 }
 
 // maxLine bounds one line; a _meta shape is small, a longer line is not a diagnose line.
@@ -87,10 +93,10 @@ func Read(file string, r io.Reader) (Log, error) {
 			if err := decodeStrict(raw, &h); err != nil {
 				return Log{}, fmt.Errorf("%s:%d: client line: %v", file, n, err)
 			}
-			if strings.TrimSpace(h.Client) == "" || strings.ContainsAny(h.Client+h.Note, "\n\r") {
-				return Log{}, fmt.Errorf("%s:%d: client line: client must be non-empty, and client and note on one line", file, n)
+			if strings.TrimSpace(h.Client) == "" || strings.ContainsAny(h.Client+h.Note+h.Tested, "\n\r") {
+				return Log{}, fmt.Errorf("%s:%d: client line: client must be non-empty, and client, note and tested on one line", file, n)
 			}
-			log.Client, log.Note = h.Client, h.Note
+			log.Client, log.Note, log.Tested = h.Client, h.Note, h.Tested
 		default:
 			var d mcpserver.DiagnoseLine
 			if err := decodeStrict(raw, &d); err != nil {

@@ -30,9 +30,11 @@ func TestClassify(t *testing.T) {
 		{"sessionId", CallLevel},
 		{"windowId", CallLevel},
 		{"progressToken", CallLevel},
+		{"x-codex-turn-metadata", CallLevel},
 		{"traceparent", CallLevel},
 		{"tracestate", CallLevel},
 		{"openai/session", Context},
+		{"threadId", Context},
 		{"openai/subject", Context},
 		{"openai/organization", Context},
 		{"openai/userLocation", Context},
@@ -89,13 +91,16 @@ func TestRead(t *testing.T) {
 	t.Parallel()
 	slog := `{"time":"2026-01-05T10:00:00Z","level":"INFO","msg":"router ready","service":"hubu-unified-mcp"}`
 	for _, tc := range []struct {
-		name, file, in string
-		client, note   string
-		lines          []int // line numbers of the diagnose lines
-		err            string
+		name, file, in       string
+		client, note, tested string
+		lines                []int // line numbers of the diagnose lines
+		err                  string
 	}{
 		{name: "fixture", file: "a.jsonl", in: `{"client":"Codex (desktop)","note":"n"}` + "\n" + lineCodex + "\n\n" + lineCodex + "\n",
 			client: "Codex (desktop)", note: "n", lines: []int{2, 4}},
+		{name: "fixture measured here", file: "b.jsonl", in: `{"client":"Codex CLI","tested":"@openai/codex@0.171.0"}` + "\n" + lineCodex + "\n",
+			client: "Codex CLI", tested: "@openai/codex@0.171.0", lines: []int{2}},
+		{name: "tested on two lines", file: "x", in: `{"client":"C","tested":"a\nb"}` + "\n" + lineCodex, err: "x:1: client line: client must be non-empty"},
 		{name: "plain log named by its file", file: "codex-2026-01-05.log", in: lineCodex + "\n",
 			client: "codex-2026-01-05", lines: []int{1}},
 		{name: "router stderr with slog lines", file: "stderr.txt", in: slog + "\n" + lineCodex + "\n" + slog,
@@ -131,8 +136,9 @@ func TestRead(t *testing.T) {
 			for _, l := range log.Lines {
 				numbers = append(numbers, l.Number)
 			}
-			if log.Client != tc.client || log.Note != tc.note || log.File != tc.file || !slices.Equal(numbers, tc.lines) {
-				t.Errorf("got client %q note %q file %q lines %v, want %q %q %q %v", log.Client, log.Note, log.File, numbers, tc.client, tc.note, tc.file, tc.lines)
+			if log.Client != tc.client || log.Note != tc.note || log.Tested != tc.tested || log.File != tc.file || !slices.Equal(numbers, tc.lines) {
+				t.Errorf("got client %q note %q tested %q file %q lines %v, want %q %q %q %q %v",
+					log.Client, log.Note, log.Tested, log.File, numbers, tc.client, tc.note, tc.tested, tc.file, tc.lines)
 			}
 		})
 	}
@@ -251,14 +257,18 @@ func readFixtures(t *testing.T) []Log {
 // with them.
 func TestFixtures(t *testing.T) {
 	t.Parallel()
-	want := map[string]struct{ client, verdict string }{
-		"01-codex-desktop.jsonl":     {"Codex (desktop)", "accepted:codex"},
-		"02-chatgpt-work.jsonl":      {"ChatGPT Work (phone)", "accepted:codex"},
-		"03-chatgpt-chat.jsonl":      {"ChatGPT chat (phone)", "identity_required"},
-		"04-claude-code.jsonl":       {"Claude Code", "accepted:claude-code"},
-		"05-vscode-copilot.jsonl":    {"VS Code (GitHub Copilot agent mode)", "identity_required"},
-		"06-mcp-inspector.jsonl":     {"MCP Inspector", "identity_required"},
-		"07-platform-envelope.jsonl": {"Platform envelope (hubu.dev/platform-invocation, platform acme)", "accepted:acme"},
+	// Reported fixtures record a read-only capabilities call; those measured by make interop
+	// (e2e/interop writes them) record the harness's generate_image calls and name its version.
+	want := map[string]struct{ client, verdict, tool string }{
+		"01-codex-desktop.jsonl":       {"Codex (desktop)", "accepted:codex", "capabilities"},
+		"02-chatgpt-work.jsonl":        {"ChatGPT Work (phone)", "accepted:codex", "capabilities"},
+		"03-chatgpt-chat.jsonl":        {"ChatGPT chat (phone)", "identity_required", "capabilities"},
+		"04-claude-code.jsonl":         {"Claude Code", "accepted:claude-code", "capabilities"},
+		"05-vscode-copilot.jsonl":      {"VS Code (GitHub Copilot agent mode)", "identity_required", "capabilities"},
+		"06-mcp-inspector.jsonl":       {"MCP Inspector", "identity_required", "capabilities"},
+		"07-platform-envelope.jsonl":   {"Platform envelope (hubu.dev/platform-invocation, platform acme)", "accepted:acme", "capabilities"},
+		"08-interop-codex.jsonl":       {"Codex CLI (codex exec)", "accepted:codex", "generate_image"},
+		"09-interop-claude-code.jsonl": {"Claude Code (claude -p)", "accepted:claude-code", "generate_image"},
 	}
 	logs := readFixtures(t)
 	if len(logs) != len(want) {
@@ -273,6 +283,9 @@ func TestFixtures(t *testing.T) {
 		if log.Client != w.client {
 			t.Errorf("%s: client %q, want %q", log.File, log.Client, w.client)
 		}
+		if measured := w.tool == "generate_image"; measured != (log.Tested != "") {
+			t.Errorf("%s: tested %q: a fixture is measured here (make interop, generate_image calls) exactly when it names the harness version", log.File, log.Tested)
+		}
 		raw, err := os.ReadFile(filepath.Join(fixtures, log.File))
 		if err != nil {
 			t.Fatal(err)
@@ -284,8 +297,8 @@ func TestFixtures(t *testing.T) {
 			if string(b) != lines[l.Number-1] {
 				t.Errorf("%s:%d is not in the router's format:\n got %s\nwant %s", log.File, l.Number, lines[l.Number-1], b)
 			}
-			if l.Time.Location() != time.UTC || l.Tool != "capabilities" {
-				t.Errorf("%s:%d: want a UTC time and tool capabilities, got %s %q", log.File, l.Number, l.Time, l.Tool)
+			if l.Time.Location() != time.UTC || l.Tool != w.tool {
+				t.Errorf("%s:%d: want a UTC time and tool %s, got %s %q", log.File, l.Number, w.tool, l.Time, l.Tool)
 			}
 			// The real decision: identity.Normalize on the synthetic _meta, as the router would run it.
 			platform := EnvelopePlatform(l.Verdict)
@@ -321,7 +334,7 @@ func TestBuild(t *testing.T) {
 			line(2, "accepted:codex", typ("progressToken", "number")), // recorded by another router: differs
 			line(3, "identity_in_arguments"),                          // about the arguments: not compared
 		}},
-		{Client: "A", File: "a2.jsonl", Note: "first", Lines: []Line{
+		{Client: "A", File: "a2.jsonl", Note: "first", Tested: "h@1", Lines: []Line{
 			line(2, "accepted:codex", str("callId", 29), str("traceparent", 55), str("zz", 1)),
 		}},
 	}
@@ -331,13 +344,14 @@ func TestBuild(t *testing.T) {
 	}
 	a, b := rows[0], rows[1]
 	if a.Client != "A" || !slices.Equal(a.Files, []string{"a1.jsonl", "a2.jsonl"}) || !slices.Equal(a.Notes, []string{"first"}) ||
+		!slices.Equal(a.Tested, []string{"h@1"}) ||
 		!slices.Equal(a.PerCallID, []string{"callId"}) || !slices.Equal(a.CallLevel, []string{"progressToken", "traceparent"}) ||
 		!slices.Equal(a.Context, []string{"openai/session", "zz"}) ||
 		!slices.Equal(a.Verdicts, []VerdictCount{{"accepted:codex", 2}}) || len(a.Disagreements) != 0 {
 		t.Errorf("row A = %+v", a)
 	}
 	wantDiff := []Disagreement{{File: "b.log", Line: 2, Recorded: "accepted:codex", Decided: "identity_required"}}
-	if b.Client != "B" || len(b.PerCallID) != 0 || !slices.Equal(b.Verdicts, []VerdictCount{{"identity_required", 3}}) ||
+	if b.Client != "B" || len(b.PerCallID) != 0 || len(b.Tested) != 0 || !slices.Equal(b.Verdicts, []VerdictCount{{"identity_required", 3}}) ||
 		!slices.Equal(b.Disagreements, wantDiff) {
 		t.Errorf("row B = %+v", b)
 	}
@@ -357,12 +371,15 @@ func TestRender(t *testing.T) {
 				{Client: "Codex (desktop)", PerCallID: []string{"callId"}, CallLevel: []string{"itemId", "progressToken"}, Context: []string{"openai/session"},
 					Verdicts: []VerdictCount{{"accepted:codex", 1}}},
 				{Client: "ChatGPT chat", Context: []string{"openai/session", "timezone"}, Verdicts: []VerdictCount{{"identity_required", 2}}},
+				{Client: "Codex CLI", PerCallID: []string{"callId"}, Verdicts: []VerdictCount{{"accepted:codex", 3}},
+					Tested: []string{"@openai/codex@0.171.0", "@openai/codex@0.172.0"}},
 			},
 			want: []string{
-				"| Client | Per-call id key | Other call-level keys | Context keys | Hubu's verdict |",
-				"|---|---|---|---|---|",
-				"| Codex (desktop) | `callId` | `itemId`, `progressToken` | `openai/session` | accepted (codex) |",
-				"| ChatGPT chat | none | none | `openai/session`, `timezone` | rejected: identity_required |",
+				"| Client | Per-call id key | Other call-level keys | Context keys | Hubu's verdict | Evidence |",
+				"|---|---|---|---|---|---|",
+				"| Codex (desktop) | `callId` | `itemId`, `progressToken` | `openai/session` | accepted (codex) | reported |",
+				"| ChatGPT chat | none | none | `openai/session`, `timezone` | rejected: identity_required | reported |",
+				"| Codex CLI | `callId` | none | none | accepted (codex) | tested here: `@openai/codex@0.171.0`, `@openai/codex@0.172.0` (`make interop`) |",
 				"```sh\n" + Regenerate + "\n```",
 			},
 			not: []string{"Notes:", "see below", "Recorded verdicts that differ"},
@@ -375,7 +392,7 @@ func TestRender(t *testing.T) {
 				Disagreements: []Disagreement{{File: "x.log", Line: 7, Recorded: "accepted:codex", Decided: "identity_ambiguous"}},
 			}},
 			want: []string{
-				"| odd\\|name | none | none | `a\\|b`, `c'd` | accepted (claude-code) (1 call); rejected: identity_ambiguous (2 calls) **(differs from the recorded verdict, see below)** |",
+				"| odd\\|name | none | none | `a\\|b`, `c'd` | accepted (claude-code) (1 call); rejected: identity_ambiguous (2 calls) **(differs from the recorded verdict, see below)** | reported |",
 				"- **odd\\|name**: a note with a break",
 				"- **odd\\|name**, `x.log` line 7: the log recorded `accepted:codex`, the router now decides `identity_ambiguous`.",
 			},

@@ -126,6 +126,8 @@ Claude Code (after the set -a line above):
 
   claude mcp add hubu --env HUBU_AGENT_TOKEN="$HUBU_AGENT_TOKEN" -- %s --hubu-url %s --gongbu-url %s --state %s --allow-private-image-hosts
 
+(claude -p needs --allowedTools mcp__hubu__generate_image to call the tool without asking.)
+
 Any MCP client over streamable HTTP: %s with the header "Authorization: Bearer $ROUTER_MCP_TOKEN".
 
 The demo agent auto-approves up to $0.05 an operation, has a ceiling of $1.00 and $5.00 a day;

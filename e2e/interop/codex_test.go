@@ -1,0 +1,107 @@
+package interop_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestCodex runs `codex exec` against the fake Responses API, with the router configured as
+// its MCP server the way docs/unified-mcp-reference.md ("Connecting clients") says.
+func TestCodex(t *testing.T) {
+	t.Parallel()
+	st := startStack(t)
+	model := &responsesFake{script: &script{}, server: "hubu", tool: "generate_image"}
+	api := serve(t, model)
+	home := t.TempDir()
+	codexHome := filepath.Join(home, ".codex")
+	writeCodexConfig(t, codexHome, api.URL+"/v1", st)
+
+	args := `{"prompt":"a red fox in snow","model":"flux-dev","width":1024,"height":768}`
+	var printed strings.Builder
+	run := func(callID string) toolOutcome {
+		t.Helper()
+		model.plan(callID, args)
+		out := runHarness(t, home, []string{"CODEX_HOME=" + codexHome},
+			filepath.Join(harnessBin, "codex"), "exec", "--skip-git-repo-check", "Draw a red fox in snow with Hubu.")
+		printed.WriteString(out)
+		raw := model.result(callID)
+		if raw == "" {
+			t.Fatalf("codex sent no result for call %s back to the model (fake: %s)\n%s", callID, model.summary(), out)
+		}
+		o, ok := outcome(raw)
+		if !ok {
+			t.Fatalf("call %s: no structured content in the tool result codex sent back: %s", callID, raw)
+		}
+		return o
+	}
+
+	// A new call, under the id the fake issued: accepted as codex's, charged once.
+	first := newID("call_", 24)
+	if o := run(first); o.Status != "succeeded" || o.Replayed {
+		t.Fatalf("first call: %+v, want succeeded and not replayed", o)
+	}
+	st.requireDiagnosed("callId", first, "accepted:codex")
+	st.requireCharges(1)
+
+	// The same prompt in a new run is a new call: a new charge.
+	second := newID("call_", 24)
+	if o := run(second); o.Status != "succeeded" || o.Replayed {
+		t.Fatalf("the same prompt in a new run: %+v, want succeeded and not replayed", o)
+	}
+	st.requireDiagnosed("callId", second, "accepted:codex")
+	st.requireCharges(2)
+
+	// The model repeats the first call's id in a new conversation (another threadId): the id
+	// is bound to its conversation, so it is refused, never replayed, never charged.
+	if o := run(first); o.Error.Code != "identity_conflict" || o.Replayed {
+		t.Fatalf("the first id in a new conversation: %+v, want identity_conflict", o)
+	}
+	st.requireCharges(2)
+
+	t.Logf("fake Responses API: %s", model.summary())
+	st.requireNoSecrets(home, printed.String(), filepath.Join(".codex", "config.toml"))
+	st.requireFixture(fixture{File: "08-interop-codex.jsonl", Client: "Codex CLI (codex exec)", Pkg: "@openai/codex",
+		Note: "Measured by `make interop`: `codex exec` with the router as its stdio MCP server and a fake Responses API as the model. " +
+			"`callId` is the model's tool-call id; `threadId` (equal to `sessionId`) names the conversation, and the router binds the call id to it: " +
+			"the same id from another conversation is refused as identity_conflict."})
+}
+
+// writeCodexConfig writes CODEX_HOME/config.toml: the fake as the model provider, and the
+// router as the MCP server "hubu" as the docs show it, plus what `codex exec` needs to call
+// an MCP tool without asking (it cannot ask: nobody is there to approve).
+func writeCodexConfig(t *testing.T, codexHome, baseURL string, st *interopStack) {
+	t.Helper()
+	path, args := st.routerCommand()
+	// A JSON string is a TOML basic string for these (ASCII) values.
+	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
+	qs := make([]string, len(args))
+	for i, a := range args {
+		qs[i] = q(a)
+	}
+	config := fmt.Sprintf(`model = "interop-model"
+model_provider = "interop"
+
+[model_providers.interop]
+name = "Hubu interop fake"
+base_url = %s
+wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
+
+[mcp_servers.hubu]
+command = %s
+args = [%s]
+env = { HUBU_AGENT_TOKEN = %s }
+default_tools_approval_mode = "approve"
+`, q(baseURL), q(path), strings.Join(qs, ", "), q(st.s.Credentials.AgentToken))
+	if err := os.MkdirAll(codexHome, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
