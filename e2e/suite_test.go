@@ -642,7 +642,8 @@ func TestSuiteDemo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
-	for _, want := range []string{"0 -> 1", "1 -> 1  (replayed)", "1 -> 2", "identity_required", "approval_required", "$HUBUCTL_CMD approve"} {
+	for _, want := range []string{"0 -> 1", "1 -> 1  (replayed)", "1 -> 2", "identity_required", "approval_required",
+		"set -a; . " + envFile + "; set +a", "/hubuctl approve hubu:public-operation:v1:"} { // TestQuickStart runs these lines
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the demo's output lacks %q:\n%s", want, out)
 		}
