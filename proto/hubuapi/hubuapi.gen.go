@@ -910,7 +910,9 @@ type ClientInterface interface {
 	// from now on), so that the processes holding it can be restarted one at a time with the
 	// new token; after that it answers 401 `credential_expired`. A revoked credential can be
 	// replaced (with no overlap: it stays revoked). A credential is replaced at most once
-	// (409 `conflict`): to rotate again, rotate its replacement.
+	// (409 `conflict`): to rotate again, rotate its replacement. An operator credential is
+	// rotated only by its holder (403 `forbidden` otherwise: the replacement carries the
+	// holder's name); another operator's is revoked instead.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -923,7 +925,9 @@ type ClientInterface interface {
 	// from now on), so that the processes holding it can be restarted one at a time with the
 	// new token; after that it answers 401 `credential_expired`. A revoked credential can be
 	// replaced (with no overlap: it stays revoked). A credential is replaced at most once
-	// (409 `conflict`): to rotate again, rotate its replacement.
+	// (409 `conflict`): to rotate again, rotate its replacement. An operator credential is
+	// rotated only by its holder (403 `forbidden` otherwise: the replacement carries the
+	// holder's name); another operator's is revoked instead.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1295,7 +1299,9 @@ func (c *Client) RevokeCredential(ctx context.Context, credentialId CredentialID
 // from now on), so that the processes holding it can be restarted one at a time with the
 // new token; after that it answers 401 `credential_expired`. A revoked credential can be
 // replaced (with no overlap: it stays revoked). A credential is replaced at most once
-// (409 `conflict`): to rotate again, rotate its replacement.
+// (409 `conflict`): to rotate again, rotate its replacement. An operator credential is
+// rotated only by its holder (403 `forbidden` otherwise: the replacement carries the
+// holder's name); another operator's is revoked instead.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1318,7 +1324,9 @@ func (c *Client) RotateCredentialWithBody(ctx context.Context, credentialId Cred
 // from now on), so that the processes holding it can be restarted one at a time with the
 // new token; after that it answers 401 `credential_expired`. A revoked credential can be
 // replaced (with no overlap: it stays revoked). A credential is replaced at most once
-// (409 `conflict`): to rotate again, rotate its replacement.
+// (409 `conflict`): to rotate again, rotate its replacement. An operator credential is
+// rotated only by its holder (403 `forbidden` otherwise: the replacement carries the
+// holder's name); another operator's is revoked instead.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2605,7 +2613,9 @@ type ClientWithResponsesInterface interface {
 	// from now on), so that the processes holding it can be restarted one at a time with the
 	// new token; after that it answers 401 `credential_expired`. A revoked credential can be
 	// replaced (with no overlap: it stays revoked). A credential is replaced at most once
-	// (409 `conflict`): to rotate again, rotate its replacement.
+	// (409 `conflict`): to rotate again, rotate its replacement. An operator credential is
+	// rotated only by its holder (403 `forbidden` otherwise: the replacement carries the
+	// holder's name); another operator's is revoked instead.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2618,7 +2628,9 @@ type ClientWithResponsesInterface interface {
 	// from now on), so that the processes holding it can be restarted one at a time with the
 	// new token; after that it answers 401 `credential_expired`. A revoked credential can be
 	// replaced (with no overlap: it stays revoked). A credential is replaced at most once
-	// (409 `conflict`): to rotate again, rotate its replacement.
+	// (409 `conflict`): to rotate again, rotate its replacement. An operator credential is
+	// rotated only by its holder (403 `forbidden` otherwise: the replacement carries the
+	// holder's name); another operator's is revoked instead.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4822,7 +4834,9 @@ func (c *ClientWithResponses) RevokeCredentialWithResponse(ctx context.Context, 
 // from now on), so that the processes holding it can be restarted one at a time with the
 // new token; after that it answers 401 `credential_expired`. A revoked credential can be
 // replaced (with no overlap: it stays revoked). A credential is replaced at most once
-// (409 `conflict`): to rotate again, rotate its replacement.
+// (409 `conflict`): to rotate again, rotate its replacement. An operator credential is
+// rotated only by its holder (403 `forbidden` otherwise: the replacement carries the
+// holder's name); another operator's is revoked instead.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4841,7 +4855,9 @@ func (c *ClientWithResponses) RotateCredentialWithBodyWithResponse(ctx context.C
 // from now on), so that the processes holding it can be restarted one at a time with the
 // new token; after that it answers 401 `credential_expired`. A revoked credential can be
 // replaced (with no overlap: it stays revoked). A credential is replaced at most once
-// (409 `conflict`): to rotate again, rotate its replacement.
+// (409 `conflict`): to rotate again, rotate its replacement. An operator credential is
+// rotated only by its holder (403 `forbidden` otherwise: the replacement carries the
+// holder's name); another operator's is revoked instead.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -7566,23 +7582,24 @@ var swaggerSpec = []string{
 	"5N/SpewzLjPKZj14qwZRNhsy0hXidGAy6Teah1csyQibYVpP1rwjJ0J6gITn9LFdk9AT9GRqqYO2Rr5T",
 	"BdRb4auwY9QX4A3r+MIqpP6Qtvq9bGkFQSCNDoiuQm+VXOtQ+z2YEXdVNEdhRu93SGZT+s+4lR83DnLZ",
 	"dJpNfdch020uGV8AZ6c6Fi+DpKcEhUADMUWEVGpSn5gMIVJKNEkHOuVA0jl6G27IlMat+fwVkKnE0tJo",
-	"gy925hv0oDMVwmxc5zPAiSNze1uTQKRBYaefqqXaHMvOdvlbnCU4ZCdN9nA60LVH+jWBzAhlsfurlSXY",
-	"yUj0yBYjeXiTsplAebf6mx4PaV6t9hxcy7fqDErvcNR4EAfpZSs4/M0R+bgMrtdCVKjTcurnDDU/4wGi",
-	"LI1NL1ntJlJ6wmkzqB1DHVDdzFcbbbbW6u4/+FFHlM6NZmHr8lPcQdruvt+DDu+Th8MWfJ5ac90KAySX",
-	"JBem6F0pZiyhOdXgDB/SaZIdD3n+Oajk3xge970lv8CjbnvQP2acvMaQEBYhfsSBf1b7co0e4XLP1+DE",
-	"vsH24Ge9fLx9DUKdu04le6tbjU3WpSjZyogGah5BiDfrLzql+BfyAusYw0prCwNk47EhlHntzfnpT79J",
-	"7scWQtQYZdq0Zjw37gnv2nfxGK2NuzC9s9UP4evnQtdfHIkKTXHHkYmwWUHymCIzOtimT9cgSv1VTZPN",
-	"wJmt69AJ4ZVM+By/Ee2jj2+YCpy6T1BNqImyUk82lhud2rhqTfjKPL9qBYFtbY1poTCtf1yxLoxZT/t1",
-	"es/550YXm41q3c9B88mvRz/+WH90ze46DItNTBv9xq+VWoe+AIFoKqeMh5kv2Olq3CW+T1Jls4fUx61o",
-	"ZjNbDhAzrZ3WCRqTE4OPA2XrXmk1zzffWS/cN13sYSjCwLkZMF7Jh7kyFpBopNAA3eIn3oDLKbLl0RD5",
-	"B2TLJhY/vMIUdlz+2iaL7SUYUIoC7zc6+T2pPwqfthCh1lo8X5xUUpdkLlHaeGN65RQg4YM8BxNo7rsC",
-	"b1VtbAPhI1KA3WEN+pujfnNaaaGJLD3Teot1YbrfV7StsgJN8OsqMwZlH1AEtJMWRKV7nTRIysXITa/Q",
-	"opV9G3tGWrqmdmCi8MK5B4YsTAZVRGbaxOiom8QehPt2qDDq9i0hanrxDZnPR3CtKswPP5lfaDHQEnZn",
-	"k0XU2LgzmK/mPDIDxAdC0d7pj062vsZkFVkMctRm8IkMMt90RKlOdPE/Q7kmMaxudbU2rvTG/VDp0dCk",
-	"7tO1tpybJv6nYX8nFb6xB/X6ihvTOexItTZBU7Ev7LezDdHW+OwkVwxUP+njJPLfQ66vkT9adIe/mLy2",
-	"BqZZ69/sqPLho5KXAstbJ2urMrftVAbn5xdPv+v1e/3exeD7/vcXWrbaHTp6YOYuWhqUx+niYZmVvi2P",
-	"aX2s2ZL5kUhLKnfxlhV9xp+r0ShPXYG4X8rfevNqYarfE+FSM1dW8/6+1dV+0U09kElFJBqj+QRFMNe2",
-	"Ubj7ePf/AQAA//8=",
+	"gy925hv0oDMVwmxc5zPAiSNze1uTQKRBYaefqqXaHMvOdvlbnCU4ZCdN9nA60LVH+jWBzAhlsfurlSWo",
+	"e1B18WgqhsxMSU0S0mQZIB+cXPafwdg3+BiD9q0uqMBBmLOoExETUtouwThkNfKSOWr+bLyy7gxPRMiY",
+	"KRMSSdrJ7vThWuzu4Q3fZprn3eovjzykEbjaGXEtd63B692iGlvjIAluhdK+uUsfl1n4WogKdfJQQC2B",
+	"fmr8VJSlsel4q51ZSps5bYbeY6jDvpu5f6MZ2FoL4wc/6og6RKOl2bosGneQtlPy92Bp+BTnsFGgp9Zc",
+	"N+wAySXJhSnNV+ojS2hONTjDh3T6bsdDnn8O+g1sDOL7Dphf4FG3PegfM5pfY0gIixA/4sCLrD3ORttx",
+	"GfJrcGLflIDgx8d8VsAahDp3/VT2Vgobm6xLpLL1Gw3UPIIQb1aJdErxL+Sr1pGQlQYcBsjGr0Qo8zqm",
+	"iyacfpPcjy3QqTHKNJPNeG6cKD4A4aJG2mZwyQTOo3AIXz8XukrkSFRoSlCOTITNOpfHFD/SIUF9ugZR",
+	"6q9qmmyG92z1iU5br2TC5/iNaB99FMbUCdXdjGpCTZQtfbKxKOrURn9rwi9RyKtWqNpWAJlGD9P6JyDr",
+	"8p31tF8nIZ1/bvTa2ajW/Ry0yPx69OOP9UfX7K7D4J11mjR+U9WGHQQIRONaMX5wvmCnq9Gh+D6pn81O",
+	"Vx+3opnNvzlAzLR2WidoTOYOPg6UrTu61TzffGd9hd90sYehCAPnZlh7JWvnylhAopHoA3SLN3sDLqfI",
+	"lkdD5B+QLZtY/PAKU9gX+mubLLbjYUApCrzf6OT3pP4ofNpChFpr8XxxUkldOLpEaaOi6ZVTgISPBhxM",
+	"oLnvXbxVtbFtjo9IAXaHNehvjvrNaaWFJrL0TOst1oXpfgXSNvQKNMGvq8wYlH1AEdBOrRCV7sjSICkX",
+	"yTcdTYtWjnDsGWnpWu+ByRUQzj0wZGHKqiIy08xGxwYl9iDct0OFUbdvCVHTMXDIfNaEa6hhfp7K/I6M",
+	"gZawO5tcp8bGnSkHas4jM0B8uBbtnf7oZOsrYVaRxSBHbQafyCA/T0eU6nQc/2OZa9LX6oZca+NKb9zP",
+	"qR4NTepuYmuLzmnif8D2d1KHHHtQr68LMv3NjlQRFLQ++8J+O9u2bY3PTnLFQPWTPk4i/z1kJBv5o0V3",
+	"+LvOayt1mh0Jmn1fPnxU8lJgeetkbVXmtunL4Pz84ul3vX6v37sYfN///kLLVrtDR6fO3EVLgyI+XeIs",
+	"s9I3DzINmjVbMj9laUnlLt6yos95cZUk5akrY/dL+VtvXi1MSHwiXALpymre37e62i+69QgyqYhEYzSf",
+	"oAjm2mYPdx/v/j8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

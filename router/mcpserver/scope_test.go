@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -44,8 +45,9 @@ func TestSameCallIDInAnotherConversation(t *testing.T) {
 	}
 }
 
-// Concurrent deliveries of one call id from two conversations never share an answer: the one
-// that is not first is refused.
+// Concurrent deliveries of one call id from two conversations never share an answer: while
+// the first delivery is at Hubu, deliveries from both conversations wait for it; those from its
+// own conversation share its answer, the others are refused.
 func TestConcurrentDeliveriesFromTwoConversations(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
@@ -54,44 +56,49 @@ func TestConcurrentDeliveriesFromTwoConversations(t *testing.T) {
 	e.mu.Lock()
 	e.secrets = append(e.secrets, threads...)
 	e.mu.Unlock()
+	release := e.backend.Block()
+	defer release()
 	results := make([]*mcp.CallToolResult, len(threads))
 	errs := make([]error, len(threads))
 	var wg sync.WaitGroup
-	for i, th := range threads {
+	deliver := func(i int) {
 		wg.Add(1)
 		go func() { // no t.Fatal off the test's goroutine: results are checked below
 			defer wg.Done()
 			results[i], errs[i] = e.session.CallTool(context.Background(), &mcp.CallToolParams{
-				Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codexIn(id, th)})
+				Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codexIn(id, threads[i])})
 		}()
 	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+	deliver(0) // thread a reaches Hubu and is held there
+	waitFor("the first delivery at Hubu", func() bool { return e.backend.Calls("authorize") == 1 })
+	for i := 1; i < len(threads); i++ {
+		deliver(i)
+	}
+	waitFor("three deliveries waiting on the first", func() bool { return e.router.Waiters("codex", id) == 3 })
+	release()
 	wg.Wait()
-	codes := make([]string, len(threads))
-	handles := make([]string, len(threads))
-	for i := range threads {
+	for i, th := range threads {
 		if errs[i] != nil {
 			t.Fatalf("delivery %d: protocol error: %v", i, errs[i])
 		}
 		o := outcome(t, results[i])
+		code := ""
 		if o.Error != nil {
-			codes[i] = o.Error.Code
+			code = o.Error.Code
 		}
-		handles[i] = o.PublicHandle
-	}
-	winner := ""
-	for i, th := range threads {
-		if codes[i] == "" {
-			if winner != "" && winner != th {
-				t.Fatalf("both conversations were answered for one call id: %v %v", codes, handles)
-			}
-			winner = th
-		} else if codes[i] != "identity_conflict" {
-			t.Fatalf("delivery %d: %s", i, codes[i])
-		}
-	}
-	for i, th := range threads {
-		if th == winner && codes[i] != "" || th != winner && codes[i] != "identity_conflict" {
-			t.Fatalf("deliveries from the first conversation must all be answered, the others refused: %v", codes)
+		switch {
+		case th == threads[0] && (code != "" || o.Status != "succeeded"):
+			t.Fatalf("delivery %d, from the first conversation: %+v", i, o)
+		case th != threads[0] && (code != "identity_conflict" || o.PublicHandle != ""):
+			t.Fatalf("delivery %d, from another conversation, shared or got an answer: %+v", i, o)
 		}
 	}
 	if n := e.backend.Calls("authorize"); n != 1 {

@@ -93,8 +93,15 @@ func (c Credential) Revoke(now time.Time, by CredentialRef, otherLasting int) (o
 // and returns c as the rotation leaves it: a valid credential expires when the overlap ends
 // (at once without one). A revoked credential may be replaced too, so that an agent whose
 // token leaked can be given a new one, but it stays revoked: no overlap. A credential is
-// replaced once; to rotate again, rotate its replacement.
-func (c Credential) Rotate(now time.Time, overlap time.Duration) (Credential, error) {
+// replaced once; to rotate again, rotate its replacement. An operator credential is rotated
+// only by its holder (by is the rotating operator's credential): its replacement carries the
+// holder's name, and another operator holding a token in that name could approve as them. A
+// leaked operator credential is revoked, and its holder gets a new one (`hubu operator create`).
+func (c Credential) Rotate(now time.Time, overlap time.Duration, by uuid.UUID) (Credential, error) {
+	if c.Role == RoleOperator && c.ID != by {
+		return c, Errorf(CodeForbidden, "an operator credential is rotated only by its holder: revoke credential %s instead, "+
+			"and its holder gets a new one with `hubu operator create`", c.ID)
+	}
 	if overlap < 0 || overlap > MaxRotationOverlap {
 		return c, Errorf(CodeInvalidArguments, "the overlap must be between 0 and %s", MaxRotationOverlap)
 	}

@@ -102,7 +102,7 @@ func TestCredentialRotate(t *testing.T) {
 		{"revoked, with an overlap", hubu.Credential{RevokedAt: &before}, time.Minute, nil, hubu.CodeInvalidArguments},
 		{"revoked and replaced", hubu.Credential{RevokedAt: &before, ReplacedBy: &next}, 0, nil, hubu.CodeConflict},
 	} {
-		out, err := c.cred.Rotate(t0, c.overlap)
+		out, err := c.cred.Rotate(t0, c.overlap, uuid.New())
 		if c.refusedAs != "" {
 			if hubu.ErrorCode(err) != c.refusedAs {
 				t.Errorf("%s: %v, want %s", c.name, err, c.refusedAs)
@@ -119,6 +119,25 @@ func TestCredentialRotate(t *testing.T) {
 		}
 		if out.RevokedAt != c.cred.RevokedAt {
 			t.Errorf("%s: a rotation changed the revocation", c.name)
+		}
+	}
+}
+
+// An operator credential is rotated only by its holder: a replacement in another operator's
+// name would let the rotating operator approve as them.
+func TestOperatorCredentialRotatedByItsHolderOnly(t *testing.T) {
+	t.Parallel()
+	own := hubu.Credential{ID: uuid.New(), Role: hubu.RoleOperator, Name: "alice"}
+	if _, err := own.Rotate(t0, time.Minute, own.ID); err != nil {
+		t.Fatalf("alice rotating her own credential: %v", err)
+	}
+	if _, err := own.Rotate(t0, time.Minute, uuid.New()); hubu.ErrorCode(err) != hubu.CodeForbidden {
+		t.Fatalf("another operator rotating alice's credential: %v, want forbidden", err)
+	}
+	for _, role := range []hubu.Role{hubu.RoleAgent, hubu.RoleService} {
+		c := hubu.Credential{ID: uuid.New(), Role: role, Name: "x"}
+		if _, err := c.Rotate(t0, time.Minute, uuid.New()); err != nil {
+			t.Fatalf("an operator rotating a %s credential: %v", role, err)
 		}
 	}
 }

@@ -114,8 +114,22 @@ func TestCredentialIDsOnUpgrade(t *testing.T) {
 	if ids != 2 || revoked != 1 {
 		t.Fatalf("after the upgrade: %d distinct ids, %d revoked; want 2 and 1", ids, revoked)
 	}
-	// New rows get their id from Hubu: there is no default to fall back on.
-	if _, err := conn.Exec(ctx, `INSERT INTO credentials (token_hash, kind, name, created_at) VALUES ('\x03', 'operator', 'bob', now())`); err == nil {
-		t.Fatal("a credential without an id was accepted")
+	// A replica of the previous version, still serving during a rolling upgrade, inserts
+	// credentials without an id: they get one.
+	if _, err := conn.Exec(ctx, `INSERT INTO credentials (token_hash, kind, name, created_at) VALUES ('\x03', 'operator', 'bob', now())`); err != nil {
+		t.Fatalf("an insert of the previous version: %v", err)
+	}
+
+	// Rolling back ends every rotation's overlap: the previous version knows only revoked_at,
+	// and would take a rotated-out token for a valid one.
+	if _, err := conn.Exec(ctx, `UPDATE credentials SET expires_at = now() + interval '1 hour' WHERE name = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrator.Down(dbURL, hubusql.Migrations(), 1); err != nil {
+		t.Fatal(err)
+	}
+	var aliceRevoked bool
+	if err := conn.QueryRow(ctx, `SELECT revoked_at IS NOT NULL FROM credentials WHERE name = 'alice'`).Scan(&aliceRevoked); err != nil || !aliceRevoked {
+		t.Fatalf("a credential in its rotation's overlap is valid after a rollback: revoked %v, %v", aliceRevoked, err)
 	}
 }

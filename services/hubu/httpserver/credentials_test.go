@@ -226,6 +226,18 @@ func TestRotateRefusals(t *testing.T) {
 	if caps, _ := b.client(t, again.JSON201.Token).GetCapabilitiesWithResponse(ctx); caps.JSON200 == nil {
 		t.Fatalf("the revoked credential's replacement: %d %s", caps.StatusCode(), caps.Body)
 	}
+	// Another operator's credential is rotated by its holder only: a token in bob's name in
+	// alice's hands would approve as bob.
+	if _, err := b.store.CreateCredential(ctx, hubu.RoleOperator, "bob", b.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	bob := b.credentialOf(t, hubuapi.CredentialKindOperator, "bob")
+	if r := rotate(t, b.operator, bob.Id, 0); r.StatusCode() != http.StatusForbidden || problemCode(t, r.Body) != "forbidden" {
+		t.Fatalf("alice rotating bob's credential: %d %s", r.StatusCode(), r.Body)
+	}
+	if r := rotate(t, b.operator, b.credentialOf(t, hubuapi.CredentialKindOperator, "alice").Id, 0); r.StatusCode() != http.StatusCreated {
+		t.Fatalf("alice rotating her own credential: %d %s", r.StatusCode(), r.Body)
+	}
 }
 
 // Gongbu's credential at Hubu is rotated with an overlap so that Gongbu's processes can be

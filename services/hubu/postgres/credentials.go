@@ -64,7 +64,7 @@ func (s *Store) RotateCredential(ctx context.Context, who hubu.Principal, id uui
 		if err != nil {
 			return hubu.Rotation{}, err
 		}
-		rotated, err := c.Rotate(now, overlap)
+		rotated, err := c.Rotate(now, overlap, who.CredentialID)
 		if err != nil {
 			return hubu.Rotation{}, err
 		}

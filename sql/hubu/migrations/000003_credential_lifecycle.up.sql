@@ -1,9 +1,10 @@
 -- Credentials get an id that operators can name without the token, and a lifecycle beside
 -- revoked_at: who revoked one, and rotation (the new credential names the one it replaces,
 -- which stays valid until expires_at, a short overlap for restarting its holders one at a time).
--- Every existing credential gets a random id; new ones get theirs from Hubu.
+-- Every existing credential gets a random id; new ones get theirs from Hubu. The default stays,
+-- so that replicas of the previous version, which insert credentials without an id, keep
+-- working during a rolling upgrade.
 ALTER TABLE credentials ADD COLUMN id uuid NOT NULL DEFAULT gen_random_uuid();
-ALTER TABLE credentials ALTER COLUMN id DROP DEFAULT;
 ALTER TABLE credentials ADD CONSTRAINT credentials_id_key UNIQUE (id);
 
 ALTER TABLE credentials
