@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/hubu"
 )
 
 const credentialsUsage = `usage:
@@ -19,8 +20,8 @@ const credentialsUsage = `usage:
 
 Agent, operator and service credentials, named by their ID (never by their token).`
 
-// maxOverlap is the longest overlap Hubu accepts (proto/hubu.openapi.yaml, RotateRequest).
-const maxOverlap = 24 * time.Hour
+// maxOverlap is the longest overlap Hubu accepts.
+const maxOverlap = hubu.MaxRotationOverlap
 
 func (c *cli) credentials(ctx context.Context, args []string) error {
 	return c.group(ctx, "credentials", credentialsUsage, args, map[string]func(context.Context, []string) error{
@@ -106,7 +107,8 @@ Issues a replacement for a credential (same kind, name and agent) and prints its
                        the processes holding it can be restarted one at a time
 
 A revoked credential can be replaced too (with no overlap). Each credential is replaced once:
-to rotate again, rotate its replacement.`
+to rotate again, rotate its replacement. An operator credential is rotated only by its holder;
+another operator's is revoked instead.`
 	fs := c.flagSet("hubuctl credentials rotate")
 	overlap := fs.Duration("overlap", 0, "")
 	pos, err := c.parse(fs, text, args, 1, "one credential ID")

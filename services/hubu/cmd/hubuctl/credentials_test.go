@@ -12,15 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
-	"hubu.dev/hubu/services/hubu/httpserver"
-	"hubu.dev/hubu/services/hubu/lifecycle"
-	"hubu.dev/hubu/services/hubu/postgres"
-	hubusql "hubu.dev/hubu/sql/hubu"
-	"hubu.dev/hubu/sql/sqltest"
 )
 
 // TestCredentialsAgainstRealHubu lists, rotates and revokes credentials with hubuctl against
@@ -28,32 +21,13 @@ import (
 func TestCredentialsAgainstRealHubu(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
-	store := postgres.NewStore(pool, 24*time.Hour)
-	life := &lifecycle.Service{Store: store, Now: time.Now, RetryAfter: time.Minute}
-	ts := httptest.NewServer((&httpserver.Server{Store: store, Lifecycle: life, Now: time.Now}).Handler(prometheus.NewRegistry()))
-	t.Cleanup(ts.Close)
-	opToken, err := store.CreateCredential(ctx, hubu.RoleOperator, "alice", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := startRealHubu(t)
+	store, ctl, env := h.store, h.ctl, h.env
 	_, agentToken, err := store.CreateAgent(ctx, "painter", "acct:painter", hubu.DefaultPolicy(), time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"HUBU_URL": ts.URL, "HUBU_APPROVER_TOKEN": opToken}
-	secrets := []string{opToken, agentToken}
-	ctl := func(args ...string) (string, error) {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		err := run(ctx, args, func(k string) string { return env[k] }, &out, &errOut)
-		for _, s := range secrets {
-			if strings.Contains(out.String()+errOut.String(), s) {
-				t.Fatalf("hubuctl %v printed a token", args)
-			}
-		}
-		return out.String() + errOut.String(), err
-	}
+	h.secrets = append(h.secrets, agentToken)
 	idOf := func(kind, name string) string {
 		t.Helper()
 		out, err := ctl("credentials", "list", "--json")
@@ -88,7 +62,7 @@ func TestCredentialsAgainstRealHubu(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no token in:\n%s", out)
 	}
-	secrets = append(secrets, m[1])
+	h.secrets = append(h.secrets, m[1])
 	if p, err := store.Authenticate(ctx, m[1], time.Now()); err != nil || p.Role != hubu.RoleAgent || p.Name != "painter" {
 		t.Fatalf("the new token: %+v %v", p, err)
 	}
@@ -122,7 +96,7 @@ func TestCredentialsAgainstRealHubu(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	secrets = append(secrets, bobToken)
+	h.secrets = append(h.secrets, bobToken)
 	if out, err := ctl("credentials", "revoke", idOf("operator", "alice")); err != nil {
 		t.Fatalf("alice revokes herself beside bob: %v %s", err, out)
 	}

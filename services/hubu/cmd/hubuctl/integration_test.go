@@ -22,29 +22,53 @@ import (
 	"hubu.dev/hubu/sql/sqltest"
 )
 
-// TestAgainstRealHubu drives hubuctl against a real Hubu on a real Postgres: an operator
-// creates an agent, the agent's spend is held, and hubuctl lists, approves, denies and shows it.
-func TestAgainstRealHubu(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
+// realHubu is Hubu over real HTTP on a database of its own, with an operator, alice, whose
+// token hubuctl uses (env is hubuctl's environment; a test may change it).
+type realHubu struct {
+	t     *testing.T
+	store *postgres.Store
+	url   string
+	env   map[string]string
+	// secrets are tokens no hubuctl output may contain.
+	secrets []string
+}
+
+func startRealHubu(t *testing.T) *realHubu {
+	t.Helper()
 	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
 	store := postgres.NewStore(pool, 24*time.Hour)
 	life := &lifecycle.Service{Store: store, Now: time.Now, RetryAfter: time.Minute}
 	ts := httptest.NewServer((&httpserver.Server{Store: store, Lifecycle: life, Now: time.Now}).Handler(prometheus.NewRegistry()))
 	t.Cleanup(ts.Close)
-	opToken, err := store.CreateCredential(ctx, hubu.RoleOperator, "alice", time.Now())
+	opToken, err := store.CreateCredential(context.Background(), hubu.RoleOperator, "alice", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"HUBU_URL": ts.URL, "HUBU_APPROVER_TOKEN": opToken}
-	ctl := func(args ...string) (string, error) {
-		var out, errOut bytes.Buffer
-		err := run(ctx, args, func(k string) string { return env[k] }, &out, &errOut)
-		if strings.Contains(out.String()+errOut.String(), opToken) {
-			t.Fatalf("hubuctl %v printed the operator token", args)
+	return &realHubu{t: t, store: store, url: ts.URL, secrets: []string{opToken},
+		env: map[string]string{"HUBU_URL": ts.URL, "HUBU_APPROVER_TOKEN": opToken}}
+}
+
+// ctl runs hubuctl against h and returns what it printed; it fails the test when that holds
+// a token.
+func (h *realHubu) ctl(args ...string) (string, error) {
+	h.t.Helper()
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), args, func(k string) string { return h.env[k] }, &out, &errOut)
+	for _, s := range h.secrets {
+		if strings.Contains(out.String()+errOut.String(), s) {
+			h.t.Fatalf("hubuctl %v printed a token", args)
 		}
-		return out.String() + errOut.String(), err
 	}
+	return out.String() + errOut.String(), err
+}
+
+// TestAgainstRealHubu drives hubuctl against a real Hubu on a real Postgres: an operator
+// creates an agent, the agent's spend is held, and hubuctl lists, approves, denies and shows it.
+func TestAgainstRealHubu(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := startRealHubu(t)
+	ctl, env := h.ctl, h.env
 
 	out, err := ctl("agent", "create", "--name", "codex-desktop", "--json")
 	if err != nil {
@@ -68,7 +92,7 @@ func TestAgainstRealHubu(t *testing.T) {
 		t.Fatalf("prices list: %v %s", err, out)
 	}
 
-	agent, err := hubuapi.NewClientWithResponses(ts.URL, hubuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+	agent, err := hubuapi.NewClientWithResponses(h.url, hubuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+created.Token)
 		return nil
 	}))
