@@ -3,8 +3,9 @@ SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
-# Every Go package of the workspace's modules.
-PKGS := hubu.dev/hubu/httpjson/... hubu.dev/hubu/failpoint/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
+# The workspace's modules (go.work), and every Go package in them.
+MODULES := kit proto sql services/hubu services/gongbu services/mockflux router e2e
+PKGS := hubu.dev/hubu/kit/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
 	hubu.dev/hubu/services/hubu/... hubu.dev/hubu/services/gongbu/... hubu.dev/hubu/services/mockflux/... \
 	hubu.dev/hubu/router/... hubu.dev/hubu/e2e/...
 GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi sql/hubu/hubudb sql/gongbu/gongbudb \
@@ -18,12 +19,16 @@ HARNESSES := e2e/interop/harnesses
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z][a-z-]*:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The generators and the linter, pinned in tools/go.mod (a module of their own, outside the
+# workspace, so their dependencies stay out of the services' graphs) and built into bin/tools.
+TOOLS := bin/tools
+$(TOOLS)/%: tools/go.mod tools/go.sum
+	GOWORK=off go build -C tools -o ../$(TOOLS)/ $$(GOWORK=off go list -C tools tool | grep '/$*$$')
+
 .PHONY: generate
-generate: ## regenerate Go code from the OpenAPI specs (oapi-codegen) and the SQL queries (sqlc)
-	cd proto/hubuapi && go generate ./...
-	cd proto/gongbuapi && go generate ./...
-	cd proto/bflapi && go generate ./...
-	cd sql && go tool sqlc generate
+generate: $(TOOLS)/oapi-codegen $(TOOLS)/sqlc ## regenerate Go code from the OpenAPI specs (oapi-codegen) and the SQL queries (sqlc)
+	for api in hubuapi gongbuapi bflapi; do (cd proto/$$api && ../../$(TOOLS)/oapi-codegen -config oapi-codegen.yaml ../$${api%api}.openapi.yaml); done
+	cd sql && ../$(TOOLS)/sqlc generate
 
 .PHONY: generate-check
 generate-check: generate ## regenerate and fail if the committed generated code was stale
@@ -80,7 +85,9 @@ bench: ## run the benchmarks (not tests; numbers, no assertions)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -run '^$$' -bench . -benchtime 3s $(PKGS)
 
 .PHONY: lint
-lint: ## gofmt, go vet and staticcheck
-	unformatted=$$(gofmt -l httpjson failpoint proto sql services router e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, and go mod tidy leaving every module as it is
+	unformatted=$$(gofmt -l kit proto sql services router e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
-	go tool staticcheck $(PKGS)
+	$(TOOLS)/staticcheck $(PKGS)
+	for m in $(MODULES) tools; do GOWORK=off go -C $$m mod tidy -diff || { echo "go mod tidy would change $$m: run it there and commit"; exit 1; }; done
+	for m in $(MODULES); do GOWORK=off go -C $$m vet ./... || { echo "$$m does not build on its own (GOWORK=off)"; exit 1; }; done

@@ -3,8 +3,13 @@ module hubu.dev/hubu/e2e
 go 1.26.8
 
 require (
+	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/chromedp/chromedp v0.23.0
+	github.com/google/uuid v1.6.0
 	github.com/jackc/pgx/v5 v5.13.0
+	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/rs/zerolog v1.28.0
 	hubu.dev/hubu/proto v0.0.0
 	hubu.dev/hubu/services/gongbu v0.0.0
 	hubu.dev/hubu/services/hubu v0.0.0
@@ -13,19 +18,17 @@ require (
 )
 
 require (
-	github.com/Shopify/toxiproxy/v2 v2.5.0 // indirect
 	github.com/apapsch/go-jsonmerge/v2 v2.0.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
-	github.com/chromedp/chromedp v0.23.0 // indirect
 	github.com/getkin/kin-openapi v0.153.0 // indirect
 	github.com/go-chi/chi/v5 v5.5.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-openapi/jsonpointer v0.23.1 // indirect
 	github.com/go-openapi/swag/jsonname v0.26.0 // indirect
 	github.com/golang-migrate/migrate/v4 v4.20.1 // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect
 	github.com/jackc/pgerrcode v0.0.0-20220416144525-469b46aa5efa // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
@@ -39,22 +42,29 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rs/xid v1.4.0 // indirect
-	github.com/rs/zerolog v1.28.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	github.com/segmentio/asm v1.1.3 // indirect
+	github.com/segmentio/encoding v0.5.4 // indirect
+	github.com/yosida95/uritemplate/v3 v3.0.2 // indirect
 	go.yaml.in/yaml/v4 v4.0.0 // indirect
+	golang.org/x/oauth2 v0.37.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
-	hubu.dev/hubu/httpjson v0.0.0 // indirect
+	hubu.dev/hubu/kit v0.0.0-00010101000000-000000000000 // indirect
 )
 
 replace (
-	hubu.dev/hubu/httpjson => ../httpjson
 	hubu.dev/hubu/proto => ../proto
 	hubu.dev/hubu/services/gongbu => ../services/gongbu
 	hubu.dev/hubu/services/hubu => ../services/hubu
 	hubu.dev/hubu/services/mockflux => ../services/mockflux
 	hubu.dev/hubu/sql => ../sql
 )
+
+replace hubu.dev/hubu/kit => ../kit
+
+replace hubu.dev/hubu/router => ../router

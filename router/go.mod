@@ -22,7 +22,7 @@ require (
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.40.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
@@ -33,15 +33,15 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
-	hubu.dev/hubu/failpoint v0.0.0-00010101000000-000000000000
+	hubu.dev/hubu/kit v0.0.0-00010101000000-000000000000
 	hubu.dev/hubu/proto v0.0.0
 	hubu.dev/hubu/sql v0.0.0
 	modernc.org/sqlite v1.62.0
 )
 
 replace (
-	hubu.dev/hubu/failpoint => ../failpoint
-	hubu.dev/hubu/httpjson => ../httpjson
 	hubu.dev/hubu/proto => ../proto
 	hubu.dev/hubu/sql => ../sql
 )
+
+replace hubu.dev/hubu/kit => ../kit

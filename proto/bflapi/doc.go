@@ -2,5 +2,3 @@
 // proto/bfl.openapi.yaml, the Black Forest Labs FLUX API as Hubu uses it (and as mockflux
 // serves it, with its mock-only routes).
 package bflapi
-
-//go:generate go tool oapi-codegen -config oapi-codegen.yaml ../bfl.openapi.yaml

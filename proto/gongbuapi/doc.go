@@ -1,5 +1,3 @@
 // Package gongbuapi holds the Go types, chi server interface and HTTP client generated from
 // proto/gongbu.openapi.yaml, Gongbu's HTTP contract.
 package gongbuapi
-
-//go:generate go tool oapi-codegen -config oapi-codegen.yaml ../gongbu.openapi.yaml

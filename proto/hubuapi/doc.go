@@ -1,5 +1,3 @@
 // Package hubuapi holds the Go types, chi server interface and HTTP client generated from
 // proto/hubu.openapi.yaml, Hubu's HTTP contract.
 package hubuapi
-
-//go:generate go tool oapi-codegen -config oapi-codegen.yaml ../hubu.openapi.yaml

@@ -21,7 +21,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"hubu.dev/hubu/failpoint"
+	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/argguard"

@@ -9,8 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
-	hubu.dev/hubu/failpoint v0.0.0-00010101000000-000000000000
-	hubu.dev/hubu/httpjson v0.0.0-00010101000000-000000000000
+	hubu.dev/hubu/kit v0.0.0-00010101000000-000000000000
 	hubu.dev/hubu/proto v0.0.0-00010101000000-000000000000
 	hubu.dev/hubu/sql v0.0.0-00010101000000-000000000000
 )
@@ -41,8 +40,8 @@ require (
 )
 
 replace (
-	hubu.dev/hubu/failpoint => ../../failpoint
-	hubu.dev/hubu/httpjson => ../../httpjson
 	hubu.dev/hubu/proto => ../../proto
 	hubu.dev/hubu/sql => ../../sql
 )
+
+replace hubu.dev/hubu/kit => ../../kit

@@ -7,11 +7,10 @@ require github.com/google/uuid v1.6.0
 require (
 	github.com/chromedp/chromedp v0.23.0
 	github.com/go-chi/chi/v5 v5.5.0
-	github.com/jackc/pgx/v5 v5.9.2
+	github.com/jackc/pgx/v5 v5.13.0
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0
-	hubu.dev/hubu/failpoint v0.0.0-00010101000000-000000000000
-	hubu.dev/hubu/httpjson v0.0.0-00010101000000-000000000000
+	hubu.dev/hubu/kit v0.0.0-00010101000000-000000000000
 	hubu.dev/hubu/proto v0.0.0-00010101000000-000000000000
 	hubu.dev/hubu/sql v0.0.0-00010101000000-000000000000
 )
@@ -30,7 +29,7 @@ require (
 	github.com/jackc/pgerrcode v0.0.0-20220416144525-469b46aa5efa // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/puddle/v2 v2.2.2 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/oapi-codegen/runtime v1.9.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -45,8 +44,8 @@ require (
 )
 
 replace (
-	hubu.dev/hubu/failpoint => ../../failpoint
-	hubu.dev/hubu/httpjson => ../../httpjson
 	hubu.dev/hubu/proto => ../../proto
 	hubu.dev/hubu/sql => ../../sql
 )
+
+replace hubu.dev/hubu/kit => ../../kit

@@ -31,3 +31,5 @@ require (
 )
 
 replace hubu.dev/hubu/proto => ../../proto
+
+replace hubu.dev/hubu/kit => ../../kit

@@ -23,7 +23,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"hubu.dev/hubu/failpoint"
+	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/postgres"
 	"hubu.dev/hubu/services/gongbu/vendorkey"

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"hubu.dev/hubu/httpjson"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/gongbu"
 )

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"hubu.dev/hubu/httpjson"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/flux"

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"hubu.dev/hubu/httpjson"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"hubu.dev/hubu/httpjson"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 )

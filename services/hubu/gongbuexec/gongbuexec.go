@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"hubu.dev/hubu/httpjson"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/hubu"
 )

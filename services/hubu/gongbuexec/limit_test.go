@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"hubu.dev/hubu/httpjson"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/services/hubu/gongbuexec"
 )
 

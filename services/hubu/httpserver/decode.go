@@ -4,7 +4,7 @@ import (
 	"errors"
 	"net/http"
 
-	"hubu.dev/hubu/httpjson"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/services/hubu"
 )
 

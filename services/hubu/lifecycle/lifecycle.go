@@ -13,7 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"hubu.dev/hubu/failpoint"
+	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/postgres"
 )

@@ -24,7 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"hubu.dev/hubu/failpoint"
+	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/flux"

@@ -22,7 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"hubu.dev/hubu/failpoint"
+	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/console"
 	"hubu.dev/hubu/services/hubu/gongbuexec"

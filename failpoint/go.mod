@@ -1,3 +1,0 @@
-module hubu.dev/hubu/failpoint
-
-go 1.26.8

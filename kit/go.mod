@@ -1,0 +1,3 @@
+module hubu.dev/hubu/kit
+
+go 1.26.8
