@@ -1,0 +1,89 @@
+// Package contract holds the formats every layer must agree on byte for byte: the router's
+// private operation key, the public handle an agent sees, and generate_image's request with
+// its limits. The OpenAPI specs beside it (../*.openapi.yaml) state the same rules for HTTP,
+// and the router's tool schema states them for MCP; tests keep each of them equal to this.
+package contract
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+)
+
+// Key and handle formats: hubu:operation:v1:<platform>:<uuid> is the router's private key,
+// never shown to an agent; hubu:public-operation:v1:<uuid> is the handle it may see and pass
+// back. Both end in a random UUID of their own, so one cannot be derived from the other.
+const (
+	OperationKeyPrefix = "hubu:operation:v1:"
+	PublicHandlePrefix = "hubu:public-operation:v1:"
+
+	uuidPattern = `[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`
+	// PublicHandlePattern and OperationKeyPattern are the specs' patterns.
+	PublicHandlePattern = `^hubu:public-operation:v1:` + uuidPattern + `$`
+	OperationKeyPattern = `^hubu:operation:v1:[a-z0-9][a-z0-9-]{0,31}:` + uuidPattern + `$`
+)
+
+var (
+	publicHandleRE = regexp.MustCompile(PublicHandlePattern)
+	operationKeyRE = regexp.MustCompile(OperationKeyPattern)
+)
+
+// NewPublicHandle returns a fresh public handle.
+func NewPublicHandle() string { return PublicHandlePrefix + uuid.NewString() }
+
+// NewOperationKey returns a fresh private operation key for a call from platform.
+func NewOperationKey(platform string) string {
+	return OperationKeyPrefix + platform + ":" + uuid.NewString()
+}
+
+// IsPublicHandle reports whether s is a well-formed public handle.
+func IsPublicHandle(s string) bool { return publicHandleRE.MatchString(s) }
+
+// IsOperationKey reports whether s is a well-formed private operation key.
+func IsOperationKey(s string) bool { return operationKeyRE.MatchString(s) }
+
+// ImageRequest is generate_image's request: what the agent asks for, as the router hashes
+// it, Hubu prices and records it, and Gongbu submits it.
+type ImageRequest struct {
+	Prompt       string  `json:"prompt"`
+	Model        string  `json:"model"`
+	Width        int     `json:"width"`
+	Height       int     `json:"height"`
+	Seed         *int64  `json:"seed,omitempty"`
+	OutputFormat *string `json:"output_format,omitempty"`
+}
+
+// The limits of an ImageRequest, which are the FLUX API's.
+const (
+	PromptMaxChars = 4000 // characters (runes), at least one, no NUL
+	SideMin        = 256  // pixels, width and height alike
+	SideMax        = 1440
+	SideStep       = 32        // a side is a multiple of this
+	SeedMax        = 1<<53 - 1 // the largest integer every JSON reader keeps exactly
+	FormatPNG      = "png"
+	FormatJPEG     = "jpeg"
+	// ModelPattern is a model name: the catalog decides which names exist.
+	ModelPattern = `^[a-z0-9][a-z0-9._-]{0,63}$`
+)
+
+var modelRE = regexp.MustCompile(ModelPattern)
+
+// ValidPrompt reports whether p is 1 to PromptMaxChars characters of UTF-8 without NUL.
+func ValidPrompt(p string) bool {
+	n := utf8.RuneCountInString(p)
+	return n > 0 && n <= PromptMaxChars && utf8.ValidString(p) && !strings.ContainsRune(p, 0)
+}
+
+// ValidModel reports whether m is shaped like a model name.
+func ValidModel(m string) bool { return modelRE.MatchString(m) }
+
+// ValidSide reports whether n is an allowed width or height.
+func ValidSide(n int64) bool { return n >= SideMin && n <= SideMax && n%SideStep == 0 }
+
+// ValidSeed reports whether s is an allowed seed.
+func ValidSeed(s int64) bool { return s >= 0 && s <= SeedMax }
+
+// ValidOutputFormat reports whether f is an allowed output format.
+func ValidOutputFormat(f string) bool { return f == FormatPNG || f == FormatJPEG }
