@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"hubu.dev/hubu/proto/contract"
 )
 
 // State is where an operation stands. The final states never change again.
@@ -49,14 +51,7 @@ type Scope struct {
 }
 
 // ImageRequest is a validated generate_image request.
-type ImageRequest struct {
-	Prompt       string  `json:"prompt"`
-	Model        string  `json:"model"`
-	Width        int     `json:"width"`
-	Height       int     `json:"height"`
-	Seed         *int64  `json:"seed,omitempty"`
-	OutputFormat *string `json:"output_format,omitempty"`
-}
+type ImageRequest = contract.ImageRequest
 
 // AuthorizeRequest is what the router sends for a new or re-delivered spend call.
 type AuthorizeRequest struct {
@@ -96,6 +91,7 @@ type Operation struct {
 	Denial            *Denial
 	ApprovalExpiresAt *time.Time
 	DecidedBy         *string
+	DecidedAt         *time.Time // when a person approved or denied it, or it expired
 	FailureReason     *string
 	HeldMicros        int64
 	CapturedMicros    int64
@@ -168,10 +164,29 @@ type Principal struct {
 // LedgerEntry is one append-only movement of an operation's money.
 type LedgerEntry struct {
 	ID           int64
-	Kind         string // hold, capture, release
+	Kind         string // LedgerHold, LedgerCapture or LedgerRelease
 	AmountMicros int64
 	Currency     string
 	CreatedAt    time.Time
+}
+
+// Ledger entry kinds.
+const (
+	LedgerHold    = "hold"
+	LedgerCapture = "capture"
+	LedgerRelease = "release"
+)
+
+// BudgetDelta is what e adds to its agent's budget use, which counts what operations hold
+// and what they captured: a capture turns held money into spent money and adds nothing.
+func (e LedgerEntry) BudgetDelta() int64 {
+	switch e.Kind {
+	case LedgerHold:
+		return e.AmountMicros
+	case LedgerRelease:
+		return -e.AmountMicros
+	}
+	return 0
 }
 
 // Policy is an agent's spending policy.

@@ -17,11 +17,11 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/credential"
 	"hubu.dev/hubu/services/hubu/postgres"
@@ -271,13 +271,11 @@ func (c *Console) fragment(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(buf.Bytes())
 }
 
-var publicHandleRE = regexp.MustCompile(`^hubu:public-operation:v1:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
 // confirm shows one held operation and the form that approves or denies it.
 func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	action, handle := q.Get("action"), q.Get("handle")
-	if (action != "approve" && action != "deny") || !publicHandleRE.MatchString(handle) {
+	if (action != "approve" && action != "deny") || !contract.IsPublicHandle(handle) {
 		c.errorPage(w, r, http.StatusBadRequest, "Choose an operation to approve or deny from the pending list.")
 		return
 	}
@@ -303,7 +301,7 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) approve(w http.ResponseWriter, r *http.Request) {
 	handle := r.PostForm.Get("handle")
-	if !publicHandleRE.MatchString(handle) {
+	if !contract.IsPublicHandle(handle) {
 		c.errorPage(w, r, http.StatusBadRequest, "That is not a public handle.")
 		return
 	}
@@ -314,7 +312,7 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) deny(w http.ResponseWriter, r *http.Request) {
 	handle, reason := r.PostForm.Get("handle"), strings.TrimSpace(r.PostForm.Get("reason"))
-	if !publicHandleRE.MatchString(handle) {
+	if !contract.IsPublicHandle(handle) {
 		c.errorPage(w, r, http.StatusBadRequest, "That is not a public handle.")
 		return
 	}
@@ -363,14 +361,14 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 		names[b.Agent.ID.String()] = b.Agent.Name
 		p.Budgets = append(p.Budgets, budgetView{
 			Agent: b.Agent.Name, Period: b.Budget.Period, PeriodStart: stamp(b.Budget.PeriodStart),
-			Limit: money(b.Budget.LimitMicros, b.Budget.Currency), Used: money(b.Budget.UsedMicros, b.Budget.Currency),
-			Left: money(b.Budget.RemainingMicros, b.Budget.Currency),
+			Limit: hubu.FormatMoney(b.Budget.LimitMicros, b.Budget.Currency), Used: hubu.FormatMoney(b.Budget.UsedMicros, b.Budget.Currency),
+			Left: hubu.FormatMoney(b.Budget.RemainingMicros, b.Budget.Currency),
 		})
 	}
 	for _, op := range recent {
 		v := operationView{approvalView: approvalOf(op.Operation, names),
-			Held: money(op.HeldMicros, op.Currency), Captured: money(op.CapturedMicros, op.Currency),
-			Released: money(op.ReleasedMicros, op.Currency)}
+			Held: hubu.FormatMoney(op.HeldMicros, op.Currency), Captured: hubu.FormatMoney(op.CapturedMicros, op.Currency),
+			Released: hubu.FormatMoney(op.ReleasedMicros, op.Currency)}
 		if op.DecidedBy != nil {
 			v.DecidedBy = *op.DecidedBy
 		}
@@ -380,7 +378,7 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 			v.Note = *op.FailureReason
 		}
 		for _, e := range op.Ledger {
-			v.Ledger = append(v.Ledger, ledgerView{Kind: e.Kind, Amount: money(e.AmountMicros, e.Currency), At: stamp(e.CreatedAt)})
+			v.Ledger = append(v.Ledger, ledgerView{Kind: e.Kind, Amount: hubu.FormatMoney(e.AmountMicros, e.Currency), At: stamp(e.CreatedAt)})
 		}
 		p.Operations = append(p.Operations, v)
 	}
@@ -452,7 +450,7 @@ func approvalOf(op hubu.Operation, names map[string]string) approvalView {
 	_ = json.Unmarshal(op.Arguments, &args) // Hubu stored them validated; a failure leaves the prompt empty
 	v := approvalView{
 		Handle: op.PublicHandle, Agent: names[op.AgentID.String()], Model: op.Scope.Model, Size: op.Scope.Size,
-		Amount: money(op.AmountMicros, op.Currency), Prompt: args.Prompt, State: string(op.State), RequestedAt: stamp(op.CreatedAt),
+		Amount: hubu.FormatMoney(op.AmountMicros, op.Currency), Prompt: args.Prompt, State: string(op.State), RequestedAt: stamp(op.CreatedAt),
 	}
 	if v.Agent == "" {
 		v.Agent = op.AgentID.String()

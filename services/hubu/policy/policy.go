@@ -5,32 +5,31 @@ package policy
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"hubu.dev/hubu/services/hubu"
 )
 
-// Outcome is the policy's verdict.
-type Outcome int
+// Action is what the policy does with a new operation.
+type Action int
 
 const (
-	Approve Outcome = iota // within the auto-approve limit: execute now
-	Hold                   // above the auto-approve limit: hold the budget and wait for a human
-	Deny                   // refused; nothing is held
+	Approve Action = iota // within the auto-approve limit: execute now
+	Hold                  // above the auto-approve limit: hold the budget and wait for a human
+	Deny                  // refused; nothing is held
 )
 
-// Verdict is an Outcome, with the denial when it is Deny.
+// Verdict is an Action, with the denial when it is Deny.
 type Verdict struct {
-	Outcome Outcome
-	Denial  *hubu.Denial
+	Action Action
+	Denial *hubu.Denial
 }
 
 // Decide applies p to an operation of amount in currency for scope, given usedMicros of the
 // current budget period. The checks run from the hardest refusal to the softest.
 func Decide(p hubu.Policy, scope hubu.Scope, amount int64, currency string, usedMicros int64) Verdict {
 	deny := func(code, format string, args ...any) Verdict {
-		return Verdict{Outcome: Deny, Denial: &hubu.Denial{Code: code, Message: fmt.Sprintf(format, args...)}}
+		return Verdict{Action: Deny, Denial: &hubu.Denial{Code: code, Message: fmt.Sprintf(format, args...)}}
 	}
 	switch {
 	case currency != p.Currency:
@@ -41,15 +40,15 @@ func Decide(p hubu.Policy, scope hubu.Scope, amount int64, currency string, used
 		return deny(hubu.DenialDenied, "model %s is not allowed for this agent", scope.Model)
 	case amount > p.PerOperationCeilingMicros:
 		return deny(hubu.DenialDenied, "%s is above the agent's per-operation ceiling of %s",
-			FormatMicros(amount, currency), FormatMicros(p.PerOperationCeilingMicros, currency))
+			hubu.FormatMoney(amount, currency), hubu.FormatMoney(p.PerOperationCeilingMicros, currency))
 	case amount > p.BudgetMicros-usedMicros:
 		return deny(hubu.DenialBudgetExceeded, "%s would exceed the agent's %s budget of %s (%s left)",
-			FormatMicros(amount, currency), p.BudgetPeriod, FormatMicros(p.BudgetMicros, currency),
-			FormatMicros(max(p.BudgetMicros-usedMicros, 0), currency))
+			hubu.FormatMoney(amount, currency), p.BudgetPeriod, hubu.FormatMoney(p.BudgetMicros, currency),
+			hubu.FormatMoney(max(p.BudgetMicros-usedMicros, 0), currency))
 	case amount > p.AutoApproveLimitMicros:
-		return Verdict{Outcome: Hold}
+		return Verdict{Action: Hold}
 	}
-	return Verdict{Outcome: Approve}
+	return Verdict{Action: Approve}
 }
 
 func allowed(list []string, name string) bool {
@@ -82,19 +81,4 @@ func PeriodEnd(period string, start time.Time) time.Time {
 		return start.AddDate(0, 1, 0)
 	}
 	return start.AddDate(0, 0, 1)
-}
-
-// FormatMicros renders an amount for people: 25000 USD is "USD 0.025", 1000000 is "USD 1.00".
-func FormatMicros(micros int64, currency string) string {
-	sign := ""
-	if micros < 0 {
-		sign, micros = "-", -micros
-	}
-	whole, frac := micros/1_000_000, micros%1_000_000
-	s := fmt.Sprintf("%s%d.%06d", sign, whole, frac)
-	// Trim trailing zeros but keep cents.
-	for len(s) > 0 && s[len(s)-1] == '0' && len(s)-strings.IndexByte(s, '.') > 3 {
-		s = s[:len(s)-1]
-	}
-	return currency + " " + s
 }

@@ -16,7 +16,7 @@ func TestDecide(t *testing.T) {
 		policy func(*hubu.Policy)
 		amount int64
 		used   int64
-		want   Outcome
+		want   Action
 		code   string
 	}{
 		{"within auto-approve", nil, 25_000, 0, Approve, ""},
@@ -38,8 +38,8 @@ func TestDecide(t *testing.T) {
 				c.policy(&pol)
 			}
 			v := Decide(pol, scope, c.amount, "USD", c.used)
-			if v.Outcome != c.want {
-				t.Fatalf("outcome = %v, want %v (%+v)", v.Outcome, c.want, v.Denial)
+			if v.Action != c.want {
+				t.Fatalf("action = %v, want %v (%+v)", v.Action, c.want, v.Denial)
 			}
 			if c.code != "" && (v.Denial == nil || v.Denial.Code != c.code) {
 				t.Fatalf("denial = %+v, want code %s", v.Denial, c.code)
@@ -72,15 +72,6 @@ func TestPeriodStart(t *testing.T) {
 		start, _ := PeriodStart(period, now)
 		if got := PeriodEnd(period, start); !got.Equal(want) {
 			t.Errorf("PeriodEnd(%s) = %v, want %v", period, got, want)
-		}
-	}
-}
-
-func TestFormatMicros(t *testing.T) {
-	t.Parallel()
-	for micros, want := range map[int64]string{25_000: "USD 0.025", 1_000_000: "USD 1.00", 3: "USD 0.000003", 60_000: "USD 0.06"} {
-		if got := FormatMicros(micros, "USD"); got != want {
-			t.Errorf("FormatMicros(%d) = %q, want %q", micros, got, want)
 		}
 	}
 }

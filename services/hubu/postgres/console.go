@@ -30,7 +30,7 @@ func (s *Store) ListRecentOperations(ctx context.Context, now time.Time, limit i
 	}
 	ids := make([]uuid.UUID, 0, len(rows))
 	for _, r := range rows {
-		ids = append(ids, r.ID)
+		ids = append(ids, r.Operation.ID)
 	}
 	entries, err := s.q.ListLedgerEntriesOf(ctx, s.pool, ids)
 	if err != nil {
@@ -44,11 +44,7 @@ func (s *Store) ListRecentOperations(ctx context.Context, now time.Time, limit i
 	}
 	out := make([]RecentOperation, 0, len(rows))
 	for _, r := range rows {
-		op, err := s.operation(ctx, s.pool, r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, RecentOperation{Operation: op, Ledger: byOp[r.ID]})
+		out = append(out, RecentOperation{Operation: operationOf(r.Operation, r.Held, r.Captured, r.Released), Ledger: byOp[r.Operation.ID]})
 	}
 	return out, nil
 }

@@ -51,7 +51,8 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 	}
 
 	type result struct {
-		row      hubudb.Operation
+		row      hubudb.Operation // the record already there, when replayed
+		op       hubu.Operation
 		replayed bool
 	}
 	res, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (result, error) {
@@ -80,36 +81,34 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 			return result{}, fmt.Errorf("budget usage: %w", err)
 		}
 
-		ins := hubudb.InsertOperationParams{
-			ID: uuid.New(), AgentID: agentID, OperationKey: req.OperationKey, PublicHandle: req.PublicHandle,
-			Tool: req.Tool, Arguments: args, RequestHash: req.RequestHash, Account: agent.Account,
-			Provider: scope.Provider, Model: scope.Model, Size: scope.Size, AmountMicros: price.AmountMicros,
-			Currency: price.Currency, BudgetDay: day, CreatedAt: now,
-		}
 		verdict := policy.Decide(pol, scope, price.AmountMicros, price.Currency, used)
-		switch verdict.Outcome {
-		case policy.Approve:
-			id := uuid.New()
-			ins.State, ins.DecisionID = string(hubu.StateDispatching), &id
-		case policy.Hold:
-			expires := now.Add(s.ApprovalTTL)
-			ins.State, ins.ApprovalExpiresAt = string(hubu.StatePendingApproval), &expires
-		case policy.Deny:
-			ins.State, ins.DenialCode, ins.DenialMessage = string(hubu.StateDenied), &verdict.Denial.Code, &verdict.Denial.Message
+		ch, err := hubu.Operation{
+			ID: uuid.New(), AgentID: agentID, PublicHandle: req.PublicHandle, Tool: req.Tool, Arguments: args,
+			RequestHash: req.RequestHash, Account: agent.Account, Scope: scope, AmountMicros: price.AmountMicros,
+			Currency: price.Currency, CreatedAt: now,
+		}.Authorize(authorization[verdict.Action], verdict.Denial, s.ApprovalTTL)
+		if err != nil {
+			return result{}, err
 		}
-		row, err := s.q.InsertOperation(ctx, tx, ins)
+		o := ch.Operation
+		code, message := denialColumns(o.Denial)
+		row, err := s.q.InsertOperation(ctx, tx, hubudb.InsertOperationParams{
+			ID: o.ID, AgentID: agentID, OperationKey: req.OperationKey, PublicHandle: req.PublicHandle,
+			Tool: req.Tool, Arguments: args, RequestHash: req.RequestHash, Account: o.Account,
+			Provider: scope.Provider, Model: scope.Model, Size: scope.Size, AmountMicros: o.AmountMicros,
+			Currency: o.Currency, State: string(o.State), BudgetDay: day, DecisionID: o.DecisionID,
+			DenialCode: code, DenialMessage: message, ApprovalExpiresAt: o.ApprovalExpiresAt, CreatedAt: now,
+		})
 		if uniqueViolation(err, "operations_public_handle_key") {
 			return result{}, hubu.Errorf(hubu.CodeConflict, "the public handle belongs to another operation")
 		}
 		if err != nil {
 			return result{}, fmt.Errorf("insert operation: %w", err)
 		}
-		if verdict.Outcome != policy.Deny && price.AmountMicros > 0 {
-			if err := s.hold(ctx, tx, row, now); err != nil {
-				return result{}, err
-			}
+		if err := s.writeLedger(ctx, tx, row, ch.Ledger); err != nil {
+			return result{}, err
 		}
-		return result{row: row}, nil
+		return result{op: changed(row, ch)}, nil
 	})
 	if err != nil {
 		return hubu.Operation{}, false, err
@@ -118,8 +117,12 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 		op, err := s.replay(ctx, res.row, want, now)
 		return op, true, err
 	}
-	op, err = s.operation(ctx, s.pool, res.row)
-	return op, false, err
+	return res.op, false, nil
+}
+
+// authorization is the first event of a new operation under each action of policy.
+var authorization = map[policy.Action]hubu.Event{
+	policy.Approve: hubu.EventAutoApprove, policy.Hold: hubu.EventHold, policy.Deny: hubu.EventRefuse,
 }
 
 // replay checks that a re-sent request asks for exactly the work the record holds. The
@@ -156,51 +159,6 @@ func (s *Store) replay(ctx context.Context, existing, want hubudb.Operation, now
 		return s.expireIfDue(ctx, existing.ID, now)
 	}
 	return s.operation(ctx, s.pool, existing)
-}
-
-// hold places an operation's hold in the ledger and its budget period.
-func (s *Store) hold(ctx context.Context, tx pgx.Tx, row hubudb.Operation, now time.Time) error {
-	if _, err := s.q.InsertLedgerEntry(ctx, tx, hubudb.InsertLedgerEntryParams{
-		OperationID: row.ID, Kind: "hold", AmountMicros: row.AmountMicros, Currency: row.Currency, CreatedAt: now,
-	}); err != nil {
-		return fmt.Errorf("ledger hold: %w", err)
-	}
-	if _, err := s.q.AddBudgetUsage(ctx, tx, hubudb.AddBudgetUsageParams{AgentID: row.AgentID, Day: row.BudgetDay, Delta: row.AmountMicros}); err != nil {
-		return fmt.Errorf("budget hold: %w", err)
-	}
-	return nil
-}
-
-// settle captures captured of what is still held and releases the rest.
-func (s *Store) settle(ctx context.Context, tx pgx.Tx, row hubudb.Operation, captured int64, now time.Time) error {
-	t, err := s.q.LedgerTotals(ctx, tx, row.ID)
-	if err != nil {
-		return fmt.Errorf("ledger totals: %w", err)
-	}
-	outstanding := t.Held - t.Captured - t.Released
-	if captured > outstanding {
-		return fmt.Errorf("capture %d exceeds the %d held", captured, outstanding)
-	}
-	entries := []struct {
-		kind   string
-		amount int64
-	}{{"capture", captured}, {"release", outstanding - captured}}
-	for _, e := range entries {
-		if e.amount == 0 {
-			continue
-		}
-		if _, err := s.q.InsertLedgerEntry(ctx, tx, hubudb.InsertLedgerEntryParams{
-			OperationID: row.ID, Kind: e.kind, AmountMicros: e.amount, Currency: row.Currency, CreatedAt: now,
-		}); err != nil {
-			return fmt.Errorf("ledger %s: %w", e.kind, err)
-		}
-	}
-	if released := outstanding - captured; released > 0 {
-		if _, err := s.q.AddBudgetUsage(ctx, tx, hubudb.AddBudgetUsageParams{AgentID: row.AgentID, Day: row.BudgetDay, Delta: -released}); err != nil {
-			return fmt.Errorf("budget release: %w", err)
-		}
-	}
-	return nil
 }
 
 // GetOperation returns an operation by public handle. An agent sees only its own: any
@@ -255,59 +213,29 @@ func (s *Store) ListPendingApprovals(ctx context.Context, now time.Time) ([]hubu
 	}
 	out := make([]hubu.Operation, 0, len(rows))
 	for _, r := range rows {
-		op, err := s.operation(ctx, s.pool, r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, op)
+		out = append(out, operationOf(r.Operation, r.Held, r.Captured, r.Released))
 	}
 	return out, nil
 }
 
-// Approve approves a held operation and issues its decision. Approving it again answers the
-// same; an operation that was denied, expired or never held cannot be approved.
+// Approve approves a held operation and issues its decision (hubu.Operation.Approve).
 func (s *Store) Approve(ctx context.Context, operator, handle string, now time.Time) (hubu.Operation, error) {
-	return s.decide(ctx, handle, now, func(tx pgx.Tx, row hubudb.Operation) (hubudb.Operation, error) {
-		switch {
-		case row.State == string(hubu.StatePendingApproval):
-			id := uuid.New()
-			resumeBy := now.Add(s.ApprovalTTL)
-			return s.q.ApproveOperation(ctx, tx, hubudb.ApproveOperationParams{
-				ID: row.ID, DecisionID: &id, DecidedBy: &operator, DecidedAt: &now, ApprovalExpiresAt: &resumeBy,
-			})
-		case row.State == string(hubu.StateExpired):
-			return row, hubu.Errorf(hubu.CodeConflict, "the approval expired; the agent must make a new call")
-		case row.State == string(hubu.StateDenied):
-			return row, hubu.Errorf(hubu.CodeConflict, "the operation was denied")
-		case row.DecidedBy != nil && row.DecisionID != nil:
-			return row, nil // approved before, and still standing
-		}
-		return row, hubu.Errorf(hubu.CodeConflict, "the operation is not waiting for approval (state %s)", row.State)
+	return s.decide(ctx, handle, now, func(op hubu.Operation) (hubu.Change, error) {
+		return op.Approve(operator, now, s.ApprovalTTL)
 	})
 }
 
 // Deny refuses a held operation, or an approved one the agent has not resumed, and releases
-// its hold. Denying it again answers the same.
+// its hold (hubu.Operation.Deny).
 func (s *Store) Deny(ctx context.Context, operator, handle, reason string, now time.Time) (hubu.Operation, error) {
-	if reason == "" {
-		reason = "denied by an operator"
-	}
-	return s.decide(ctx, handle, now, func(tx pgx.Tx, row hubudb.Operation) (hubudb.Operation, error) {
-		switch {
-		case row.State == string(hubu.StatePendingApproval), row.State == string(hubu.StateApproved):
-			return s.close(ctx, tx, row, hubu.StateDenied, hubu.DenialDenied, reason, &operator, now)
-		case row.State == string(hubu.StateDenied) && row.DecidedBy != nil:
-			return row, nil
-		case row.State == string(hubu.StateExpired):
-			return row, hubu.Errorf(hubu.CodeConflict, "the approval expired already")
-		}
-		return row, hubu.Errorf(hubu.CodeConflict, "the operation is not waiting for approval (state %s)", row.State)
+	return s.decide(ctx, handle, now, func(op hubu.Operation) (hubu.Change, error) {
+		return op.Deny(operator, reason, now)
 	})
 }
 
-// decide runs an operator's decision on a locked operation, expiring it first when its
-// approval window has passed.
-func (s *Store) decide(ctx context.Context, handle string, now time.Time, fn func(pgx.Tx, hubudb.Operation) (hubudb.Operation, error)) (hubu.Operation, error) {
+// decide runs an operator's decision, expiring the operation first when its approval window
+// has passed.
+func (s *Store) decide(ctx context.Context, handle string, now time.Time, decision event) (hubu.Operation, error) {
 	row, err := s.q.GetOperationByHandle(ctx, s.pool, handle)
 	if isNoRows(err) {
 		return hubu.Operation{}, hubu.Errorf(hubu.CodeNotFound, "no operation with that public handle")
@@ -315,28 +243,7 @@ func (s *Store) decide(ctx context.Context, handle string, now time.Time, fn fun
 	if err != nil {
 		return hubu.Operation{}, fmt.Errorf("get operation: %w", err)
 	}
-	type out struct {
-		row hubudb.Operation
-		err error // a refusal, returned after the expiry (if any) is committed
-	}
-	res, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (out, error) {
-		row, err := s.lockAndExpire(ctx, tx, row.ID, now)
-		if err != nil {
-			return out{}, err
-		}
-		next, ferr := fn(tx, row)
-		if ferr != nil && hubu.ErrorCode(ferr) == hubu.CodeInternal {
-			return out{}, ferr
-		}
-		return out{row: next, err: ferr}, nil
-	})
-	if err != nil {
-		return hubu.Operation{}, err
-	}
-	if res.err != nil {
-		return hubu.Operation{}, res.err
-	}
-	return s.operation(ctx, s.pool, res.row)
+	return s.transition(ctx, row.ID, expire(now), decision)
 }
 
 // Resume moves an approved operation to dispatching, once. In any other state it changes
@@ -346,151 +253,62 @@ func (s *Store) Resume(ctx context.Context, who hubu.Principal, handle string, n
 	if err != nil {
 		return hubu.Operation{}, err
 	}
-	row, err = withTxV(ctx, s.pool, func(tx pgx.Tx) (hubudb.Operation, error) {
-		row, err := s.lockAndExpire(ctx, tx, row.ID, now)
-		if err != nil || row.State != string(hubu.StateApproved) {
-			return row, err
-		}
-		return s.q.SetOperationState(ctx, tx, hubudb.SetOperationStateParams{
-			ID: row.ID, FromState: string(hubu.StateApproved), ToState: string(hubu.StateDispatching), Now: now,
-		})
+	return s.transition(ctx, row.ID, expire(now), func(op hubu.Operation) (hubu.Change, error) {
+		return op.Resume(now), nil
 	})
-	if err != nil {
-		return hubu.Operation{}, fmt.Errorf("resume: %w", err)
-	}
-	return s.operation(ctx, s.pool, row)
 }
 
 // MarkExecuting records that the executor accepted a decision. It is a no-op when the
 // operation moved on already (the executor may settle before this is recorded).
 func (s *Store) MarkExecuting(ctx context.Context, decisionID uuid.UUID, now time.Time) (hubu.Operation, error) {
-	byDecision, err := s.byDecision(ctx, s.pool, decisionID)
-	if err != nil {
-		return hubu.Operation{}, err
-	}
-	next, err := s.q.SetOperationState(ctx, s.pool, hubudb.SetOperationStateParams{
-		ID: byDecision.ID, FromState: string(hubu.StateDispatching), ToState: string(hubu.StateExecuting), Now: now,
+	return s.onDecision(ctx, decisionID, func(op hubu.Operation) (hubu.Change, error) {
+		return op.Accept(now), nil
 	})
-	if isNoRows(err) {
-		return s.operationByID(ctx, byDecision.ID)
-	}
-	if err != nil {
-		return hubu.Operation{}, fmt.Errorf("mark executing: %w", err)
-	}
-	return s.operation(ctx, s.pool, next)
 }
 
 // CountDispatchAttempt records one more try to hand a dispatching decision to the executor
 // (for operators: it is no evidence that the executor got it). ok is false, and nothing
 // changes, when the operation is no longer dispatching: it needs no hand-off.
 func (s *Store) CountDispatchAttempt(ctx context.Context, decisionID uuid.UUID, now time.Time) (op hubu.Operation, ok bool, err error) {
-	row, err := s.q.CountDispatchAttempt(ctx, s.pool, hubudb.CountDispatchAttemptParams{DecisionID: &decisionID, Now: now})
-	if isNoRows(err) {
-		op, err := s.GetDecision(ctx, decisionID)
-		return op, false, err
-	}
-	if err != nil {
-		return hubu.Operation{}, false, fmt.Errorf("count dispatch attempt: %w", err)
-	}
-	op, err = s.operation(ctx, s.pool, row)
-	return op, err == nil, err
+	op, err = s.onDecision(ctx, decisionID, func(op hubu.Operation) (hubu.Change, error) {
+		return op.HandOff(now), nil
+	})
+	// A hand-off leaves a dispatching operation dispatching, and changes no other.
+	return op, err == nil && op.State == hubu.StateDispatching, err
 }
 
 // GetDecision returns the operation a decision belongs to.
 func (s *Store) GetDecision(ctx context.Context, decisionID uuid.UUID) (hubu.Operation, error) {
-	row, err := s.byDecision(ctx, s.pool, decisionID)
+	row, err := s.byDecision(ctx, decisionID)
 	if err != nil {
 		return hubu.Operation{}, err
 	}
 	return s.operation(ctx, s.pool, row)
 }
 
-// Settle captures what an execution cost and releases the rest of the hold. The operation
-// succeeds; or, when failed is set (the provider charged, then failed the work), it fails
-// with reason. Settling again with the same amount and outcome answers the same.
+// Settle captures what an execution cost and releases the rest of the hold
+// (hubu.Operation.Settle).
 func (s *Store) Settle(ctx context.Context, decisionID uuid.UUID, amount int64, failed bool, reason string, now time.Time) (hubu.Operation, error) {
-	to := hubu.StateSucceeded
-	var failure *string
-	if failed {
-		if reason == "" {
-			reason = "the execution failed after the provider charged"
-		}
-		to, failure = hubu.StateFailed, &reason
-	}
-	return s.finish(ctx, decisionID, now, func(tx pgx.Tx, row hubudb.Operation, t hubudb.LedgerTotalsRow) (hubudb.Operation, error) {
-		switch {
-		case row.State == string(to) && t.Captured == amount:
-			return row, nil
-		case row.State == string(hubu.StateSucceeded):
-			return row, hubu.Errorf(hubu.CodeConflict, "the decision was settled already with another amount or outcome")
-		case row.State == string(hubu.StateFailed) && t.Captured == 0:
-			return row, hubu.Errorf(hubu.CodeConflict, "the decision was released already")
-		case row.State == string(hubu.StateFailed):
-			return row, hubu.Errorf(hubu.CodeConflict, "the decision was settled already with another amount or outcome")
-		}
-		if amount < 0 || amount > row.AmountMicros {
-			return row, hubu.Errorf(hubu.CodeInvalidArguments, "the captured amount must be between 0 and the authorized %d micros", row.AmountMicros)
-		}
-		if err := s.settle(ctx, tx, row, amount, now); err != nil {
-			return row, err
-		}
-		return s.q.SetOperationState(ctx, tx, hubudb.SetOperationStateParams{
-			ID: row.ID, FromState: row.State, ToState: string(to), FailureReason: failure, Now: now,
-		})
+	return s.onDecision(ctx, decisionID, func(op hubu.Operation) (hubu.Change, error) {
+		return op.Settle(amount, failed, reason, now)
 	})
 }
 
-// Release releases the whole hold of an execution that charged nothing; the operation fails.
-// Releasing again answers the same.
+// Release releases the whole hold of an execution that charged nothing; the operation fails
+// (hubu.Operation.Release).
 func (s *Store) Release(ctx context.Context, decisionID uuid.UUID, reason string, now time.Time) (hubu.Operation, error) {
-	if reason == "" {
-		reason = "released by the executor"
-	}
-	return s.finish(ctx, decisionID, now, func(tx pgx.Tx, row hubudb.Operation, t hubudb.LedgerTotalsRow) (hubudb.Operation, error) {
-		switch {
-		case row.State == string(hubu.StateFailed) && t.Captured == 0:
-			return row, nil
-		case row.State == string(hubu.StateFailed), row.State == string(hubu.StateSucceeded):
-			return row, hubu.Errorf(hubu.CodeConflict, "the decision was settled already")
-		}
-		if err := s.settle(ctx, tx, row, 0, now); err != nil {
-			return row, err
-		}
-		return s.q.SetOperationState(ctx, tx, hubudb.SetOperationStateParams{
-			ID: row.ID, FromState: row.State, ToState: string(hubu.StateFailed), FailureReason: &reason, Now: now,
-		})
+	return s.onDecision(ctx, decisionID, func(op hubu.Operation) (hubu.Change, error) {
+		return op.Release(reason, now)
 	})
 }
 
-// finish runs the executor's report of a decision's outcome on the locked operation.
-func (s *Store) finish(ctx context.Context, decisionID uuid.UUID, now time.Time, fn func(pgx.Tx, hubudb.Operation, hubudb.LedgerTotalsRow) (hubudb.Operation, error)) (hubu.Operation, error) {
-	row, err := s.byDecision(ctx, s.pool, decisionID)
+// onDecision runs a report about a decision on its operation.
+func (s *Store) onDecision(ctx context.Context, decisionID uuid.UUID, report event) (hubu.Operation, error) {
+	row, err := s.byDecision(ctx, decisionID)
 	if err != nil {
 		return hubu.Operation{}, err
 	}
-	row, err = withTxV(ctx, s.pool, func(tx pgx.Tx) (hubudb.Operation, error) {
-		row, err := s.q.LockOperation(ctx, tx, row.ID)
-		if err != nil {
-			return row, fmt.Errorf("lock operation: %w", err)
-		}
-		switch hubu.State(row.State) {
-		case hubu.StateApproved:
-			return row, hubu.Errorf(hubu.CodeConflict, "the operation has not been resumed; there is nothing to settle")
-		case hubu.StateDenied, hubu.StateExpired:
-			// An approval that was denied or expired before the agent resumed it keeps its
-			// decision id, but it was never handed to an executor: nothing may be reported.
-			return row, hubu.Errorf(hubu.CodeConflict, "the operation was %s before it was executed; there is nothing to settle", row.State)
-		}
-		t, err := s.q.LedgerTotals(ctx, tx, row.ID)
-		if err != nil {
-			return row, fmt.Errorf("ledger totals: %w", err)
-		}
-		return fn(tx, row, t)
-	})
-	if err != nil {
-		return hubu.Operation{}, err
-	}
-	return s.operation(ctx, s.pool, row)
+	return s.transition(ctx, row.ID, report)
 }
 
 // ExpireApprovals closes operations that waited for people past their deadline and releases
@@ -522,62 +340,109 @@ func (s *Store) ListDispatching(ctx context.Context, olderThan time.Time, limit 
 	}
 	out := make([]hubu.Operation, 0, len(rows))
 	for _, r := range rows {
-		op, err := s.operation(ctx, s.pool, r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, op)
+		out = append(out, operationOf(r.Operation, r.Held, r.Captured, r.Released))
 	}
 	return out, nil
 }
 
 func (s *Store) expireIfDue(ctx context.Context, id uuid.UUID, now time.Time) (hubu.Operation, error) {
-	row, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (hubudb.Operation, error) {
-		return s.lockAndExpire(ctx, tx, id, now)
-	})
-	if err != nil {
-		return hubu.Operation{}, err
-	}
-	return s.operation(ctx, s.pool, row)
-}
-
-// lockAndExpire locks an operation and closes it when it waited for people past its
-// deadline: held without a human decision, or approved without the agent's resume.
-func (s *Store) lockAndExpire(ctx context.Context, tx pgx.Tx, id uuid.UUID, now time.Time) (hubudb.Operation, error) {
-	row, err := s.q.LockOperation(ctx, tx, id)
-	if err != nil {
-		return row, fmt.Errorf("lock operation: %w", err)
-	}
-	if !waitsForPeople(row) || row.ApprovalExpiresAt == nil || now.Before(*row.ApprovalExpiresAt) {
-		return row, nil
-	}
-	msg := "no one approved the operation in time"
-	if row.State == string(hubu.StateApproved) {
-		msg = "the agent did not resume the approved operation in time"
-	}
-	return s.close(ctx, tx, row, hubu.StateExpired, hubu.DenialDenied, msg, nil, now)
+	return s.transition(ctx, id, expire(now))
 }
 
 func waitsForPeople(row hubudb.Operation) bool {
 	return row.State == string(hubu.StatePendingApproval) || row.State == string(hubu.StateApproved)
 }
 
-// close ends a held operation without a decision and releases its hold.
-func (s *Store) close(ctx context.Context, tx pgx.Tx, row hubudb.Operation, state hubu.State, code, message string, by *string, now time.Time) (hubudb.Operation, error) {
-	if err := s.settle(ctx, tx, row, 0, now); err != nil {
-		return row, err
-	}
-	next, err := s.q.CloseOperation(ctx, tx, hubudb.CloseOperationParams{
-		ID: row.ID, State: string(state), DenialCode: &code, DenialMessage: &message, DecidedBy: by, Now: &now,
-	})
-	if err != nil {
-		return row, fmt.Errorf("close operation: %w", err)
-	}
-	return next, nil
+// event is one of the operation's transitions (hubu.Operation's methods) with its arguments.
+type event func(hubu.Operation) (hubu.Change, error)
+
+// expire closes an operation that waited for people past its deadline: any read or decision
+// of one that waits for people runs it first.
+func expire(now time.Time) event {
+	return func(op hubu.Operation) (hubu.Change, error) { return op.Expire(now) }
 }
 
-func (s *Store) byDecision(ctx context.Context, db hubudb.DBTX, decisionID uuid.UUID) (hubudb.Operation, error) {
-	row, err := s.q.GetOperationByDecision(ctx, db, &decisionID)
+// transition runs events one after the other on the operation id, which it holds locked,
+// and writes what each changes. A refusal (a *hubu.Error) stops the run and is returned
+// after what the events before it changed (an expiry) is committed.
+func (s *Store) transition(ctx context.Context, id uuid.UUID, events ...event) (hubu.Operation, error) {
+	type out struct {
+		op      hubu.Operation
+		refusal error
+	}
+	res, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (out, error) {
+		row, err := s.q.LockOperation(ctx, tx, id)
+		if err != nil {
+			return out{}, fmt.Errorf("lock operation: %w", err)
+		}
+		// Read after the lock: every ledger entry of an operation is written under it.
+		op, err := s.operation(ctx, tx, row)
+		if err != nil {
+			return out{}, err
+		}
+		for _, ev := range events {
+			ch, err := ev(op)
+			if err != nil && hubu.ErrorCode(err) != hubu.CodeInternal {
+				return out{refusal: err}, nil
+			}
+			if err != nil {
+				return out{}, err
+			}
+			if op, err = s.write(ctx, tx, ch); err != nil {
+				return out{}, err
+			}
+		}
+		return out{op: op}, nil
+	})
+	if err != nil {
+		return hubu.Operation{}, err
+	}
+	return res.op, res.refusal
+}
+
+// write stores a change computed under the operation's lock: its new state, guarded by the
+// state it was computed from, and its ledger entries.
+func (s *Store) write(ctx context.Context, tx pgx.Tx, ch hubu.Change) (hubu.Operation, error) {
+	if ch.Event == "" {
+		return ch.Operation, nil
+	}
+	o := ch.Operation
+	code, message := denialColumns(o.Denial)
+	row, err := s.q.UpdateOperation(ctx, tx, hubudb.UpdateOperationParams{
+		ID: o.ID, FromState: string(ch.From), ToState: string(o.State), DecisionID: o.DecisionID,
+		DecidedBy: o.DecidedBy, DecidedAt: o.DecidedAt, ApprovalExpiresAt: o.ApprovalExpiresAt,
+		DenialCode: code, DenialMessage: message, FailureReason: o.FailureReason,
+		DispatchAttempts: int32(o.DispatchAttempts), Now: o.UpdatedAt,
+	})
+	if err != nil {
+		return hubu.Operation{}, fmt.Errorf("%s operation: %w", ch.Event, err)
+	}
+	if err := s.writeLedger(ctx, tx, row, ch.Ledger); err != nil {
+		return hubu.Operation{}, err
+	}
+	return changed(row, ch), nil
+}
+
+// writeLedger appends entries to an operation's ledger and moves its agent's budget use
+// (of the day it was authorized) with them.
+func (s *Store) writeLedger(ctx context.Context, tx pgx.Tx, row hubudb.Operation, entries []hubu.LedgerEntry) error {
+	for _, e := range entries {
+		if _, err := s.q.InsertLedgerEntry(ctx, tx, hubudb.InsertLedgerEntryParams{
+			OperationID: row.ID, Kind: e.Kind, AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt,
+		}); err != nil {
+			return fmt.Errorf("ledger %s: %w", e.Kind, err)
+		}
+		if delta := e.BudgetDelta(); delta != 0 {
+			if _, err := s.q.AddBudgetUsage(ctx, tx, hubudb.AddBudgetUsageParams{AgentID: row.AgentID, Day: row.BudgetDay, Delta: delta}); err != nil {
+				return fmt.Errorf("budget %s: %w", e.Kind, err)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Store) byDecision(ctx context.Context, decisionID uuid.UUID) (hubudb.Operation, error) {
+	row, err := s.q.GetOperationByDecision(ctx, s.pool, &decisionID)
 	if isNoRows(err) {
 		return row, hubu.Errorf(hubu.CodeNotFound, "no decision %s", decisionID)
 	}
@@ -587,26 +452,31 @@ func (s *Store) byDecision(ctx context.Context, db hubudb.DBTX, decisionID uuid.
 	return row, nil
 }
 
-func (s *Store) operationByID(ctx context.Context, id uuid.UUID) (hubu.Operation, error) {
-	row, err := s.q.GetOperation(ctx, s.pool, id)
-	if err != nil {
-		return hubu.Operation{}, fmt.Errorf("get operation: %w", err)
-	}
-	return s.operation(ctx, s.pool, row)
-}
-
-// operation converts a row and adds its ledger totals.
+// operation adds its ledger totals to a row.
 func (s *Store) operation(ctx context.Context, db hubudb.DBTX, r hubudb.Operation) (hubu.Operation, error) {
 	t, err := s.q.LedgerTotals(ctx, db, r.ID)
 	if err != nil {
 		return hubu.Operation{}, fmt.Errorf("ledger totals: %w", err)
 	}
+	return operationOf(r, t.Held, t.Captured, t.Released), nil
+}
+
+// changed is a row as a change left it, with the ledger totals the change computed: no one
+// else writes the ledger of an operation while its lock is held.
+func changed(r hubudb.Operation, ch hubu.Change) hubu.Operation {
+	o := ch.Operation
+	return operationOf(r, o.HeldMicros+o.CapturedMicros+o.ReleasedMicros, o.CapturedMicros, o.ReleasedMicros)
+}
+
+// operationOf converts a row with its ledger totals, as LedgerTotals sums them: held counts
+// every hold, including what was captured or released since.
+func operationOf(r hubudb.Operation, held, captured, released int64) hubu.Operation {
 	op := hubu.Operation{
 		ID: r.ID, AgentID: r.AgentID, PublicHandle: r.PublicHandle, Tool: r.Tool, Arguments: r.Arguments,
 		RequestHash: r.RequestHash, Account: r.Account, Scope: hubu.Scope{Provider: r.Provider, Model: r.Model, Size: r.Size},
 		AmountMicros: r.AmountMicros, Currency: r.Currency, State: hubu.State(r.State), DecisionID: r.DecisionID,
-		ApprovalExpiresAt: r.ApprovalExpiresAt, DecidedBy: r.DecidedBy, FailureReason: r.FailureReason,
-		HeldMicros: t.Held - t.Captured - t.Released, CapturedMicros: t.Captured, ReleasedMicros: t.Released,
+		ApprovalExpiresAt: r.ApprovalExpiresAt, DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, FailureReason: r.FailureReason,
+		HeldMicros: held - captured - released, CapturedMicros: captured, ReleasedMicros: released,
 		DispatchAttempts: int(r.DispatchAttempts), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if r.DecisionID != nil {
@@ -618,7 +488,14 @@ func (s *Store) operation(ctx context.Context, db hubudb.DBTX, r hubudb.Operatio
 	if r.DenialCode != nil {
 		op.Denial = &hubu.Denial{Code: *r.DenialCode, Message: deref(r.DenialMessage)}
 	}
-	return op, nil
+	return op
+}
+
+func denialColumns(d *hubu.Denial) (code, message *string) {
+	if d == nil {
+		return nil, nil
+	}
+	return &d.Code, &d.Message
 }
 
 func deref(s *string) string {

@@ -240,7 +240,7 @@ func (s *Store) Capabilities(ctx context.Context, agentID uuid.UUID, now time.Ti
 	var prices []hubu.Price
 	for _, p := range all {
 		v := policy.Decide(agent.Policy, hubu.Scope{Provider: p.Provider, Model: p.Model}, p.AmountMicros, p.Currency, 0)
-		if v.Outcome != policy.Deny {
+		if v.Action != policy.Deny {
 			prices = append(prices, p)
 		}
 	}

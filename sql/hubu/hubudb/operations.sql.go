@@ -12,202 +12,6 @@ import (
 	"github.com/google/uuid"
 )
 
-const approveOperation = `-- name: ApproveOperation :one
-UPDATE operations
-SET state = 'approved', decision_id = $2, decided_by = $3, decided_at = $4, updated_at = $4, approval_expires_at = $5
-WHERE id = $1 AND state = 'pending_approval'
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
-`
-
-type ApproveOperationParams struct {
-	ID                uuid.UUID
-	DecisionID        *uuid.UUID
-	DecidedBy         *string
-	DecidedAt         *time.Time
-	ApprovalExpiresAt *time.Time
-}
-
-// The agent must resume an approved operation before its new deadline.
-func (q *Queries) ApproveOperation(ctx context.Context, db DBTX, arg ApproveOperationParams) (Operation, error) {
-	row := db.QueryRow(ctx, approveOperation,
-		arg.ID,
-		arg.DecisionID,
-		arg.DecidedBy,
-		arg.DecidedAt,
-		arg.ApprovalExpiresAt,
-	)
-	var i Operation
-	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.OperationKey,
-		&i.PublicHandle,
-		&i.Tool,
-		&i.Arguments,
-		&i.RequestHash,
-		&i.Account,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.State,
-		&i.BudgetDay,
-		&i.DecisionID,
-		&i.DenialCode,
-		&i.DenialMessage,
-		&i.ApprovalExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DispatchAttempts,
-	)
-	return i, err
-}
-
-const closeOperation = `-- name: CloseOperation :one
-UPDATE operations
-SET state = $1, denial_code = $2, denial_message = $3,
-    decided_by = coalesce($4, decided_by), decided_at = $5, updated_at = $5
-WHERE id = $6 AND state IN ('pending_approval', 'approved')
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
-`
-
-type CloseOperationParams struct {
-	State         string
-	DenialCode    *string
-	DenialMessage *string
-	DecidedBy     *string
-	Now           *time.Time
-	ID            uuid.UUID
-}
-
-// Ends an operation that waits for people (held, or approved but not resumed) as denied or expired.
-func (q *Queries) CloseOperation(ctx context.Context, db DBTX, arg CloseOperationParams) (Operation, error) {
-	row := db.QueryRow(ctx, closeOperation,
-		arg.State,
-		arg.DenialCode,
-		arg.DenialMessage,
-		arg.DecidedBy,
-		arg.Now,
-		arg.ID,
-	)
-	var i Operation
-	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.OperationKey,
-		&i.PublicHandle,
-		&i.Tool,
-		&i.Arguments,
-		&i.RequestHash,
-		&i.Account,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.State,
-		&i.BudgetDay,
-		&i.DecisionID,
-		&i.DenialCode,
-		&i.DenialMessage,
-		&i.ApprovalExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DispatchAttempts,
-	)
-	return i, err
-}
-
-const countDispatchAttempt = `-- name: CountDispatchAttempt :one
-UPDATE operations SET dispatch_attempts = dispatch_attempts + 1, updated_at = $1
-WHERE decision_id = $2 AND state = 'dispatching'
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
-`
-
-type CountDispatchAttemptParams struct {
-	Now        time.Time
-	DecisionID *uuid.UUID
-}
-
-// Counts a try to hand a decision to the executor, for operators. No row when the operation
-// is no longer dispatching. updated_at moves too: ListDispatching waits from the last try.
-func (q *Queries) CountDispatchAttempt(ctx context.Context, db DBTX, arg CountDispatchAttemptParams) (Operation, error) {
-	row := db.QueryRow(ctx, countDispatchAttempt, arg.Now, arg.DecisionID)
-	var i Operation
-	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.OperationKey,
-		&i.PublicHandle,
-		&i.Tool,
-		&i.Arguments,
-		&i.RequestHash,
-		&i.Account,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.State,
-		&i.BudgetDay,
-		&i.DecisionID,
-		&i.DenialCode,
-		&i.DenialMessage,
-		&i.ApprovalExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DispatchAttempts,
-	)
-	return i, err
-}
-
-const getOperation = `-- name: GetOperation :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE id = $1
-`
-
-func (q *Queries) GetOperation(ctx context.Context, db DBTX, id uuid.UUID) (Operation, error) {
-	row := db.QueryRow(ctx, getOperation, id)
-	var i Operation
-	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.OperationKey,
-		&i.PublicHandle,
-		&i.Tool,
-		&i.Arguments,
-		&i.RequestHash,
-		&i.Account,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.State,
-		&i.BudgetDay,
-		&i.DecisionID,
-		&i.DenialCode,
-		&i.DenialMessage,
-		&i.ApprovalExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DispatchAttempts,
-	)
-	return i, err
-}
-
 const getOperationByDecision = `-- name: GetOperationByDecision :one
 SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE decision_id = $1
 `
@@ -462,9 +266,15 @@ func (q *Queries) ListDecisions(ctx context.Context, db DBTX) ([]ListDecisionsRo
 }
 
 const listDispatching = `-- name: ListDispatching :many
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations
-WHERE state = 'dispatching' AND updated_at <= $1
-ORDER BY updated_at
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.state = 'dispatching' AND o.updated_at <= $1
+ORDER BY o.updated_at
 LIMIT $2
 `
 
@@ -473,42 +283,52 @@ type ListDispatchingParams struct {
 	Limit     int32
 }
 
+type ListDispatchingRow struct {
+	Operation Operation
+	Held      int64
+	Captured  int64
+	Released  int64
+}
+
 // Operations whose decision was issued but not yet acknowledged by the executor.
-func (q *Queries) ListDispatching(ctx context.Context, db DBTX, arg ListDispatchingParams) ([]Operation, error) {
+func (q *Queries) ListDispatching(ctx context.Context, db DBTX, arg ListDispatchingParams) ([]ListDispatchingRow, error) {
 	rows, err := db.Query(ctx, listDispatching, arg.UpdatedAt, arg.Limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Operation
+	var items []ListDispatchingRow
 	for rows.Next() {
-		var i Operation
+		var i ListDispatchingRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.AgentID,
-			&i.OperationKey,
-			&i.PublicHandle,
-			&i.Tool,
-			&i.Arguments,
-			&i.RequestHash,
-			&i.Account,
-			&i.Provider,
-			&i.Model,
-			&i.Size,
-			&i.AmountMicros,
-			&i.Currency,
-			&i.State,
-			&i.BudgetDay,
-			&i.DecisionID,
-			&i.DenialCode,
-			&i.DenialMessage,
-			&i.ApprovalExpiresAt,
-			&i.DecidedBy,
-			&i.DecidedAt,
-			&i.FailureReason,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.DispatchAttempts,
+			&i.Operation.ID,
+			&i.Operation.AgentID,
+			&i.Operation.OperationKey,
+			&i.Operation.PublicHandle,
+			&i.Operation.Tool,
+			&i.Operation.Arguments,
+			&i.Operation.RequestHash,
+			&i.Operation.Account,
+			&i.Operation.Provider,
+			&i.Operation.Model,
+			&i.Operation.Size,
+			&i.Operation.AmountMicros,
+			&i.Operation.Currency,
+			&i.Operation.State,
+			&i.Operation.BudgetDay,
+			&i.Operation.DecisionID,
+			&i.Operation.DenialCode,
+			&i.Operation.DenialMessage,
+			&i.Operation.ApprovalExpiresAt,
+			&i.Operation.DecidedBy,
+			&i.Operation.DecidedAt,
+			&i.Operation.FailureReason,
+			&i.Operation.CreatedAt,
+			&i.Operation.UpdatedAt,
+			&i.Operation.DispatchAttempts,
+			&i.Held,
+			&i.Captured,
+			&i.Released,
 		); err != nil {
 			return nil, err
 		}
@@ -553,44 +373,63 @@ func (q *Queries) ListExpiredApprovals(ctx context.Context, db DBTX, arg ListExp
 }
 
 const listPendingApprovals = `-- name: ListPendingApprovals :many
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE state = 'pending_approval' ORDER BY created_at, id
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.state = 'pending_approval'
+ORDER BY o.created_at, o.id
 `
 
-func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operation, error) {
+type ListPendingApprovalsRow struct {
+	Operation Operation
+	Held      int64
+	Captured  int64
+	Released  int64
+}
+
+// Each listing of operations carries their ledger totals (as LedgerTotals), in one query.
+func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]ListPendingApprovalsRow, error) {
 	rows, err := db.Query(ctx, listPendingApprovals)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Operation
+	var items []ListPendingApprovalsRow
 	for rows.Next() {
-		var i Operation
+		var i ListPendingApprovalsRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.AgentID,
-			&i.OperationKey,
-			&i.PublicHandle,
-			&i.Tool,
-			&i.Arguments,
-			&i.RequestHash,
-			&i.Account,
-			&i.Provider,
-			&i.Model,
-			&i.Size,
-			&i.AmountMicros,
-			&i.Currency,
-			&i.State,
-			&i.BudgetDay,
-			&i.DecisionID,
-			&i.DenialCode,
-			&i.DenialMessage,
-			&i.ApprovalExpiresAt,
-			&i.DecidedBy,
-			&i.DecidedAt,
-			&i.FailureReason,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.DispatchAttempts,
+			&i.Operation.ID,
+			&i.Operation.AgentID,
+			&i.Operation.OperationKey,
+			&i.Operation.PublicHandle,
+			&i.Operation.Tool,
+			&i.Operation.Arguments,
+			&i.Operation.RequestHash,
+			&i.Operation.Account,
+			&i.Operation.Provider,
+			&i.Operation.Model,
+			&i.Operation.Size,
+			&i.Operation.AmountMicros,
+			&i.Operation.Currency,
+			&i.Operation.State,
+			&i.Operation.BudgetDay,
+			&i.Operation.DecisionID,
+			&i.Operation.DenialCode,
+			&i.Operation.DenialMessage,
+			&i.Operation.ApprovalExpiresAt,
+			&i.Operation.DecidedBy,
+			&i.Operation.DecidedAt,
+			&i.Operation.FailureReason,
+			&i.Operation.CreatedAt,
+			&i.Operation.UpdatedAt,
+			&i.Operation.DispatchAttempts,
+			&i.Held,
+			&i.Captured,
+			&i.Released,
 		); err != nil {
 			return nil, err
 		}
@@ -603,45 +442,63 @@ func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]Operatio
 }
 
 const listRecentOperations = `-- name: ListRecentOperations :many
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations ORDER BY created_at DESC, id DESC LIMIT $1
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+ORDER BY o.created_at DESC, o.id DESC
+LIMIT $1
 `
 
+type ListRecentOperationsRow struct {
+	Operation Operation
+	Held      int64
+	Captured  int64
+	Released  int64
+}
+
 // The newest operations first, for the approval console.
-func (q *Queries) ListRecentOperations(ctx context.Context, db DBTX, limit int32) ([]Operation, error) {
+func (q *Queries) ListRecentOperations(ctx context.Context, db DBTX, limit int32) ([]ListRecentOperationsRow, error) {
 	rows, err := db.Query(ctx, listRecentOperations, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []Operation
+	var items []ListRecentOperationsRow
 	for rows.Next() {
-		var i Operation
+		var i ListRecentOperationsRow
 		if err := rows.Scan(
-			&i.ID,
-			&i.AgentID,
-			&i.OperationKey,
-			&i.PublicHandle,
-			&i.Tool,
-			&i.Arguments,
-			&i.RequestHash,
-			&i.Account,
-			&i.Provider,
-			&i.Model,
-			&i.Size,
-			&i.AmountMicros,
-			&i.Currency,
-			&i.State,
-			&i.BudgetDay,
-			&i.DecisionID,
-			&i.DenialCode,
-			&i.DenialMessage,
-			&i.ApprovalExpiresAt,
-			&i.DecidedBy,
-			&i.DecidedAt,
-			&i.FailureReason,
-			&i.CreatedAt,
-			&i.UpdatedAt,
-			&i.DispatchAttempts,
+			&i.Operation.ID,
+			&i.Operation.AgentID,
+			&i.Operation.OperationKey,
+			&i.Operation.PublicHandle,
+			&i.Operation.Tool,
+			&i.Operation.Arguments,
+			&i.Operation.RequestHash,
+			&i.Operation.Account,
+			&i.Operation.Provider,
+			&i.Operation.Model,
+			&i.Operation.Size,
+			&i.Operation.AmountMicros,
+			&i.Operation.Currency,
+			&i.Operation.State,
+			&i.Operation.BudgetDay,
+			&i.Operation.DecisionID,
+			&i.Operation.DenialCode,
+			&i.Operation.DenialMessage,
+			&i.Operation.ApprovalExpiresAt,
+			&i.Operation.DecidedBy,
+			&i.Operation.DecidedAt,
+			&i.Operation.FailureReason,
+			&i.Operation.CreatedAt,
+			&i.Operation.UpdatedAt,
+			&i.Operation.DispatchAttempts,
+			&i.Held,
+			&i.Captured,
+			&i.Released,
 		); err != nil {
 			return nil, err
 		}
@@ -690,25 +547,46 @@ func (q *Queries) LockOperation(ctx context.Context, db DBTX, id uuid.UUID) (Ope
 	return i, err
 }
 
-const setOperationState = `-- name: SetOperationState :one
+const updateOperation = `-- name: UpdateOperation :one
 UPDATE operations
-SET state = $1, failure_reason = $2, updated_at = $3
-WHERE id = $4 AND state = $5
+SET state = $1, decision_id = $2, decided_by = $3,
+    decided_at = $4, approval_expires_at = $5,
+    denial_code = $6, denial_message = $7,
+    failure_reason = $8, dispatch_attempts = $9,
+    updated_at = $10
+WHERE id = $11 AND state = $12
 RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
 `
 
-type SetOperationStateParams struct {
-	ToState       string
-	FailureReason *string
-	Now           time.Time
-	ID            uuid.UUID
-	FromState     string
+type UpdateOperationParams struct {
+	ToState           string
+	DecisionID        *uuid.UUID
+	DecidedBy         *string
+	DecidedAt         *time.Time
+	ApprovalExpiresAt *time.Time
+	DenialCode        *string
+	DenialMessage     *string
+	FailureReason     *string
+	DispatchAttempts  int32
+	Now               time.Time
+	ID                uuid.UUID
+	FromState         string
 }
 
-func (q *Queries) SetOperationState(ctx context.Context, db DBTX, arg SetOperationStateParams) (Operation, error) {
-	row := db.QueryRow(ctx, setOperationState,
+// Writes one transition of an operation (a hubu.Change) over every column a transition may
+// change. The caller holds the row locked; the state guard still refuses to write a change
+// computed from a state the row is no longer in.
+func (q *Queries) UpdateOperation(ctx context.Context, db DBTX, arg UpdateOperationParams) (Operation, error) {
+	row := db.QueryRow(ctx, updateOperation,
 		arg.ToState,
+		arg.DecisionID,
+		arg.DecidedBy,
+		arg.DecidedAt,
+		arg.ApprovalExpiresAt,
+		arg.DenialCode,
+		arg.DenialMessage,
 		arg.FailureReason,
+		arg.DispatchAttempts,
 		arg.Now,
 		arg.ID,
 		arg.FromState,

@@ -18,29 +18,30 @@ SELECT * FROM operations WHERE decision_id = $1;
 -- name: LockOperation :one
 SELECT * FROM operations WHERE id = $1 FOR UPDATE;
 
--- name: ApproveOperation :one
--- The agent must resume an approved operation before its new deadline.
+-- name: UpdateOperation :one
+-- Writes one transition of an operation (a hubu.Change) over every column a transition may
+-- change. The caller holds the row locked; the state guard still refuses to write a change
+-- computed from a state the row is no longer in.
 UPDATE operations
-SET state = 'approved', decision_id = $2, decided_by = $3, decided_at = $4, updated_at = $4, approval_expires_at = $5
-WHERE id = $1 AND state = 'pending_approval'
-RETURNING *;
-
--- name: CloseOperation :one
--- Ends an operation that waits for people (held, or approved but not resumed) as denied or expired.
-UPDATE operations
-SET state = sqlc.arg(state), denial_code = sqlc.arg(denial_code), denial_message = sqlc.arg(denial_message),
-    decided_by = coalesce(sqlc.narg(decided_by), decided_by), decided_at = sqlc.arg(now), updated_at = sqlc.arg(now)
-WHERE id = sqlc.arg(id) AND state IN ('pending_approval', 'approved')
-RETURNING *;
-
--- name: SetOperationState :one
-UPDATE operations
-SET state = sqlc.arg(to_state), failure_reason = sqlc.arg(failure_reason), updated_at = sqlc.arg(now)
+SET state = sqlc.arg(to_state), decision_id = sqlc.narg(decision_id), decided_by = sqlc.narg(decided_by),
+    decided_at = sqlc.narg(decided_at), approval_expires_at = sqlc.narg(approval_expires_at),
+    denial_code = sqlc.narg(denial_code), denial_message = sqlc.narg(denial_message),
+    failure_reason = sqlc.narg(failure_reason), dispatch_attempts = sqlc.arg(dispatch_attempts),
+    updated_at = sqlc.arg(now)
 WHERE id = sqlc.arg(id) AND state = sqlc.arg(from_state)
 RETURNING *;
 
 -- name: ListPendingApprovals :many
-SELECT * FROM operations WHERE state = 'pending_approval' ORDER BY created_at, id;
+-- Each listing of operations carries their ledger totals (as LedgerTotals), in one query.
+SELECT sqlc.embed(o), t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.state = 'pending_approval'
+ORDER BY o.created_at, o.id;
 
 -- name: ListExpiredApprovals :many
 SELECT id FROM operations
@@ -50,20 +51,16 @@ LIMIT $2;
 
 -- name: ListDispatching :many
 -- Operations whose decision was issued but not yet acknowledged by the executor.
-SELECT * FROM operations
-WHERE state = 'dispatching' AND updated_at <= $1
-ORDER BY updated_at
+SELECT sqlc.embed(o), t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.state = 'dispatching' AND o.updated_at <= $1
+ORDER BY o.updated_at
 LIMIT $2;
-
--- name: CountDispatchAttempt :one
--- Counts a try to hand a decision to the executor, for operators. No row when the operation
--- is no longer dispatching. updated_at moves too: ListDispatching waits from the last try.
-UPDATE operations SET dispatch_attempts = dispatch_attempts + 1, updated_at = sqlc.arg(now)
-WHERE decision_id = sqlc.arg(decision_id) AND state = 'dispatching'
-RETURNING *;
-
--- name: GetOperation :one
-SELECT * FROM operations WHERE id = $1;
 
 -- name: ListDecisions :many
 SELECT o.decision_id::uuid AS decision_id, o.public_handle, o.state, o.amount_micros, o.currency,
@@ -77,4 +74,12 @@ ORDER BY o.created_at, o.id;
 
 -- name: ListRecentOperations :many
 -- The newest operations first, for the approval console.
-SELECT * FROM operations ORDER BY created_at DESC, id DESC LIMIT $1;
+SELECT sqlc.embed(o), t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+ORDER BY o.created_at DESC, o.id DESC
+LIMIT $1;
