@@ -11,22 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-)
 
-// State is where an execution stands.
-type State string
-
-const (
-	// StateSubmitting is recorded before the provider is called, so a crash is never silent.
-	StateSubmitting State = "submitting"
-	// StateSubmitted: the provider accepted the job; Gongbu polls it.
-	StateSubmitted State = "submitted"
-	StateSucceeded State = "succeeded"
-	StateFailed    State = "failed"
-	// StateIndeterminate: the provider may have charged and Gongbu cannot find out. It is
-	// never retried nor reported; Hubu keeps the hold until an operator resolves it
-	// (`gongbu resolve`) as succeeded with what was charged, or failed with nothing charged.
-	StateIndeterminate State = "indeterminate"
+	"hubu.dev/hubu/proto/contract"
 )
 
 // Scope is what a decision is bound to.
@@ -37,14 +23,7 @@ type Scope struct {
 }
 
 // ImageArguments is a generate_image request as Hubu recorded it.
-type ImageArguments struct {
-	Prompt       string  `json:"prompt"`
-	Model        string  `json:"model"`
-	Width        int     `json:"width"`
-	Height       int     `json:"height"`
-	Seed         *int64  `json:"seed,omitempty"`
-	OutputFormat *string `json:"output_format,omitempty"`
-}
+type ImageArguments = contract.ImageRequest
 
 // Decision is what Hubu issued and Gongbu executes.
 type Decision struct {
@@ -121,36 +100,6 @@ type Execution struct {
 	ResolvedAt *time.Time
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
-}
-
-// ErrLeaseLost says a worker's write was refused because another worker claimed the execution
-// (or it became final) meanwhile: the worker holding the lease now decides its outcome.
-var ErrLeaseLost = errors.New("the execution's lease passed to another worker")
-
-// Outcome is how an open execution ends. Build one with Succeeded, Failed or Indeterminate, so
-// only legal combinations of state, result and charge are written.
-type Outcome struct {
-	State         State
-	ResultURL     *string
-	Error         *string
-	ChargedMicros *int64
-}
-
-// Succeeded: the provider delivered the image at url and charged charged micros.
-func Succeeded(url string, charged int64) Outcome {
-	return Outcome{State: StateSucceeded, ResultURL: &url, ChargedMicros: &charged}
-}
-
-// Failed: the work failed; charged is what the provider charged for it (0 when its refusal
-// proves nothing was charged).
-func Failed(reason string, charged int64) Outcome {
-	return Outcome{State: StateFailed, Error: &reason, ChargedMicros: &charged}
-}
-
-// Indeterminate: the provider may have charged and Gongbu cannot find out; the hold stays
-// until an operator resolves it.
-func Indeterminate(reason string) Outcome {
-	return Outcome{State: StateIndeterminate, Error: &reason}
 }
 
 // Job is a provider's handle on submitted work.

@@ -359,7 +359,7 @@ func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongb
 // does not take is deferred behind the others and retried by Tick. It returns the execution
 // as it now stands.
 func (s *Service) report(ctx context.Context, exec gongbu.Execution) gongbu.Execution {
-	if exec.Reported || (exec.State != gongbu.StateSucceeded && exec.State != gongbu.StateFailed) {
+	if exec.Reported || gongbu.CheckMove(exec.State, gongbu.EventReport, "") != nil {
 		return exec
 	}
 	var charged int64

@@ -29,14 +29,15 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 // worker. created is false when the decision was recorded before; the existing row is
 // returned and nothing changes.
 func (s *Store) Insert(ctx context.Context, d gongbu.Decision, vendorKey string, leaseUntil, now time.Time) (gongbu.Execution, bool, error) {
-	args, err := json.Marshal(d.Arguments)
+	next := gongbu.Accept(d, vendorKey, now)
+	args, err := json.Marshal(next.Arguments)
 	if err != nil {
 		return gongbu.Execution{}, false, err
 	}
 	row, err := s.q.InsertExecution(ctx, s.pool, gongbudb.InsertExecutionParams{
-		DecisionID: d.DecisionID, PublicHandle: d.PublicHandle, AgentID: d.AgentID, Provider: d.Scope.Provider,
-		Model: d.Scope.Model, Size: d.Scope.Size, Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,
-		VendorKey: vendorKey, LeaseUntil: leaseUntil, CreatedAt: now,
+		DecisionID: next.DecisionID, PublicHandle: next.PublicHandle, AgentID: next.AgentID, Provider: next.Scope.Provider,
+		Model: next.Scope.Model, Size: next.Scope.Size, Arguments: args, AmountMicros: next.AmountMicros, Currency: next.Currency,
+		VendorKey: next.VendorKey, State: string(next.State), LeaseUntil: leaseUntil, CreatedAt: next.CreatedAt,
 	})
 	if isNoRows(err) {
 		existing, err := s.Get(ctx, d.DecisionID)
@@ -92,15 +93,7 @@ func (s *Store) List(ctx context.Context) ([]gongbu.Execution, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}
-	out := make([]gongbu.Execution, 0, len(rows))
-	for _, r := range rows {
-		e, err := executionOf(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return executionsOf(rows)
 }
 
 // Open is an execution whose lease ran out: its worker crashed, or it waits for its next poll.
@@ -125,6 +118,9 @@ func (s *Store) ListClaimable(ctx context.Context, now time.Time, limit int32) (
 // Claim takes the lease of an open execution still in state whose lease ended; ok is false
 // when another worker holds it or it moved on.
 func (s *Store) Claim(ctx context.Context, id uuid.UUID, state gongbu.State, leaseUntil, now time.Time) (gongbu.Execution, bool, error) {
+	if err := gongbu.CheckMove(state, gongbu.EventClaim, state); err != nil {
+		return gongbu.Execution{}, false, err
+	}
 	row, err := s.q.ClaimExecution(ctx, s.pool, gongbudb.ClaimExecutionParams{DecisionID: id, State: string(state), LeaseUntil: leaseUntil, Now: now})
 	if isNoRows(err) {
 		return gongbu.Execution{}, false, nil
@@ -139,9 +135,13 @@ func (s *Store) Claim(ctx context.Context, id uuid.UUID, state gongbu.State, lea
 // MarkSubmitted records the provider's job; the poller may take it from nextPoll on. The
 // write is fenced by exec's lease: gongbu.ErrLeaseLost when another worker took it over.
 func (s *Store) MarkSubmitted(ctx context.Context, exec gongbu.Execution, job gongbu.Job, pollDeadline, nextPoll, now time.Time) (gongbu.Execution, error) {
+	next, err := exec.Submit(job, pollDeadline, now)
+	if err != nil {
+		return gongbu.Execution{}, err
+	}
 	row, err := s.q.MarkSubmitted(ctx, s.pool, gongbudb.MarkSubmittedParams{
-		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, ProviderJobID: &job.ID, PollingUrl: &job.PollingURL,
-		PollDeadline: &pollDeadline, LeaseUntil: nextPoll, Now: now,
+		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, State: string(next.State), ProviderJobID: next.ProviderJobID,
+		PollingUrl: next.PollingURL, PollDeadline: next.PollDeadline, LeaseUntil: nextPoll, Now: next.UpdatedAt,
 	})
 	if isNoRows(err) {
 		return gongbu.Execution{}, gongbu.ErrLeaseLost
@@ -171,9 +171,13 @@ func (s *Store) ExtendLease(ctx context.Context, exec gongbu.Execution, leaseUnt
 // gongbu.ErrLeaseLost, and nothing written, when another worker took the execution over or
 // it is final already.
 func (s *Store) Finish(ctx context.Context, exec gongbu.Execution, o gongbu.Outcome, now time.Time) (gongbu.Execution, error) {
+	next, err := exec.Finish(o, now)
+	if err != nil {
+		return gongbu.Execution{}, err
+	}
 	row, err := s.q.FinishExecution(ctx, s.pool, gongbudb.FinishExecutionParams{
-		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, State: string(o.State),
-		ResultUrl: o.ResultURL, Error: o.Error, ChargedMicros: o.ChargedMicros, Now: now,
+		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, State: string(next.State),
+		ResultUrl: next.ResultURL, Error: next.Error, ChargedMicros: next.ChargedMicros, Now: next.UpdatedAt,
 	})
 	if isNoRows(err) {
 		return gongbu.Execution{}, gongbu.ErrLeaseLost
@@ -209,15 +213,7 @@ func (s *Store) ListUnreported(ctx context.Context, limit int32) ([]gongbu.Execu
 	if err != nil {
 		return nil, fmt.Errorf("list unreported: %w", err)
 	}
-	out := make([]gongbu.Execution, 0, len(rows))
-	for _, r := range rows {
-		e, err := executionOf(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return executionsOf(rows)
 }
 
 // DeferReport moves an outcome Hubu did not take to the back of ListUnreported, so that a
@@ -229,33 +225,18 @@ func (s *Store) DeferReport(ctx context.Context, id uuid.UUID, now time.Time) er
 	return nil
 }
 
-// Resolve records an operator's verdict on an indeterminate execution: charged > 0 (at most
-// the authorized amount) makes it succeeded with that charge, 0 failed with nothing charged.
-// The outcome is left unreported, so a running Gongbu reports it to Hubu, which captures the
-// charge and releases the rest of the hold. Only an indeterminate execution can be resolved.
+// Resolve records an operator's verdict on an indeterminate execution (gongbu.Execution.Resolve).
 func (s *Store) Resolve(ctx context.Context, id uuid.UUID, charged int64, now time.Time) (gongbu.Execution, error) {
 	cur, err := s.Get(ctx, id)
 	if err != nil {
 		return gongbu.Execution{}, err
 	}
-	if cur.State != gongbu.StateIndeterminate {
-		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeInvalidArguments,
-			"the execution of decision %s is %s, not indeterminate: only an indeterminate execution can be resolved", id, cur.State)
-	}
-	if charged < 0 || charged > cur.AmountMicros {
-		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeInvalidArguments,
-			"the charge must be between 0 and the decision's authorized %d micros", cur.AmountMicros)
-	}
-	state, verdict := gongbu.StateFailed, "resolved by an operator: nothing was charged"
-	if charged > 0 {
-		state, verdict = gongbu.StateSucceeded, fmt.Sprintf("resolved by an operator: the provider charged %d micros", charged)
-	}
-	msg := verdict
-	if cur.Error != nil {
-		msg = *cur.Error + "; " + verdict
+	next, err := cur.Resolve(charged, now)
+	if err != nil {
+		return gongbu.Execution{}, err
 	}
 	row, err := s.q.ResolveExecution(ctx, s.pool, gongbudb.ResolveExecutionParams{
-		DecisionID: id, State: string(state), ChargedMicros: &charged, Error: &msg, Now: &now,
+		DecisionID: id, State: string(next.State), ChargedMicros: next.ChargedMicros, Error: next.Error, Now: next.ResolvedAt,
 	})
 	if isNoRows(err) {
 		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "the execution of decision %s changed meanwhile; look again", id)
@@ -289,4 +270,16 @@ func executionOf(r gongbudb.Execution) (gongbu.Execution, error) {
 		ResultURL: r.ResultUrl, Error: r.Error, ChargedMicros: r.ChargedMicros, Reported: r.ReportedAt != nil,
 		Attempts: int(r.Attempts), LeaseGeneration: r.LeaseGeneration, PollDeadline: r.PollDeadline, ResolvedAt: r.ResolvedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}, nil
+}
+
+func executionsOf(rows []gongbudb.Execution) ([]gongbu.Execution, error) {
+	out := make([]gongbu.Execution, 0, len(rows))
+	for _, r := range rows {
+		e, err := executionOf(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
 }

@@ -257,7 +257,7 @@ func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandl
 const insertExecution = `-- name: InsertExecution :one
 INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, size, arguments,
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'submitting', $11, $12, $12)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
 ON CONFLICT (decision_id) DO NOTHING
 RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
 `
@@ -273,6 +273,7 @@ type InsertExecutionParams struct {
 	AmountMicros int64
 	Currency     string
 	VendorKey    string
+	State        string
 	LeaseUntil   time.Time
 	CreatedAt    time.Time
 }
@@ -290,6 +291,7 @@ func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecut
 		arg.AmountMicros,
 		arg.Currency,
 		arg.VendorKey,
+		arg.State,
 		arg.LeaseUntil,
 		arg.CreatedAt,
 	)
@@ -480,13 +482,14 @@ func (q *Queries) MarkReported(ctx context.Context, db DBTX, arg MarkReportedPar
 const markSubmitted = `-- name: MarkSubmitted :one
 
 UPDATE executions
-SET state = 'submitted', provider_job_id = $1, polling_url = $2,
-    poll_deadline = $3, lease_until = $4, updated_at = $5
-WHERE decision_id = $6 AND state = 'submitting' AND lease_generation = $7
+SET state = $1, provider_job_id = $2, polling_url = $3,
+    poll_deadline = $4, lease_until = $5, updated_at = $6
+WHERE decision_id = $7 AND state = 'submitting' AND lease_generation = $8
 RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
 `
 
 type MarkSubmittedParams struct {
+	State           string
 	ProviderJobID   *string
 	PollingUrl      *string
 	PollDeadline    *time.Time
@@ -497,9 +500,11 @@ type MarkSubmittedParams struct {
 }
 
 // The writes below are fenced: each names the lease generation its worker holds, and finds no
-// row once another worker has claimed the execution.
+// row once another worker has claimed the execution. The fields they set are what the
+// domain's transitions (services/gongbu/transition.go) return.
 func (q *Queries) MarkSubmitted(ctx context.Context, db DBTX, arg MarkSubmittedParams) (Execution, error) {
 	row := db.QueryRow(ctx, markSubmitted,
+		arg.State,
 		arg.ProviderJobID,
 		arg.PollingUrl,
 		arg.PollDeadline,

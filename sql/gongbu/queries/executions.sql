@@ -2,7 +2,7 @@
 -- The one insert per decision; a second request for the same decision inserts nothing.
 INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, size, arguments,
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'submitting', $11, $12, $12)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
 ON CONFLICT (decision_id) DO NOTHING
 RETURNING *;
 
@@ -31,11 +31,12 @@ ORDER BY lease_until
 LIMIT $2;
 
 -- The writes below are fenced: each names the lease generation its worker holds, and finds no
--- row once another worker has claimed the execution.
+-- row once another worker has claimed the execution. The fields they set are what the
+-- domain's transitions (services/gongbu/transition.go) return.
 
 -- name: MarkSubmitted :one
 UPDATE executions
-SET state = 'submitted', provider_job_id = sqlc.arg(provider_job_id), polling_url = sqlc.arg(polling_url),
+SET state = sqlc.arg(state), provider_job_id = sqlc.arg(provider_job_id), polling_url = sqlc.arg(polling_url),
     poll_deadline = sqlc.arg(poll_deadline), lease_until = sqlc.arg(lease_until), updated_at = sqlc.arg(now)
 WHERE decision_id = sqlc.arg(decision_id) AND state = 'submitting' AND lease_generation = sqlc.arg(lease_generation)
 RETURNING *;
