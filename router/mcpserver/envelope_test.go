@@ -92,20 +92,20 @@ func TestBoundEnvelope(t *testing.T) {
 
 	// Accepted, then a redelivery (signed afresh) is a replay.
 	meta := signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox)
-	first := outcome(t, e.call(t, "generate_image", fox, meta))
+	first := toolResult(t, e.call(t, "generate_image", fox, meta))
 	if first.Status != "succeeded" {
 		t.Fatalf("bound envelope: %+v", first)
 	}
 	if k := e.backend.Keys(); len(k) != 1 || !strings.HasPrefix(k[0], "hubu:operation:v1:acme:") {
 		t.Fatal("the key does not name the envelope's platform")
 	}
-	again := outcome(t, e.call(t, "generate_image", fox, signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox)))
+	again := toolResult(t, e.call(t, "generate_image", fox, signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox)))
 	if !again.Replayed || again.PublicHandle != first.PublicHandle {
 		t.Fatalf("redelivery: %+v", again)
 	}
 	// The arguments are hashed canonically: key order and spacing are not another request.
 	reordered := ` { "height": 1024, "width": 1024, "model": "flux-dev", "prompt": "an origami fox" } `
-	if o := outcome(t, e.call(t, "generate_image", reordered, signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox))); !o.Replayed {
+	if o := toolResult(t, e.call(t, "generate_image", reordered, signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox))); !o.Replayed {
 		t.Fatalf("reordered arguments: %+v", o)
 	}
 	calls, rows := e.backend.Calls(""), recordedCalls(t, state)
@@ -180,12 +180,12 @@ func TestVersion1EnvelopeBesideVersion2(t *testing.T) {
 		if signed {
 			id = "inv-v1-signed-7f3a9c2e5b"
 		}
-		if o := outcome(t, e.call(t, "generate_image", fox, v1(id, signed))); o.Status != "succeeded" {
+		if o := toolResult(t, e.call(t, "generate_image", fox, v1(id, signed))); o.Status != "succeeded" {
 			t.Fatalf("version 1 (signed %v): %+v", signed, o)
 		}
 		// A version 1 envelope binds nothing: another router or other arguments are judged as before.
 		e2, _ := setupAt(t, boundConfig(pub, 0))
-		if o := outcome(t, e2.call(t, "generate_image", fox, v1(id, signed))); o.Status != "succeeded" {
+		if o := toolResult(t, e2.call(t, "generate_image", fox, v1(id, signed))); o.Status != "succeeded" {
 			t.Fatalf("version 1 (signed %v) at another installation: %+v", signed, o)
 		}
 	}
@@ -200,7 +200,42 @@ func TestVersion1EnvelopeBesideVersion2(t *testing.T) {
 	if strict.backend.Calls("") != 0 || recordedCalls(t, state) != 0 {
 		t.Fatal("a refused version 1 envelope reached a backend or the registry")
 	}
-	if o := outcome(t, strict.call(t, "generate_image", fox, signV2(t, priv, "inv-v2-strict-7f3a9c2e5b", strict.registry.InstallationID(), fox))); o.Status != "succeeded" {
+	if o := toolResult(t, strict.call(t, "generate_image", fox, signV2(t, priv, "inv-v2-strict-7f3a9c2e5b", strict.registry.InstallationID(), fox))); o.Status != "succeeded" {
 		t.Fatalf("min_version 2, version 2: %+v", o)
 	}
+}
+
+// A platform's typed envelope, accepted when the operator configured the platform, and
+// refused unsigned when the platform requires signatures.
+func TestPlatformEnvelope(t *testing.T) {
+	t.Parallel()
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	cfg := &identity.Config{Platforms: map[string]identity.PlatformConfig{
+		"acme":   {},
+		"signed": {RequireSignature: true, Keys: map[string]ed25519.PublicKey{"k1": pub}},
+	}}
+	e := setup(t, &options{identity: cfg})
+	env := func(platform, id string) map[string]any {
+		return map[string]any{"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": platform, "invocation_id": id}}
+	}
+	if o := toolResult(t, e.call(t, "generate_image", fox, env("acme", "inv-7f3a9c2e5b1d4a60"))); o.Status != "succeeded" {
+		t.Fatalf("acme: %+v", o)
+	}
+	if k := e.backend.Keys(); len(k) != 1 || !strings.HasPrefix(k[0], "hubu:operation:v1:acme:") {
+		t.Fatal("the key does not name the envelope's platform")
+	}
+	mustError(t, e.call(t, "generate_image", fox, env("signed", "inv-0c4e8a2f6b1d3a97")), "identity_invalid")
+
+	now := time.Now().Unix()
+	signed, err := identity.Sign(identity.Envelope{Version: 1, Platform: "signed", InvocationID: "inv-5d2b9e7c1a3f4e80", IssuedAt: &now}, "k1", priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig := map[string]any{"version": 1.0, "platform": "signed", "invocation_id": "inv-5d2b9e7c1a3f4e80", "issued_at": float64(now),
+		"signature": map[string]any{"alg": signed.Signature.Alg, "key_id": signed.Signature.KeyID, "value": signed.Signature.Value}}
+	if o := toolResult(t, e.call(t, "generate_image", fox, map[string]any{"hubu.dev/platform-invocation": sig})); o.Status != "succeeded" {
+		t.Fatalf("signed: %+v", o)
+	}
+	sig["invocation_id"] = "inv-5d2b9e7c1a3f4e81" // the signature no longer covers it
+	mustError(t, e.call(t, "generate_image", fox, map[string]any{"hubu.dev/platform-invocation": sig}), "identity_invalid")
 }

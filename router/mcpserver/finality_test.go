@@ -235,7 +235,7 @@ func TestFinalityOfAnswers(t *testing.T) {
 			callID := fmt.Sprintf("call_finalIbCQqauinaST3It61%02d", i)
 
 			first := e.call(t, "generate_image", fox, codex(callID))
-			o := outcome(t, first)
+			o := toolResult(t, first)
 			code := ""
 			if o.Error != nil {
 				code = o.Error.Code
@@ -249,7 +249,7 @@ func TestFinalityOfAnswers(t *testing.T) {
 			auth := e.backend.Calls("authorize")
 			exec, img := g.calls()
 
-			again := outcome(t, e.call(t, "generate_image", fox, codex(callID)))
+			again := toolResult(t, e.call(t, "generate_image", fox, codex(callID)))
 			if again.PublicHandle != o.PublicHandle {
 				t.Fatalf("redelivery named another operation: %q, want %q", again.PublicHandle, o.PublicHandle)
 			}
@@ -289,11 +289,11 @@ func TestCreateNewOperationThenChargedIsNotStuck(t *testing.T) {
 
 	e.backend.SetDecide(nil) // approved, resumed elsewhere, executing; Gongbu has the image
 	done := e.call(t, "generate_image", fox, codex("call_stuck1YmgARyNAYaCVk7PaBC"))
-	if o := outcome(t, done); done.IsError || o.Status != "succeeded" || o.PublicHandle != held.PublicHandle || o.Result == nil {
+	if o := toolResult(t, done); done.IsError || o.Status != "succeeded" || o.PublicHandle != held.PublicHandle || o.Result == nil {
 		t.Fatalf("after the original ran: %+v", o)
 	}
 	before := e.backend.Calls("")
-	if o := outcome(t, e.call(t, "generate_image", fox, codex("call_stuck1YmgARyNAYaCVk7PaBC"))); !o.Replayed || o.Status != "succeeded" {
+	if o := toolResult(t, e.call(t, "generate_image", fox, codex("call_stuck1YmgARyNAYaCVk7PaBC"))); !o.Replayed || o.Status != "succeeded" {
 		t.Fatalf("redelivery after success: %+v", o)
 	}
 	if e.backend.Calls("") != before {
@@ -308,5 +308,26 @@ func TestCreateNewOperationThenChargedIsNotStuck(t *testing.T) {
 	mustError(t, e.call(t, "generate_image", fox, codex("call_stuck2NGl4mcx6F8G5eqDNkM")), "create_new_operation")
 	if e.backend.Calls("authorize") != n+1 {
 		t.Fatal("a recorded create_new_operation was replayed instead of asking Hubu again")
+	}
+}
+
+// A redelivery that Hubu refuses (its catalog changed since, say) is not recorded as final:
+// the operation it first recorded may still go on, so the next delivery asks again.
+func TestRefusedRedeliveryIsNotFinal(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
+		return http.StatusCreated, routertestOp(req, hubuapi.OperationStatePendingApproval), nil
+	})
+	mustError(t, e.call(t, "generate_image", fox, codex("call_price1gQtuyPolearZSJ00Ew")), "approval_required")
+	detail := "authorized with a different amount"
+	e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
+		return http.StatusConflict, nil, &hubuapi.Problem{Code: hubuapi.CreateNewOperation, Status: 409, Title: "Conflict", Type: "x", Detail: &detail}
+	})
+	mustError(t, e.call(t, "generate_image", fox, codex("call_price1gQtuyPolearZSJ00Ew")), "create_new_operation")
+	before := e.backend.Calls("authorize")
+	e.call(t, "generate_image", fox, codex("call_price1gQtuyPolearZSJ00Ew"))
+	if e.backend.Calls("authorize") != before+1 {
+		t.Fatal("a refused redelivery was replayed from the registry instead of asking Hubu again")
 	}
 }

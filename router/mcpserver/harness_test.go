@@ -158,14 +158,14 @@ func codex(id string) map[string]any { return map[string]any{"callId": id} }
 
 const fox = `{"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}`
 
-// outcome decodes the structured content of a result.
-func outcome(t testing.TB, res *mcp.CallToolResult) mcpserver.Outcome {
+// toolResult decodes the structured content of a result.
+func toolResult(t testing.TB, res *mcp.CallToolResult) mcpserver.ToolResult {
 	t.Helper()
 	raw, err := json.Marshal(res.StructuredContent)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var o mcpserver.Outcome
+	var o mcpserver.ToolResult
 	if err := json.Unmarshal(raw, &o); err != nil {
 		t.Fatalf("structured content %s: %v", raw, err)
 	}
@@ -173,9 +173,9 @@ func outcome(t testing.TB, res *mcp.CallToolResult) mcpserver.Outcome {
 }
 
 // mustError checks a refusal's code.
-func mustError(t *testing.T, res *mcp.CallToolResult, code string) mcpserver.Outcome {
+func mustError(t *testing.T, res *mcp.CallToolResult, code string) mcpserver.ToolResult {
 	t.Helper()
-	o := outcome(t, res)
+	o := toolResult(t, res)
 	if !res.IsError || o.Error == nil || o.Error.Code != code {
 		t.Fatalf("want error %s, got isError=%v %+v", code, res.IsError, o)
 	}

@@ -1,9 +1,12 @@
 package mcpserver
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/netip"
@@ -108,4 +111,27 @@ func (t *refusalLog) RoundTrip(r *http.Request) (*http.Response, error) {
 		t.logger.WarnContext(r.Context(), "image download refused", "host", r.URL.Host, "reason", refused.Error())
 	}
 	return resp, err
+}
+
+// fetchImage downloads a small image to embed it; a larger one, or one that could not be
+// downloaded, is only linked, and img is nil.
+func (r *Router) fetchImage(ctx context.Context, url string) (img []byte, mimeType string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, ""
+	}
+	resp, err := r.cfg.Images.Do(req)
+	if err != nil {
+		return nil, ""
+	}
+	defer resp.Body.Close()
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(mt, "image/") {
+		return nil, ""
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, r.cfg.ImageLimit+1))
+	if err != nil || int64(len(b)) > r.cfg.ImageLimit {
+		return nil, mt
+	}
+	return b, mt
 }

@@ -27,7 +27,7 @@ func images(res *mcp.CallToolResult) int {
 // linkedOnly checks a spend succeeded with the image linked and not embedded.
 func linkedOnly(t *testing.T, res *mcp.CallToolResult, url string) {
 	t.Helper()
-	o := outcome(t, res)
+	o := toolResult(t, res)
 	if res.IsError || o.Status != "succeeded" || o.Result == nil || o.Result.ImageURL != url {
 		t.Fatalf("want a success linking %s: %+v", url, o)
 	}
@@ -62,7 +62,7 @@ func TestImageOnAPrivateAddressIsRefused(t *testing.T) {
 		res := e.call(t, "generate_image", fox, codex(callID))
 		linkedOnly(t, res, url)
 		linkedOnly(t, notFinal(t, e, callID), url)
-		execution := e.call(t, "get_execution", fmt.Sprintf(`{"public_handle":%q}`, outcome(t, res).PublicHandle), nil)
+		execution := e.call(t, "get_execution", fmt.Sprintf(`{"public_handle":%q}`, toolResult(t, res).PublicHandle), nil)
 		if n := images(execution); n != 0 {
 			t.Fatalf("get_execution embedded %d images from %s", n, url)
 		}
@@ -111,7 +111,7 @@ func TestImageRedirects(t *testing.T) {
 	}
 	e.backend.SetImageURL(host.URL + "/same-host")
 	if res := e.call(t, "generate_image", fox, codex("call_redirect_same")); images(res) != 1 {
-		t.Fatalf("a redirect on the same host was not followed: %+v", outcome(t, res))
+		t.Fatalf("a redirect on the same host was not followed: %+v", toolResult(t, res))
 	}
 }
 

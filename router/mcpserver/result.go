@@ -1,14 +1,19 @@
 package mcpserver
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/router/scrub"
 )
 
-// Outcome is the structured content of every result the router returns.
-type Outcome struct {
+// ToolResult is the structured content of every result the router returns.
+type ToolResult struct {
 	Status       string `json:"status"`
 	PublicHandle string `json:"public_handle,omitempty"`
 	AmountMicros *int64 `json:"amount_micros,omitempty"`
@@ -36,36 +41,58 @@ type ToolError struct {
 	Message string `json:"message"`
 }
 
-// answer is an outcome on its way back: whether it is final (a redelivery may replay it
-// without touching a backend) and the image bytes to embed.
-//
-// An answer is final only when nothing about it can change: Hubu's record says the
-// operation is denied, expired or failed (settled), or Gongbu's execution succeeded and its
-// image is embedded, or an operator resolved the execution as charged (it has no image and
-// never will) and Hubu settled it. Everything else is not: pending_approval, approved, running,
-// indeterminate, Gongbu's failed before Hubu settled it, a success whose image could not be
-// embedded (download failed, refused or too large), every error answer from Hubu (4xx, 5xx,
-// create_new_operation included) and every backend that could not be reached. A redelivery
-// of a call without a final answer asks Hubu again under the same key; Hubu is idempotent
-// per key, so asking again never spends twice.
+// answer is a tool result on its way back, with the image bytes to embed and what it rests
+// on, for final: the state of Hubu's record and Gongbu's execution, when they were read.
 type answer struct {
-	Outcome
-	final bool
-	image []byte
+	ToolResult
+	image  []byte
+	hubu   hubuapi.OperationState
+	gongbu *gongbuapi.Execution
+}
+
+// final is the one place that decides whether an answer is the last word on its call, which
+// the registry records and replays to every later delivery without touching a backend. It is
+// only when nothing about it can change:
+//   - Hubu's record says the operation is denied, expired or failed: Hubu settled it.
+//   - Gongbu's execution succeeded and its image is embedded.
+//   - An operator resolved the execution as charged (it has no image and never will) and
+//     Hubu settled it as succeeded.
+//
+// Everything else can change: pending_approval, approved, running, indeterminate; Gongbu's
+// failed before Hubu settled it (Hubu still captures what the provider charged, and its own
+// failed record, which a redelivery gets, is the last word); a success whose image could not
+// be embedded (download failed, refused or too large: the link expires); every error answer
+// from Hubu (4xx, 5xx, create_new_operation included: Hubu wrote nothing for the request it
+// refused, and the operation the key may already stand for may still go on); and every
+// backend that could not be reached. A redelivery of a call without a final answer asks Hubu
+// again under the same key; Hubu is idempotent per key, so that never spends twice.
+func (a answer) final() bool {
+	switch a.hubu {
+	case hubuapi.OperationStateDenied, hubuapi.OperationStateExpired, hubuapi.OperationStateFailed:
+		return true
+	}
+	switch e := a.gongbu; {
+	case e == nil || e.State != gongbuapi.Succeeded:
+		return false
+	case e.Result != nil:
+		return len(a.image) > 0
+	default:
+		return e.ResolvedAt != nil && a.hubu == hubuapi.OperationStateSucceeded
+	}
 }
 
 // stored is what the registry keeps of a final answer.
 type stored struct {
-	Outcome Outcome `json:"outcome"`
-	Image   []byte  `json:"image,omitempty"`
+	ToolResult ToolResult `json:"outcome"` // the name recorded rows carry
+	Image      []byte     `json:"image,omitempty"`
 }
 
 func refusal(code, format string, args ...any) answer {
 	msg := fmt.Sprintf(format, args...)
-	return answer{Outcome: Outcome{Status: "refused", Error: &ToolError{Code: code, Message: msg}, Message: msg}}
+	return answer{ToolResult: ToolResult{Status: "refused", Error: &ToolError{Code: code, Message: msg}, Message: msg}}
 }
 
-// toResult builds the MCP result: human-readable text, the structured outcome, and the
+// toResult builds the MCP result: human-readable text, the structured content, and the
 // image as image content when there is one.
 func (a answer) toResult() *mcp.CallToolResult {
 	text := a.Message
@@ -82,12 +109,12 @@ func (a answer) toResult() *mcp.CallToolResult {
 		text += " [replayed: this call was delivered before; nothing new was charged]"
 	}
 	// Clients that read only text see the structured content too, as the MCP spec advises.
-	if sc, err := json.Marshal(a.Outcome); err == nil {
+	if sc, err := json.Marshal(a.ToolResult); err == nil {
 		text += "\n" + string(sc)
 	}
 	res := &mcp.CallToolResult{
 		Content:           []mcp.Content{&mcp.TextContent{Text: text}},
-		StructuredContent: a.Outcome,
+		StructuredContent: a.ToolResult,
 		IsError:           a.Error != nil,
 	}
 	if len(a.image) > 0 && a.Result != nil {
@@ -97,7 +124,7 @@ func (a answer) toResult() *mcp.CallToolResult {
 }
 
 func (a answer) marshal() ([]byte, error) {
-	return json.Marshal(stored{Outcome: a.Outcome, Image: a.image})
+	return json.Marshal(stored{ToolResult: a.ToolResult, Image: a.image})
 }
 
 func unmarshalAnswer(b []byte) (answer, error) {
@@ -105,5 +132,23 @@ func unmarshalAnswer(b []byte) (answer, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return answer{}, err
 	}
-	return answer{Outcome: s.Outcome, final: true, image: s.Image}, nil
+	return answer{ToolResult: s.ToolResult, image: s.Image}, nil
+}
+
+// scrubbed removes the private key from every string of the answer.
+func (r *Router) scrubbed(ctx context.Context, a answer, key string) answer {
+	b, err := json.Marshal(a.ToolResult)
+	if err == nil {
+		b, err = scrub.JSON(b, scrub.Variants(key)...)
+	}
+	var out ToolResult
+	if err == nil {
+		err = json.Unmarshal(b, &out)
+	}
+	if err != nil {
+		r.cfg.Logger.ErrorContext(ctx, "could not scrub an answer; withholding it", "err", err)
+		return refusal(CodeBackendUnavailable, "the answer could not be checked for secrets")
+	}
+	a.ToolResult = out
+	return a
 }

@@ -23,7 +23,7 @@ func TestSameCallIDInAnotherConversation(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	const id = "call_scope_0123456789abcdef"
-	first := outcome(t, e.call(t, "generate_image", fox, codexIn(id, "thread-one-5f2c8a")))
+	first := toolResult(t, e.call(t, "generate_image", fox, codexIn(id, "thread-one-5f2c8a")))
 	if first.Status != "succeeded" {
 		t.Fatalf("first: %+v", first)
 	}
@@ -39,7 +39,7 @@ func TestSameCallIDInAnotherConversation(t *testing.T) {
 		t.Fatalf("a call refused for its conversation reached the backend (%d calls, was %d)", n, before)
 	}
 
-	again := outcome(t, e.call(t, "generate_image", fox, codexIn(id, "thread-one-5f2c8a")))
+	again := toolResult(t, e.call(t, "generate_image", fox, codexIn(id, "thread-one-5f2c8a")))
 	if !again.Replayed || again.PublicHandle != first.PublicHandle {
 		t.Fatalf("the redelivery in the call's own conversation: %+v", again)
 	}
@@ -89,7 +89,7 @@ func TestConcurrentDeliveriesFromTwoConversations(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("delivery %d: protocol error: %v", i, errs[i])
 		}
-		o := outcome(t, results[i])
+		o := toolResult(t, results[i])
 		code := ""
 		if o.Error != nil {
 			code = o.Error.Code

@@ -156,7 +156,7 @@ func TestReferenceSigner(t *testing.T) {
 	if h := meta[identity.KeyPlatformInvocation].(map[string]any)["request_hash"]; h != requestHash(t, sentArgs) {
 		t.Fatalf("sign.mjs request_hash %v, the router's %s", h, requestHash(t, sentArgs))
 	}
-	if o := outcome(t, e.call(t, "generate_image", sentArgs, meta)); o.Status != "succeeded" {
+	if o := toolResult(t, e.call(t, "generate_image", sentArgs, meta)); o.Status != "succeeded" {
 		t.Fatalf("signed by sign.mjs: %+v", o)
 	}
 	calls, rows := e.backend.Calls(""), recordedCalls(t, state)

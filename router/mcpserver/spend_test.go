@@ -1,12 +1,14 @@
 package mcpserver_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -18,7 +20,7 @@ func TestSpendThenRedelivery(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	first := e.call(t, "generate_image", fox, codex("call_1Fku5aBMwNg6sIYw8ZG3uWPL"))
-	o := outcome(t, first)
+	o := toolResult(t, first)
 	if first.IsError || o.Status != "succeeded" || o.Result == nil || o.AmountMicros == nil || *o.AmountMicros != 25_000 || o.Replayed {
 		t.Fatalf("first delivery: %+v %s", o, text(first))
 	}
@@ -40,7 +42,7 @@ func TestSpendThenRedelivery(t *testing.T) {
 	reordered := `{ "height":1024, "width":1024, "model":"flux-dev", "prompt":"an origami fox" }`
 	for _, args := range []string{fox, reordered} {
 		again := e.call(t, "generate_image", args, codex("call_1Fku5aBMwNg6sIYw8ZG3uWPL"))
-		r := outcome(t, again)
+		r := toolResult(t, again)
 		if !r.Replayed || r.PublicHandle != o.PublicHandle || r.Status != "succeeded" || !strings.Contains(text(again), "replayed") {
 			t.Fatalf("redelivery: %+v", r)
 		}
@@ -53,7 +55,7 @@ func TestSpendThenRedelivery(t *testing.T) {
 	}
 
 	// The same arguments under a new call id are a new operation, with a new key.
-	other := outcome(t, e.call(t, "generate_image", fox, codex("call_2RfBbbRAGwoDctpOvuSR20RD")))
+	other := toolResult(t, e.call(t, "generate_image", fox, codex("call_2RfBbbRAGwoDctpOvuSR20RD")))
 	if other.PublicHandle == o.PublicHandle || other.Replayed {
 		t.Fatalf("a new call was taken for a redelivery: %+v", other)
 	}
@@ -78,8 +80,8 @@ func TestSpendThenRedelivery(t *testing.T) {
 func TestHarnessSources(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
-	cc := outcome(t, e.call(t, "generate_image", fox, map[string]any{"claudecode/toolUseId": "toolu_01A09q90qw90lq917835lq9", "progressToken": 3}))
-	cx := outcome(t, e.call(t, "generate_image", fox, map[string]any{"callId": "toolu_01A09q90qw90lq917835lq9", "openai/session": "s-1"}))
+	cc := toolResult(t, e.call(t, "generate_image", fox, map[string]any{"claudecode/toolUseId": "toolu_01A09q90qw90lq917835lq9", "progressToken": 3}))
+	cx := toolResult(t, e.call(t, "generate_image", fox, map[string]any{"callId": "toolu_01A09q90qw90lq917835lq9", "openai/session": "s-1"}))
 	if cc.Status != "succeeded" || cx.Status != "succeeded" || cc.PublicHandle == cx.PublicHandle {
 		t.Fatalf("the same id on two platforms must be two operations: %+v %+v", cc, cx)
 	}
@@ -136,7 +138,7 @@ func TestIdentityInArguments(t *testing.T) {
 		t.Fatalf("%d backend requests", n)
 	}
 	// Nothing was recorded: the same call id still starts a fresh operation.
-	if o := outcome(t, e.call(t, "generate_image", fox, codex("call_c9tOdEPsi4pYeCZvmfh246uH"))); o.Status != "succeeded" || o.Replayed {
+	if o := toolResult(t, e.call(t, "generate_image", fox, codex("call_c9tOdEPsi4pYeCZvmfh246uH"))); o.Status != "succeeded" || o.Replayed {
 		t.Fatalf("after refusals: %+v", o)
 	}
 }
@@ -160,12 +162,27 @@ func TestInvalidArguments(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 			continue
 		}
-		if o := outcome(t, res); o.Error.Code != "invalid_arguments" {
+		if o := toolResult(t, res); o.Error.Code != "invalid_arguments" {
 			t.Errorf("%s: %s", name, o.Error.Code)
 		}
 	}
 	if n := e.backend.Calls(""); n != 0 {
 		t.Fatalf("%d backend requests", n)
+	}
+}
+
+func TestArgumentNamesAreExact(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	for i, args := range []string{
+		`{"prompt":"cat","Prompt":"dog","model":"flux-dev","width":1024,"height":1024}`,
+		`{"prompt":"cat","model":"flux-dev","width":1024,"height":1024,"SEED":7}`,
+		`{"prompt":"cat","model":"flux-dev","width":1024,"height":1024,"ſeed":7}`,
+	} {
+		mustError(t, e.call(t, "generate_image", args, codex("call_caseL4bvivE1TD0fOWPHRxi"+string(rune('a'+i)))), "invalid_arguments")
+	}
+	if o := toolResult(t, e.call(t, "generate_image", `{"prompt":"cat","model":"flux-dev","width":1024.0,"height":1024}`, codex("call_float1VEHVamTh3cuPFquuBX"))); o.Status != "succeeded" {
+		t.Fatalf("an integral 1024.0: %+v", o)
 	}
 }
 
@@ -229,7 +246,7 @@ func TestBackendUnavailableKeepsTheCall(t *testing.T) {
 	e.backend.SetDown(true)
 	down := mustError(t, e.call(t, "generate_image", fox, codex("call_u1V5dp6buXrE8B88myVE6lgq")), "backend_unavailable")
 	e.backend.SetDown(false)
-	up := outcome(t, e.call(t, "generate_image", fox, codex("call_u1V5dp6buXrE8B88myVE6lgq")))
+	up := toolResult(t, e.call(t, "generate_image", fox, codex("call_u1V5dp6buXrE8B88myVE6lgq")))
 	if up.Status != "succeeded" || up.PublicHandle != down.PublicHandle {
 		t.Fatalf("after the backend came back: %+v (first %+v)", up, down)
 	}
@@ -248,7 +265,7 @@ func TestConcurrentDeliveriesAreCoalesced(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			handles[i] = outcome(t, e.call(t, "generate_image", fox, codex("call_burst4oCn6RUIG96vz1F0HOI"))).PublicHandle
+			handles[i] = toolResult(t, e.call(t, "generate_image", fox, codex("call_burst4oCn6RUIG96vz1F0HOI"))).PublicHandle
 		}()
 	}
 	wg.Wait()
@@ -262,13 +279,67 @@ func TestConcurrentDeliveriesAreCoalesced(t *testing.T) {
 	}
 }
 
+// The first delivery's client goes away while Hubu is slow; a concurrent redelivery, which
+// joined it, still gets the real answer.
+func TestCoalescedDeliverySurvivesTheFirstCancelling(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	const callID = "call_slow1CoVTSkeqOJBmbf25wwY"
+	release := e.backend.Block()
+	defer release()
+	ctxA, cancelA := context.WithCancel(context.Background())
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		_, _ = e.session.CallTool(ctxA, &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codex(callID)})
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.backend.Calls("authorize") == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the first delivery never reached Hubu")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	second := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codex(callID)})
+		if err != nil {
+			res = nil // reported below, outside this goroutine
+		}
+		second <- res
+	}()
+	for e.router.Waiters("codex", callID) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the second delivery never joined the first")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancelA()
+	<-firstDone
+	release()
+	select {
+	case res := <-second:
+		if res == nil {
+			t.Fatal("the joined delivery failed")
+		}
+		if o := toolResult(t, res); o.Status != "succeeded" {
+			t.Fatalf("the joined delivery: %+v", o)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the joined delivery never answered")
+	}
+	if n := e.backend.Calls("authorize"); n != 1 {
+		t.Fatalf("%d authorizations", n)
+	}
+}
+
 // A backend that echoes the private key in every field it returns: the agent never sees it.
 func TestScrubber(t *testing.T) {
 	t.Parallel()
 	e := setup(t, nil)
 	e.backend.SetEchoKey(true)
 	res := e.call(t, "generate_image", fox, codex("call_s1xTADLIKqRxT50s65uc1YGT"))
-	handle := outcome(t, res).PublicHandle
+	handle := toolResult(t, res).PublicHandle
 	results := []*mcp.CallToolResult{res,
 		e.call(t, "generate_image", fox, codex("call_s1xTADLIKqRxT50s65uc1YGT")),
 		e.call(t, "operation_status", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),

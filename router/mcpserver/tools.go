@@ -1,6 +1,11 @@
 package mcpserver
 
-import "encoding/json"
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
 
 // Tool names (contract).
 const (
@@ -10,6 +15,54 @@ const (
 	ToolCapabilities    = "capabilities"
 	ToolGetExecution    = "get_execution"
 )
+
+// tool is one of the router's tools: its declaration and its work, which runs once the
+// checks every call goes through (handler) have passed. An identified tool acts for one
+// trusted call, so those checks also take the call's identity and hash its request.
+type tool struct {
+	*mcp.Tool
+	identified bool
+	run        func(context.Context, toolCall) answer
+}
+
+// Server returns an MCP server with the router's tools.
+func (r *Router) Server(version string) *mcp.Server {
+	s := mcp.NewServer(&mcp.Implementation{Name: "hubu-unified-mcp", Version: version}, &mcp.ServerOptions{Logger: r.cfg.Logger})
+	readOnly := &mcp.ToolAnnotations{ReadOnlyHint: true}
+	for _, t := range []tool{
+		{Tool: &mcp.Tool{
+			Name:        ToolGenerateImage,
+			Description: "Generate a FLUX image. Paid: Hubu prices it, may hold it for a human's approval, and charges it once however often the call is delivered.",
+			InputSchema: generateImageSchema,
+		}, identified: true, run: r.generateImage},
+		{Tool: &mcp.Tool{
+			Name:        ToolResumeOperation,
+			Description: "Run an operation a human approved, by its public handle. It runs the original request once; resuming again only reports its state.",
+			InputSchema: handleSchema,
+		}, run: r.byHandle(r.resumeOperation)},
+		{Tool: &mcp.Tool{
+			Name:        ToolOperationStatus,
+			Description: "The state of an operation by its public handle.",
+			InputSchema: handleSchema,
+			Annotations: readOnly,
+		}, run: r.byHandle(r.operationStatus)},
+		{Tool: &mcp.Tool{
+			Name:        ToolCapabilities,
+			Description: "What this agent may do: tools, models and prices, budget left, the approval limit, and the identity sources the router accepts.",
+			InputSchema: emptySchema,
+			Annotations: readOnly,
+		}, run: r.capabilities},
+		{Tool: &mcp.Tool{
+			Name:        ToolGetExecution,
+			Description: "The provider's state and result of an operation's execution, by its public handle.",
+			InputSchema: handleSchema,
+			Annotations: readOnly,
+		}, run: r.byHandle(r.getExecution)},
+	} {
+		s.AddTool(t.Tool, r.handler(t))
+	}
+	return s
+}
 
 // The input schemas expose no identity field and refuse extra properties: the model says
 // what to buy, the harness says which call it is.

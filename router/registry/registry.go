@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
 
+	"hubu.dev/hubu/proto/contract"
 	routersql "hubu.dev/hubu/sql/router"
 	"hubu.dev/hubu/sql/router/routerdb"
 )
@@ -42,12 +43,12 @@ type Entry struct {
 	Result       []byte // the final result, once there is one
 }
 
-// Outcome is how a delivery resolves against the registry.
-type Outcome int
+// Resolution is how a delivery resolves against the registry.
+type Resolution int
 
 const (
 	// New: the call was not known; its row was just committed with fresh keys.
-	New Outcome = iota
+	New Resolution = iota
 	// Continue: the same call and request, not final yet (in flight, crashed, held for
 	// approval): it goes on under the same key.
 	Continue
@@ -60,8 +61,8 @@ const (
 	ScopeConflict
 )
 
-func (o Outcome) String() string {
-	return [...]string{"new", "continue", "replay", "conflict", "scope_conflict"}[o]
+func (res Resolution) String() string {
+	return [...]string{"new", "continue", "replay", "conflict", "scope_conflict"}[res]
 }
 
 // KeySource makes the private operation key of a new call. Generated keys are the
@@ -78,7 +79,7 @@ type GeneratedKeys struct{}
 
 // NewKey implements KeySource.
 func (GeneratedKeys) NewKey(_ context.Context, platform string) (string, error) {
-	return "hubu:operation:v1:" + platform + ":" + uuid.NewString(), nil
+	return contract.NewOperationKey(platform), nil
 }
 
 // Registry is an open registry file.
@@ -164,7 +165,7 @@ func (r *Registry) InstallationID() string { return r.installationID }
 
 // Resolve looks a delivery up and, for a new call, commits its row with fresh keys before
 // returning. It is the only place a call's keys are made.
-func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Outcome, error) {
+func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Resolution, error) {
 	tx, err := r.db.BeginTx(ctx, nil) // IMMEDIATE (see the DSN): one writer decides at a time
 	if err != nil {
 		return Entry{}, 0, fmt.Errorf("begin: %w", err)
@@ -194,7 +195,7 @@ func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Outcome, error) 
 	if err != nil {
 		return Entry{}, 0, err
 	}
-	e := Entry{OperationKey: key, PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(), RequestHash: c.RequestHash, Tool: c.Tool}
+	e := Entry{OperationKey: key, PublicHandle: contract.NewPublicHandle(), RequestHash: c.RequestHash, Tool: c.Tool}
 	now := r.now().UnixMilli()
 	if err := r.q.InsertCall(ctx, tx, routerdb.InsertCallParams{
 		Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID, Tool: c.Tool,

@@ -108,7 +108,7 @@ func TestSharedFile(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	outcomes := map[Outcome]int{}
+	resolutions := map[Resolution]int{}
 	keys := map[string]bool{}
 	for i := range 30 {
 		wg.Add(1)
@@ -120,14 +120,14 @@ func TestSharedFile(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			outcomes[out]++
+			resolutions[out]++
 			keys[e.OperationKey] = true
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	if outcomes[New] != 1 || outcomes[Continue] != 29 || len(keys) != 1 {
-		t.Fatalf("outcomes %v, %d keys", outcomes, len(keys))
+	if resolutions[New] != 1 || resolutions[Continue] != 29 || len(keys) != 1 {
+		t.Fatalf("resolutions %v, %d keys", resolutions, len(keys))
 	}
 }
 

@@ -1,0 +1,234 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"hubu.dev/hubu/proto/contract"
+	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/router/registry"
+	"hubu.dev/hubu/router/scrub"
+)
+
+// authorize forwards the spend to Hubu under the private key.
+func (r *Router) authorize(ctx context.Context, entry registry.Entry, img contract.ImageRequest) answer {
+	body := hubuapi.AuthorizeRequest{
+		OperationKey: entry.OperationKey, PublicHandle: entry.PublicHandle, Tool: hubuapi.GenerateImage, RequestHash: entry.RequestHash,
+		Arguments: hubuapi.GenerateImageArguments{Prompt: img.Prompt, Model: img.Model, Width: img.Width, Height: img.Height, Seed: img.Seed},
+	}
+	if img.OutputFormat != nil {
+		f := hubuapi.GenerateImageArgumentsOutputFormat(*img.OutputFormat)
+		body.Arguments.OutputFormat = &f
+	}
+	resp, err := r.cfg.Hubu.AuthorizeWithResponse(ctx, body)
+	if err != nil {
+		r.cfg.Logger.WarnContext(ctx, "Hubu unreachable", "err", scrub.String(err.Error(), entry.OperationKey))
+		return r.unavailable(entry.PublicHandle)
+	}
+	op := resp.JSON201
+	if op == nil {
+		op = resp.JSON200
+	}
+	if op != nil {
+		a := r.afterDecision(ctx, *op)
+		a.Replayed = a.Replayed || resp.HTTPResponse.Header.Get("Idempotent-Replayed") == "true"
+		return a
+	}
+	return r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, entry.PublicHandle)
+}
+
+func (r *Router) unavailable(handle string) answer {
+	a := refusal(CodeBackendUnavailable, "Hubu cannot be reached; the call is recorded, so retrying the same call continues the same operation")
+	a.PublicHandle = handle
+	return a
+}
+
+// hubuRefusal maps Hubu's problem answers to tool errors, none of them final (see final).
+func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handle string) answer {
+	var p hubuapi.Problem
+	_ = json.Unmarshal(body, &p)
+	detail := ""
+	if p.Detail != nil {
+		detail = *p.Detail
+	}
+	var a answer
+	switch {
+	case p.Code == hubuapi.CreateNewOperation:
+		a = refusal(CodeCreateNewOperation, "%s", detail)
+	case p.Code == hubuapi.NotFound:
+		a = refusal(CodeNotFound, "no such operation")
+	case status == http.StatusBadRequest:
+		a = refusal(CodeInvalidArguments, "%s", detail)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		r.cfg.Logger.WarnContext(ctx, "Hubu refused the router's credential", "status", status, "code", string(p.Code))
+		why := ""
+		switch p.Code {
+		case hubuapi.CredentialRevoked:
+			why = ": an operator revoked it"
+		case hubuapi.CredentialExpired:
+			why = ": it was replaced and its overlap has ended"
+		}
+		a = refusal(CodeBackendUnavailable, "Hubu refused this router's agent token%s; an operator must issue a new one and set HUBU_AGENT_TOKEN "+
+			"(Hubu recorded nothing and nothing was charged; the same call continues once the router has a valid token)", why)
+	case p.Code == hubuapi.Conflict:
+		a = refusal(CodeBackendUnavailable, "Hubu refused the request: %s", detail)
+	default:
+		r.cfg.Logger.WarnContext(ctx, "Hubu answered with an error", "status", status, "code", string(p.Code))
+		a = r.unavailable(handle)
+	}
+	a.PublicHandle = handle
+	return a
+}
+
+// afterDecision shapes Hubu's record of an operation, waiting a while for the image of one
+// that is executing.
+func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer {
+	amount := op.AmountMicros
+	base := answer{hubu: op.State,
+		ToolResult: ToolResult{Status: string(op.State), PublicHandle: op.PublicHandle, AmountMicros: &amount, Currency: op.Currency}}
+	switch op.State {
+	case hubuapi.OperationStatePendingApproval:
+		a := base
+		a.Error = &ToolError{Code: CodeApprovalRequired, Message: "a human must approve this spend; once approved, call resume_operation with the public handle"}
+		return a
+	case hubuapi.OperationStateApproved:
+		a := base
+		a.Message = "approved: call resume_operation with the public handle to run it"
+		return a
+	case hubuapi.OperationStateDenied, hubuapi.OperationStateExpired:
+		code, msg := CodeDenied, "the spend was refused"
+		if op.Denial != nil {
+			msg = op.Denial.Message
+			if op.Denial.Code == hubuapi.DenialCodeBudgetExceeded {
+				code = CodeBudgetExceeded
+			}
+		}
+		a := base
+		a.Error = &ToolError{Code: code, Message: msg}
+		return a
+	case hubuapi.OperationStateFailed:
+		// Hubu has settled it: what it captured is what the provider charged, and the rest of
+		// the hold is released.
+		a := base
+		charged := op.CapturedMicros
+		a.ChargedMicros = &charged
+		a.Message = "the provider could not produce the image; "
+		if charged == 0 {
+			a.Message += "nothing was charged"
+			if op.ReleasedMicros > 0 {
+				a.Message += fmt.Sprintf(" and the hold of %d micros was released", op.ReleasedMicros)
+			}
+		} else {
+			a.Message += fmt.Sprintf("the provider charged %d micros for the attempt, and they were captured", charged)
+			if op.ReleasedMicros > 0 {
+				a.Message += fmt.Sprintf("; the other %d micros of the hold were released", op.ReleasedMicros)
+			}
+		}
+		if op.FailureReason != nil {
+			a.Message += ". Reason: " + *op.FailureReason
+		}
+		return a
+	}
+	return r.awaitImage(ctx, base)
+}
+
+// resolvedCharged says what an execution an operator resolved as charged (`gongbu resolve
+// --charged-micros`) means for the agent: it succeeded as far as money goes, but Gongbu never
+// got an image, and never will.
+func resolvedCharged(charged *int64) string {
+	amount := "what the provider charged"
+	if charged != nil {
+		amount = fmt.Sprintf("%d micros", *charged)
+	}
+	return "no image is available: the provider's outcome was unknown, and an operator who checked with the provider " +
+		"confirmed it charged " + amount + " for this operation, which Hubu captures as a success; Gongbu never received the image"
+}
+
+// executionFailed says what was charged for an execution Gongbu recorded as failed.
+func executionFailed(charged *int64) string {
+	switch {
+	case charged == nil:
+		return "what the provider charged is not known yet: call operation_status with the public handle"
+	case *charged == 0:
+		return "nothing was charged, and Hubu releases the hold"
+	default:
+		return fmt.Sprintf("the provider charged %d micros for the attempt, which Hubu captures, releasing the rest of the hold", *charged)
+	}
+}
+
+// awaitImage polls Gongbu for the execution until it has a result or Wait runs out. Hubu has
+// authorized the operation (base is its record), so Gongbu being down or answering errors is
+// no refusal: the spend is under way, Hubu keeps handing the decision to Gongbu, and the
+// answer is "running", saying that Gongbu could not be read.
+func (r *Router) awaitImage(ctx context.Context, base answer) answer {
+	deadline := r.cfg.Now().Add(r.cfg.Wait)
+	unread := "" // why the last look at Gongbu failed; empty when it answered
+	for {
+		resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, base.PublicHandle)
+		switch {
+		case err != nil:
+			unread = "Gongbu could not be reached"
+		case resp.JSON200 != nil:
+			unread = ""
+			e := resp.JSON200
+			a := base
+			a.gongbu = e
+			switch e.State {
+			case gongbuapi.Succeeded:
+				a.Status = "succeeded"
+				a.ChargedMicros = e.ChargedMicros
+				switch {
+				case e.Result != nil:
+					a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
+					a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
+					a.Message = "image generated"
+				case e.ResolvedAt != nil:
+					a.Message = resolvedCharged(e.ChargedMicros)
+				default:
+					a.Message = "the execution succeeded but Gongbu has no image for it yet: call get_execution with the public handle later"
+				}
+				return a
+			case gongbuapi.Failed:
+				a.Status = "failed"
+				a.ChargedMicros = e.ChargedMicros
+				a.Message = "the provider could not produce the image; " + executionFailed(e.ChargedMicros)
+				return a
+			case gongbuapi.Indeterminate:
+				a.Status = "indeterminate"
+				a.Message = "the provider's outcome is unknown; an operator is reconciling it, and nothing will be charged twice"
+				return a
+			}
+		case resp.StatusCode() == http.StatusNotFound:
+			unread = "" // Hubu has not handed the decision over yet
+		default:
+			unread = fmt.Sprintf("Gongbu answered %d", resp.StatusCode())
+		}
+		if !r.cfg.Now().Before(deadline) {
+			return running(base, unread)
+		}
+		t := time.NewTimer(r.cfg.PollEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return running(base, unread)
+		case <-t.C:
+		}
+	}
+}
+
+// running is the answer for a spend Hubu authorized whose result is not there yet; unread
+// says why Gongbu could not be read, when it could not.
+func running(base answer, unread string) answer {
+	a := base
+	a.Status = "running"
+	a.Message = "still running: call get_execution with the public handle for the result"
+	if unread != "" {
+		a.Message = "still running: Hubu authorized it (operation " + base.Status + "), but " + unread +
+			" to read the result; call get_execution with the public handle later, or deliver the same call again (it is not charged twice)"
+	}
+	return a
+}

@@ -1,0 +1,126 @@
+package mcpserver
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"hubu.dev/hubu/kit/failpoint"
+	"hubu.dev/hubu/proto/contract"
+	"hubu.dev/hubu/router/registry"
+)
+
+// generateImage is the spend tool.
+func (r *Router) generateImage(ctx context.Context, c toolCall) answer {
+	img, err := parseImageArgs(c.args)
+	if err != nil {
+		return refusal(CodeInvalidArguments, "%s", err.Error())
+	}
+	// The work is shared with concurrent deliveries of the same call, so it must not end
+	// when this delivery's client goes away; it is bounded on its own.
+	work, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.Wait+2*time.Minute)
+	defer cancel()
+	return r.coalesce(c.call, func() answer { return r.spend(work, c.call, img) })
+}
+
+// flight is a delivery at work, which concurrent deliveries of its call wait for.
+type flight struct {
+	done    chan struct{}
+	hash    string
+	scope   string
+	answer  answer
+	waiters int // concurrent deliveries waiting for this one's answer
+}
+
+// coalesce lets one delivery of a call work while concurrent deliveries of the same call
+// and request wait for it and share its answer.
+func (r *Router) coalesce(call registry.Call, work func() answer) answer {
+	key := call.Platform + "\x00" + call.CallID
+	r.mu.Lock()
+	if f, ok := r.flights[key]; ok {
+		f.waiters++
+		r.mu.Unlock()
+		<-f.done
+		if f.hash == call.RequestHash && f.scope == call.Scope {
+			shared := f.answer
+			shared.Replayed = true
+			return shared
+		}
+		return work() // another request or conversation under the same call id: the registry refuses it
+	}
+	f := &flight{done: make(chan struct{}), hash: call.RequestHash, scope: call.Scope}
+	r.flights[key] = f
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.flights, key)
+		r.mu.Unlock()
+		close(f.done)
+	}()
+	f.answer = work()
+	return f.answer
+}
+
+// spend resolves a call against the registry, forwards it when it is new or unfinished, and
+// records its answer once that is final.
+func (r *Router) spend(ctx context.Context, call registry.Call, img contract.ImageRequest) answer {
+	entry, resolution, err := r.cfg.Registry.Resolve(ctx, call)
+	switch {
+	case errors.Is(err, registry.ErrNewOperationRefused):
+		return refusal(CodeDenied, "this router starts new operations only for Codex calls (preallocated keys)")
+	case errors.Is(err, registry.ErrNoKeysLeft):
+		r.cfg.Logger.ErrorContext(ctx, "no preallocated operation keys are left")
+		return refusal(CodeBackendUnavailable, "this router has no preallocated operation keys left; nothing was sent, retry later")
+	case err != nil:
+		r.cfg.Logger.ErrorContext(ctx, "registry unavailable", "err", err)
+		return refusal(CodeBackendUnavailable, "the router's registry is unavailable; nothing was sent, retry the same call")
+	}
+	log := r.cfg.Logger.With("tool", call.Tool, "platform", call.Platform, "resolution", resolution.String())
+	switch resolution {
+	case registry.Conflict:
+		log.InfoContext(ctx, "call refused")
+		return refusal(CodeCallReused, "this call was already used for a different request; a changed request needs a new tool call")
+	case registry.ScopeConflict:
+		log.WarnContext(ctx, "call refused: its id was first seen in another conversation")
+		return refusal(CodeIdentityConflict, "this call's id was already used in another conversation, so it cannot tell this call "+
+			"from that one; nothing was sent or charged, and the earlier call is not replayed (the model or proxy that "+
+			"made the tool-call id repeated it: it needs a new, unique id)")
+	case registry.Replay:
+		a, err := unmarshalAnswer(entry.Result)
+		if err != nil {
+			log.ErrorContext(ctx, "stored result unreadable", "err", err)
+			return refusal(CodeBackendUnavailable, "the recorded result of this call cannot be read")
+		}
+		a.Replayed = true
+		log.InfoContext(ctx, "call replayed", "public_handle", a.PublicHandle)
+		return a
+	}
+	failpoint.Inject(failpoint.RouterAfterRegistryInsert)
+	log.InfoContext(ctx, "call forwarded", "public_handle", entry.PublicHandle)
+	a := r.authorize(ctx, entry, img)
+	failpoint.Inject(failpoint.RouterAfterBackendAnswer)
+	a = r.scrubbed(ctx, a, entry.OperationKey)
+	if a.final() {
+		b, err := a.marshal()
+		if err == nil {
+			err = r.cfg.Registry.Finish(ctx, call, b)
+		}
+		if err != nil {
+			log.ErrorContext(ctx, "could not record the final result; a redelivery will ask again", "err", err)
+		}
+	}
+	return a
+}
+
+// resumeOperation runs an operation a human approved, and then waits for its image as a
+// spend does.
+func (r *Router) resumeOperation(ctx context.Context, handle string) answer {
+	resp, err := r.cfg.Hubu.ResumeOperationWithResponse(ctx, handle)
+	switch {
+	case err != nil:
+		return r.unavailable(handle)
+	case resp.JSON200 != nil:
+		return r.afterDecision(ctx, *resp.JSON200)
+	}
+	return r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, handle)
+}
