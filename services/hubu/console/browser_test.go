@@ -33,9 +33,9 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	ctx := newBrowser(t)
 	do(t, ctx, "sign in",
-		chromedp.Navigate(b.url+"/console/"), // signed out: sent to the sign-in page
+		chromedp.Navigate(b.URL+"/console/"), // signed out: sent to the sign-in page
 		chromedp.WaitVisible(chromedp.CSS("#token")),
-		chromedp.SendKeys(chromedp.CSS("#token"), b.operatorToken),
+		chromedp.SendKeys(chromedp.CSS("#token"), b.OperatorToken),
 		chromedp.Click(chromedp.CSS("#sign-in")),
 		chromedp.WaitVisible(row(approveMe)),
 		chromedp.WaitVisible(row(denyMe)),
@@ -87,7 +87,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if op := a.resume(t, denyMe); op.State != "denied" || op.Denial == nil || op.Denial.Message != "not today" {
 		t.Fatalf("resume of the denied spend: %+v", op)
 	}
-	ds := b.exec.Decisions()
+	ds := b.Executor.Decisions()
 	if len(ds) != 1 || ds[0].PublicHandle != approveMe || ds[0].AmountMicros != 60_000 {
 		t.Fatalf("the executor got %+v, want only %s", ds, approveMe)
 	}

@@ -15,12 +15,8 @@ func TestSignInRefusesOtherTokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	a := b.newAgent(t, "painter")
-	svc, err := b.store.CreateCredential(t.Context(), hubu.RoleService, "gongbu", b.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
 	for name, token := range map[string]string{
-		"agent": a.token, "service": svc, "wrong": "hubu_operator_" + strings.Repeat("a", 32), "empty": "",
+		"agent": a.Token, "service": b.ServiceToken, "wrong": "hubu_operator_" + strings.Repeat("a", 32), "empty": "",
 	} {
 		br := b.browser(t)
 		got := br.signIn(token)
@@ -41,7 +37,7 @@ func TestSignInCookie(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	br := b.browser(t)
-	got := br.signIn(b.operatorToken)
+	got := br.signIn(b.OperatorToken)
 	mustStatus(t, "sign in", got, http.StatusSeeOther)
 	var session *http.Cookie
 	for _, c := range (&http.Response{Header: got.header}).Cookies() {
@@ -55,7 +51,7 @@ func TestSignInCookie(t *testing.T) {
 	if !session.HttpOnly || session.SameSite != http.SameSiteStrictMode || session.Path != "/console" || session.Secure {
 		t.Fatalf("session cookie flags: %+v", session)
 	}
-	if strings.Contains(session.Value, b.operatorToken) || len(session.Value) < 40 {
+	if strings.Contains(session.Value, b.OperatorToken) || len(session.Value) < 40 {
 		t.Fatalf("the session cookie is not a random id: %q", session.Value)
 	}
 	if session.MaxAge != int((12 * time.Hour).Seconds()) {
@@ -64,22 +60,22 @@ func TestSignInCookie(t *testing.T) {
 	home := br.get("/console/")
 	mustStatus(t, "home", home, http.StatusOK)
 	mustContain(t, "home", home.body, "Signed in as alice", "Nothing is waiting for approval.")
-	if strings.Contains(home.body, b.operatorToken) {
+	if strings.Contains(home.body, b.OperatorToken) {
 		t.Fatal("the page shows the token")
 	}
 	csp := home.header.Get("Content-Security-Policy")
 	if !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "script-src 'nonce-") || home.header.Get("Cache-Control") != "no-store" {
 		t.Fatalf("security headers: %v", home.header)
 	}
-	if !strings.Contains(b.logs.String(), `"msg":"console sign-in","operator":"alice"`) {
-		t.Fatalf("the sign-in was not logged: %s", b.logs.String())
+	if !strings.Contains(b.Logs.String(), `"msg":"console sign-in","operator":"alice"`) {
+		t.Fatalf("the sign-in was not logged: %s", b.Logs.String())
 	}
 
 	// Sign-out ends the session on the server, not only in this browser.
 	out := br.post("/console/sign-out", url.Values{"csrf": {csrf(t, home)}})
 	mustStatus(t, "sign out", out, http.StatusSeeOther)
 	replay := b.browser(t)
-	replay.client.Jar.SetCookies(mustURL(t, b.url+"/console/"), []*http.Cookie{{Name: "hubu_console", Value: session.Value}})
+	replay.client.Jar.SetCookies(mustURL(t, b.URL+"/console/"), []*http.Cookie{{Name: "hubu_console", Value: session.Value}})
 	if again := replay.get("/console/"); again.status != http.StatusSeeOther {
 		t.Fatalf("the old session still works after sign-out: %d", again.status)
 	}
@@ -90,8 +86,8 @@ func TestSignInOverTLSSetsSecure(t *testing.T) {
 	b := setup(t)
 	br := b.browser(t)
 	page := br.get("/console/sign-in")
-	form := url.Values{"csrf": {csrf(t, page)}, "token": {b.operatorToken}}
-	req, _ := http.NewRequest(http.MethodPost, b.url+"/console/sign-in", strings.NewReader(form.Encode()))
+	form := url.Values{"csrf": {csrf(t, page)}, "token": {b.OperatorToken}}
+	req, _ := http.NewRequest(http.MethodPost, b.URL+"/console/sign-in", strings.NewReader(form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	// httptest's plain server has no TLS; the console's handler is asked directly with a
 	// request that says it came over TLS.
@@ -116,7 +112,7 @@ func TestCSRF(t *testing.T) {
 	a := b.newAgent(t, "painter")
 	handle := a.hold(t, "a lighthouse")
 	br := b.browser(t)
-	token := br.mustSignIn(b.operatorToken)
+	token := br.mustSignIn(b.OperatorToken)
 
 	for name, form := range map[string]url.Values{
 		"missing token": {"handle": {handle}},
@@ -137,14 +133,14 @@ func TestCSRF(t *testing.T) {
 	}
 	// The sign-in form has its own token (no session yet): without it, no sign-in.
 	anon := b.browser(t)
-	got := anon.post("/console/sign-in", url.Values{"token": {b.operatorToken}})
+	got := anon.post("/console/sign-in", url.Values{"token": {b.OperatorToken}})
 	mustStatus(t, "sign-in without its token", got, http.StatusForbidden)
 	anon.origin = "https://evil.example"
 	page := anon.get("/console/sign-in")
-	mustStatus(t, "sign-in from a foreign origin", anon.post("/console/sign-in", url.Values{"csrf": {csrf(t, page)}, "token": {b.operatorToken}}), http.StatusForbidden)
+	mustStatus(t, "sign-in from a foreign origin", anon.post("/console/sign-in", url.Values{"csrf": {csrf(t, page)}, "token": {b.OperatorToken}}), http.StatusForbidden)
 
 	// The same origin with the right token goes through.
-	br.origin = b.url
+	br.origin = b.URL
 	mustStatus(t, "same origin", br.post("/console/approvals/approve", url.Values{"handle": {handle}, "csrf": {token}}), http.StatusSeeOther)
 	if s := b.state(t, handle); s != hubu.StateApproved {
 		t.Fatalf("state after approval: %s", s)
@@ -158,7 +154,7 @@ func TestPendingListEscapesThePrompt(t *testing.T) {
 	prompt := `<script>alert("owned")</script> & <img src=x onerror=alert(1)>`
 	handle := a.hold(t, prompt)
 	br := b.browser(t)
-	br.mustSignIn(b.operatorToken)
+	br.mustSignIn(b.OperatorToken)
 	for _, path := range []string{"/console/", "/console/fragments/approvals", "/console/approvals/confirm?action=approve&handle=" + url.QueryEscape(handle)} {
 		got := br.get(path)
 		mustStatus(t, path, got, http.StatusOK)
@@ -176,7 +172,7 @@ func TestApproveAndDenyThroughTheForms(t *testing.T) {
 	a := b.newAgent(t, "painter")
 	approveMe, denyMe := a.hold(t, "approve me"), a.hold(t, "deny me")
 	br := b.browser(t)
-	br.mustSignIn(b.operatorToken)
+	br.mustSignIn(b.OperatorToken)
 
 	confirm := br.get("/console/approvals/confirm?action=approve&handle=" + url.QueryEscape(approveMe))
 	mustStatus(t, "approve confirmation", confirm, http.StatusOK)
@@ -188,7 +184,7 @@ func TestApproveAndDenyThroughTheForms(t *testing.T) {
 	mustStatus(t, "approve", got, http.StatusSeeOther)
 	home := br.get("/console/")
 	mustContain(t, "after approve", home.body, "Operation "+approveMe+" approved.")
-	op, err := b.store.GetOperation(t.Context(), hubu.Principal{Role: hubu.RoleOperator}, approveMe, b.clock.Now())
+	op, err := b.Store.GetOperation(t.Context(), hubu.Principal{Role: hubu.RoleOperator}, approveMe, b.Clock.Now())
 	if err != nil || op.State != hubu.StateApproved || op.DecidedBy == nil || *op.DecidedBy != "alice" || op.DecisionID == nil {
 		t.Fatalf("approved operation: %+v %v", op, err)
 	}
@@ -196,7 +192,7 @@ func TestApproveAndDenyThroughTheForms(t *testing.T) {
 	if r := a.resume(t, approveMe); r.State != "executing" {
 		t.Fatalf("resume: %s", r.State)
 	}
-	if ds := b.exec.Decisions(); len(ds) != 1 || ds[0].DecisionID != *op.DecisionID {
+	if ds := b.Executor.Decisions(); len(ds) != 1 || ds[0].DecisionID != *op.DecisionID {
 		t.Fatalf("executor: %+v", ds)
 	}
 
@@ -204,14 +200,14 @@ func TestApproveAndDenyThroughTheForms(t *testing.T) {
 	mustContain(t, "deny confirmation", confirm.body, "Deny this spend?", "Yes, deny", `name="reason"`)
 	got = br.post("/console/approvals/deny", url.Values{"csrf": {csrf(t, confirm)}, "handle": {denyMe}, "reason": {"too <expensive>"}})
 	mustStatus(t, "deny", got, http.StatusSeeOther)
-	denied, err := b.store.GetOperation(t.Context(), hubu.Principal{Role: hubu.RoleOperator}, denyMe, b.clock.Now())
+	denied, err := b.Store.GetOperation(t.Context(), hubu.Principal{Role: hubu.RoleOperator}, denyMe, b.Clock.Now())
 	if err != nil || denied.State != hubu.StateDenied || denied.Denial == nil || denied.Denial.Message != "too <expensive>" || *denied.DecidedBy != "alice" {
 		t.Fatalf("denied operation: %+v %v", denied, err)
 	}
 	if r := a.resume(t, denyMe); r.State != "denied" {
 		t.Fatalf("resume after deny: %s", r.State)
 	}
-	if len(b.exec.Decisions()) != 1 {
+	if len(b.Executor.Decisions()) != 1 {
 		t.Fatal("a denied operation reached the executor")
 	}
 	// Deciding again says why not, without changing anything.
@@ -243,7 +239,7 @@ func TestFragment(t *testing.T) {
 	mustStatus(t, "fragment signed out", anon.get("/console/fragments/approvals"), http.StatusUnauthorized)
 
 	br := b.browser(t)
-	br.mustSignIn(b.operatorToken)
+	br.mustSignIn(b.OperatorToken)
 	got := br.get("/console/fragments/approvals")
 	mustStatus(t, "empty fragment", got, http.StatusOK)
 	mustContain(t, "empty fragment", got.body, "Nothing is waiting for approval.")
@@ -262,25 +258,25 @@ func TestSessionExpires(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	br := b.browser(t)
-	br.mustSignIn(b.operatorToken)
-	b.clock.Advance(12*time.Hour - time.Second)
+	br.mustSignIn(b.OperatorToken)
+	b.Clock.Advance(12*time.Hour - time.Second)
 	mustStatus(t, "home just before expiry", br.get("/console/"), http.StatusOK)
-	b.clock.Advance(time.Second)
+	b.Clock.Advance(time.Second)
 	got := br.get("/console/")
 	if got.status != http.StatusSeeOther || got.header.Get("Location") != "/console/sign-in" {
 		t.Fatalf("home after expiry: %d %s", got.status, got.header.Get("Location"))
 	}
 	mustStatus(t, "fragment after expiry", br.get("/console/fragments/approvals"), http.StatusUnauthorized)
 	// Signing in again works.
-	br.mustSignIn(b.operatorToken)
+	br.mustSignIn(b.OperatorToken)
 }
 
 func TestRevokedOperatorLosesTheSession(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	br := b.browser(t)
-	br.mustSignIn(b.operatorToken)
-	if _, err := b.pool().Exec(t.Context(), `UPDATE credentials SET revoked_at = now() WHERE name = 'alice'`); err != nil {
+	br.mustSignIn(b.OperatorToken)
+	if _, err := b.Pool.Exec(t.Context(), `UPDATE credentials SET revoked_at = now() WHERE name = 'alice'`); err != nil {
 		t.Fatal(err)
 	}
 	if got := br.get("/console/"); got.status != http.StatusSeeOther {

@@ -1,168 +1,41 @@
 package console_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
-	"encoding/hex"
-	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
-	"hubu.dev/hubu/services/hubu/console"
-	"hubu.dev/hubu/services/hubu/httpserver"
-	"hubu.dev/hubu/services/hubu/lifecycle"
-	"hubu.dev/hubu/services/hubu/postgres"
-	hubusql "hubu.dev/hubu/sql/hubu"
-	"hubu.dev/hubu/sql/sqltest"
+	"hubu.dev/hubu/services/hubu/hubutest"
 )
 
-// clock is a controllable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// executor is a fake executor: it records the decisions it is handed.
-type executor struct {
-	mu        sync.Mutex
-	decisions []hubu.Decision
-}
-
-func (e *executor) Execute(_ context.Context, d hubu.Decision) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.decisions = append(e.decisions, d)
-	return nil
-}
-
-func (e *executor) Decisions() []hubu.Decision {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]hubu.Decision(nil), e.decisions...)
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-type bundle struct {
-	db            *pgxpool.Pool
-	handler       http.Handler
-	store         *postgres.Store
-	clock         *clock
-	exec          *executor
-	url           string
-	operatorToken string
-	logs          *syncBuffer
-}
+type bundle struct{ *hubutest.Env }
 
 // setup runs Hubu with its console over real HTTP on its own database, with an operator
 // named alice.
-func setup(t testing.TB) *bundle {
-	t.Helper()
-	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
-	clk := &clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
-	store := postgres.NewStore(pool, 24*time.Hour)
-	exec := &executor{}
-	logs := &syncBuffer{}
-	logger := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	life := &lifecycle.Service{Store: store, Executor: exec, Logger: logger, Now: clk.Now, RetryAfter: 10 * time.Second}
-	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: clk.Now,
-		Console: console.New(store, &console.Options{Logger: logger, Now: clk.Now, RefreshEvery: 300 * time.Millisecond})}
-	handler := srv.Handler(prometheus.NewRegistry())
-	ts := httptest.NewServer(handler)
-	t.Cleanup(ts.Close)
-	opToken, err := store.CreateCredential(context.Background(), hubu.RoleOperator, "alice", clk.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &bundle{db: pool, store: store, clock: clk, exec: exec, url: ts.URL, handler: handler, operatorToken: opToken, logs: logs}
-	t.Cleanup(func() {
-		for _, secret := range []string{"hubu:operation:v1:", "hubu_agent_", "hubu_operator_", "hubu_service_"} {
-			if strings.Contains(logs.String(), secret) {
-				t.Errorf("Hubu logged a secret (%s…)", secret)
-			}
-		}
-	})
-	return b
-}
+func setup(t testing.TB) *bundle { return &bundle{hubutest.New(t, &hubutest.Options{Console: true})} }
 
-type agent struct {
-	name   string
-	token  string
-	client *hubuapi.ClientWithResponses
-}
+// agent asks for spend through the API.
+type agent struct{ hubutest.Agent }
 
-func (b *bundle) newAgent(t testing.TB, name string) agent {
-	t.Helper()
-	_, token, err := b.store.CreateAgent(context.Background(), name, "acct:"+name, hubu.DefaultPolicy(), b.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := hubuapi.NewClientWithResponses(b.url, hubuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-		r.Header.Set("Authorization", "Bearer "+token)
-		return nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return agent{name: name, token: token, client: c}
-}
+func (b *bundle) newAgent(t testing.TB, name string) agent { return agent{b.NewAgent(t, name, nil)} }
 
 // hold makes the agent ask, through the API, for a flux-pro-1.1-ultra image ($0.06, above
 // the default auto-approve limit of $0.05), and returns its public handle.
 func (a agent) hold(t testing.TB, prompt string) string {
 	t.Helper()
-	args := hubuapi.GenerateImageArguments{Prompt: prompt, Model: "flux-pro-1.1-ultra", Width: 1024, Height: 1024}
-	raw, _ := json.Marshal(args)
-	h := sha256.Sum256(append([]byte("generate_image\x00"), raw...))
-	req := hubuapi.AuthorizeRequest{
-		OperationKey: "hubu:operation:v1:codex:" + uuid.NewString(), PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(),
-		Tool: hubuapi.GenerateImage, RequestHash: hex.EncodeToString(h[:]), Arguments: args,
-	}
-	resp, err := a.client.AuthorizeWithResponse(context.Background(), req)
+	c := hubutest.NewCall("flux-pro-1.1-ultra")
+	c.Args.Prompt = prompt
+	resp, err := a.Client.AuthorizeWithResponse(context.Background(), c.Request())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +47,7 @@ func (a agent) hold(t testing.TB, prompt string) string {
 
 func (a agent) resume(t testing.TB, handle string) hubuapi.Operation {
 	t.Helper()
-	resp, err := a.client.ResumeOperationWithResponse(context.Background(), handle)
+	resp, err := a.Client.ResumeOperationWithResponse(context.Background(), handle)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +68,7 @@ type browser struct {
 
 func (b *bundle) browser(t testing.TB) *browser {
 	jar, _ := cookiejar.New(nil)
-	return &browser{t: t, base: b.url, client: &http.Client{
+	return &browser{t: t, base: b.URL, client: &http.Client{
 		Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
@@ -287,14 +160,12 @@ func mustContain(t testing.TB, what, body string, wants ...string) {
 
 func (b *bundle) state(t testing.TB, handle string) hubu.State {
 	t.Helper()
-	op, err := b.store.GetOperation(context.Background(), hubu.Principal{Role: hubu.RoleOperator, Name: "test"}, handle, b.clock.Now())
+	op, err := b.Store.GetOperation(context.Background(), hubu.Principal{Role: hubu.RoleOperator, Name: "test"}, handle, b.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return op.State
 }
-
-func (b *bundle) pool() *pgxpool.Pool { return b.db }
 
 // serveTLS asks Hubu's handler directly with a request that came over TLS, with the
 // browser's cookies.
@@ -305,7 +176,7 @@ func serveTLS(t testing.TB, b *bundle, req *http.Request, br *browser) *httptest
 	}
 	req.TLS = &tls.ConnectionState{}
 	rec := httptest.NewRecorder()
-	b.handler.ServeHTTP(rec, req)
+	b.Handler.ServeHTTP(rec, req)
 	return rec
 }
 

@@ -12,23 +12,10 @@ import (
 	"hubu.dev/hubu/services/hubu"
 )
 
-// api is an API client with token.
-func (b *bundle) api(t testing.TB, token string) *hubuapi.ClientWithResponses {
-	t.Helper()
-	c, err := hubuapi.NewClientWithResponses(b.url, hubuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-		r.Header.Set("Authorization", "Bearer "+token)
-		return nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
 // credentialID is the id of the credential a token belongs to.
 func (b *bundle) credentialID(t testing.TB, token string) uuid.UUID {
 	t.Helper()
-	p, err := b.store.Authenticate(context.Background(), token, b.clock.Now())
+	p, err := b.Store.Authenticate(context.Background(), token, b.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,21 +35,21 @@ func mustBeSignedOut(t testing.TB, what string, br *browser) {
 func TestRevocationEndsConsoleSessions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	bobToken, err := b.store.CreateCredential(t.Context(), hubu.RoleOperator, "bob", b.clock.Now())
+	bobToken, err := b.Store.CreateCredential(t.Context(), hubu.RoleOperator, "bob", b.Clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	alice, bob := b.browser(t), b.browser(t)
-	alice.mustSignIn(b.operatorToken)
+	alice.mustSignIn(b.OperatorToken)
 	bob.mustSignIn(bobToken)
 
-	r, err := b.api(t, bobToken).RevokeCredentialWithResponse(t.Context(), b.credentialID(t, b.operatorToken))
+	r, err := b.Client(t, bobToken).RevokeCredentialWithResponse(t.Context(), b.credentialID(t, b.OperatorToken))
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("bob revokes alice: %v %d %s", err, r.StatusCode(), r.Body)
 	}
 	mustBeSignedOut(t, "alice after the revocation", alice)
 	again := b.browser(t)
-	mustStatus(t, "alice signs in again", again.signIn(b.operatorToken), http.StatusUnauthorized)
+	mustStatus(t, "alice signs in again", again.signIn(b.OperatorToken), http.StatusUnauthorized)
 	mustStatus(t, "bob's session", bob.get("/console/"), http.StatusOK)
 }
 
@@ -72,15 +59,15 @@ func TestRotationEndsConsoleSessionsAfterTheOverlap(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	br := b.browser(t)
-	br.mustSignIn(b.operatorToken)
-	r, err := b.api(t, b.operatorToken).RotateCredentialWithResponse(t.Context(), b.credentialID(t, b.operatorToken),
+	br.mustSignIn(b.OperatorToken)
+	r, err := b.Client(t, b.OperatorToken).RotateCredentialWithResponse(t.Context(), b.credentialID(t, b.OperatorToken),
 		hubuapi.RotateRequest{OverlapSeconds: ptr(300)})
 	if err != nil || r.JSON201 == nil {
 		t.Fatalf("rotate: %v %d %s", err, r.StatusCode(), r.Body)
 	}
-	b.clock.Advance(5*time.Minute - time.Second)
+	b.Clock.Advance(5*time.Minute - time.Second)
 	mustStatus(t, "the session within the overlap", br.get("/console/"), http.StatusOK)
-	b.clock.Advance(time.Second)
+	b.Clock.Advance(time.Second)
 	mustBeSignedOut(t, "the session after the overlap", br)
 	b.browser(t).mustSignIn(r.JSON201.Token)
 }

@@ -14,25 +14,25 @@ func TestCredentials(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	alice, bob := b.newAgent(t, "alice-agent", nil), b.newAgent(t, "bob-agent", nil)
+	alice, bob := b.NewAgent(t, "alice-agent", nil), b.NewAgent(t, "bob-agent", nil)
 	op := mustOperation(t, authorize(t, alice, newCall("flux-dev")))
 	held := mustOperation(t, authorize(t, alice, newCall("flux-pro-1.1-ultra")))
 
 	// Another agent's operation does not exist for bob: 404, never 403.
-	if r, _ := bob.client.GetOperationWithResponse(ctx, op.PublicHandle); r.StatusCode() != http.StatusNotFound || problemCode(t, r.Body) != "not_found" {
+	if r, _ := bob.Client.GetOperationWithResponse(ctx, op.PublicHandle); r.StatusCode() != http.StatusNotFound || problemCode(t, r.Body) != "not_found" {
 		t.Fatalf("bob reading alice's operation: %d %s", r.StatusCode(), r.Body)
 	}
-	if r, _ := bob.client.GetOperationLedgerWithResponse(ctx, op.PublicHandle); r.StatusCode() != http.StatusNotFound {
+	if r, _ := bob.Client.GetOperationLedgerWithResponse(ctx, op.PublicHandle); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("bob reading alice's ledger: %d", r.StatusCode())
 	}
 	missing := "hubu:public-operation:v1:" + uuid.NewString()
-	if r, _ := bob.client.GetOperationWithResponse(ctx, missing); r.StatusCode() != http.StatusNotFound {
+	if r, _ := bob.Client.GetOperationWithResponse(ctx, missing); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("unknown handle: %d", r.StatusCode())
 	}
-	if r, _ := alice.client.GetOperationWithResponse(ctx, op.PublicHandle); r.JSON200 == nil {
+	if r, _ := alice.Client.GetOperationWithResponse(ctx, op.PublicHandle); r.JSON200 == nil {
 		t.Fatalf("alice reading her operation: %d", r.StatusCode())
 	}
-	if r, _ := b.operator.GetOperationWithResponse(ctx, op.PublicHandle); r.JSON200 == nil {
+	if r, _ := b.Operator.GetOperationWithResponse(ctx, op.PublicHandle); r.JSON200 == nil {
 		t.Fatalf("operator reading it: %d", r.StatusCode())
 	}
 
@@ -41,35 +41,35 @@ func TestCredentials(t *testing.T) {
 		do   func() (int, error)
 	}{
 		{"agent approves", func() (int, error) {
-			r, err := alice.client.ApproveOperationWithResponse(ctx, held.PublicHandle)
+			r, err := alice.Client.ApproveOperationWithResponse(ctx, held.PublicHandle)
 			return r.StatusCode(), err
 		}},
 		{"agent lists approvals", func() (int, error) {
-			r, err := alice.client.ListApprovalsWithResponse(ctx)
+			r, err := alice.Client.ListApprovalsWithResponse(ctx)
 			return r.StatusCode(), err
 		}},
 		{"agent creates an agent", func() (int, error) {
-			r, err := alice.client.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "sneaky"})
+			r, err := alice.Client.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "sneaky"})
 			return r.StatusCode(), err
 		}},
 		{"agent sets a price", func() (int, error) {
-			r, err := alice.client.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 0, Currency: "USD"})
+			r, err := alice.Client.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 0, Currency: "USD"})
 			return r.StatusCode(), err
 		}},
 		{"agent settles", func() (int, error) {
-			r, err := alice.client.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 0})
+			r, err := alice.Client.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 0})
 			return r.StatusCode(), err
 		}},
 		{"operator authorizes", func() (int, error) {
-			r, err := b.operator.AuthorizeWithResponse(ctx, newCall("flux-dev").request())
+			r, err := b.Operator.AuthorizeWithResponse(ctx, newCall("flux-dev").Request())
 			return r.StatusCode(), err
 		}},
 		{"operator settles", func() (int, error) {
-			r, err := b.operator.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 0})
+			r, err := b.Operator.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 0})
 			return r.StatusCode(), err
 		}},
 		{"service authorizes", func() (int, error) {
-			r, err := b.service.AuthorizeWithResponse(ctx, newCall("flux-dev").request())
+			r, err := b.service.AuthorizeWithResponse(ctx, newCall("flux-dev").Request())
 			return r.StatusCode(), err
 		}},
 		{"service approves", func() (int, error) {
@@ -87,15 +87,15 @@ func TestCredentials(t *testing.T) {
 	if r, _ := b.anonymous.GetCapabilitiesWithResponse(ctx); r.StatusCode() != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", r.StatusCode())
 	}
-	forged := b.client(t, "hubu_agent_forged")
-	if r, _ := forged.AuthorizeWithResponse(ctx, newCall("flux-dev").request()); r.StatusCode() != http.StatusUnauthorized || problemCode(t, r.Body) != "unauthorized" {
+	forged := b.Client(t, "hubu_agent_forged")
+	if r, _ := forged.AuthorizeWithResponse(ctx, newCall("flux-dev").Request()); r.StatusCode() != http.StatusUnauthorized || problemCode(t, r.Body) != "unauthorized" {
 		t.Fatalf("forged token: %d %s", r.StatusCode(), r.Body)
 	}
-	if n := count(t, b.pool, "SELECT count(*) FROM operations"); n != 2 {
+	if n := b.Count(t, "SELECT count(*) FROM operations"); n != 2 {
 		t.Fatalf("%d operations, want the 2 alice made", n)
 	}
 	// Tokens are stored hashed.
-	if n := count(t, b.pool, "SELECT count(*) FROM credentials WHERE position($1::bytea in token_hash) > 0", []byte(alice.token)); n != 0 {
+	if n := b.Count(t, "SELECT count(*) FROM credentials WHERE position($1::bytea in token_hash) > 0", []byte(alice.Token)); n != 0 {
 		t.Fatal("a token is stored in the clear")
 	}
 }
@@ -104,15 +104,15 @@ func TestOperatorManagesAgentsAndPrices(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
-	if r, _ := b.operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "agent"}); r.StatusCode() != http.StatusConflict {
+	a := b.NewAgent(t, "agent", nil)
+	if r, _ := b.Operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "agent"}); r.StatusCode() != http.StatusConflict {
 		t.Fatalf("duplicate agent name: %d %s", r.StatusCode(), r.Body)
 	}
-	list, _ := b.operator.ListAgentsWithResponse(ctx)
+	list, _ := b.Operator.ListAgentsWithResponse(ctx)
 	if list.JSON200 == nil || len(list.JSON200.Agents) != 1 || list.JSON200.Agents[0].Policy.BudgetMicros != 5_000_000 {
 		t.Fatalf("agents: %s", list.Body)
 	}
-	set, _ := b.operator.SetAgentPolicyWithResponse(ctx, a.id, *policy(0, 100_000, 200_000))
+	set, _ := b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(0, 100_000, 200_000))
 	if set.JSON200 == nil || set.JSON200.Policy.AutoApproveLimitMicros != 0 {
 		t.Fatalf("set policy: %s", set.Body)
 	}
@@ -120,10 +120,10 @@ func TestOperatorManagesAgentsAndPrices(t *testing.T) {
 	if op := mustOperation(t, authorize(t, a, newCall("flux-schnell"))); op.State != hubuapi.OperationStatePendingApproval {
 		t.Fatalf("with auto-approve 0: %+v", op)
 	}
-	if r, _ := b.operator.GetAgentWithResponse(ctx, uuid.New()); r.StatusCode() != http.StatusNotFound {
+	if r, _ := b.Operator.GetAgentWithResponse(ctx, uuid.New()); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("unknown agent: %d", r.StatusCode())
 	}
-	prices, _ := b.operator.ListPricesWithResponse(ctx)
+	prices, _ := b.Operator.ListPricesWithResponse(ctx)
 	want := map[string]int64{"flux-schnell": 3_000, "flux-dev": 25_000, "flux-pro-1.1": 40_000, "flux-pro-1.1-ultra": 60_000}
 	for _, p := range prices.JSON200.Prices {
 		if want[p.Model] != p.AmountMicros || p.Currency != "USD" || p.Size != "*" {
@@ -135,12 +135,12 @@ func TestOperatorManagesAgentsAndPrices(t *testing.T) {
 		t.Fatalf("seeded catalog lacks %v", want)
 	}
 	// A size-specific price wins over the model's "*" price.
-	if r, _ := b.operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-schnell", Size: "512x512", AmountMicros: 1_000, Currency: "USD"}); r.JSON200 == nil {
+	if r, _ := b.Operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-schnell", Size: "512x512", AmountMicros: 1_000, Currency: "USD"}); r.JSON200 == nil {
 		t.Fatalf("set price: %s", r.Body)
 	}
-	b.operator.SetAgentPolicyWithResponse(ctx, a.id, *policy(50_000, 100_000, 200_000))
+	b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(50_000, 100_000, 200_000))
 	c := newCall("flux-schnell")
-	c.args.Width, c.args.Height = 512, 512
+	c.Args.Width, c.Args.Height = 512, 512
 	if op := mustOperation(t, authorize(t, a, c)); op.AmountMicros != 1_000 {
 		t.Fatalf("size-specific price: %+v", op)
 	}

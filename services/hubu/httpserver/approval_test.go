@@ -17,8 +17,8 @@ func heldCall(t *testing.T, b *bundle, a agent) (call, hubuapi.Operation) {
 	if op.State != hubuapi.OperationStatePendingApproval || op.DecisionId != nil || op.HeldMicros != 60_000 || op.ApprovalExpiresAt == nil {
 		t.Fatalf("held: %+v", op)
 	}
-	if !op.ApprovalExpiresAt.Equal(b.clock.Now().Add(24 * time.Hour)) {
-		t.Fatalf("expires at %v, want 24h after %v", op.ApprovalExpiresAt, b.clock.Now())
+	if !op.ApprovalExpiresAt.Equal(b.Clock.Now().Add(24 * time.Hour)) {
+		t.Fatalf("expires at %v, want 24h after %v", op.ApprovalExpiresAt, b.Clock.Now())
 	}
 	return c, op
 }
@@ -27,7 +27,7 @@ func TestApprovalLifecycle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
+	a := b.NewAgent(t, "agent", nil)
 	c, held := heldCall(t, b, a)
 
 	// Replay-only: re-sending reports the state and never skips the approval.
@@ -35,58 +35,58 @@ func TestApprovalLifecycle(t *testing.T) {
 		t.Fatalf("replay while held: %d %s", r.StatusCode(), r.Body)
 	}
 	// Resume before approval does nothing.
-	if r, _ := a.client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStatePendingApproval {
+	if r, _ := a.Client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStatePendingApproval {
 		t.Fatalf("resume while held: %d %s", r.StatusCode(), r.Body)
 	}
 	// The pending list shows it to operators only.
-	list, _ := b.operator.ListApprovalsWithResponse(ctx)
+	list, _ := b.Operator.ListApprovalsWithResponse(ctx)
 	if list.JSON200 == nil || len(list.JSON200.Operations) != 1 || list.JSON200.Operations[0].PublicHandle != held.PublicHandle {
 		t.Fatalf("approvals: %s", list.Body)
 	}
 	// An agent credential can never approve, not even its own operation.
-	if r, _ := a.client.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusForbidden {
+	if r, _ := a.Client.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusForbidden {
 		t.Fatalf("agent approving: %d %s", r.StatusCode(), r.Body)
 	}
-	if len(b.exec.Decisions()) != 0 {
+	if len(b.Executor.Decisions()) != 0 {
 		t.Fatal("the executor saw a held operation")
 	}
 
-	approved, _ := b.operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
+	approved, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
 	if approved.JSON200 == nil || approved.JSON200.State != hubuapi.OperationStateApproved || approved.JSON200.DecisionId == nil || *approved.JSON200.DecidedBy != "alice" {
 		t.Fatalf("approve: %d %s", approved.StatusCode(), approved.Body)
 	}
 	decision := *approved.JSON200.DecisionId
 	// Approving again answers the same decision.
-	if again, _ := b.operator.ApproveOperationWithResponse(ctx, held.PublicHandle); again.JSON200 == nil || *again.JSON200.DecisionId != decision {
+	if again, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle); again.JSON200 == nil || *again.JSON200.DecisionId != decision {
 		t.Fatalf("approve again: %s", again.Body)
 	}
 	// Approval alone does not run it, and neither does a re-delivery of the original call.
 	if r := authorize(t, a, c); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateApproved {
 		t.Fatalf("replay after approval: %s", r.Body)
 	}
-	if len(b.exec.Decisions()) != 0 {
+	if len(b.Executor.Decisions()) != 0 {
 		t.Fatal("approval ran the operation before the agent resumed it")
 	}
 
 	// Another agent cannot resume it.
-	other := b.newAgent(t, "other", nil)
-	if r, _ := other.client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusNotFound {
+	other := b.NewAgent(t, "other", nil)
+	if r, _ := other.Client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("other agent resuming: %d %s", r.StatusCode(), r.Body)
 	}
 
-	resumed, _ := a.client.ResumeOperationWithResponse(ctx, held.PublicHandle)
+	resumed, _ := a.Client.ResumeOperationWithResponse(ctx, held.PublicHandle)
 	if resumed.JSON200 == nil || resumed.JSON200.State != hubuapi.OperationStateExecuting {
 		t.Fatalf("resume: %d %s", resumed.StatusCode(), resumed.Body)
 	}
 	for range 2 {
-		if r, _ := a.client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateExecuting {
+		if r, _ := a.Client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateExecuting {
 			t.Fatalf("second resume: %s", r.Body)
 		}
 		if r := authorize(t, a, c); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateExecuting {
 			t.Fatalf("replay after resume: %s", r.Body)
 		}
 	}
-	ds := b.exec.Decisions()
+	ds := b.Executor.Decisions()
 	if len(ds) != 1 || ds[0].DecisionID != decision || ds[0].AmountMicros != 60_000 || ds[0].Scope.Model != "flux-pro-1.1-ultra" {
 		t.Fatalf("executor decisions: %+v", ds)
 	}
@@ -97,7 +97,7 @@ func TestApprovalLifecycle(t *testing.T) {
 		settled.JSON200.CapturedMicros != 55_000 || settled.JSON200.ReleasedMicros != 5_000 || settled.JSON200.HeldMicros != 0 {
 		t.Fatalf("settle: %d %s", settled.StatusCode(), settled.Body)
 	}
-	ledger, _ := a.client.GetOperationLedgerWithResponse(ctx, held.PublicHandle)
+	ledger, _ := a.Client.GetOperationLedgerWithResponse(ctx, held.PublicHandle)
 	if ledger.JSON200 == nil || len(ledger.JSON200.Entries) != 3 {
 		t.Fatalf("ledger: %s", ledger.Body)
 	}
@@ -112,30 +112,30 @@ func TestDenyReleasesTheHold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
+	a := b.NewAgent(t, "agent", nil)
 	c, held := heldCall(t, b, a)
 	reason := "not this one"
-	if r, _ := a.client.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{}); r.StatusCode() != http.StatusForbidden {
+	if r, _ := a.Client.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{}); r.StatusCode() != http.StatusForbidden {
 		t.Fatalf("agent denying: %d", r.StatusCode())
 	}
-	denied, _ := b.operator.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{Reason: &reason})
+	denied, _ := b.Operator.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{Reason: &reason})
 	if denied.JSON200 == nil || denied.JSON200.State != hubuapi.OperationStateDenied || denied.JSON200.HeldMicros != 0 ||
 		denied.JSON200.ReleasedMicros != 60_000 || denied.JSON200.Denial.Message != reason {
 		t.Fatalf("deny: %d %s", denied.StatusCode(), denied.Body)
 	}
-	if r, _ := a.client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateDenied {
+	if r, _ := a.Client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateDenied {
 		t.Fatalf("resume after deny: %s", r.Body)
 	}
 	if r := authorize(t, a, c); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateDenied {
 		t.Fatalf("replay after deny: %s", r.Body)
 	}
-	if r, _ := b.operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
+	if r, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
 		t.Fatalf("approve after deny: %d %s", r.StatusCode(), r.Body)
 	}
-	if len(b.exec.Decisions()) != 0 {
+	if len(b.Executor.Decisions()) != 0 {
 		t.Fatal("a denied operation reached the executor")
 	}
-	caps, _ := a.client.GetCapabilitiesWithResponse(ctx)
+	caps, _ := a.Client.GetCapabilitiesWithResponse(ctx)
 	if caps.JSON200.Budget.UsedMicros != 0 {
 		t.Fatalf("budget still used after deny: %+v", caps.JSON200.Budget)
 	}
@@ -147,55 +147,55 @@ func TestApprovalExpiry(t *testing.T) {
 	t.Run("read after expiry", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		a := b.newAgent(t, "agent", nil)
+		a := b.NewAgent(t, "agent", nil)
 		c, held := heldCall(t, b, a)
-		b.clock.Advance(24*time.Hour - time.Second)
-		if r, _ := a.client.GetOperationWithResponse(ctx, held.PublicHandle); r.JSON200.State != hubuapi.OperationStatePendingApproval {
+		b.Clock.Advance(24*time.Hour - time.Second)
+		if r, _ := a.Client.GetOperationWithResponse(ctx, held.PublicHandle); r.JSON200.State != hubuapi.OperationStatePendingApproval {
 			t.Fatalf("a second before expiry: %s", r.Body)
 		}
-		b.clock.Advance(time.Second)
-		r, _ := a.client.GetOperationWithResponse(ctx, held.PublicHandle)
+		b.Clock.Advance(time.Second)
+		r, _ := a.Client.GetOperationWithResponse(ctx, held.PublicHandle)
 		if r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateExpired || r.JSON200.HeldMicros != 0 || r.JSON200.ReleasedMicros != 60_000 {
 			t.Fatalf("at expiry: %s", r.Body)
 		}
-		if r, _ := b.operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
+		if r, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
 			t.Fatalf("approve after expiry: %d %s", r.StatusCode(), r.Body)
 		}
 		if r := authorize(t, a, c); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateExpired {
 			t.Fatalf("replay after expiry: %s", r.Body)
 		}
-		if list, _ := b.operator.ListApprovalsWithResponse(ctx); len(list.JSON200.Operations) != 0 {
+		if list, _ := b.Operator.ListApprovalsWithResponse(ctx); len(list.JSON200.Operations) != 0 {
 			t.Fatalf("expired operation still pending: %s", list.Body)
 		}
 	})
 	t.Run("approve after expiry without a read", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		a := b.newAgent(t, "agent", nil)
+		a := b.NewAgent(t, "agent", nil)
 		_, held := heldCall(t, b, a)
-		b.clock.Advance(25 * time.Hour)
-		r, _ := b.operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
+		b.Clock.Advance(25 * time.Hour)
+		r, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
 		if r.StatusCode() != http.StatusConflict || problemCode(t, r.Body) != "conflict" {
 			t.Fatalf("approve after expiry: %d %s", r.StatusCode(), r.Body)
 		}
-		if n := count(t, b.pool, "SELECT count(*) FROM operations WHERE state = 'expired'"); n != 1 {
+		if n := b.Count(t, "SELECT count(*) FROM operations WHERE state = 'expired'"); n != 1 {
 			t.Fatal("the refused approval did not close the expired operation")
 		}
 	})
 	t.Run("sweeper", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		a := b.newAgent(t, "agent", nil)
+		a := b.NewAgent(t, "agent", nil)
 		heldCall(t, b, a)
 		heldCall(t, b, a)
-		b.clock.Advance(24 * time.Hour)
-		if _, err := b.life.Recover(ctx); err != nil {
+		b.Clock.Advance(24 * time.Hour)
+		if _, err := b.Lifecycle.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n := count(t, b.pool, "SELECT count(*) FROM operations WHERE state = 'expired'"); n != 2 {
+		if n := b.Count(t, "SELECT count(*) FROM operations WHERE state = 'expired'"); n != 2 {
 			t.Fatalf("%d expired by the sweeper, want 2", n)
 		}
-		caps, _ := a.client.GetCapabilitiesWithResponse(ctx)
+		caps, _ := a.Client.GetCapabilitiesWithResponse(ctx)
 		if caps.JSON200.Budget.UsedMicros != 0 {
 			t.Fatalf("expired holds still count: %+v", caps.JSON200.Budget)
 		}
@@ -203,10 +203,50 @@ func TestApprovalExpiry(t *testing.T) {
 	t.Run("configured window", func(t *testing.T) {
 		t.Parallel()
 		b := setupWithTTL(t, time.Hour)
-		a := b.newAgent(t, "agent", nil)
+		a := b.NewAgent(t, "agent", nil)
 		op := mustOperation(t, authorize(t, a, newCall("flux-pro-1.1-ultra")))
-		if !op.ApprovalExpiresAt.Equal(b.clock.Now().Add(time.Hour)) {
+		if !op.ApprovalExpiresAt.Equal(b.Clock.Now().Add(time.Hour)) {
 			t.Fatalf("expires at %v, want an hour from now", op.ApprovalExpiresAt)
 		}
 	})
+}
+
+// An approved operation the agent never resumes does not hold budget forever: it expires
+// at its resume deadline, and an operator may deny it before.
+func TestApprovedButNotResumed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.NewAgent(t, "agent", nil)
+
+	_, held := heldCall(t, b, a)
+	b.Clock.Advance(23 * time.Hour) // approved late in its window
+	approved, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
+	if approved.JSON200 == nil || !approved.JSON200.ApprovalExpiresAt.Equal(b.Clock.Now().Add(24*time.Hour)) {
+		t.Fatalf("approve: %s", approved.Body)
+	}
+	b.Clock.Advance(24 * time.Hour)
+	if _, err := b.Lifecycle.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := a.Client.GetOperationWithResponse(ctx, held.PublicHandle)
+	if got.JSON200.State != hubuapi.OperationStateExpired || got.JSON200.HeldMicros != 0 {
+		t.Fatalf("after the resume deadline: %s", got.Body)
+	}
+	if r, _ := a.Client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.JSON200.State != hubuapi.OperationStateExpired {
+		t.Fatalf("resume after the deadline: %s", r.Body)
+	}
+
+	_, held2 := heldCall(t, b, a)
+	b.Operator.ApproveOperationWithResponse(ctx, held2.PublicHandle)
+	denied, _ := b.Operator.DenyOperationWithResponse(ctx, held2.PublicHandle, hubuapi.DenyRequest{})
+	if denied.JSON200 == nil || denied.JSON200.State != hubuapi.OperationStateDenied || denied.JSON200.HeldMicros != 0 {
+		t.Fatalf("deny an approved operation before its resume: %d %s", denied.StatusCode(), denied.Body)
+	}
+	if r, _ := a.Client.ResumeOperationWithResponse(ctx, held2.PublicHandle); r.JSON200.State != hubuapi.OperationStateDenied {
+		t.Fatalf("resume after deny: %s", r.Body)
+	}
+	if len(b.Executor.Decisions()) != 0 {
+		t.Fatal("an expired or denied approval reached the executor")
+	}
 }

@@ -3,6 +3,7 @@ package httpserver_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -13,7 +14,7 @@ import (
 func TestAuthorizeNewThenReplay(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.newAgent(t, "codex-desktop", nil)
+	a := b.NewAgent(t, "codex-desktop", nil)
 	c := newCall("flux-dev")
 
 	first := authorize(t, a, c)
@@ -27,7 +28,7 @@ func TestAuthorizeNewThenReplay(t *testing.T) {
 	if op.HeldMicros != 25_000 || op.Scope != (hubuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"}) {
 		t.Fatalf("hold or scope: %+v", op)
 	}
-	if op.AgentId != a.id || op.Account != "acct:codex-desktop" {
+	if op.AgentId != a.ID || op.Account != "acct:codex-desktop" {
 		t.Fatalf("agent or account: %+v", op)
 	}
 
@@ -41,13 +42,13 @@ func TestAuthorizeNewThenReplay(t *testing.T) {
 			t.Fatalf("replay returned another record: %+v", r)
 		}
 	}
-	if n := len(b.exec.Decisions()); n != 1 {
+	if n := len(b.Executor.Decisions()); n != 1 {
 		t.Fatalf("executor got %d decisions, want 1", n)
 	}
-	if n := count(t, b.pool, "SELECT count(*) FROM operations"); n != 1 {
+	if n := b.Count(t, "SELECT count(*) FROM operations"); n != 1 {
 		t.Fatalf("%d operations, want 1", n)
 	}
-	if n := count(t, b.pool, "SELECT count(*) FROM ledger_entries"); n != 1 {
+	if n := b.Count(t, "SELECT count(*) FROM ledger_entries"); n != 1 {
 		t.Fatalf("%d ledger entries, want one hold", n)
 	}
 }
@@ -56,11 +57,11 @@ func TestAuthorizeNewThenReplay(t *testing.T) {
 func TestSameKeyTwoAgents(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a1, a2 := b.newAgent(t, "one", nil), b.newAgent(t, "two", nil)
+	a1, a2 := b.NewAgent(t, "one", nil), b.NewAgent(t, "two", nil)
 	c := newCall("flux-dev")
 	op1 := mustOperation(t, authorize(t, a1, c))
 	c2 := c
-	c2.handle = newCall("flux-dev").handle
+	c2.Handle = newCall("flux-dev").Handle
 	resp := authorize(t, a2, c2)
 	if resp.StatusCode() != http.StatusCreated {
 		t.Fatalf("second agent: %d %s", resp.StatusCode(), resp.Body)
@@ -70,7 +71,7 @@ func TestSameKeyTwoAgents(t *testing.T) {
 	}
 	// The same public handle for a new key is refused: handles name one operation.
 	c3 := newCall("flux-dev")
-	c3.handle = c.handle
+	c3.Handle = c.Handle
 	if r := authorize(t, a2, c3); r.StatusCode() != http.StatusConflict || problemCode(t, r.Body) != "conflict" {
 		t.Fatalf("reused handle: %d %s", r.StatusCode(), r.Body)
 	}
@@ -85,15 +86,15 @@ func TestCreateNewOperation(t *testing.T) {
 		name   string
 		change func(t *testing.T, b *bundle, a agent, c *call)
 	}{
-		{"scope: model", func(t *testing.T, b *bundle, a agent, c *call) { c.args.Model = "flux-pro-1.1" }},
-		{"scope: size", func(t *testing.T, b *bundle, a agent, c *call) { c.args.Width = 768 }},
-		{"request", func(t *testing.T, b *bundle, a agent, c *call) { c.args.Prompt = "a paper crane" }},
+		{"scope: model", func(t *testing.T, b *bundle, a agent, c *call) { c.Args.Model = "flux-pro-1.1" }},
+		{"scope: size", func(t *testing.T, b *bundle, a agent, c *call) { c.Args.Width = 768 }},
+		{"request", func(t *testing.T, b *bundle, a agent, c *call) { c.Args.Prompt = "a paper crane" }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			a := b.newAgent(t, "agent", nil)
+			a := b.NewAgent(t, "agent", nil)
 			c := newCall("flux-dev")
 			op := mustOperation(t, authorize(t, a, c))
 			tc.change(t, b, a, &c)
@@ -101,10 +102,10 @@ func TestCreateNewOperation(t *testing.T) {
 			if resp.StatusCode() != http.StatusConflict || problemCode(t, resp.Body) != "create_new_operation" {
 				t.Fatalf("changed %s: %d %s", tc.name, resp.StatusCode(), resp.Body)
 			}
-			if n := count(t, b.pool, "SELECT count(*) FROM operations"); n != 1 {
+			if n := b.Count(t, "SELECT count(*) FROM operations"); n != 1 {
 				t.Fatalf("%d operations after the refused change, want 1", n)
 			}
-			got, err := a.client.GetOperationWithResponse(ctx, op.PublicHandle)
+			got, err := a.Client.GetOperationWithResponse(ctx, op.PublicHandle)
 			if err != nil || got.JSON200 == nil || got.JSON200.AmountMicros != op.AmountMicros || got.JSON200.Account != op.Account {
 				t.Fatalf("the original record changed: %v %s", err, got.Body)
 			}
@@ -115,7 +116,7 @@ func TestCreateNewOperation(t *testing.T) {
 func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
+	a := b.NewAgent(t, "agent", nil)
 	c := newCall("flux-dev")
 	const n = 50
 	statuses := make([]int, n)
@@ -144,24 +145,24 @@ func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
 		default:
 			t.Fatalf("delivery %d: status %d", i, s)
 		}
-		if handles[i] != c.handle {
+		if handles[i] != c.Handle {
 			t.Fatalf("delivery %d saw handle %q", i, handles[i])
 		}
 	}
 	if created != 1 {
 		t.Fatalf("%d deliveries created a record, want 1", created)
 	}
-	if got := count(t, b.pool, "SELECT count(*) FROM operations"); got != 1 {
+	if got := b.Count(t, "SELECT count(*) FROM operations"); got != 1 {
 		t.Fatalf("%d operations, want 1", got)
 	}
-	if got := count(t, b.pool, "SELECT count(*) FROM ledger_entries WHERE kind = 'hold'"); got != 1 {
+	if got := b.Count(t, "SELECT count(*) FROM ledger_entries WHERE kind = 'hold'"); got != 1 {
 		t.Fatalf("%d holds, want 1", got)
 	}
 	// A delivery that finds the decision still being handed off re-sends it (executors are
 	// idempotent per decision id), so the executor may see it more than once, but only ever
 	// one decision.
 	distinct := map[string]bool{}
-	for _, d := range b.exec.Decisions() {
+	for _, d := range b.Executor.Decisions() {
 		distinct[d.DecisionID.String()] = true
 	}
 	if len(distinct) != 1 {
@@ -173,7 +174,7 @@ func TestBudgetRace(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// flux-dev costs 25 000 micros: the budget fits exactly 10.
-	a := b.newAgent(t, "agent", policy(50_000, 1_000_000, 250_000))
+	a := b.NewAgent(t, "agent", policy(50_000, 1_000_000, 250_000))
 	const n = 50
 	states := make([]hubuapi.OperationState, n)
 	denials := make([]string, n)
@@ -184,7 +185,7 @@ func TestBudgetRace(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			answers[i], errs[i] = a.client.AuthorizeWithResponse(context.Background(), newCall("flux-dev").request())
+			answers[i], errs[i] = a.Client.AuthorizeWithResponse(context.Background(), newCall("flux-dev").Request())
 		}()
 	}
 	wg.Wait()
@@ -211,7 +212,7 @@ func TestBudgetRace(t *testing.T) {
 	if approved != 10 {
 		t.Fatalf("%d approved, want exactly 10", approved)
 	}
-	caps, err := a.client.GetCapabilitiesWithResponse(context.Background())
+	caps, err := a.Client.GetCapabilitiesWithResponse(context.Background())
 	if err != nil || caps.JSON200 == nil {
 		t.Fatalf("capabilities: %v %s", err, caps.Body)
 	}
@@ -224,7 +225,7 @@ func TestBudgetRace(t *testing.T) {
 func TestDenialIsRecordedAndReplayed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.newAgent(t, "agent", policy(50_000, 50_000, 5_000_000)) // ceiling below flux-pro-1.1-ultra
+	a := b.NewAgent(t, "agent", policy(50_000, 50_000, 5_000_000)) // ceiling below flux-pro-1.1-ultra
 	c := newCall("flux-pro-1.1-ultra")
 	op := mustOperation(t, authorize(t, a, c))
 	if op.State != hubuapi.OperationStateDenied || op.Denial == nil || op.Denial.Code != hubuapi.DenialCodeDenied || op.HeldMicros != 0 {
@@ -234,14 +235,14 @@ func TestDenialIsRecordedAndReplayed(t *testing.T) {
 	if again.StatusCode() != http.StatusOK || again.JSON200.State != hubuapi.OperationStateDenied {
 		t.Fatalf("replay of a denial: %d %s", again.StatusCode(), again.Body)
 	}
-	restricted := b.newAgent(t, "restricted", &hubuapi.Policy{Currency: "USD", AutoApproveLimitMicros: 50_000,
+	restricted := b.NewAgent(t, "restricted", &hubuapi.Policy{Currency: "USD", AutoApproveLimitMicros: 50_000,
 		PerOperationCeilingMicros: 1_000_000, BudgetMicros: 1_000_000, BudgetPeriod: hubuapi.PolicyBudgetPeriodDay,
 		AllowedProviders: []string{"bfl"}, AllowedModels: []string{"flux-schnell"}})
 	op = mustOperation(t, authorize(t, restricted, newCall("flux-dev")))
 	if op.State != hubuapi.OperationStateDenied || op.Denial.Code != hubuapi.DenialCodeDenied {
 		t.Fatalf("model outside the allowed list: %+v", op)
 	}
-	if len(b.exec.Decisions()) != 0 {
+	if len(b.Executor.Decisions()) != 0 {
 		t.Fatal("a denied operation reached the executor")
 	}
 }
@@ -249,11 +250,11 @@ func TestDenialIsRecordedAndReplayed(t *testing.T) {
 func TestCapabilities(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	a := b.newAgent(t, "agent", &hubuapi.Policy{Currency: "USD", AutoApproveLimitMicros: 50_000,
+	a := b.NewAgent(t, "agent", &hubuapi.Policy{Currency: "USD", AutoApproveLimitMicros: 50_000,
 		PerOperationCeilingMicros: 1_000_000, BudgetMicros: 5_000_000, BudgetPeriod: hubuapi.PolicyBudgetPeriodWeek,
 		AllowedProviders: []string{"*"}, AllowedModels: []string{"flux-dev", "flux-pro-1.1"}})
 	mustOperation(t, authorize(t, a, newCall("flux-dev")))
-	resp, err := a.client.GetCapabilitiesWithResponse(context.Background())
+	resp, err := a.Client.GetCapabilitiesWithResponse(context.Background())
 	if err != nil || resp.JSON200 == nil {
 		t.Fatalf("capabilities: %v %s", err, resp.Body)
 	}
@@ -263,5 +264,40 @@ func TestCapabilities(t *testing.T) {
 	}
 	if c.AutoApproveLimitMicros != 50_000 || c.Tools[0] != hubuapi.GenerateImage {
 		t.Fatalf("capabilities: %+v", c)
+	}
+}
+
+func TestReplayMustMatch(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.NewAgent(t, "agent", nil)
+	c := newCall("flux-dev")
+	mustOperation(t, authorize(t, a, c))
+
+	otherHandle := c
+	otherHandle.Handle = newCall("flux-dev").Handle
+	if r := authorize(t, a, otherHandle); r.StatusCode() != http.StatusConflict || problemCode(t, r.Body) != "conflict" {
+		t.Fatalf("same key, another public handle: %d %s", r.StatusCode(), r.Body)
+	}
+	// Same key and hash, other arguments: the hash is not trusted alone.
+	req := c.Request()
+	req.Arguments.Prompt = "a paper crane"
+	resp, err := a.Client.AuthorizeWithResponse(context.Background(), req)
+	if err != nil || resp.StatusCode() != http.StatusConflict || problemCode(t, resp.Body) != "create_new_operation" {
+		t.Fatalf("same key and hash, other arguments: %v %d %s", err, resp.StatusCode(), resp.Body)
+	}
+}
+
+func TestCapabilitiesLeaveOutWhatTheCeilingForbids(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.NewAgent(t, "agent", policy(10_000, 40_000, 5_000_000))
+	caps, _ := a.Client.GetCapabilitiesWithResponse(context.Background())
+	var models []string
+	for _, p := range caps.JSON200.Prices {
+		models = append(models, p.Model)
+	}
+	if got := strings.Join(models, ","); got != "flux-dev,flux-pro-1.1,flux-schnell" {
+		t.Fatalf("models %s, want those at or under the 0.04 ceiling", got)
 	}
 }

@@ -16,7 +16,7 @@ func BenchmarkAuthorize(b *testing.B) {
 			bd := setup(b)
 			as := make([]agent, agents)
 			for i := range as {
-				as[i] = bd.newAgent(b, fmt.Sprintf("bench-%d", i), policy(50_000, 1_000_000, 1<<60))
+				as[i] = bd.NewAgent(b, fmt.Sprintf("bench-%d", i), policy(50_000, 1_000_000, 1<<60))
 			}
 			var n atomic.Int64
 			b.SetParallelism(4)
@@ -24,7 +24,7 @@ func BenchmarkAuthorize(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				a := as[int(n.Add(1))%agents]
 				for pb.Next() {
-					resp, err := a.client.AuthorizeWithResponse(context.Background(), newCall("flux-dev").request())
+					resp, err := a.Client.AuthorizeWithResponse(context.Background(), newCall("flux-dev").Request())
 					if err != nil || resp.JSON201 == nil {
 						b.Errorf("authorize: %v", err)
 						return

@@ -14,8 +14,8 @@ func TestBadInput(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
-	valid := newCall("flux-dev").request()
+	a := b.NewAgent(t, "agent", nil)
+	valid := newCall("flux-dev").Request()
 	hash := valid.RequestHash
 	body := func(args string) string {
 		return `{"operation_key":"` + valid.OperationKey + `","public_handle":"` + valid.PublicHandle +
@@ -51,7 +51,7 @@ func TestBadInput(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			resp, err := a.client.AuthorizeWithBodyWithResponse(ctx, c.contentType, strings.NewReader(c.body))
+			resp, err := a.Client.AuthorizeWithBodyWithResponse(ctx, c.contentType, strings.NewReader(c.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,45 +64,45 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// The same body, well formed, is accepted: the cases above fail for their own reason.
-	ok, _ := a.client.AuthorizeWithBodyWithResponse(ctx, "application/json", strings.NewReader(body(`{"prompt":"x","model":"flux-dev","width":1024,"height":1024}`)))
+	ok, _ := a.Client.AuthorizeWithBodyWithResponse(ctx, "application/json", strings.NewReader(body(`{"prompt":"x","model":"flux-dev","width":1024,"height":1024}`)))
 	if ok.StatusCode() != http.StatusCreated {
 		t.Fatalf("control: %d %s", ok.StatusCode(), ok.Body)
 	}
-	if n := count(t, b.pool, "SELECT count(*) FROM operations"); n != 1 {
+	if n := b.Count(t, "SELECT count(*) FROM operations"); n != 1 {
 		t.Fatalf("%d operations, want only the control", n)
 	}
 
 	// Operator input is as strict.
 	for name, do := range map[string]func() (int, []byte){
 		"negative price": func() (int, []byte) {
-			r, _ := b.operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: -1, Currency: "USD"})
+			r, _ := b.Operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: -1, Currency: "USD"})
 			return r.StatusCode(), r.Body
 		},
 		"bad currency": func() (int, []byte) {
-			r, _ := b.operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 1, Currency: "usd"})
+			r, _ := b.Operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 1, Currency: "usd"})
 			return r.StatusCode(), r.Body
 		},
 		"negative budget": func() (int, []byte) {
-			r, _ := b.operator.SetAgentPolicyWithResponse(ctx, a.id, *policy(0, 0, -5))
+			r, _ := b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(0, 0, -5))
 			return r.StatusCode(), r.Body
 		},
 		"auto-approve above the ceiling": func() (int, []byte) {
-			r, _ := b.operator.SetAgentPolicyWithResponse(ctx, a.id, *policy(5_000_000, 1_000, 10_000_000))
+			r, _ := b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(5_000_000, 1_000, 10_000_000))
 			return r.StatusCode(), r.Body
 		},
 		"deny reason over 500 characters": func() (int, []byte) {
 			long := strings.Repeat("é", 501)
-			r, _ := b.operator.DenyOperationWithResponse(ctx, "hubu:public-operation:v1:00000000-0000-4000-8000-000000000000", hubuapi.DenyRequest{Reason: &long})
+			r, _ := b.Operator.DenyOperationWithResponse(ctx, "hubu:public-operation:v1:00000000-0000-4000-8000-000000000000", hubuapi.DenyRequest{Reason: &long})
 			return r.StatusCode(), r.Body
 		},
 		"bad agent name": func() (int, []byte) {
-			r, _ := b.operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "Robert'); DROP TABLE agents;--"})
+			r, _ := b.Operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "Robert'); DROP TABLE agents;--"})
 			return r.StatusCode(), r.Body
 		},
 		"bad agent id": func() (int, []byte) {
-			req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/agents/not-a-uuid", nil)
-			req.Header.Set("Authorization", "Bearer "+b.operatorToken)
-			r, err := (&http.Client{Transport: b.validator}).Do(req)
+			req, _ := http.NewRequest(http.MethodGet, b.URL+"/v1/agents/not-a-uuid", nil)
+			req.Header.Set("Authorization", "Bearer "+b.OperatorToken)
+			r, err := (&http.Client{Transport: b.Validator}).Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -114,10 +114,45 @@ func TestBadInput(t *testing.T) {
 			t.Errorf("%s: %d %s", name, status, body)
 		}
 	}
-	if r, _ := a.client.GetOperationWithResponse(ctx, "hubu:operation:v1:codex:whatever"); r.StatusCode() != http.StatusBadRequest {
+	if r, _ := a.Client.GetOperationWithResponse(ctx, "hubu:operation:v1:codex:whatever"); r.StatusCode() != http.StatusBadRequest {
 		t.Errorf("malformed handle: %d", r.StatusCode())
 	}
-	if n := count(t, b.pool, "SELECT count(*) FROM prices WHERE amount_micros < 0 OR currency <> 'USD'"); n != 0 {
+	if n := b.Count(t, "SELECT count(*) FROM prices WHERE amount_micros < 0 OR currency <> 'USD'"); n != 0 {
 		t.Fatal("a refused price was written")
+	}
+}
+
+func TestMoreBadInput(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.NewAgent(t, "agent", nil)
+	c := newCall("flux-dev").Request()
+	body := `{"operation_key":"` + c.OperationKey + `","public_handle":"` + c.PublicHandle + `","tool":"generate_image","request_hash":"` + c.RequestHash + `","arguments":`
+	for name, raw := range map[string]string{
+		"duplicate argument":              body + `{"prompt":"a","prompt":"b","model":"flux-dev","width":1024,"height":1024}}`,
+		"argument in another letter case": body + `{"prompt":"a","Prompt":"b","model":"flux-dev","width":1024,"height":1024}}`,
+		"NUL in the prompt":               body + `{"prompt":"a\u0000b","model":"flux-dev","width":1024,"height":1024}}`,
+	} {
+		r, _ := a.Client.AuthorizeWithBodyWithResponse(ctx, "application/json", strings.NewReader(raw))
+		if r.StatusCode() != http.StatusBadRequest || problemCode(t, r.Body) != "invalid_arguments" {
+			t.Errorf("%s: %d %s", name, r.StatusCode(), r.Body)
+		}
+	}
+	_, held := heldCall(t, b, a)
+	nul := "no\x00way"
+	if r, _ := b.Operator.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{Reason: &nul}); r.StatusCode() != http.StatusBadRequest {
+		t.Errorf("NUL in a deny reason: %d %s", r.StatusCode(), r.Body)
+	}
+	if n := b.Count(t, "SELECT count(*) FROM operations"); n != 1 {
+		t.Fatalf("%d operations, want only the held one", n)
+	}
+	resp, err := http.Get(b.URL + "/v1/nowhere")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound || resp.Header.Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("unknown route: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
 }

@@ -41,7 +41,7 @@ var catalogChanges = []catalogChange{
 	}},
 	{"agent moved to another account", func(t *testing.T, b *bundle, agents ...agent) {
 		for _, a := range agents {
-			resp, err := b.operator.SetAgentAccountWithResponse(context.Background(), a.id, hubuapi.AccountUpdate{Account: "acct:team-b"})
+			resp, err := b.Operator.SetAgentAccountWithResponse(context.Background(), a.ID, hubuapi.AccountUpdate{Account: "acct:team-b"})
 			if err != nil || resp.JSON200 == nil {
 				t.Fatalf("set account: %v %s", err, resp.Body)
 			}
@@ -62,7 +62,7 @@ func setPrice(t *testing.T, b *bundle, model string, amount int64, currency stri
 
 func setPriceForSize(t *testing.T, b *bundle, model, size string, amount int64, currency string) {
 	t.Helper()
-	resp, err := b.operator.SetPriceWithResponse(context.Background(),
+	resp, err := b.Operator.SetPriceWithResponse(context.Background(),
 		hubuapi.PriceUpdate{Provider: "bfl", Model: model, Size: size, AmountMicros: amount, Currency: currency})
 	if err != nil || resp.JSON200 == nil {
 		t.Fatalf("set price: %v %s", err, resp.Body)
@@ -71,10 +71,10 @@ func setPriceForSize(t *testing.T, b *bundle, model, size string, amount int64, 
 
 func removeModel(t *testing.T, b *bundle, model string) {
 	t.Helper()
-	if _, err := b.pool.Exec(context.Background(), "DELETE FROM prices WHERE provider = 'bfl' AND model = $1", model); err != nil {
+	if _, err := b.Pool.Exec(context.Background(), "DELETE FROM prices WHERE provider = 'bfl' AND model = $1", model); err != nil {
 		t.Fatal(err)
 	}
-	if r := authorize(t, b.newAgent(t, "probe-"+model, nil), newCall(model)); r.StatusCode() != http.StatusBadRequest {
+	if r := authorize(t, b.NewAgent(t, "probe-"+model, nil), newCall(model)); r.StatusCode() != http.StatusBadRequest {
 		t.Fatalf("a new call for the removed model %s: %d %s, want 400", model, r.StatusCode(), r.Body)
 	}
 }
@@ -104,7 +104,7 @@ func TestRedeliveryOfHeldOperationAfterPriceChange(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
+	a := b.NewAgent(t, "agent", nil)
 	c, held := heldCall(t, b, a)
 
 	setPrice(t, b, "flux-pro-1.1-ultra", 90_000, "USD")
@@ -113,7 +113,7 @@ func TestRedeliveryOfHeldOperationAfterPriceChange(t *testing.T) {
 	if again.State != hubuapi.OperationStatePendingApproval || again.AmountMicros != 60_000 || again.HeldMicros != 60_000 {
 		t.Fatalf("replay while held: %+v", again)
 	}
-	approved, _ := b.operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
+	approved, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
 	if approved.JSON200 == nil || approved.JSON200.AmountMicros != 60_000 {
 		t.Fatalf("approve: %d %s", approved.StatusCode(), approved.Body)
 	}
@@ -121,15 +121,15 @@ func TestRedeliveryOfHeldOperationAfterPriceChange(t *testing.T) {
 	if afterApproval.State != hubuapi.OperationStateApproved {
 		t.Fatalf("replay after approval: %+v", afterApproval)
 	}
-	if len(b.exec.Decisions()) != 0 {
+	if len(b.Executor.Decisions()) != 0 {
 		t.Fatal("a redelivery ran the approved operation before the agent resumed it")
 	}
 
-	resumed, _ := a.client.ResumeOperationWithResponse(ctx, held.PublicHandle)
+	resumed, _ := a.Client.ResumeOperationWithResponse(ctx, held.PublicHandle)
 	if resumed.JSON200 == nil || resumed.JSON200.State != hubuapi.OperationStateExecuting || resumed.JSON200.AmountMicros != 60_000 {
 		t.Fatalf("resume: %d %s", resumed.StatusCode(), resumed.Body)
 	}
-	ds := b.exec.Decisions()
+	ds := b.Executor.Decisions()
 	if len(ds) != 1 || ds[0].AmountMicros != 60_000 || ds[0].DecisionID != *approved.JSON200.DecisionId {
 		t.Fatalf("executor got %+v, want one decision for 60000", ds)
 	}
@@ -144,10 +144,10 @@ func TestRedeliveryOfHeldOperationAfterPriceChange(t *testing.T) {
 	if final.State != hubuapi.OperationStateSucceeded || final.CapturedMicros != 60_000 {
 		t.Fatalf("replay after settle: %+v", final)
 	}
-	if n := len(b.exec.Decisions()); n != 1 {
+	if n := len(b.Executor.Decisions()); n != 1 {
 		t.Fatalf("executor got %d decisions, want 1", n)
 	}
-	if n := count(t, b.pool, "SELECT count(*) FROM operations"); n != 1 {
+	if n := b.Count(t, "SELECT count(*) FROM operations"); n != 1 {
 		t.Fatalf("%d operations, want 1", n)
 	}
 }
@@ -169,14 +169,14 @@ func TestRedeliveryAfterCatalogOrAccountChange(t *testing.T) {
 		}},
 		{"approved", func(t *testing.T, b *bundle, a, _ agent) (agent, call, hubuapi.Operation) {
 			c, op := heldCall(t, b, a)
-			r, _ := b.operator.ApproveOperationWithResponse(ctx, op.PublicHandle)
+			r, _ := b.Operator.ApproveOperationWithResponse(ctx, op.PublicHandle)
 			if r.JSON200 == nil {
 				t.Fatalf("approve: %s", r.Body)
 			}
 			return a, c, *r.JSON200
 		}},
 		{"dispatching", func(t *testing.T, b *bundle, a, _ agent) (agent, call, hubuapi.Operation) {
-			b.exec.FailNext(1)
+			b.Executor.FailNext(1)
 			c := newCall("flux-dev")
 			op := mustOperation(t, authorize(t, a, c))
 			if op.State != hubuapi.OperationStateDispatching {
@@ -223,8 +223,8 @@ func TestRedeliveryAfterCatalogOrAccountChange(t *testing.T) {
 		t.Run(change.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			a := b.newAgent(t, "agent", nil)
-			stingy := b.newAgent(t, "stingy", policy(10_000, 10_000, 5_000_000))
+			a := b.NewAgent(t, "agent", nil)
+			stingy := b.NewAgent(t, "stingy", policy(10_000, 10_000, 5_000_000))
 			type recorded struct {
 				name   string
 				agent  agent
@@ -239,8 +239,8 @@ func TestRedeliveryAfterCatalogOrAccountChange(t *testing.T) {
 				}
 				ops = append(ops, recorded{s.name, who, c, op})
 			}
-			ledger := count(t, b.pool, "SELECT count(*) FROM ledger_entries")
-			decisions := len(b.exec.Decisions())
+			ledger := b.Count(t, "SELECT count(*) FROM ledger_entries")
+			decisions := len(b.Executor.Decisions())
 
 			change.apply(t, b, a, stingy)
 
@@ -252,7 +252,7 @@ func TestRedeliveryAfterCatalogOrAccountChange(t *testing.T) {
 					if got.State != hubuapi.OperationStateExecuting {
 						t.Fatalf("%s: replay left it %s", r.name, got.State)
 					}
-					ds := b.exec.Decisions()
+					ds := b.Executor.Decisions()
 					last := ds[len(ds)-1]
 					if len(ds) != decisions+1 || last.DecisionID != *r.stored.DecisionId || last.AmountMicros != r.stored.AmountMicros ||
 						last.Currency != r.stored.Currency {
@@ -264,10 +264,10 @@ func TestRedeliveryAfterCatalogOrAccountChange(t *testing.T) {
 					}
 				}
 			}
-			if n := count(t, b.pool, "SELECT count(*) FROM ledger_entries"); n != ledger {
+			if n := b.Count(t, "SELECT count(*) FROM ledger_entries"); n != ledger {
 				t.Fatalf("replays wrote %d ledger entries", n-ledger)
 			}
-			if n := count(t, b.pool, "SELECT count(*) FROM operations"); n != len(ops) {
+			if n := b.Count(t, "SELECT count(*) FROM operations"); n != len(ops) {
 				t.Fatalf("%d operations, want %d", n, len(ops))
 			}
 		})
@@ -283,12 +283,12 @@ func TestDifferentRequestUnderSameKeyAfterCatalogChange(t *testing.T) {
 		name   string
 		change func(c *call)
 	}{
-		{"prompt", func(c *call) { c.args.Prompt = "a paper crane" }},
-		{"model", func(c *call) { c.args.Model = "flux-pro-1.1" }},
-		{"model no longer in the catalog", func(c *call) { c.args.Model = "flux-dev" }},
-		{"unknown model", func(c *call) { c.args.Model = "flux-imaginary" }},
-		{"size", func(c *call) { c.args.Width = 768 }},
-		{"seed", func(c *call) { c.args.Seed = &seed }},
+		{"prompt", func(c *call) { c.Args.Prompt = "a paper crane" }},
+		{"model", func(c *call) { c.Args.Model = "flux-pro-1.1" }},
+		{"model no longer in the catalog", func(c *call) { c.Args.Model = "flux-dev" }},
+		{"unknown model", func(c *call) { c.Args.Model = "flux-imaginary" }},
+		{"size", func(c *call) { c.Args.Width = 768 }},
+		{"seed", func(c *call) { c.Args.Seed = &seed }},
 		{"request hash only", nil},
 	}
 	for _, change := range catalogChanges {
@@ -296,20 +296,20 @@ func TestDifferentRequestUnderSameKeyAfterCatalogChange(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := setup(t)
-			a := b.newAgent(t, "agent", nil)
+			a := b.NewAgent(t, "agent", nil)
 			c, held := heldCall(t, b, a)
 			change.apply(t, b, a)
-			ledger := count(t, b.pool, "SELECT count(*) FROM ledger_entries")
+			ledger := b.Count(t, "SELECT count(*) FROM ledger_entries")
 			for _, d := range differences {
 				other := c
-				req := other.request()
+				req := other.Request()
 				if d.change != nil {
 					d.change(&other)
-					req = other.request()
+					req = other.Request()
 				} else {
 					req.RequestHash = "00" + req.RequestHash[2:]
 				}
-				resp, err := a.client.AuthorizeWithResponse(ctx, req)
+				resp, err := a.Client.AuthorizeWithResponse(ctx, req)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -319,14 +319,14 @@ func TestDifferentRequestUnderSameKeyAfterCatalogChange(t *testing.T) {
 			}
 			// Another public handle for the same key is a conflict, not a replay.
 			stolen := c
-			stolen.handle = newCall("flux-dev").handle
+			stolen.Handle = newCall("flux-dev").Handle
 			if r := authorize(t, a, stolen); r.StatusCode() != http.StatusConflict || problemCode(t, r.Body) != "conflict" {
 				t.Fatalf("other handle: %d %s", r.StatusCode(), r.Body)
 			}
-			if n := count(t, b.pool, "SELECT count(*) FROM operations WHERE agent_id = $1", a.id); n != 1 {
+			if n := b.Count(t, "SELECT count(*) FROM operations WHERE agent_id = $1", a.ID); n != 1 {
 				t.Fatalf("%d operations after the refused requests, want 1", n)
 			}
-			if n := count(t, b.pool, "SELECT count(*) FROM ledger_entries"); n != ledger {
+			if n := b.Count(t, "SELECT count(*) FROM ledger_entries"); n != ledger {
 				t.Fatalf("refused requests wrote %d ledger entries", n-ledger)
 			}
 			// The original request is still a replay of the untouched record.

@@ -1,6 +1,6 @@
 // Package httpserver serves Hubu's HTTP API, the chi server interface generated from
-// proto/hubu.openapi.yaml, with bearer authentication, strict decoding, problem+json
-// errors, Prometheus metrics and health probes.
+// proto/hubu.openapi.yaml, with bearer authentication, the roles of each route in one table
+// (routeRoles), strict decoding, problem+json errors, Prometheus metrics and health probes.
 package httpserver
 
 import (
@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,8 +79,36 @@ func allowedMethods(r *chi.Mux, path string) string {
 
 type principalKey struct{}
 
-// authenticate resolves the bearer token of every /v1 request into a principal. The agent
-// of a request is always the one its credential names.
+// routeRoles is who may call each /v1 route: authenticate checks it, so no handler runs
+// for a caller whose role is not listed, nor for a route missing here.
+var routeRoles = map[string][]hubu.Role{
+	"POST /v1/authorizations":                     {hubu.RoleAgent},
+	"GET /v1/capabilities":                        {hubu.RoleAgent},
+	"GET /v1/operations/{public_handle}":          {hubu.RoleAgent, hubu.RoleOperator},
+	"POST /v1/operations/{public_handle}/resume":  {hubu.RoleAgent},
+	"GET /v1/operations/{public_handle}/ledger":   {hubu.RoleAgent, hubu.RoleOperator},
+	"POST /v1/operations/{public_handle}/approve": {hubu.RoleOperator},
+	"POST /v1/operations/{public_handle}/deny":    {hubu.RoleOperator},
+	"GET /v1/approvals":                           {hubu.RoleOperator},
+	"GET /v1/agents":                              {hubu.RoleOperator},
+	"POST /v1/agents":                             {hubu.RoleOperator},
+	"GET /v1/agents/{agent_id}":                   {hubu.RoleOperator},
+	"PUT /v1/agents/{agent_id}/policy":            {hubu.RoleOperator},
+	"PUT /v1/agents/{agent_id}/account":           {hubu.RoleOperator},
+	"GET /v1/prices":                              {hubu.RoleOperator, hubu.RoleAgent},
+	"PUT /v1/prices":                              {hubu.RoleOperator},
+	"GET /v1/credentials":                         {hubu.RoleOperator},
+	"POST /v1/credentials/{credential_id}/revoke": {hubu.RoleOperator},
+	"POST /v1/credentials/{credential_id}/rotate": {hubu.RoleOperator},
+	"GET /v1/decisions":                           {hubu.RoleService},
+	"GET /v1/decisions/{decision_id}":             {hubu.RoleService},
+	"POST /v1/decisions/{decision_id}/settle":     {hubu.RoleService},
+	"POST /v1/decisions/{decision_id}/release":    {hubu.RoleService},
+}
+
+// authenticate resolves the bearer token of every /v1 request into a principal and refuses
+// the roles routeRoles does not list for the route. The agent of a request is always the
+// one its credential names.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !strings.HasPrefix(r.URL.Path, "/v1/") {
@@ -96,19 +125,18 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			s.writeError(w, r, err)
 			return
 		}
+		if !slices.Contains(routeRoles[r.Method+" "+routeOf(r)], p.Role) {
+			s.writeError(w, r, hubu.Errorf(hubu.CodeForbidden, "this credential may not do that"))
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	})
 }
 
-// principal returns the caller, refusing roles not listed.
-func principal(r *http.Request, roles ...hubu.Role) (hubu.Principal, error) {
+// principal is the caller, whose role authenticate has checked.
+func principal(r *http.Request) hubu.Principal {
 	p, _ := r.Context().Value(principalKey{}).(hubu.Principal)
-	for _, role := range roles {
-		if p.Role == role {
-			return p, nil
-		}
-	}
-	return p, hubu.Errorf(hubu.CodeForbidden, "this credential may not do that")
+	return p
 }
 
 func (s *Server) GetHealthz(w http.ResponseWriter, r *http.Request) {
@@ -127,11 +155,6 @@ func (s *Server) GetReadyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) {
-	who, err := principal(r, hubu.RoleAgent)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var body hubuapi.AuthorizeRequest
 	if err := decode(w, r, &body, false); err != nil {
 		s.writeError(w, r, err)
@@ -142,7 +165,7 @@ func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	op, replayed, err := s.Lifecycle.Authorize(r.Context(), who.AgentID, req)
+	op, replayed, err := s.Lifecycle.Authorize(r.Context(), principal(r).AgentID, req)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -159,12 +182,7 @@ func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) GetCapabilities(w http.ResponseWriter, r *http.Request) {
-	who, err := principal(r, hubu.RoleAgent)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	c, err := s.Store.Capabilities(r.Context(), who.AgentID, s.Now())
+	c, err := s.Store.Capabilities(r.Context(), principal(r).AgentID, s.Now())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -184,15 +202,11 @@ func (s *Server) GetCapabilities(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) GetOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
-	who, err := principal(r, hubu.RoleAgent, hubu.RoleOperator)
-	if err == nil {
-		err = validateHandle(handle)
-	}
-	if err != nil {
+	if err := validateHandle(handle); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	op, err := s.Store.GetOperation(r.Context(), who, handle, s.Now())
+	op, err := s.Store.GetOperation(r.Context(), principal(r), handle, s.Now())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -201,15 +215,11 @@ func (s *Server) GetOperation(w http.ResponseWriter, r *http.Request, handle hub
 }
 
 func (s *Server) ResumeOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
-	who, err := principal(r, hubu.RoleAgent)
-	if err == nil {
-		err = validateHandle(handle)
-	}
-	if err != nil {
+	if err := validateHandle(handle); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	op, err := s.Lifecycle.Resume(r.Context(), who, handle)
+	op, err := s.Lifecycle.Resume(r.Context(), principal(r), handle)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -218,15 +228,11 @@ func (s *Server) ResumeOperation(w http.ResponseWriter, r *http.Request, handle 
 }
 
 func (s *Server) GetOperationLedger(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
-	who, err := principal(r, hubu.RoleAgent, hubu.RoleOperator)
-	if err == nil {
-		err = validateHandle(handle)
-	}
-	if err != nil {
+	if err := validateHandle(handle); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	op, entries, err := s.Store.Ledger(r.Context(), who, handle, s.Now())
+	op, entries, err := s.Store.Ledger(r.Context(), principal(r), handle, s.Now())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -244,14 +250,11 @@ func (s *Server) GetOperationLedger(w http.ResponseWriter, r *http.Request, hand
 }
 
 func (s *Server) ApproveOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
-	who, err := principal(r, hubu.RoleOperator)
-	if err == nil {
-		err = validateHandle(handle)
-	}
-	if err != nil {
+	if err := validateHandle(handle); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	who := principal(r)
 	op, err := s.Store.Approve(r.Context(), who.Name, handle, s.Now())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -262,19 +265,15 @@ func (s *Server) ApproveOperation(w http.ResponseWriter, r *http.Request, handle
 }
 
 func (s *Server) DenyOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
-	who, err := principal(r, hubu.RoleOperator)
-	if err == nil {
-		err = validateHandle(handle)
-	}
+	err := validateHandle(handle)
 	var body hubuapi.DenyRequest
 	if err == nil {
 		err = decode(w, r, &body, true)
 	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	if err == nil {
+		err = validReason(body.Reason)
 	}
-	if err := validReason(body.Reason); err != nil {
+	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -282,6 +281,7 @@ func (s *Server) DenyOperation(w http.ResponseWriter, r *http.Request, handle hu
 	if body.Reason != nil {
 		reason = *body.Reason
 	}
+	who := principal(r)
 	op, err := s.Store.Deny(r.Context(), who.Name, handle, reason, s.Now())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -292,10 +292,6 @@ func (s *Server) DenyOperation(w http.ResponseWriter, r *http.Request, handle hu
 }
 
 func (s *Server) ListApprovals(w http.ResponseWriter, r *http.Request) {
-	if _, err := principal(r, hubu.RoleOperator); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	ops, err := s.Store.ListPendingApprovals(r.Context(), s.Now())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -309,10 +305,6 @@ func (s *Server) ListApprovals(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ListAgents(w http.ResponseWriter, r *http.Request) {
-	if _, err := principal(r, hubu.RoleOperator); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	agents, err := s.Store.ListAgents(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -326,11 +318,8 @@ func (s *Server) ListAgents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) CreateAgent(w http.ResponseWriter, r *http.Request) {
-	_, err := principal(r, hubu.RoleOperator)
 	var body hubuapi.AgentCreate
-	if err == nil {
-		err = decode(w, r, &body, false)
-	}
+	err := decode(w, r, &body, false)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -363,10 +352,6 @@ func (s *Server) CreateAgent(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) GetAgent(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
-	if _, err := principal(r, hubu.RoleOperator); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	a, err := s.Store.GetAgent(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -376,11 +361,8 @@ func (s *Server) GetAgent(w http.ResponseWriter, r *http.Request, id hubuapi.Age
 }
 
 func (s *Server) SetAgentPolicy(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
-	_, err := principal(r, hubu.RoleOperator)
 	var body hubuapi.Policy
-	if err == nil {
-		err = decode(w, r, &body, false)
-	}
+	err := decode(w, r, &body, false)
 	var pol hubu.Policy
 	if err == nil {
 		pol, err = policyOf(body)
@@ -398,11 +380,8 @@ func (s *Server) SetAgentPolicy(w http.ResponseWriter, r *http.Request, id hubua
 }
 
 func (s *Server) SetAgentAccount(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
-	_, err := principal(r, hubu.RoleOperator)
 	var body hubuapi.AccountUpdate
-	if err == nil {
-		err = decode(w, r, &body, false)
-	}
+	err := decode(w, r, &body, false)
 	if err == nil && !accountRE.MatchString(body.Account) {
 		err = invalid("account must be 1 to 128 of A-Z a-z 0-9 . _ : -")
 	}
@@ -419,10 +398,6 @@ func (s *Server) SetAgentAccount(w http.ResponseWriter, r *http.Request, id hubu
 }
 
 func (s *Server) ListPrices(w http.ResponseWriter, r *http.Request) {
-	if _, err := principal(r, hubu.RoleOperator, hubu.RoleAgent); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	prices, err := s.Store.ListPrices(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -432,11 +407,8 @@ func (s *Server) ListPrices(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) SetPrice(w http.ResponseWriter, r *http.Request) {
-	_, err := principal(r, hubu.RoleOperator)
 	var body hubuapi.PriceUpdate
-	if err == nil {
-		err = decode(w, r, &body, false)
-	}
+	err := decode(w, r, &body, false)
 	var p hubu.Price
 	if err == nil {
 		p, err = priceUpdateOf(body)
@@ -454,10 +426,6 @@ func (s *Server) SetPrice(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
-	if _, err := principal(r, hubu.RoleService); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	op, err := s.Store.GetDecision(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -472,10 +440,6 @@ func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.
 }
 
 func (s *Server) ListDecisions(w http.ResponseWriter, r *http.Request) {
-	if _, err := principal(r, hubu.RoleService); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	ds, err := s.Store.ListDecisions(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
@@ -493,11 +457,8 @@ func (s *Server) ListDecisions(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) SettleDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
-	_, err := principal(r, hubu.RoleService)
 	var body hubuapi.SettleRequest
-	if err == nil {
-		err = decode(w, r, &body, false)
-	}
+	err := decode(w, r, &body, false)
 	if err == nil {
 		err = validReason(body.Reason)
 	}
@@ -522,11 +483,8 @@ func (s *Server) SettleDecision(w http.ResponseWriter, r *http.Request, id hubua
 }
 
 func (s *Server) ReleaseDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
-	_, err := principal(r, hubu.RoleService)
 	var body hubuapi.ReleaseRequest
-	if err == nil {
-		err = decode(w, r, &body, true)
-	}
+	err := decode(w, r, &body, true)
 	if err == nil {
 		err = validReason(body.Reason)
 	}

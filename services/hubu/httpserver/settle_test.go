@@ -20,7 +20,7 @@ func TestSettleAndRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
+	a := b.NewAgent(t, "agent", nil)
 
 	op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
 	d := *op.DecisionId
@@ -44,7 +44,7 @@ func TestSettleAndRelease(t *testing.T) {
 	if rel, _ := b.service.ReleaseDecisionWithResponse(ctx, d, hubuapi.ReleaseRequest{}); rel.StatusCode() != http.StatusConflict {
 		t.Fatalf("release after settle: %d", rel.StatusCode())
 	}
-	if n := count(t, b.pool, "SELECT count(*) FROM ledger_entries WHERE kind = 'capture'"); n != 1 {
+	if n := b.Count(t, "SELECT count(*) FROM ledger_entries WHERE kind = 'capture'"); n != 1 {
 		t.Fatalf("%d captures, want 1", n)
 	}
 
@@ -63,58 +63,16 @@ func TestSettleAndRelease(t *testing.T) {
 	if r, _ := b.service.SettleDecisionWithResponse(ctx, uuid.New(), hubuapi.SettleRequest{}); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("unknown decision: %d", r.StatusCode())
 	}
-	caps, _ := a.client.GetCapabilitiesWithResponse(ctx)
+	caps, _ := a.Client.GetCapabilitiesWithResponse(ctx)
 	if caps.JSON200.Budget.UsedMicros != 25_000 {
 		t.Fatalf("budget used %d, want only the capture", caps.JSON200.Budget.UsedMicros)
 	}
 	// The ledger refuses to be rewritten.
-	if _, err := b.pool.Exec(ctx, "UPDATE ledger_entries SET amount_micros = 1"); err == nil {
+	if _, err := b.Pool.Exec(ctx, "UPDATE ledger_entries SET amount_micros = 1"); err == nil {
 		t.Fatal("ledger entries could be updated")
 	}
-	if _, err := b.pool.Exec(ctx, "DELETE FROM ledger_entries"); err == nil {
+	if _, err := b.Pool.Exec(ctx, "DELETE FROM ledger_entries"); err == nil {
 		t.Fatal("ledger entries could be deleted")
-	}
-}
-
-// A crash between the decision and the hand-off leaves the operation dispatching; recovery
-// re-sends the same decision, and a re-delivered call continues it rather than starting anew.
-func TestHandoffRecovery(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
-	b.exec.FailNext(2)
-	c := newCall("flux-dev")
-	op := mustOperation(t, authorize(t, a, c))
-	if op.State != hubuapi.OperationStateDispatching || op.DecisionId == nil {
-		t.Fatalf("with the executor down: %+v", op)
-	}
-	// The re-delivered call re-sends the same decision (and the executor is still down).
-	if r := authorize(t, a, c); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateDispatching {
-		t.Fatalf("replay while dispatching: %s", r.Body)
-	}
-	// Recovery waits RetryAfter before re-sending, so it does not race a hand-off in flight.
-	if n, err := b.life.Recover(ctx); err != nil || n != 0 {
-		t.Fatalf("recover too early: %d %v", n, err)
-	}
-	b.clock.Advance(11 * time.Second)
-	if n, err := b.life.Recover(ctx); err != nil || n != 1 {
-		t.Fatalf("recover: %d %v", n, err)
-	}
-	got, _ := a.client.GetOperationWithResponse(ctx, op.PublicHandle)
-	if got.JSON200.State != hubuapi.OperationStateExecuting {
-		t.Fatalf("after recovery: %s", got.Body)
-	}
-	ds := b.exec.Decisions()
-	if len(ds) != 1 || ds[0].DecisionID != *op.DecisionId {
-		t.Fatalf("executor decisions: %+v", ds)
-	}
-	if !strings.Contains(b.logs.String(), "hand-off to the executor failed") {
-		t.Fatalf("the failed hand-off was not logged: %s", b.logs.String())
-	}
-	b.clock.Advance(time.Minute)
-	if n, _ := b.life.Recover(ctx); n != 0 {
-		t.Fatalf("recovery re-sent an acknowledged decision")
 	}
 }
 
@@ -125,7 +83,7 @@ func TestDecisionAsTheExecutorSeesIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
+	a := b.NewAgent(t, "agent", nil)
 	var mu sync.Mutex
 	var seen []string
 	fail := []error{
@@ -134,7 +92,7 @@ func TestDecisionAsTheExecutorSeesIt(t *testing.T) {
 		errors.New("connection refused"),
 		nil, // accepted
 	}
-	b.exec.OnExecute(func(d hubu.Decision) error {
+	b.Executor.OnExecute(func(d hubu.Decision) error {
 		dec, err := b.service.GetDecisionWithResponse(ctx, d.DecisionID)
 		if err != nil || dec.JSON200 == nil {
 			return fmt.Errorf("get decision: %v", err)
@@ -146,7 +104,7 @@ func TestDecisionAsTheExecutorSeesIt(t *testing.T) {
 		fail = fail[1:]
 		return next
 	})
-	issued := b.clock.Now()
+	issued := b.Clock.Now()
 	c := newCall("flux-dev")
 	op := mustOperation(t, authorize(t, a, c))
 	if op.State != hubuapi.OperationStateDispatching {
@@ -165,8 +123,8 @@ func TestDecisionAsTheExecutorSeesIt(t *testing.T) {
 	}
 	authorize(t, a, c) // the re-delivered call re-sends the decision
 	for range 2 {      // Recover re-sends twice, the second is accepted
-		b.clock.Advance(11 * time.Second)
-		if _, err := b.life.Recover(ctx); err != nil {
+		b.Clock.Advance(11 * time.Second)
+		if _, err := b.Lifecycle.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -188,7 +146,7 @@ func TestSettleAFailedExecution(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
+	a := b.NewAgent(t, "agent", nil)
 	op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
 	d := *op.DecisionId
 	yes, no := true, false
@@ -229,7 +187,7 @@ func TestSettleAFailedExecution(t *testing.T) {
 	if r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateFailed || r.JSON200.FailureReason == nil || r.JSON200.CapturedMicros != 25_000 {
 		t.Fatalf("failed settle without a reason: %s", r.Body)
 	}
-	caps, _ := a.client.GetCapabilitiesWithResponse(ctx)
+	caps, _ := a.Client.GetCapabilitiesWithResponse(ctx)
 	if caps.JSON200.Budget.UsedMicros != 45_000 {
 		t.Fatalf("budget used %d, want the two captures", caps.JSON200.Budget.UsedMicros)
 	}
@@ -242,8 +200,8 @@ func TestSettleWhileStillDispatching(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	a := b.newAgent(t, "agent", nil)
-	b.exec.OnExecute(func(hubu.Decision) error { return errors.New("the executor's answer was lost") })
+	a := b.NewAgent(t, "agent", nil)
+	b.Executor.OnExecute(func(hubu.Decision) error { return errors.New("the executor's answer was lost") })
 	op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
 	if op.State != hubuapi.OperationStateDispatching {
 		t.Fatalf("before the settle: %s", op.State)
@@ -255,13 +213,40 @@ func TestSettleWhileStillDispatching(t *testing.T) {
 	if s := settled.JSON200; s.State != hubuapi.OperationStateSucceeded || s.CapturedMicros != 25_000 || s.HeldMicros != 0 {
 		t.Fatalf("settled: %+v", s)
 	}
-	b.exec.OnExecute(func(hubu.Decision) error { return nil })
-	b.clock.Advance(time.Minute)
-	if _, err := b.life.Recover(ctx); err != nil {
+	b.Executor.OnExecute(func(hubu.Decision) error { return nil })
+	b.Clock.Advance(time.Minute)
+	if _, err := b.Lifecycle.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
 	again, err := b.service.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 25_000})
 	if err != nil || again.JSON200 == nil || again.JSON200.State != hubuapi.OperationStateSucceeded || again.JSON200.CapturedMicros != 25_000 {
 		t.Fatalf("settle again: %v %s", err, again.Body)
+	}
+}
+
+// A decision whose approval was denied or expired before the agent resumed it was never
+// executed: the executor cannot settle or release it into another state.
+func TestNoReportForADecisionNeverRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.NewAgent(t, "agent", nil)
+	_, held := heldCall(t, b, a)
+	approved, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle)
+	decision := *approved.JSON200.DecisionId
+	if r, _ := b.Operator.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{}); r.JSON200 == nil {
+		t.Fatalf("deny: %s", r.Body)
+	}
+	if r, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
+		t.Fatalf("approving again after the deny: %d %s", r.StatusCode(), r.Body)
+	}
+	if r, _ := b.service.ReleaseDecisionWithResponse(ctx, decision, hubuapi.ReleaseRequest{}); r.StatusCode() != http.StatusConflict {
+		t.Fatalf("release of a denied decision: %d %s", r.StatusCode(), r.Body)
+	}
+	if r, _ := b.service.SettleDecisionWithResponse(ctx, decision, hubuapi.SettleRequest{AmountMicros: 60_000}); r.StatusCode() != http.StatusConflict {
+		t.Fatalf("settle of a denied decision: %d %s", r.StatusCode(), r.Body)
+	}
+	if op, _ := a.Client.GetOperationWithResponse(ctx, held.PublicHandle); op.JSON200.State != hubuapi.OperationStateDenied {
+		t.Fatalf("the denied operation moved: %s", op.Body)
 	}
 }

@@ -3,6 +3,7 @@ package httpserver
 import (
 	"testing"
 
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
 )
 
@@ -27,11 +28,11 @@ func TestSpecPatterns(t *testing.T) {
 	for _, c := range []struct {
 		schema, prop, got string
 	}{
-		{"OperationKey", "", operationKeyRE.String()},
-		{"PublicHandle", "", publicHandleRE.String()},
+		{"OperationKey", "", contract.OperationKeyPattern},
+		{"PublicHandle", "", contract.PublicHandlePattern},
 		{"AuthorizeRequest", "request_hash", requestHashRE.String()},
 		{"PriceUpdate", "provider", providerRE.String()},
-		{"PriceUpdate", "model", modelRE.String()},
+		{"PriceUpdate", "model", contract.ModelPattern},
 		{"PriceUpdate", "size", sizeRE.String()},
 		{"PriceUpdate", "currency", currencyRE.String()},
 		{"Policy", "currency", currencyRE.String()},

@@ -5,31 +5,27 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 )
 
 // The formats below repeat proto/hubu.openapi.yaml; TestSpecPatterns keeps them equal.
 var (
-	operationKeyRE = regexp.MustCompile(`^hubu:operation:v1:[a-z0-9][a-z0-9-]{0,31}:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	publicHandleRE = regexp.MustCompile(`^hubu:public-operation:v1:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	requestHashRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	modelRE        = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-	providerRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-	sizeRE         = regexp.MustCompile(`^(\*|[0-9]{3,4}x[0-9]{3,4})$`)
-	currencyRE     = regexp.MustCompile(`^[A-Z]{3}$`)
-	agentNameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
-	accountRE      = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+	requestHashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	providerRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
+	sizeRE        = regexp.MustCompile(`^(\*|[0-9]{3,4}x[0-9]{3,4})$`)
+	currencyRE    = regexp.MustCompile(`^[A-Z]{3}$`)
+	agentNameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+	accountRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 )
-
-const maxSeed = 1<<53 - 1
 
 func invalid(format string, args ...any) error {
 	return hubu.Errorf(hubu.CodeInvalidArguments, format, args...)
 }
 
 func validateHandle(h string) error {
-	if !publicHandleRE.MatchString(h) {
+	if !contract.IsPublicHandle(h) {
 		return invalid("public_handle must look like hubu:public-operation:v1:<uuid>")
 	}
 	return nil
@@ -37,7 +33,7 @@ func validateHandle(h string) error {
 
 func authorizeRequestOf(b hubuapi.AuthorizeRequest) (hubu.AuthorizeRequest, error) {
 	switch {
-	case !operationKeyRE.MatchString(b.OperationKey):
+	case !contract.IsOperationKey(b.OperationKey):
 		return hubu.AuthorizeRequest{}, invalid("operation_key must look like hubu:operation:v1:<platform>:<uuid>")
 	case validateHandle(b.PublicHandle) != nil:
 		return hubu.AuthorizeRequest{}, validateHandle(b.PublicHandle)
@@ -47,16 +43,16 @@ func authorizeRequestOf(b hubuapi.AuthorizeRequest) (hubu.AuthorizeRequest, erro
 		return hubu.AuthorizeRequest{}, invalid("request_hash must be 64 lower-case hex digits")
 	}
 	a := b.Arguments
-	switch n := utf8.RuneCountInString(a.Prompt); {
-	case n == 0 || n > 4000 || !utf8.ValidString(a.Prompt) || strings.ContainsRune(a.Prompt, 0):
-		return hubu.AuthorizeRequest{}, invalid("arguments.prompt must be 1 to 4000 characters, without NUL")
-	case !modelRE.MatchString(a.Model):
+	switch {
+	case !contract.ValidPrompt(a.Prompt):
+		return hubu.AuthorizeRequest{}, invalid("arguments.prompt must be 1 to %d characters, without NUL", contract.PromptMaxChars)
+	case !contract.ValidModel(a.Model):
 		return hubu.AuthorizeRequest{}, invalid("arguments.model is not a model name")
-	case !validSide(a.Width) || !validSide(a.Height):
-		return hubu.AuthorizeRequest{}, invalid("arguments.width and height must be multiples of 32 from 256 to 1440")
-	case a.Seed != nil && (*a.Seed < 0 || *a.Seed > maxSeed):
+	case !contract.ValidSide(int64(a.Width)) || !contract.ValidSide(int64(a.Height)):
+		return hubu.AuthorizeRequest{}, invalid("arguments.width and height must be multiples of %d from %d to %d", contract.SideStep, contract.SideMin, contract.SideMax)
+	case a.Seed != nil && !contract.ValidSeed(*a.Seed):
 		return hubu.AuthorizeRequest{}, invalid("arguments.seed must be from 0 to 2^53-1")
-	case a.OutputFormat != nil && *a.OutputFormat != hubuapi.Png && *a.OutputFormat != hubuapi.Jpeg:
+	case a.OutputFormat != nil && !contract.ValidOutputFormat(string(*a.OutputFormat)):
 		return hubu.AuthorizeRequest{}, invalid("arguments.output_format must be png or jpeg")
 	}
 	req := hubu.AuthorizeRequest{
@@ -69,8 +65,6 @@ func authorizeRequestOf(b hubuapi.AuthorizeRequest) (hubu.AuthorizeRequest, erro
 	}
 	return req, nil
 }
-
-func validSide(n int) bool { return n >= 256 && n <= 1440 && n%32 == 0 }
 
 // validReason checks an operator's or executor's free-text reason.
 func validReason(reason *string) error {
@@ -94,7 +88,7 @@ func policyOf(p hubuapi.Policy) (hubu.Policy, error) {
 		return hubu.Policy{}, invalid("policy.allowed_providers and allowed_models are required (use [\"*\"] for all)")
 	}
 	for _, m := range p.AllowedModels {
-		if m != "*" && !modelRE.MatchString(m) {
+		if m != "*" && !contract.ValidModel(m) {
 			return hubu.Policy{}, invalid("policy.allowed_models has an entry that is not a model name")
 		}
 	}
@@ -113,7 +107,7 @@ func priceUpdateOf(p hubuapi.PriceUpdate) (hubu.Price, error) {
 	switch {
 	case !providerRE.MatchString(p.Provider):
 		return hubu.Price{}, invalid("provider is not a provider name")
-	case !modelRE.MatchString(p.Model):
+	case !contract.ValidModel(p.Model):
 		return hubu.Price{}, invalid("model is not a model name")
 	case !sizeRE.MatchString(p.Size):
 		return hubu.Price{}, invalid("size must be <width>x<height> or *")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -13,31 +14,33 @@ import (
 	"hubu.dev/hubu/services/hubu"
 )
 
-const credentialsUsage = `usage:
-  hubuctl credentials list
-  hubuctl credentials revoke ID
-  hubuctl credentials rotate ID [--overlap DURATION]
+var credentialsCommand = &command{
+	UsageLine: "credentials", Long: `Agent, operator and service credentials, named by their ID (never by their token).`,
+	Commands: []*command{
+		{UsageLine: "list", Short: "agent, operator and service credentials (never tokens)", Run: (*cli).credentialsList,
+			Long: `Lists every credential with its state (active, expiring, expired, revoked), when it was made,
+and who rotated or revoked it. Tokens are never shown: Hubu keeps only their hashes.`},
+		{UsageLine: "revoke ID", Short: "revoke a credential; its next request is refused", Run: (*cli).credentialsRevoke,
+			Long: `Revokes a credential (find its ID with 'hubuctl credentials list'). Its holder's next request
+is refused with credential_revoked; console sessions signed in with an operator credential end.
+Hubu records who revoked it and when. Revoking it again answers the same. The last operator
+credential with no expiry cannot be revoked: create another operator first, or rotate it.`},
+		{UsageLine: "rotate ID [--overlap DURATION]", Listed: "rotate ID [--overlap D]",
+			Short: "issue a replacement; prints its token once", Run: (*cli).credentialsRotate,
+			Long: `Issues a replacement for a credential (same kind, name and agent) and prints its token once.
 
-Agent, operator and service credentials, named by their ID (never by their token).`
+  --overlap DURATION   how long the old token stays valid beside the new one, such as 10m
+                       (default 0: the old token is refused at once; at most 24h), so that
+                       the processes holding it can be restarted one at a time
 
-// maxOverlap is the longest overlap Hubu accepts.
-const maxOverlap = hubu.MaxRotationOverlap
-
-func (c *cli) credentials(ctx context.Context, args []string) error {
-	return c.group(ctx, "credentials", credentialsUsage, args, map[string]func(context.Context, []string) error{
-		"list":   c.credentialsList,
-		"revoke": c.credentialsRevoke,
-		"rotate": c.credentialsRotate,
-	})
+A revoked credential can be replaced too (with no overlap). Each credential is replaced once:
+to rotate again, rotate its replacement. An operator credential is rotated only by its holder;
+another operator's is revoked instead.`},
+	},
 }
 
-func (c *cli) credentialsList(ctx context.Context, args []string) error {
-	const text = `usage: hubuctl credentials list [--json]
-
-Lists every credential with its state (active, expiring, expired, revoked), when it was made,
-and who rotated or revoked it. Tokens are never shown: Hubu keeps only their hashes.`
-	fs := c.flagSet("hubuctl credentials list")
-	if _, err := c.parse(fs, text, args, 0, ""); err != nil {
+func (c *cli) credentialsList(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	if _, err := c.parse(fs, args, 0, ""); err != nil {
 		return err
 	}
 	cl, err := c.client()
@@ -65,15 +68,8 @@ and who rotated or revoked it. Tokens are never shown: Hubu keeps only their has
 	return tw.Flush()
 }
 
-func (c *cli) credentialsRevoke(ctx context.Context, args []string) error {
-	const text = `usage: hubuctl credentials revoke ID [--json]
-
-Revokes a credential (find its ID with 'hubuctl credentials list'). Its holder's next request
-is refused with credential_revoked; console sessions signed in with an operator credential end.
-Hubu records who revoked it and when. Revoking it again answers the same. The last operator
-credential with no expiry cannot be revoked: create another operator first, or rotate it.`
-	fs := c.flagSet("hubuctl credentials revoke")
-	pos, err := c.parse(fs, text, args, 1, "one credential ID")
+func (c *cli) credentialsRevoke(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	pos, err := c.parse(fs, args, 1, "one credential ID")
 	if err != nil {
 		return err
 	}
@@ -97,21 +93,9 @@ credential with no expiry cannot be revoked: create another operator first, or r
 	return writeCredential(c.stdout, cr)
 }
 
-func (c *cli) credentialsRotate(ctx context.Context, args []string) error {
-	const text = `usage: hubuctl credentials rotate ID [--overlap DURATION] [--json]
-
-Issues a replacement for a credential (same kind, name and agent) and prints its token once.
-
-  --overlap DURATION   how long the old token stays valid beside the new one, such as 10m
-                       (default 0: the old token is refused at once; at most 24h), so that
-                       the processes holding it can be restarted one at a time
-
-A revoked credential can be replaced too (with no overlap). Each credential is replaced once:
-to rotate again, rotate its replacement. An operator credential is rotated only by its holder;
-another operator's is revoked instead.`
-	fs := c.flagSet("hubuctl credentials rotate")
+func (c *cli) credentialsRotate(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	overlap := fs.Duration("overlap", 0, "")
-	pos, err := c.parse(fs, text, args, 1, "one credential ID")
+	pos, err := c.parse(fs, args, 1, "one credential ID")
 	if err != nil {
 		return err
 	}
@@ -119,8 +103,8 @@ another operator's is revoked instead.`
 	if err != nil {
 		return err
 	}
-	if *overlap < 0 || *overlap > maxOverlap || *overlap%time.Second != 0 {
-		return usagef("hubuctl credentials rotate: --overlap must be whole seconds between 0s and %s", maxOverlap)
+	if *overlap < 0 || *overlap > hubu.MaxRotationOverlap || *overlap%time.Second != 0 {
+		return usagef("hubuctl credentials rotate: --overlap must be whole seconds between 0s and %s", hubu.MaxRotationOverlap)
 	}
 	cl, err := c.client()
 	if err != nil {

@@ -22,7 +22,7 @@ func TestCredentialsAgainstRealHubu(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := startRealHubu(t)
-	store, ctl, env := h.store, h.ctl, h.env
+	store, ctl, env := h.Store, h.ctl, h.env
 	_, agentToken, err := store.CreateAgent(ctx, "painter", "acct:painter", hubu.DefaultPolicy(), time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -74,6 +76,29 @@ func TestSettingsErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The token may come from a file (HUBU_APPROVER_TOKEN_FILE), so it need not sit in an
+// environment that other tools print; a file and the variable together are refused.
+func TestTokenFromFile(t *testing.T) {
+	t.Parallel()
+	f := newFakeHubu(t)
+	f.approvs = `{"operations":[]}`
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := f.env()
+	delete(env, "HUBU_APPROVER_TOKEN")
+	env["HUBU_APPROVER_TOKEN_FILE"] = file
+	if r := runCLI(t, env, "approvals"); r.code != 0 {
+		t.Fatalf("token from a file: exit %d, stderr %q", r.code, r.stderr)
+	}
+	env["HUBU_APPROVER_TOKEN"] = testToken
+	requireOneErrorLine(t, runCLI(t, env, "approvals"), 2, "HUBU_APPROVER_TOKEN and HUBU_APPROVER_TOKEN_FILE are both set")
+	delete(env, "HUBU_APPROVER_TOKEN")
+	env["HUBU_APPROVER_TOKEN_FILE"] = file + ".missing"
+	requireOneErrorLine(t, runCLI(t, env, "approvals"), 2, "HUBU_APPROVER_TOKEN_FILE: open ")
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -150,43 +175,6 @@ func TestHelp(t *testing.T) {
 	}
 }
 
-func TestFormatAmount(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		micros   int64
-		currency string
-		want     string
-	}{
-		{25_000, "USD", "USD 0.025"},
-		{50_000, "USD", "USD 0.05"},
-		{1_000_000, "USD", "USD 1.00"},
-		{5_000_000, "USD", "USD 5.00"},
-		{0, "USD", "USD 0.00"},
-		{1, "USD", "USD 0.000001"},
-		{1_234_567_890, "EUR", "EUR 1234.56789"},
-		{-60_000, "USD", "USD -0.06"},
-		{-9223372036854775808, "USD", "USD -9223372036854.775808"},
-		{40_000, "", "0.04"},
-	} {
-		if got := formatAmount(tc.micros, tc.currency); got != tc.want {
-			t.Errorf("formatAmount(%d, %q) = %q, want %q", tc.micros, tc.currency, got, tc.want)
-		}
-	}
-}
-
-func TestCleanAndTruncate(t *testing.T) {
-	t.Parallel()
-	if got := clean("  a\tcat\n\x1b[31mred\x1b[0m \u202eevil  "); got != "a cat [31mred [0m evil" {
-		t.Errorf("clean = %q", got)
-	}
-	if got := truncate("0123456789", 10); got != "0123456789" {
-		t.Errorf("truncate kept = %q", got)
-	}
-	if got := truncate("ééééééééééé", 10); got != "ééééééééé…" {
-		t.Errorf("truncate cut = %q", got)
-	}
-}
-
 // fakeHubu answers a few operator routes with canned JSON and records what it was sent.
 type fakeHubu struct {
 	srv     *httptest.Server
@@ -211,6 +199,10 @@ func newFakeHubu(t *testing.T) *fakeHubu {
 		_, _ = io.WriteString(w, body)
 	}
 	mux.HandleFunc("GET /v1/approvals", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+testToken {
+			problem(w, 401, "unauthorized", "a valid bearer token is required")
+			return
+		}
 		ok(w, 200, f.approvs)
 	})
 	mux.HandleFunc("POST /v1/operations/{handle}/approve", func(w http.ResponseWriter, r *http.Request) {
@@ -279,44 +271,6 @@ const agentJSON = `{"id":"` + testAgent + `","name":"demo","account":"acct:demo"
 	"policy":{"currency":"USD","per_operation_ceiling_micros":2000000,"auto_approve_limit_micros":100000,"budget_micros":9000000,
 	"budget_period":"week","allowed_providers":["bfl"],"allowed_models":["flux-dev","flux-schnell"]}}`
 
-func TestApprovalsTable(t *testing.T) {
-	t.Parallel()
-	f := newFakeHubu(t)
-	f.approvs = `{"operations":[` + operationJSON("pending_approval") + `]}`
-	r := runCLI(t, f.env(), "approvals")
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-	}
-	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
-	if len(lines) != 2 {
-		t.Fatalf("want a header and one row, got %q", r.stdout)
-	}
-	for _, want := range []string{"HANDLE", "AGENT", "MODEL", "SIZE", "AMOUNT", "PROMPT", "REQUESTED", "EXPIRES"} {
-		if !strings.Contains(lines[0], want) {
-			t.Errorf("header %q lacks %s", lines[0], want)
-		}
-	}
-	// The prompt is model-written: no escape sequences or newlines, cut at 40 characters.
-	for _, want := range []string{testHandle, testAgent, "flux-pro-1.1-ultra", "1024x768", "USD 0.06",
-		"A lighthouse on a cliff at dawn, [2Jpai…", "2026-05-01 10:00:00Z", "2026-05-02 10:00:00Z"} {
-		if !strings.Contains(lines[1], want) {
-			t.Errorf("row %q lacks %q", lines[1], want)
-		}
-	}
-	if strings.ContainsRune(r.stdout, 0x1b) {
-		t.Errorf("output contains an escape character: %q", r.stdout)
-	}
-	// Columns line up: every header title starts where its cell does.
-	if strings.Index(lines[0], "AMOUNT") != strings.Index(lines[1], "USD 0.06") {
-		t.Errorf("columns are not aligned:\n%s", r.stdout)
-	}
-
-	f.approvs = `{"operations":[]}`
-	if r := runCLI(t, f.env(), "approvals"); r.code != 0 || r.stdout != "No operations are waiting for approval.\n" {
-		t.Fatalf("empty list: exit %d, stdout %q", r.code, r.stdout)
-	}
-}
-
 func TestJSONOutput(t *testing.T) {
 	t.Parallel()
 	f := newFakeHubu(t)
@@ -333,21 +287,6 @@ func TestJSONOutput(t *testing.T) {
 		if !strings.Contains(r.stdout, "\n  \"operations\": [") {
 			t.Errorf("%v: JSON is not indented:\n%s", args, r.stdout)
 		}
-	}
-}
-
-func TestApprove(t *testing.T) {
-	t.Parallel()
-	f := newFakeHubu(t)
-	r := runCLI(t, f.env(), "approve", testHandle)
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-	}
-	if !strings.HasPrefix(r.stdout, "Approved "+testHandle+" (USD 0.06).") || !strings.Contains(r.stdout, "State") {
-		t.Errorf("stdout = %q", r.stdout)
-	}
-	if strings.Contains(r.stdout+r.stderr, testToken) {
-		t.Errorf("output shows the operator token")
 	}
 }
 
@@ -378,83 +317,4 @@ func TestUnreachable(t *testing.T) {
 	srv.Close() // nothing listens there any more
 	r := runCLI(t, map[string]string{"HUBU_URL": srv.URL, "HUBU_APPROVER_TOKEN": testToken}, "approvals")
 	requireOneErrorLine(t, r, 1, "request to Hubu failed")
-}
-
-func TestDenySendsReason(t *testing.T) {
-	t.Parallel()
-	f := newFakeHubu(t)
-	r := runCLI(t, f.env(), "deny", "--reason", "too expensive", testHandle)
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "Denied "+testHandle) {
-		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
-	var got hubuapi.DenyRequest
-	if err := json.Unmarshal(f.body("POST /v1/operations/"+testHandle+"/deny"), &got); err != nil || got.Reason == nil || *got.Reason != "too expensive" {
-		t.Fatalf("deny body = %s (%v)", f.body("POST /v1/operations/"+testHandle+"/deny"), err)
-	}
-}
-
-func TestSetPolicyChangesOnlyGivenFields(t *testing.T) {
-	t.Parallel()
-	f := newFakeHubu(t)
-	r := runCLI(t, f.env(), "agent", "set-policy", testAgent, "--auto-approve-micros", "70000", "--models", "flux-dev, flux-pro-1.1")
-	if r.code != 0 || !strings.HasPrefix(r.stdout, "Policy updated.") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
-	}
-	var got hubuapi.Policy
-	if err := json.Unmarshal(f.body("PUT /v1/agents/"+testAgent+"/policy"), &got); err != nil {
-		t.Fatal(err)
-	}
-	want := hubuapi.Policy{
-		Currency: "USD", PerOperationCeilingMicros: 2_000_000, AutoApproveLimitMicros: 70_000, BudgetMicros: 9_000_000,
-		BudgetPeriod: "week", AllowedProviders: []string{"bfl"}, AllowedModels: []string{"flux-dev", "flux-pro-1.1"},
-	}
-	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
-		t.Errorf("PUT policy = %s, want %s", g, w)
-	}
-}
-
-func TestAgentCreate(t *testing.T) {
-	t.Parallel()
-	f := newFakeHubu(t)
-
-	r := runCLI(t, f.env(), "agent", "create", "--name", "demo")
-	if r.code != 0 {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-	}
-	if !strings.Contains(r.stdout, "Token: agent-token-xyz\n") || !strings.Contains(r.stdout, "will not be shown again") {
-		t.Errorf("stdout lacks the token and its note: %q", r.stdout)
-	}
-	if strings.Contains(r.stdout, testToken) {
-		t.Errorf("stdout shows the operator token")
-	}
-	if got := string(f.body("POST /v1/agents")); got != `{"name":"demo"}` {
-		t.Errorf("without policy flags the body is %s, want only the name", got)
-	}
-
-	// Partial policy flags start from the defaults.
-	r = runCLI(t, f.env(), "agent", "create", "--name", "demo", "--account", "acct:team", "--ceiling-micros", "3000000", "--providers", "")
-	if r.code != 0 {
-		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
-	}
-	var got hubuapi.AgentCreate
-	if err := json.Unmarshal(f.body("POST /v1/agents"), &got); err != nil {
-		t.Fatal(err)
-	}
-	pol := defaultPolicy()
-	pol.PerOperationCeilingMicros = 3_000_000
-	pol.AllowedProviders = []string{}
-	account := "acct:team"
-	want := hubuapi.AgentCreate{Name: "demo", Account: &account, Policy: &pol}
-	if g, w := mustJSON(t, got), mustJSON(t, want); g != w {
-		t.Errorf("create body = %s, want %s", g, w)
-	}
-}
-
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

@@ -4,48 +4,30 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-
+	"hubu.dev/hubu/kit/testclock"
 	"hubu.dev/hubu/proto/hubuapi"
-	"hubu.dev/hubu/services/hubu"
-	"hubu.dev/hubu/services/hubu/httpserver"
-	"hubu.dev/hubu/services/hubu/lifecycle"
-	"hubu.dev/hubu/services/hubu/postgres"
-	hubusql "hubu.dev/hubu/sql/hubu"
-	"hubu.dev/hubu/sql/sqltest"
+	"hubu.dev/hubu/services/hubu/hubutest"
 )
 
 // realHubu is Hubu over real HTTP on a database of its own, with an operator, alice, whose
 // token hubuctl uses (env is hubuctl's environment; a test may change it).
 type realHubu struct {
-	t     *testing.T
-	store *postgres.Store
-	url   string
-	env   map[string]string
+	*hubutest.Env
+	t   *testing.T
+	env map[string]string
 	// secrets are tokens no hubuctl output may contain.
 	secrets []string
 }
 
+// startRealHubu starts it with the clock at the real time, which the tests use too.
 func startRealHubu(t *testing.T) *realHubu {
-	t.Helper()
-	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
-	store := postgres.NewStore(pool, 24*time.Hour)
-	life := &lifecycle.Service{Store: store, Now: time.Now, RetryAfter: time.Minute}
-	ts := httptest.NewServer((&httpserver.Server{Store: store, Lifecycle: life, Now: time.Now}).Handler(prometheus.NewRegistry()))
-	t.Cleanup(ts.Close)
-	opToken, err := store.CreateCredential(context.Background(), hubu.RoleOperator, "alice", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &realHubu{t: t, store: store, url: ts.URL, secrets: []string{opToken},
-		env: map[string]string{"HUBU_URL": ts.URL, "HUBU_APPROVER_TOKEN": opToken}}
+	e := hubutest.New(t, &hubutest.Options{Clock: testclock.At(time.Now())})
+	return &realHubu{Env: e, t: t, secrets: []string{e.OperatorToken, e.ServiceToken},
+		env: map[string]string{"HUBU_URL": e.URL, "HUBU_APPROVER_TOKEN": e.OperatorToken}}
 }
 
 // ctl runs hubuctl against h and returns what it printed; it fails the test when that holds
@@ -92,19 +74,11 @@ func TestAgainstRealHubu(t *testing.T) {
 		t.Fatalf("prices list: %v %s", err, out)
 	}
 
-	agent, err := hubuapi.NewClientWithResponses(h.url, hubuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-		r.Header.Set("Authorization", "Bearer "+created.Token)
-		return nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	agent := h.Client(t, created.Token)
 	spend := func(prompt string) string {
-		resp, err := agent.AuthorizeWithResponse(ctx, hubuapi.AuthorizeRequest{
-			OperationKey: "hubu:operation:v1:codex:" + uuid.NewString(), PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(),
-			Tool: hubuapi.GenerateImage, RequestHash: strings.Repeat("ab", 32),
-			Arguments: hubuapi.GenerateImageArguments{Prompt: prompt, Model: "flux-dev", Width: 1024, Height: 1024},
-		})
+		c := hubutest.NewCall("flux-dev")
+		c.Args.Prompt = prompt
+		resp, err := agent.AuthorizeWithResponse(ctx, c.Request())
 		if err != nil || resp.JSON201 == nil || resp.JSON201.State != hubuapi.OperationStatePendingApproval {
 			t.Fatalf("authorize: %v %s", err, resp.Body)
 		}

@@ -44,47 +44,47 @@ func TestHandOffFailuresAreResent(t *testing.T) {
 		delivered int // decisions the executor accepted during the failed hand-off
 	}{
 		{"counting the try fails", func(t *testing.T, b *bundle) func() {
-			return failUpdates(t, b.pool, "count", "NEW.dispatch_attempts <> OLD.dispatch_attempts")
+			return failUpdates(t, b.Pool, "count", "NEW.dispatch_attempts <> OLD.dispatch_attempts")
 		}, "could not count the hand-off; it will be re-sent", 0},
 		{"the executor fails", func(t *testing.T, b *bundle) func() {
-			b.exec.FailNext(1)
+			b.Executor.FailNext(1)
 			return func() {}
 		}, "hand-off to the executor failed; it will be re-sent", 0},
 		{"recording the acceptance fails", func(t *testing.T, b *bundle) func() {
-			return failUpdates(t, b.pool, "accept", "NEW.state = 'executing'")
+			return failUpdates(t, b.Pool, "accept", "NEW.state = 'executing'")
 		}, "could not record the hand-off; it will be re-sent", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			b := setup(t)
-			a := b.newAgent(t, "agent", nil)
+			a := b.NewAgent(t, "agent", nil)
 			restore := c.fault(t, b)
 			op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
 			if op.State != hubuapi.OperationStateDispatching {
 				t.Fatalf("after a failed hand-off the operation is %s, want dispatching", op.State)
 			}
-			if !strings.Contains(b.logs.String(), c.logged) {
-				t.Fatalf("the log does not say %q:\n%s", c.logged, b.logs.String())
+			if !strings.Contains(b.Logs.String(), c.logged) {
+				t.Fatalf("the log does not say %q:\n%s", c.logged, b.Logs.String())
 			}
-			if n := len(b.exec.Decisions()); n != c.delivered {
+			if n := len(b.Executor.Decisions()); n != c.delivered {
 				t.Fatalf("the executor accepted %d decisions, want %d", n, c.delivered)
 			}
 			restore()
 
 			// Not before RetryAfter: a hand-off still in progress elsewhere is not raced.
-			if n, err := b.life.Recover(ctx); err != nil || n != 0 {
+			if n, err := b.Lifecycle.Recover(ctx); err != nil || n != 0 {
 				t.Fatalf("recover before RetryAfter: %d, %v", n, err)
 			}
-			b.clock.Advance(11 * time.Second)
-			if n, err := b.life.Recover(ctx); err != nil || n != 1 {
+			b.Clock.Advance(11 * time.Second)
+			if n, err := b.Lifecycle.Recover(ctx); err != nil || n != 1 {
 				t.Fatalf("recover: %d sent, %v; want 1", n, err)
 			}
-			got, _ := a.client.GetOperationWithResponse(ctx, op.PublicHandle)
+			got, _ := a.Client.GetOperationWithResponse(ctx, op.PublicHandle)
 			if got.JSON200 == nil || got.JSON200.State != hubuapi.OperationStateExecuting {
 				t.Fatalf("after the re-send: %s", got.Body)
 			}
-			ds := b.exec.Decisions()
+			ds := b.Executor.Decisions()
 			if len(ds) != c.delivered+1 {
 				t.Fatalf("the executor accepted %d decisions, want %d", len(ds), c.delivered+1)
 			}
@@ -103,20 +103,20 @@ func TestRecoverHalvesAreIndependent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setupWithTTL(t, time.Minute)
-	a := b.newAgent(t, "agent", nil)
+	a := b.NewAgent(t, "agent", nil)
 	held := mustOperation(t, authorize(t, a, newCall("flux-pro-1.1-ultra"))) // above the auto-approve limit
 	if held.State != hubuapi.OperationStatePendingApproval {
 		t.Fatalf("held spend: %s", held.State)
 	}
-	b.exec.FailNext(1)
+	b.Executor.FailNext(1)
 	sent := mustOperation(t, authorize(t, a, newCall("flux-dev")))
 	if sent.State != hubuapi.OperationStateDispatching {
 		t.Fatalf("failed hand-off: %s", sent.State)
 	}
 
-	restore := failUpdates(t, b.pool, "expire", "NEW.state = 'expired'")
-	b.clock.Advance(2 * time.Minute)
-	n, err := b.life.Recover(ctx)
+	restore := failUpdates(t, b.Pool, "expire", "NEW.state = 'expired'")
+	b.Clock.Advance(2 * time.Minute)
+	n, err := b.Lifecycle.Recover(ctx)
 	if err == nil || !strings.Contains(err.Error(), "injected fault: expire") {
 		t.Fatalf("recover hid the expiry's failure: %v", err)
 	}
@@ -124,11 +124,53 @@ func TestRecoverHalvesAreIndependent(t *testing.T) {
 		t.Fatalf("recover re-sent %d decisions while expiry failed, want 1", n)
 	}
 	restore()
-	if _, err := b.life.Recover(ctx); err != nil {
+	if _, err := b.Lifecycle.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := a.client.GetOperationWithResponse(ctx, held.PublicHandle)
+	got, _ := a.Client.GetOperationWithResponse(ctx, held.PublicHandle)
 	if got.JSON200 == nil || got.JSON200.State != hubuapi.OperationStateExpired || got.JSON200.HeldMicros != 0 {
 		t.Fatalf("the held spend after a later pass: %s", got.Body)
+	}
+}
+
+// A crash between the decision and the hand-off leaves the operation dispatching; recovery
+// re-sends the same decision, and a re-delivered call continues it rather than starting anew.
+func TestHandoffRecovery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.NewAgent(t, "agent", nil)
+	b.Executor.FailNext(2)
+	c := newCall("flux-dev")
+	op := mustOperation(t, authorize(t, a, c))
+	if op.State != hubuapi.OperationStateDispatching || op.DecisionId == nil {
+		t.Fatalf("with the executor down: %+v", op)
+	}
+	// The re-delivered call re-sends the same decision (and the executor is still down).
+	if r := authorize(t, a, c); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateDispatching {
+		t.Fatalf("replay while dispatching: %s", r.Body)
+	}
+	// Recovery waits RetryAfter before re-sending, so it does not race a hand-off in flight.
+	if n, err := b.Lifecycle.Recover(ctx); err != nil || n != 0 {
+		t.Fatalf("recover too early: %d %v", n, err)
+	}
+	b.Clock.Advance(11 * time.Second)
+	if n, err := b.Lifecycle.Recover(ctx); err != nil || n != 1 {
+		t.Fatalf("recover: %d %v", n, err)
+	}
+	got, _ := a.Client.GetOperationWithResponse(ctx, op.PublicHandle)
+	if got.JSON200.State != hubuapi.OperationStateExecuting {
+		t.Fatalf("after recovery: %s", got.Body)
+	}
+	ds := b.Executor.Decisions()
+	if len(ds) != 1 || ds[0].DecisionID != *op.DecisionId {
+		t.Fatalf("executor decisions: %+v", ds)
+	}
+	if !strings.Contains(b.Logs.String(), "hand-off to the executor failed") {
+		t.Fatalf("the failed hand-off was not logged: %s", b.Logs.String())
+	}
+	b.Clock.Advance(time.Minute)
+	if n, _ := b.Lifecycle.Recover(ctx); n != 0 {
+		t.Fatalf("recovery re-sent an acknowledged decision")
 	}
 }

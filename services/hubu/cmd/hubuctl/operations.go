@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+
+	"hubu.dev/hubu/proto/contract"
+	"hubu.dev/hubu/proto/hubuapi"
+)
+
+var operationCommand = &command{UsageLine: "operation", Commands: []*command{
+	{UsageLine: "show HANDLE", Short: "one operation", Run: (*cli).operationShow},
+}}
+
+var ledgerCommand = &command{
+	UsageLine: "ledger HANDLE", Short: "ledger entries and totals of one operation", Run: (*cli).ledger,
+	Long: `Prints the append-only ledger entries (hold, capture, release) of one operation and its totals.`,
+}
+
+func (c *cli) operationShow(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	pos, err := c.parse(fs, args, 1, "one public handle")
+	if err != nil {
+		return err
+	}
+	handle, err := parseHandle(pos[0])
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	resp, err := cl.GetOperationWithResponse(ctx, handle)
+	if err := expect(resp, err, (*hubuapi.GetOperationResponse).GetJSON200); err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(resp.Body)
+	}
+	return writeOperation(c.stdout, resp.JSON200)
+}
+
+func writeOperation(w io.Writer, op *hubuapi.Operation) error {
+	tw := newTable(w)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("Handle", clean(op.PublicHandle))
+	row("State", string(op.State))
+	if op.Denial != nil {
+		row("Denial", clean(string(op.Denial.Code)+": "+op.Denial.Message))
+	}
+	row("Agent", op.AgentId.String())
+	row("Account", clean(op.Account))
+	row("Tool", clean(string(op.Tool)))
+	row("Scope", clean(op.Scope.Provider+" "+op.Scope.Model+" "+op.Scope.Size))
+	row("Amount", formatAmount(op.AmountMicros, op.Currency))
+	row("Prompt", truncate(clean(op.Arguments.Prompt), 200))
+	if op.Arguments.Seed != nil {
+		row("Seed", fmt.Sprint(*op.Arguments.Seed))
+	}
+	if op.DecisionId != nil {
+		row("Decision", op.DecisionId.String())
+	}
+	if op.DecidedBy != nil {
+		row("Decided by", clean(*op.DecidedBy))
+	}
+	// Hubu keeps the expiry after a decision; it only means something while pending.
+	if op.ApprovalExpiresAt != nil && op.State == hubuapi.OperationStatePendingApproval {
+		row("Approval expires", formatTime(*op.ApprovalExpiresAt))
+	}
+	row("Held", formatAmount(op.HeldMicros, op.Currency))
+	row("Captured", formatAmount(op.CapturedMicros, op.Currency))
+	row("Released", formatAmount(op.ReleasedMicros, op.Currency))
+	row("Created", formatTime(op.CreatedAt))
+	row("Updated", formatTime(op.UpdatedAt))
+	return tw.Flush()
+}
+
+func (c *cli) ledger(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	pos, err := c.parse(fs, args, 1, "one public handle")
+	if err != nil {
+		return err
+	}
+	handle, err := parseHandle(pos[0])
+	if err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	resp, err := cl.GetOperationLedgerWithResponse(ctx, handle)
+	if err := expect(resp, err, (*hubuapi.GetOperationLedgerResponse).GetJSON200); err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(resp.Body)
+	}
+	return writeLedger(c.stdout, resp.JSON200)
+}
+
+func writeLedger(w io.Writer, l *hubuapi.Ledger) error {
+	fmt.Fprintf(w, "Operation %s (%s)\n\n", clean(l.PublicHandle), l.State)
+	// The totals carry no currency of their own; an operation's entries share one.
+	currency := ""
+	tw := newTable(w)
+	if len(l.Entries) == 0 {
+		fmt.Fprintln(tw, "No ledger entries.")
+	} else {
+		fmt.Fprintln(tw, "ID\tKIND\tAMOUNT\tAT")
+		for _, e := range l.Entries {
+			currency = e.Currency
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Id, e.Kind, formatAmount(e.AmountMicros, e.Currency), formatTime(e.CreatedAt))
+		}
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "Held\t%s\n", formatAmount(l.HeldMicros, currency))
+	fmt.Fprintf(tw, "Captured\t%s\n", formatAmount(l.CapturedMicros, currency))
+	fmt.Fprintf(tw, "Released\t%s\n", formatAmount(l.ReleasedMicros, currency))
+	return tw.Flush()
+}
+
+// parseHandle checks the spec's format here, so that a mistyped handle is a usage error
+// rather than a round trip.
+func parseHandle(s string) (string, error) {
+	if !contract.IsPublicHandle(s) {
+		return "", usagef("%q is not a public handle (hubu:public-operation:v1:<uuid>)", truncate(clean(s), 80))
+	}
+	return s, nil
+}
