@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/router/routertest"
 )
 
@@ -37,7 +38,7 @@ func TestAllowPrivateImageHosts(t *testing.T) {
 			if c.env != "" {
 				cmd.Env = append(cmd.Env, c.env)
 			}
-			logs := &lockedBuffer{}
+			logs := &testlog.Buffer{}
 			cmd.Stderr = logs
 			cs, err := mcp.NewClient(&mcp.Implementation{Name: "image-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 			if err != nil {
@@ -68,7 +69,7 @@ func TestAllowPrivateImageHosts(t *testing.T) {
 	}
 	cmd := exec.Command(binary, "--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", filepath.Join(t.TempDir(), "r.db"))
 	cmd.Env = []string{"HUBU_AGENT_TOKEN=t", "ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS=maybe"}
-	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS \"maybe\" is not true or false") {
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS must be true or false, not \"maybe\"") {
 		t.Fatalf("a bad ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS: %v %s", err, out)
 	}
 	if out, err := exec.Command(binary, "--help").CombinedOutput(); err != nil || !strings.Contains(string(out), "-allow-private-image-hosts") ||

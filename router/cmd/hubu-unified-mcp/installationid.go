@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
+	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/router/registry"
 )
 
@@ -17,10 +17,9 @@ hubu.dev/platform-invocation envelopes put it in "audience"; every router sharin
 
 // installationID prints the registry's installation id, the audience of version 2 envelopes.
 func installationID(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hubu-unified-mcp installation-id", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := command.NewFlagSet("hubu-unified-mcp installation-id", getenv, stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, installationIDUsage); fs.PrintDefaults() }
-	state := fs.String("state", getenv("ROUTER_STATE"), "the registry file (env ROUTER_STATE; default: $XDG_STATE_HOME/hubu/router.db)")
+	state := stateFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -12,9 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -26,6 +24,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/identity"
@@ -42,6 +41,7 @@ const usage = `usage:
   hubu-unified-mcp installation-id [--state FILE]
   hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
+Either token may instead be in a file named by HUBU_AGENT_TOKEN_FILE or ROUTER_MCP_TOKEN_FILE.
 Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_DIAGNOSE_META,
 ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT and ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS.
 Without --http the router speaks stdio.`
@@ -87,13 +87,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if len(args) > 0 && args[0] == "installation-id" {
 		return installationID(ctx, args[1:], getenv, stdout, stderr)
 	}
-	fs := flag.NewFlagSet("hubu-unified-mcp", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := command.NewFlagSet("hubu-unified-mcp", getenv, stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, usage); fs.PrintDefaults() }
-	hubuURL := fs.String("hubu-url", getenv("HUBU_URL"), "Hubu's base URL (env HUBU_URL)")
-	gongbuURL := fs.String("gongbu-url", getenv("GONGBU_URL"), "Gongbu's base URL (env GONGBU_URL)")
-	state := fs.String("state", getenv("ROUTER_STATE"), "the registry file (env ROUTER_STATE; default: $XDG_STATE_HOME/hubu/router.db)")
-	httpAddr := fs.String("http", getenv("ROUTER_HTTP"), "serve streamable HTTP on ADDR instead of stdio (env ROUTER_HTTP)")
+	hubuURL := fs.String("hubu-url", "HUBU_URL", "", "Hubu's base URL")
+	gongbuURL := fs.String("gongbu-url", "GONGBU_URL", "", "Gongbu's base URL")
+	state := stateFlag(fs)
+	httpAddr := fs.String("http", "ROUTER_HTTP", "", "serve streamable HTTP on ADDR instead of stdio")
 	diag := &diagnoseFlag{}
 	switch v := getenv("ROUTER_DIAGNOSE_META"); strings.ToLower(v) {
 	case "", "0", "false", "no":
@@ -103,28 +102,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		_ = diag.Set(v)
 	}
 	fs.Var(diag, "diagnose-meta", "log the shape of each call's _meta (never values) to stderr, or to FILE")
-	identityConfig := fs.String("identity-config", getenv("ROUTER_IDENTITY_CONFIG"), "accepted envelope platforms and their keys (env ROUTER_IDENTITY_CONFIG)")
-	preallocated := fs.String("preallocated-keys", getenv("ROUTER_PREALLOCATED_KEYS"), "claim operation keys from this file; only Codex calls may start operations (env ROUTER_PREALLOCATED_KEYS)")
-	waitDefault := 30 * time.Second
-	if v := getenv("ROUTER_WAIT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return fmt.Errorf("ROUTER_WAIT %q is not a duration such as 30s", v)
-		}
-		waitDefault = d
-	}
-	wait := fs.Duration("wait", waitDefault, "how long a spend waits for its image before answering running (env ROUTER_WAIT)")
-	allowPrivateImages := false
-	if v := getenv("ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS %q is not true or false", v)
-		}
-		allowPrivateImages = b
-	}
-	fs.BoolVar(&allowPrivateImages, "allow-private-image-hosts", allowPrivateImages,
+	identityConfig := fs.String("identity-config", "ROUTER_IDENTITY_CONFIG", "", "accepted envelope platforms and their keys")
+	preallocated := fs.String("preallocated-keys", "ROUTER_PREALLOCATED_KEYS", "", "claim operation keys from this file; only Codex calls may start operations")
+	wait := fs.Duration("wait", "ROUTER_WAIT", 30*time.Second, "how long a spend waits for its image before answering running")
+	allowPrivateImages := fs.Bool("allow-private-image-hosts", "ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS", false,
 		"download result images from loopback, private and link-local addresses too; only for a local stack, "+
-			"such as make up's mockflux on 127.0.0.1 (env ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS)")
+			"such as make up's mockflux on 127.0.0.1")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -132,15 +115,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, f := range []struct{ name, value string }{{"hubu-url", *hubuURL}, {"gongbu-url", *gongbuURL}} {
-		if err := checkURL(f.name, f.value); err != nil {
+		if err := command.RequireHTTPURL(f.name, f.value); err != nil {
 			return err
 		}
 	}
-	agentToken := getenv("HUBU_AGENT_TOKEN")
+	agentToken, err := command.Secret(getenv, "HUBU_AGENT_TOKEN")
+	if err != nil {
+		return err
+	}
 	if agentToken == "" {
 		return errors.New("HUBU_AGENT_TOKEN is not set: the router needs the agent's Hubu token")
 	}
-	mcpToken := getenv("ROUTER_MCP_TOKEN")
+	mcpToken, err := command.Secret(getenv, "ROUTER_MCP_TOKEN")
+	if err != nil {
+		return err
+	}
 	if *httpAddr != "" && mcpToken == "" {
 		return errors.New("--http needs ROUTER_MCP_TOKEN: without it anyone who reaches the port could forge _meta")
 	}
@@ -209,11 +198,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	router := mcpserver.New(mcpserver.Config{
 		Registry: reg, Hubu: hubu, Gongbu: gongbu, Identity: idCfg, Logger: logger, Diagnose: diagOut, Wait: *wait,
-		AllowPrivateImageHosts: allowPrivateImages,
+		AllowPrivateImageHosts: *allowPrivateImages,
 	})
 	server := router.Server(version)
 	logger.Info("router ready", "installation_id", reg.InstallationID(), "transport", map[bool]string{true: "http", false: "stdio"}[*httpAddr != ""],
-		"allow_private_image_hosts", allowPrivateImages)
+		"allow_private_image_hosts", *allowPrivateImages)
 
 	if *httpAddr == "" {
 		err := server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -248,33 +237,19 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, logg
 		}
 		handler.ServeHTTP(w, r)
 	}))
-	ln, err := net.Listen("tcp", addr)
+	ln, err := command.Listen(addr)
 	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %v", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	logger.Info("listening", "addr", ln.Addr().String(), "path", "/mcp")
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
 		return err
-	case <-ctx.Done():
 	}
-	logger.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdownCtx)
+	srv := command.NewHTTPServer(mux)
+	srv.WriteTimeout = 0 // a streamable HTTP session holds its event stream open
+	logger.Info("listening", "addr", ln.Addr().String(), "path", "/mcp")
+	return command.Serve(ctx, srv, ln, logger, command.ShutdownGrace, nil)
 }
 
-func checkURL(name, v string) error {
-	if v == "" {
-		return fmt.Errorf("--%s is required", name)
-	}
-	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--%s must be an http(s) URL", name)
-	}
-	return nil
+// stateFlag is --state, the registry file; defaultState says where it is when unset.
+func stateFlag(fs *command.FlagSet) *string {
+	return fs.String("state", "ROUTER_STATE", "", "the registry file, by default $XDG_STATE_HOME/hubu/router.db")
 }
 
 // defaultState is the registry in the user's state directory (XDG).

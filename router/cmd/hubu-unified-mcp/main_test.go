@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -16,54 +14,26 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"hubu.dev/hubu/kit/proctest"
+	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/router/routertest"
 )
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hubu-router-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "hubu-unified-mcp")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		panic("build: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(proctest.RunWithBinary(m, &binary)) }
 
 const fox = `{"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}`
 
-// lockedBuffer collects a process's stderr.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // stdio starts the real router binary as an MCP subprocess on the registry file state. The
 // fake serves images on loopback, which the router reaches only when allowed to.
-func stdio(t *testing.T, b *routertest.Backend, state string, extra ...string) (*mcp.ClientSession, *lockedBuffer) {
+func stdio(t *testing.T, b *routertest.Backend, state string, extra ...string) (*mcp.ClientSession, *testlog.Buffer) {
 	t.Helper()
 	args := append([]string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s", "--diagnose-meta",
 		"--allow-private-image-hosts"}, extra...)
 	cmd := exec.Command(binary, args...)
 	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "PATH=/usr/bin:/bin"}
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	cmd.Stderr = logs
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
@@ -253,34 +223,11 @@ func TestTwoProcessesOneRegistry(t *testing.T) {
 func TestStreamableHTTP(t *testing.T) {
 	t.Parallel()
 	b := routertest.New(t)
-	cmd := exec.Command(binary, "--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", filepath.Join(t.TempDir(), "r.db"), "--http", "127.0.0.1:0",
-		"--allow-private-image-hosts")
-	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "ROUTER_MCP_TOKEN=router-secret-token", "PATH=/usr/bin:/bin"}
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	addr := make(chan string, 1)
-	var logs lockedBuffer
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs.Write(append(sc.Bytes(), '\n'))
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "listening" {
-				addr <- rec["addr"].(string)
-			}
-		}
-	}()
-	var base string
-	select {
-	case a := <-addr:
-		base = "http://" + a
-	case <-time.After(20 * time.Second):
-		t.Fatalf("no address logged:\n%s", logs.String())
-	}
-	endpoint := base + "/mcp"
+	p := &proctest.Process{Name: "router", Path: binary, Args: []string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL,
+		"--state", filepath.Join(t.TempDir(), "r.db"), "--http", "127.0.0.1:0", "--allow-private-image-hosts"},
+		Env: []string{"HUBU_AGENT_TOKEN=" + b.Token, "ROUTER_MCP_TOKEN=router-secret-token", "PATH=/usr/bin:/bin"}}
+	proctest.Start(t, p)
+	endpoint := p.URL() + "/mcp"
 
 	resp, err := http.Post(endpoint, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	if err != nil {
@@ -309,7 +256,7 @@ func TestStreamableHTTP(t *testing.T) {
 	if n := b.Calls("authorize"); n != 1 {
 		t.Fatalf("%d authorizations", n)
 	}
-	checkLogs(t, logs.String(), b, "toolu_01http1in2jJZqn2VwqYXMgh", "router-secret-token")
+	checkLogs(t, p.Log(), b, "toolu_01http1in2jJZqn2VwqYXMgh", "router-secret-token")
 }
 
 type bearerTransport string

@@ -9,22 +9,20 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/failpoint"
+	"hubu.dev/hubu/kit/pgstart"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/flux"
@@ -48,7 +46,9 @@ const usage = `usage:
 Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
 GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT, GONGBU_FLUX_TIMEOUT,
 GONGBU_FLUX_POLLING_HOSTS, GONGBU_FLUX_SAMPLE_HOSTS, GONGBU_POLL_INTERVAL, GONGBU_POLL_DEADLINE,
-GONGBU_LEASE and GONGBU_URL.`
+GONGBU_LEASE and GONGBU_URL. The secrets (GONGBU_DATABASE_URL, GONGBU_HUBU_TOKEN,
+GONGBU_SERVICE_TOKEN, GONGBU_FLUX_KEY) may instead be in a file named by the variable with _FILE
+appended, such as GONGBU_FLUX_KEY_FILE.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -85,6 +85,10 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case "serve":
 		return serve(ctx, rest, getenv, stderr)
 	case "migrate":
+		getenv, err := command.WithSecret(getenv, "GONGBU_DATABASE_URL")
+		if err != nil {
+			return err
+		}
 		return migrator.Command("gongbu", "GONGBU_DATABASE_URL", gongbusql.Migrations(), rest, getenv, stdout, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
@@ -101,87 +105,33 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	}
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("gongbu "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-// envDuration reads a duration from the environment, def when it is unset. A value that is
-// no duration is an error, never a silent fallback to def (the flag's own parser reports a
-// bad value given on the command line).
-func envDuration(getenv func(string) string, key string, def time.Duration) (time.Duration, error) {
-	v := getenv(key)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("%s must be a duration such as 90s or 10m", key)
-	}
-	return d, nil
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
+func databaseURLFlag(fs *command.FlagSet) *string {
+	return fs.Secret("database-url", "GONGBU_DATABASE_URL", "PostgreSQL URL")
 }
 
 func requireDatabaseURL(u string) error { return migrator.CheckURL(u, "GONGBU_DATABASE_URL") }
 
-// requireHTTPURL checks a base URL setting.
-func requireHTTPURL(flagName, v string) error {
-	if v == "" {
-		return fmt.Errorf("--%s is required", flagName)
-	}
-	if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--%s must be an http(s) URL", flagName)
-	}
-	return nil
-}
-
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := newFlags("serve", stderr)
-	listen := fs.String("listen", envOr(getenv, "GONGBU_LISTEN", "127.0.0.1:8082"), "address to listen on; port 0 picks one (env GONGBU_LISTEN)")
-	dbURL := fs.String("database-url", getenv("GONGBU_DATABASE_URL"), "PostgreSQL URL (env GONGBU_DATABASE_URL)")
-	hubuURL := fs.String("hubu-url", getenv("GONGBU_HUBU_URL"), "Hubu's base URL (env GONGBU_HUBU_URL)")
-	hubuToken := fs.String("hubu-token", getenv("GONGBU_HUBU_TOKEN"), "a Hubu service token, from `hubu service create` (env GONGBU_HUBU_TOKEN)")
-	serviceToken := fs.String("service-token", getenv("GONGBU_SERVICE_TOKEN"), "the token Hubu presents to Gongbu (env GONGBU_SERVICE_TOKEN)")
-	fluxURL := fs.String("flux-url", getenv("GONGBU_FLUX_URL"), "the FLUX API's base URL, or mockflux's (env GONGBU_FLUX_URL)")
-	fluxKey := fs.String("flux-key", getenv("GONGBU_FLUX_KEY"), "the FLUX API key (env GONGBU_FLUX_KEY)")
-	fluxIdem := false
-	if v := getenv("GONGBU_FLUX_IDEMPOTENT"); v != "" {
-		var err error
-		if fluxIdem, err = strconv.ParseBool(v); err != nil {
-			return errors.New("GONGBU_FLUX_IDEMPOTENT must be true or false")
-		}
-	}
-	fluxIdempotent := fs.Bool("flux-idempotent", fluxIdem, "the FLUX endpoint honours Idempotency-Key (mockflux does; the real API documents none) (env GONGBU_FLUX_IDEMPOTENT)")
-	durations := map[string]time.Duration{}
-	for _, d := range []struct {
-		key string
-		def time.Duration
-	}{{"GONGBU_FLUX_TIMEOUT", 60 * time.Second}, {"GONGBU_LEASE", 0}, {"GONGBU_POLL_INTERVAL", time.Second}, {"GONGBU_POLL_DEADLINE", 10 * time.Minute}} {
-		v, err := envDuration(getenv, d.key, d.def)
-		if err != nil {
-			return err
-		}
-		durations[d.key] = v
-	}
-	fluxTimeout := durations["GONGBU_FLUX_TIMEOUT"]
-	lease := fs.Duration("lease", durations["GONGBU_LEASE"], "how long a worker owns an open execution (env GONGBU_LEASE; default: longer than any submission). "+
+	fs := command.NewFlagSet("gongbu serve", getenv, stderr)
+	listen := fs.String("listen", "GONGBU_LISTEN", "127.0.0.1:8082", "address to listen on; port 0 picks one")
+	dbURL := databaseURLFlag(fs)
+	hubuURL := fs.String("hubu-url", "GONGBU_HUBU_URL", "", "Hubu's base URL")
+	hubuToken := fs.Secret("hubu-token", "GONGBU_HUBU_TOKEN", "a Hubu service token, from `hubu service create`")
+	serviceToken := fs.Secret("service-token", "GONGBU_SERVICE_TOKEN", "the token Hubu presents to Gongbu")
+	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "", "the FLUX API's base URL, or mockflux's")
+	fluxKey := fs.Secret("flux-key", "GONGBU_FLUX_KEY", "the FLUX API key")
+	fluxIdempotent := fs.Bool("flux-idempotent", "GONGBU_FLUX_IDEMPOTENT", false, "the FLUX endpoint honours Idempotency-Key (mockflux does; the real API documents none)")
+	lease := fs.Duration("lease", "GONGBU_LEASE", 0, "how long a worker owns an open execution, by default longer than any submission. "+
 		"Shorter than a submission lets another worker take a live one over: with a provider that ignores keys it then becomes indeterminate")
-	fs.DurationVar(&fluxTimeout, "flux-timeout", fluxTimeout, "how long one request to the FLUX API may take (env GONGBU_FLUX_TIMEOUT)")
-	pollingHosts := fs.String("flux-polling-hosts", getenv("GONGBU_FLUX_POLLING_HOSTS"),
+	fluxTimeout := fs.Duration("flux-timeout", "GONGBU_FLUX_TIMEOUT", 60*time.Second, "how long one request to the FLUX API may take")
+	pollingHosts := fs.String("flux-polling-hosts", "GONGBU_FLUX_POLLING_HOSTS", "",
 		"comma-separated hosts (host or host:port, exact) besides --flux-url's whose polling URLs Gongbu follows, sending them the FLUX key, "+
-			"such as api.us1.bfl.ai,api.eu1.bfl.ai; any other polling URL is refused (env GONGBU_FLUX_POLLING_HOSTS)")
-	sampleHosts := fs.String("flux-sample-hosts", getenv("GONGBU_FLUX_SAMPLE_HOSTS"),
+			"such as api.us1.bfl.ai,api.eu1.bfl.ai; any other polling URL is refused")
+	sampleHosts := fs.String("flux-sample-hosts", "GONGBU_FLUX_SAMPLE_HOSTS", "",
 		"comma-separated hosts (host or host:port, exact) besides --flux-url's that a result's image URL may be on, "+
-			"such as delivery-us1.bfl.ai,delivery-eu1.bfl.ai; a result elsewhere is refused (env GONGBU_FLUX_SAMPLE_HOSTS)")
-	pollInterval := fs.Duration("poll-interval", durations["GONGBU_POLL_INTERVAL"], "wait between two polls of a job; also how often the background pass runs (env GONGBU_POLL_INTERVAL)")
-	pollDeadline := fs.Duration("poll-deadline", durations["GONGBU_POLL_DEADLINE"], "how long a job may stay pending before it is indeterminate (env GONGBU_POLL_DEADLINE)")
+			"such as delivery-us1.bfl.ai,delivery-eu1.bfl.ai; a result elsewhere is refused")
+	pollInterval := fs.Duration("poll-interval", "GONGBU_POLL_INTERVAL", time.Second, "wait between two polls of a job; also how often the background pass runs")
+	pollDeadline := fs.Duration("poll-deadline", "GONGBU_POLL_DEADLINE", 10*time.Minute, "how long a job may stay pending before it is indeterminate")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -189,7 +139,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	for _, f := range []struct{ name, value string }{{"hubu-url", *hubuURL}, {"flux-url", *fluxURL}} {
-		if err := requireHTTPURL(f.name, f.value); err != nil {
+		if err := command.RequireHTTPURL(f.name, f.value); err != nil {
 			return err
 		}
 	}
@@ -204,7 +154,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if *lease < 0 {
 		return errors.New("--lease must not be negative")
 	}
-	if fluxTimeout <= 0 || fluxTimeout > 10*time.Minute {
+	if *fluxTimeout <= 0 || *fluxTimeout > 10*time.Minute {
 		return errors.New("--flux-timeout must be positive and at most 10m")
 	}
 	fluxPolling, err := flux.ParseHosts(*pollingHosts)
@@ -217,33 +167,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "gongbu")
 
-	pool, err := pgxpool.New(ctx, *dbURL)
+	store, closeStore, err := openStore(ctx, *dbURL)
 	if err != nil {
-		return errors.New("--database-url is not a valid PostgreSQL URL")
-	}
-	defer pool.Close()
-	startCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(startCtx); err != nil {
-		return fmt.Errorf("cannot reach the database: %v", err)
-	}
-	if err := requireMigrated(*dbURL); err != nil {
 		return err
 	}
+	defer closeStore()
 	hc := &http.Client{Timeout: 60 * time.Second}
 	authority, err := hubulink.New(*hubuURL, *hubuToken, hc)
 	if err != nil {
 		return err
 	}
-	adapter, err := flux.NewAdapter(flux.Config{BaseURL: *fluxURL, APIKey: *fluxKey, HonoursIdempotency: *fluxIdempotent, Timeout: fluxTimeout,
+	adapter, err := flux.NewAdapter(flux.Config{BaseURL: *fluxURL, APIKey: *fluxKey, HonoursIdempotency: *fluxIdempotent, Timeout: *fluxTimeout,
 		PollingHosts: fluxPolling, SampleHosts: fluxSamples})
 	if err != nil {
 		return err
 	}
-	store := postgres.NewStore(pool)
 	svc := &execution.Service{
 		Store: store, Providers: map[string]gongbu.Provider{adapter.Name(): adapter}, Authority: authority,
-		Logger: logger, Now: failpoint.Clock(), PollInterval: *pollInterval, PollDeadline: *pollDeadline, CallTimeout: fluxTimeout,
+		Logger: logger, Now: failpoint.Clock(), PollInterval: *pollInterval, PollDeadline: *pollDeadline, CallTimeout: *fluxTimeout,
 	}
 	// A worker's lease outlasts any submission it makes, so no other worker takes a live
 	// submission over. --lease may shorten it (the e2e suite does, against mockflux).
@@ -255,11 +196,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := command.Listen(*listen)
 	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %v", *listen, err)
+		return err
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(reg), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := command.NewHTTPServer(srv.Handler(reg))
+	// An execution answers once Hubu has confirmed the decision and the provider answered.
+	httpSrv.WriteTimeout = time.Minute + svc.SubmissionBound()
 	logger.Info("listening", "addr", ln.Addr().String(), "flux_idempotent", *fluxIdempotent,
 		"flux_polling_hosts", fluxPolling, "flux_sample_hosts", fluxSamples)
 
@@ -269,47 +212,30 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		defer close(workerDone)
 		svc.Run(bg, *pollInterval)
 	}()
-
-	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
-	var serveErr error
-	select {
-	case serveErr = <-errc:
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down")
 	// Nothing that calls the provider may outlive the pool: a charged job whose answer is not
 	// recorded is lost to Gongbu. So the HTTP server stops first, waiting for its requests,
 	// then the submissions they started (tracked by the service, in case a request ended
 	// before its submission did), then the background worker (its submissions outlive the
 	// cancellation); the pool closes last. The wait is bounded by a submission's own bound.
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), svc.SubmissionBound()+5*time.Second)
-	defer cancelShutdown()
-	shutdownErr := httpSrv.Shutdown(shutdownCtx)
-	if err := svc.Drain(shutdownCtx); err != nil {
-		logger.Error("stopping with submissions in flight", "err", err)
-		shutdownErr = errors.Join(shutdownErr, err)
-	}
-	stopBG()
-	<-workerDone
-	if serveErr != nil {
-		return serveErr
-	}
-	return shutdownErr
-}
-
-func requireMigrated(dbURL string) error {
-	return migrator.RequireLatest("gongbu", dbURL, gongbusql.Migrations())
+	return command.Serve(ctx, httpSrv, ln, logger, svc.SubmissionBound()+5*time.Second, func(ctx context.Context) error {
+		err := svc.Drain(ctx)
+		if err != nil {
+			logger.Error("stopping with submissions in flight", "err", err)
+		}
+		stopBG()
+		<-workerDone
+		return err
+	})
 }
 
 func reconcileCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("reconcile", stderr)
-	hubuURL := fs.String("hubu-url", getenv("GONGBU_HUBU_URL"), "Hubu's base URL (env GONGBU_HUBU_URL)")
-	hubuToken := fs.String("hubu-token", getenv("GONGBU_HUBU_TOKEN"), "a Hubu service token (env GONGBU_HUBU_TOKEN)")
-	gongbuURL := fs.String("gongbu-url", getenv("GONGBU_URL"), "Gongbu's base URL (env GONGBU_URL)")
-	serviceToken := fs.String("service-token", getenv("GONGBU_SERVICE_TOKEN"), "the token Gongbu accepts from Hubu (env GONGBU_SERVICE_TOKEN)")
-	fluxURL := fs.String("flux-url", getenv("GONGBU_FLUX_URL"), "mockflux's base URL, whose charge ledger is compared (env GONGBU_FLUX_URL)")
-	requireFinal := fs.Bool("require-final", false, "fail while any operation is still in flight (to close the books, or at the end of a test)")
+	fs := command.NewFlagSet("gongbu reconcile", getenv, stderr)
+	hubuURL := fs.String("hubu-url", "GONGBU_HUBU_URL", "", "Hubu's base URL")
+	hubuToken := fs.Secret("hubu-token", "GONGBU_HUBU_TOKEN", "a Hubu service token")
+	gongbuURL := fs.String("gongbu-url", "GONGBU_URL", "", "Gongbu's base URL")
+	serviceToken := fs.Secret("service-token", "GONGBU_SERVICE_TOKEN", "the token Gongbu accepts from Hubu")
+	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "", "mockflux's base URL, whose charge ledger is compared")
+	requireFinal := fs.Bool("require-final", "", false, "fail while any operation is still in flight (to close the books, or at the end of a test)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -317,7 +243,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, f := range []struct{ name, value string }{{"hubu-url", *hubuURL}, {"gongbu-url", *gongbuURL}, {"flux-url", *fluxURL}} {
-		if err := requireHTTPURL(f.name, f.value); err != nil {
+		if err := command.RequireHTTPURL(f.name, f.value); err != nil {
 			return err
 		}
 	}
@@ -343,11 +269,11 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 }
 
 func resolveCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("resolve", stderr)
-	dbURL := fs.String("database-url", getenv("GONGBU_DATABASE_URL"), "PostgreSQL URL (env GONGBU_DATABASE_URL)")
-	decision := fs.String("decision", "", "the decision id of the indeterminate execution")
+	fs := command.NewFlagSet("gongbu resolve", getenv, stderr)
+	dbURL := databaseURLFlag(fs)
+	decision := fs.String("decision", "", "", "the decision id of the indeterminate execution")
 	charged := fs.Int64("charged-micros", 0, "what the provider charged for it, in micro-units (more than 0, at most the authorized amount)")
-	notCharged := fs.Bool("not-charged", false, "the provider charged nothing for it")
+	notCharged := fs.Bool("not-charged", "", false, "the provider charged nothing for it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -396,8 +322,8 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 // accepted after the backup was taken; from now on, a decision issued before the new epoch
 // that it has no record of is treated as possibly submitted (never submitted blindly).
 func renewEpochCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("renew-epoch", stderr)
-	dbURL := fs.String("database-url", getenv("GONGBU_DATABASE_URL"), "PostgreSQL URL (env GONGBU_DATABASE_URL)")
+	fs := command.NewFlagSet("gongbu renew-epoch", getenv, stderr)
+	dbURL := databaseURLFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -421,20 +347,13 @@ func renewEpochCmd(ctx context.Context, args []string, getenv func(string) strin
 	return nil
 }
 
-// openStore opens Gongbu's database for a one-off command and checks that it answers and is
-// migrated.
+// openStore opens Gongbu's database and checks that it answers and is migrated.
 func openStore(ctx context.Context, dbURL string) (*postgres.Store, func(), error) {
-	pool, err := pgxpool.New(ctx, dbURL)
+	pool, err := pgstart.Open(ctx, dbURL)
 	if err != nil {
-		return nil, nil, errors.New("--database-url is not a valid PostgreSQL URL")
+		return nil, nil, err
 	}
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(pingCtx); err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("cannot reach the database: %v", err)
-	}
-	if err := requireMigrated(dbURL); err != nil {
+	if err := migrator.RequireLatest("gongbu", dbURL, gongbusql.Migrations()); err != nil {
 		pool.Close()
 		return nil, nil, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -13,16 +12,17 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
+	"hubu.dev/hubu/kit/command/commandtest"
+	"hubu.dev/hubu/kit/proctest"
+	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
@@ -35,16 +35,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gongbu-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "gongbu")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		panic("build gongbu: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
+	code := proctest.RunWithBinary(m, &binary)
 	// run is also called in-process (as the e2e harness does): it must leave nothing running.
 	if code == 0 {
 		if err := goleak.Find(
@@ -60,17 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 func runGongbu(t *testing.T, env []string, args ...string) (string, string, error) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), args, func(k string) string {
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}, &stdout, &stderr)
-	return stdout.String(), stderr.String(), err
+	return commandtest.Run(run, env, args...)
 }
 
 // serveEnv is every serve setting but the database, valid; the URLs need not answer.
@@ -160,7 +141,7 @@ func TestBinaryFailsInOneLine(t *testing.T) {
 		want string
 	}{
 		{serveEnv, []string{"serve"}, "gongbu: --database-url (or GONGBU_DATABASE_URL) is required\n"},
-		{append(serveEnv, "GONGBU_DATABASE_URL=postgres://x/y", "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "gongbu: GONGBU_FLUX_IDEMPOTENT must be true or false\n"},
+		{append(serveEnv, "GONGBU_DATABASE_URL=postgres://x/y", "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "gongbu: GONGBU_FLUX_IDEMPOTENT must be true or false, not \"maybe\"\n"},
 		{nil, []string{"migrate", "sideways", "--database-url", "postgres://x/y"}, "gongbu: unknown migrate action \"sideways\": use up, down or version\n"},
 		{nil, []string{"resolve", "--database-url", "postgres://x/y", "--decision", "d-1", "--not-charged"}, "gongbu: --decision must be a decision id (a UUID)\n"},
 	} {
@@ -225,54 +206,19 @@ func TestHelp(t *testing.T) {
 func TestServeAndGracefulShutdown(t *testing.T) {
 	t.Parallel()
 	dbURL := sqltest.NewDatabase(t, "gongbu", gongbusql.Migrations())
-	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0", "--hubu-url", "http://127.0.0.1:1", "--flux-url", "http://127.0.0.1:1",
-		"--poll-interval", "50ms")
-	cmd.Env = append(os.Environ(), "GONGBU_DATABASE_URL="+dbURL, "GONGBU_HUBU_TOKEN=hubu_service_x",
-		"GONGBU_SERVICE_TOKEN=service-token", "GONGBU_FLUX_KEY=flux-key", "GONGBU_FLUX_IDEMPOTENT=true")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-
-	lines := make(chan map[string]any, 64)
-	var logs syncBuffer
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(io.TeeReader(stderr, &logs))
-		for sc.Scan() {
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil {
-				lines <- rec
-			}
-		}
-	}()
-	var addr string
-	deadline := time.After(20 * time.Second)
-	for addr == "" {
-		select {
-		case rec, ok := <-lines:
-			if !ok {
-				t.Fatalf("gongbu exited before listening: %s", logs.String())
-			}
-			if rec["msg"] == "listening" {
-				addr, _ = rec["addr"].(string)
-				if rec["flux_idempotent"] != true {
-					t.Errorf("the listening line does not say the FLUX endpoint honours keys: %v", rec)
-				}
-			}
-		case <-deadline:
-			t.Fatal("gongbu did not log its address within 20s")
-		}
+	p := &proctest.Process{Name: "gongbu", Path: binary, Args: []string{"serve", "--listen", "127.0.0.1:0", "--hubu-url", "http://127.0.0.1:1",
+		"--flux-url", "http://127.0.0.1:1", "--poll-interval", "50ms"},
+		Env: append(os.Environ(), "GONGBU_DATABASE_URL="+dbURL, "GONGBU_HUBU_TOKEN=hubu_service_x",
+			"GONGBU_SERVICE_TOKEN=service-token", "GONGBU_FLUX_KEY=flux-key", "GONGBU_FLUX_IDEMPOTENT=true")}
+	proctest.Start(t, p)
+	if rec := p.Listening(); rec["flux_idempotent"] != true {
+		t.Errorf("the listening line does not say the FLUX endpoint honours keys: %v", rec)
 	}
 	// /metrics last: its request counter exists once a request was served.
 	for _, probe := range []struct{ path, want string }{
 		{"/healthz", `"ok"`}, {"/readyz", `"ok"`}, {"/metrics", "gongbu_http_requests_total"},
 	} {
-		resp, err := http.Get("http://" + addr + probe.path)
+		resp, err := http.Get(p.URL() + probe.path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +228,7 @@ func TestServeAndGracefulShutdown(t *testing.T) {
 			t.Fatalf("%s: %d %s", probe.path, resp.StatusCode, body)
 		}
 	}
-	resp, err := http.Get("http://" + addr + "/v1/executions")
+	resp, err := http.Get(p.URL() + "/v1/executions")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,27 +236,8 @@ func TestServeAndGracefulShutdown(t *testing.T) {
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("the execution list answers %d without a token", resp.StatusCode)
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		for range lines {
-		}
-		done <- cmd.Wait()
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("gongbu did not stop within 20s of SIGTERM")
-	}
-	out := logs.String()
-	if !strings.Contains(out, `"msg":"shutting down"`) {
-		t.Fatalf("no shutdown line in the log: %s", out)
-	}
+	proctest.Stop(t, p)
+	out := p.Log()
 	for _, secret := range []string{"hubu_service_x", "service-token", "flux-key"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("gongbu logged a secret (%s)", secret)
@@ -328,7 +255,8 @@ func TestNoTestHelpersInBinaries(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	for _, helper := range []string{"hubu.dev/hubu/sql/sqltest", "hubu.dev/hubu/proto/apitest", "hubu.dev/hubu/services/gongbu/gongbutest", "go.uber.org/goleak"} {
+	for _, helper := range []string{"hubu.dev/hubu/sql/sqltest", "hubu.dev/hubu/proto/apitest", "hubu.dev/hubu/services/gongbu/gongbutest", "go.uber.org/goleak",
+		"hubu.dev/hubu/kit/command/commandtest", "hubu.dev/hubu/kit/proctest", "hubu.dev/hubu/kit/testclock", "hubu.dev/hubu/kit/testlog"} {
 		if strings.Contains(string(out), helper+"\n") {
 			t.Errorf("a binary imports %s", helper)
 		}
@@ -339,23 +267,6 @@ func TestNoTestHelpersInBinaries(t *testing.T) {
 			t.Errorf("a binary imports %s", other)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // A worker that is submitting when the process is told to stop finishes the call and records
@@ -374,7 +285,7 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 
 	arrived, stopped := make(chan struct{}), make(chan struct{})
 	var once sync.Once
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	fluxSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method != http.MethodPost {
@@ -473,7 +384,7 @@ func TestShutdownWaitsForAnExecuteInFlight(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--database-url", dbURL, "--hubu-url", hubuSrv.URL,

@@ -9,20 +9,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/failpoint"
+	"hubu.dev/hubu/kit/pgstart"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/console"
 	"hubu.dev/hubu/services/hubu/gongbuexec"
@@ -38,9 +37,10 @@ const usage = `usage:
   hubu migrate up|down|version --database-url URL
   hubu operator create --name NAME --database-url URL
   hubu service create --name NAME --database-url URL
-Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL, HUBU_APPROVAL_TTL, HUBU_GONGBU_URL
-and HUBU_GONGBU_TOKEN. hubu serve also serves the approval console at /console (sign in
-with an operator token).`
+Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL, HUBU_APPROVAL_TTL, HUBU_RETRY_AFTER,
+HUBU_GONGBU_URL and HUBU_GONGBU_TOKEN; the secrets (HUBU_DATABASE_URL, HUBU_GONGBU_TOKEN) may
+instead be in a file named by HUBU_DATABASE_URL_FILE or HUBU_GONGBU_TOKEN_FILE. hubu serve also
+serves the approval console at /console (sign in with an operator token).`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -65,6 +65,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "serve":
 		return serve(ctx, rest, getenv, stderr)
 	case "migrate":
+		getenv, err := command.WithSecret(getenv, "HUBU_DATABASE_URL")
+		if err != nil {
+			return err
+		}
 		return migrator.Command("hubu", "HUBU_DATABASE_URL", hubusql.Migrations(), rest, getenv, stdout, stderr)
 	case "operator", "service":
 		return createCredential(ctx, cmd, rest, getenv, stdout, stderr)
@@ -77,33 +81,21 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 }
 
-func newFlags(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("hubu "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return fs
-}
-
-func databaseURLFlag(fs *flag.FlagSet, getenv func(string) string) *string {
-	return fs.String("database-url", getenv("HUBU_DATABASE_URL"), "PostgreSQL URL (env HUBU_DATABASE_URL)")
+func databaseURLFlag(fs *command.FlagSet) *string {
+	return fs.Secret("database-url", "HUBU_DATABASE_URL", "PostgreSQL URL")
 }
 
 func requireDatabaseURL(u string) error { return migrator.CheckURL(u, "HUBU_DATABASE_URL") }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := newFlags("serve", stderr)
-	listen := fs.String("listen", envOr(getenv, "HUBU_LISTEN", "127.0.0.1:8081"), "address to listen on; port 0 picks one (env HUBU_LISTEN)")
-	dbURL := databaseURLFlag(fs, getenv)
-	ttlDefault := envOr(getenv, "HUBU_APPROVAL_TTL", "24h")
-	ttlText := fs.String("approval-ttl", ttlDefault, "how long a held operation waits for approval (env HUBU_APPROVAL_TTL)")
-	retryDefault := 10 * time.Second
-	if v := getenv("HUBU_RETRY_AFTER"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			retryDefault = d
-		}
-	}
-	retryAfter := fs.Duration("retry-after", retryDefault, "re-send a decision the executor has not acknowledged after this long (env HUBU_RETRY_AFTER)")
-	gongbuURL := fs.String("gongbu-url", getenv("HUBU_GONGBU_URL"), "Gongbu's base URL; without it decisions wait in dispatching (env HUBU_GONGBU_URL)")
-	gongbuToken := fs.String("gongbu-token", getenv("HUBU_GONGBU_TOKEN"), "the service token Gongbu accepts from Hubu (env HUBU_GONGBU_TOKEN)")
+	fs := command.NewFlagSet("hubu serve", getenv, stderr)
+	listen := fs.String("listen", "HUBU_LISTEN", "127.0.0.1:8081", "address to listen on; port 0 picks one")
+	dbURL := databaseURLFlag(fs)
+	// Text rather than a duration flag, so that a bad value says what a good one looks like.
+	ttlText := fs.String("approval-ttl", "HUBU_APPROVAL_TTL", "24h", "how long a held operation waits for approval")
+	retryAfter := fs.Duration("retry-after", "HUBU_RETRY_AFTER", 10*time.Second, "re-send a decision the executor has not acknowledged after this long")
+	gongbuURL := fs.String("gongbu-url", "HUBU_GONGBU_URL", "", "Gongbu's base URL; without it decisions wait in dispatching")
+	gongbuToken := fs.Secret("gongbu-token", "HUBU_GONGBU_TOKEN", "the service token Gongbu accepts from Hubu")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -115,8 +107,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if *gongbuToken == "" {
 			return errors.New("--gongbu-token (or HUBU_GONGBU_TOKEN) is required with --gongbu-url")
 		}
-		if u, err := url.Parse(*gongbuURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return errors.New("--gongbu-url must be an http(s) URL")
+		if err := command.RequireHTTPURL("gongbu-url", *gongbuURL); err != nil {
+			return err
 		}
 		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Timeout: 30 * time.Second})
 		if err != nil {
@@ -133,16 +125,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "hubu")
 
-	pool, err := pgxpool.New(ctx, *dbURL)
+	pool, err := pgstart.Open(ctx, *dbURL)
 	if err != nil {
-		return errors.New("--database-url is not a valid PostgreSQL URL")
+		return err
 	}
 	defer pool.Close()
-	startCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := pool.Ping(startCtx); err != nil {
-		return fmt.Errorf("cannot reach the database: %v", pgErrorSummary(err))
-	}
 	if err := migrator.RequireLatest("hubu", *dbURL, hubusql.Migrations()); err != nil {
 		return err
 	}
@@ -155,41 +142,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := command.Listen(*listen)
 	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %v", *listen, err)
+		return err
 	}
-	httpSrv := &http.Server{Handler: srv.Handler(reg), ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 	logger.Info("listening", "addr", ln.Addr().String())
 
 	bg, stopBG := context.WithCancel(ctx)
 	defer stopBG()
 	go life.Run(bg, min(5*time.Second, *retryAfter))
-
-	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	logger.Info("shutting down")
-	shutdownCtx, cancelShutdown := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancelShutdown()
-	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
+	return command.Serve(ctx, command.NewHTTPServer(srv.Handler(reg)), ln, logger, command.ShutdownGrace, nil)
 }
 
 func createCredential(ctx context.Context, kind string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "create" {
 		return fmt.Errorf("usage: hubu %s create --name NAME --database-url URL", kind)
 	}
-	fs := newFlags(kind+" create", stderr)
-	name := fs.String("name", "", "who the token is for")
-	dbURL := databaseURLFlag(fs, getenv)
+	fs := command.NewFlagSet("hubu "+kind+" create", getenv, stderr)
+	name := fs.String("name", "", "", "who the token is for")
+	dbURL := databaseURLFlag(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -199,32 +170,16 @@ func createCredential(ctx context.Context, kind string, args []string, getenv fu
 	if *name == "" {
 		return errors.New("--name is required")
 	}
-	pool, err := pgxpool.New(ctx, *dbURL)
+	pool, err := pgstart.Open(ctx, *dbURL)
 	if err != nil {
-		return errors.New("--database-url is not a valid PostgreSQL URL")
+		return err
 	}
 	defer pool.Close()
 	role := map[string]hubu.Role{"operator": hubu.RoleOperator, "service": hubu.RoleService}[kind]
 	token, err := postgres.NewStore(pool, 0).CreateCredential(ctx, role, *name, time.Now())
 	if err != nil {
-		return fmt.Errorf("create %s credential: %v", kind, pgErrorSummary(err))
+		return fmt.Errorf("create %s credential: %v", kind, err)
 	}
 	fmt.Fprintln(stdout, token) // shown once; Hubu keeps only its hash
 	return nil
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-// pgErrorSummary keeps connection errors to one line without echoing the URL.
-func pgErrorSummary(err error) string {
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg, "failed to connect") {
-		return "failed to connect: " + msg[i+2:]
-	}
-	return msg
 }

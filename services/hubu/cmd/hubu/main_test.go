@@ -1,53 +1,26 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
-	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
+	"hubu.dev/hubu/kit/command/commandtest"
+	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/sql/sqltest"
 )
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hubu-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "hubu")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		panic("build hubu: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(proctest.RunWithBinary(m, &binary)) }
 
 func runHubu(t *testing.T, env []string, args ...string) (string, string, error) {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	err := run(context.Background(), args, func(k string) string {
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}, &stdout, &stderr)
-	return stdout.String(), stderr.String(), err
+	return commandtest.Run(run, env, args...)
 }
 
 func TestBadSettings(t *testing.T) {
@@ -116,50 +89,15 @@ func TestServeAndGracefulShutdown(t *testing.T) {
 	if _, _, err := runHubu(t, []string{"HUBU_DATABASE_URL=" + dbURL}, "migrate", "up"); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(binary, "serve", "--listen", "127.0.0.1:0")
-	cmd.Env = append(os.Environ(), "HUBU_DATABASE_URL="+dbURL)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-
-	lines := make(chan map[string]any, 64)
-	var logs bytes.Buffer
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(io.TeeReader(stderr, &logs))
-		for sc.Scan() {
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil {
-				lines <- rec
-			}
-		}
-	}()
-	var addr string
-	deadline := time.After(20 * time.Second)
-	for addr == "" {
-		select {
-		case rec, ok := <-lines:
-			if !ok {
-				t.Fatalf("hubu exited before listening: %s", logs.String())
-			}
-			if rec["msg"] == "listening" {
-				addr, _ = rec["addr"].(string)
-			}
-		case <-deadline:
-			t.Fatal("hubu did not log its address within 20s")
-		}
-	}
+	p := &proctest.Process{Name: "hubu", Path: binary, Args: []string{"serve", "--listen", "127.0.0.1:0"},
+		Env: append(os.Environ(), "HUBU_DATABASE_URL="+dbURL)}
+	proctest.Start(t, p)
 	// /metrics last: its request counter exists once a request was served.
 	for _, probe := range []struct{ path, want string }{
 		{"/healthz", `"ok"`}, {"/readyz", `"ok"`}, {"/metrics", "hubu_http_requests_total"},
 	} {
 		path, want := probe.path, probe.want
-		resp, err := http.Get("http://" + addr + path)
+		resp, err := http.Get(p.URL() + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,26 +107,7 @@ func TestServeAndGracefulShutdown(t *testing.T) {
 			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
 		}
 	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		for range lines {
-		}
-		done <- cmd.Wait()
-	}()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("hubu did not stop within 20s of SIGTERM")
-	}
-	if !strings.Contains(logs.String(), `"msg":"shutting down"`) {
-		t.Fatalf("no shutdown line in the log: %s", logs.String())
-	}
+	proctest.Stop(t, p)
 }
 
 // Production binaries never link the test helpers.
@@ -198,7 +117,8 @@ func TestNoTestHelpersInBinaries(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	for _, helper := range []string{"hubu.dev/hubu/sql/sqltest", "hubu.dev/hubu/proto/apitest"} {
+	for _, helper := range []string{"hubu.dev/hubu/sql/sqltest", "hubu.dev/hubu/proto/apitest", "hubu.dev/hubu/services/hubu/hubutest",
+		"hubu.dev/hubu/kit/command/commandtest", "hubu.dev/hubu/kit/proctest", "hubu.dev/hubu/kit/testclock", "hubu.dev/hubu/kit/testlog"} {
 		if strings.Contains(string(out), helper+"\n") {
 			t.Errorf("a binary imports %s", helper)
 		}

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
 	"hubu.dev/hubu/services/mockflux/httpserver"
@@ -28,7 +28,8 @@ import (
 const usage = `usage:
   mockflux serve --listen ADDR [--data FILE] [--api-key KEY] [--pending-polls N] [--sample-ttl 10m]
 Settings fall back to MOCKFLUX_LISTEN, MOCKFLUX_DATA, MOCKFLUX_API_KEY, MOCKFLUX_PENDING_POLLS
-and MOCKFLUX_SAMPLE_TTL. Without an API key any non-empty x-key header is accepted.`
+and MOCKFLUX_SAMPLE_TTL; the API key may instead be in a file named by MOCKFLUX_API_KEY_FILE.
+Without an API key any non-empty x-key header is accepted.`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -61,13 +62,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("mockflux serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	listen := fs.String("listen", envOr(getenv, "MOCKFLUX_LISTEN", "127.0.0.1:8083"), "address to listen on; port 0 picks one (env MOCKFLUX_LISTEN)")
-	data := fs.String("data", getenv("MOCKFLUX_DATA"), "journal file that keeps jobs and charges across restarts; empty keeps them in memory (env MOCKFLUX_DATA)")
-	apiKey := fs.String("api-key", getenv("MOCKFLUX_API_KEY"), "the only x-key accepted; empty accepts any non-empty key (env MOCKFLUX_API_KEY)")
-	pollsText := fs.String("pending-polls", envOr(getenv, "MOCKFLUX_PENDING_POLLS", "1"), "polls that answer Pending before a task is Ready (env MOCKFLUX_PENDING_POLLS)")
-	ttlText := fs.String("sample-ttl", envOr(getenv, "MOCKFLUX_SAMPLE_TTL", "10m"), "how long a sample URL works after the task is Ready (env MOCKFLUX_SAMPLE_TTL)")
+	fs := command.NewFlagSet("mockflux serve", getenv, stderr)
+	listen := fs.String("listen", "MOCKFLUX_LISTEN", "127.0.0.1:8083", "address to listen on; port 0 picks one")
+	data := fs.String("data", "MOCKFLUX_DATA", "", "journal file that keeps jobs and charges across restarts; empty keeps them in memory")
+	apiKey := fs.Secret("api-key", "MOCKFLUX_API_KEY", "the only x-key accepted; empty accepts any non-empty key")
+	// Text rather than number and duration flags, so that a bad value says what a good one looks like.
+	pollsText := fs.String("pending-polls", "MOCKFLUX_PENDING_POLLS", "1", "polls that answer Pending before a task is Ready")
+	ttlText := fs.String("sample-ttl", "MOCKFLUX_SAMPLE_TTL", "10m", "how long a sample URL works after the task is Ready")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), usage)
 		fs.PrintDefaults()
@@ -101,37 +102,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := &httpserver.Server{Provider: provider, Faults: &fault.Set{}, APIKey: *apiKey, SampleTTL: ttl, Now: time.Now, Logger: logger, Metrics: reg}
-	ln, err := net.Listen("tcp", *listen)
+	ln, err := command.Listen(*listen)
 	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %v", *listen, err)
-	}
-	httpSrv := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		// Requests see the process's context, so a slow fault stops waiting at SIGTERM.
-		BaseContext: func(net.Listener) context.Context { return ctx },
-	}
-	logger.Info("listening", "addr", ln.Addr().String(), "data", *data, "charges", len(charges), "api_key_required", *apiKey != "")
-
-	errc := make(chan error, 1)
-	go func() { errc <- httpSrv.Serve(ln) }()
-	select {
-	case err := <-errc:
 		return err
-	case <-ctx.Done():
 	}
-	logger.Info("shutting down")
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	return nil
-}
-
-func envOr(getenv func(string) string, key, def string) string {
-	if v := getenv(key); v != "" {
-		return v
-	}
-	return def
+	httpSrv := command.NewHTTPServer(srv.Handler())
+	httpSrv.WriteTimeout = fault.MaxDelay + time.Minute // a slow fault holds its answer that long
+	// Requests see the process's context, so a slow fault stops waiting at SIGTERM.
+	httpSrv.BaseContext = func(net.Listener) context.Context { return ctx }
+	logger.Info("listening", "addr", ln.Addr().String(), "data", *data, "charges", len(charges), "api_key_required", *apiKey != "")
+	return command.Serve(ctx, httpSrv, ln, logger, command.ShutdownGrace, nil)
 }

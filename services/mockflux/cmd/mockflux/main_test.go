@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"io"
@@ -13,30 +11,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux/journal"
 )
 
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mockflux-bin")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "mockflux")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		panic("build mockflux: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(proctest.RunWithBinary(m, &binary)) }
 
 func runMockflux(env map[string]string, args ...string) (string, string, error) {
 	var stdout, stderr bytes.Buffer
@@ -107,85 +92,20 @@ func TestHelp(t *testing.T) {
 
 // process is the real binary, started and stopped like an operator would.
 type process struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	addr string
-	mu   sync.Mutex
-	logs bytes.Buffer
-	done chan error
+	*proctest.Process
+	t *testing.T
 }
 
-func start(t *testing.T, env []string, args ...string) *process {
+func start(t *testing.T, env []string) *process {
 	t.Helper()
-	p := &process{t: t, cmd: exec.Command(binary, append([]string{"serve"}, args...)...), done: make(chan error, 1)}
-	p.cmd.Env = append(os.Environ(), env...)
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
-	addrc := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.logs.Write(sc.Bytes())
-			p.logs.WriteByte('\n')
-			p.mu.Unlock()
-			var rec map[string]any
-			if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "listening" {
-				addr, _ := rec["addr"].(string)
-				addrc <- addr
-			}
-		}
-		p.done <- p.cmd.Wait()
-	}()
-	select {
-	case p.addr = <-addrc:
-	case err := <-p.done:
-		t.Fatalf("mockflux exited before listening (%v): %s", err, p.log())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("mockflux did not log its address within 20s: %s", p.log())
-	}
-	resp, err := http.Get("http://" + p.addr + "/healthz")
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("healthz: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	p := &process{t: t, Process: &proctest.Process{Name: "mockflux", Path: binary, Args: []string{"serve"}, Env: append(os.Environ(), env...)}}
+	proctest.Start(t, p.Process)
 	return p
-}
-
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
-
-// stop sends SIGTERM and requires a clean exit.
-func (p *process) stop() {
-	p.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		p.t.Fatal(err)
-	}
-	select {
-	case err := <-p.done:
-		if err != nil {
-			p.t.Fatalf("exit after SIGTERM: %v\n%s", err, p.log())
-		}
-	case <-time.After(20 * time.Second):
-		p.t.Fatal("mockflux did not stop within 20s of SIGTERM")
-	}
-	if !strings.Contains(p.log(), `"msg":"shutting down"`) {
-		p.t.Fatalf("no shutdown line in the log: %s", p.log())
-	}
 }
 
 func (p *process) client(key string) *bflapi.ClientWithResponses {
 	p.t.Helper()
-	c, err := bflapi.NewClientWithResponses("http://"+p.addr,
+	c, err := bflapi.NewClientWithResponses(p.URL(),
 		bflapi.WithHTTPClient(&http.Client{Timeout: 30 * time.Second}),
 		bflapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			r.Header.Set("x-key", key)
@@ -230,13 +150,13 @@ func TestRestartKeepsChargesAndKeys(t *testing.T) {
 	if before.Count != 1 || before.TotalMicros != 40_000 {
 		t.Fatalf("charges before: %+v", before)
 	}
-	first.stop()
-	if strings.Contains(first.log(), "s3cret") || strings.Contains(first.log(), key) {
-		t.Fatalf("a secret or idempotency key reached the log: %s", first.log())
+	proctest.Stop(t, first.Process)
+	if strings.Contains(first.Log(), "s3cret") || strings.Contains(first.Log(), key) {
+		t.Fatalf("a secret or idempotency key reached the log: %s", first.Log())
 	}
 
 	second := start(t, env)
-	if second.addr == first.addr {
+	if second.Addr == first.Addr {
 		t.Log("the same port was picked twice; the test still holds")
 	}
 	after := second.charges()
@@ -247,7 +167,7 @@ func TestRestartKeepsChargesAndKeys(t *testing.T) {
 	if err != nil || again.JSON200 == nil || again.JSON200.Id != sub.JSON200.Id {
 		t.Fatalf("the same key after restart: %v %v", err, again)
 	}
-	if !strings.HasPrefix(again.JSON200.PollingUrl, "http://"+second.addr+"/") {
+	if !strings.HasPrefix(again.JSON200.PollingUrl, second.URL()+"/") {
 		t.Fatalf("polling URL %s does not point at the running process", again.JSON200.PollingUrl)
 	}
 	result, err := second.client("s3cret").GetResultWithResponse(ctx, &bflapi.GetResultParams{Id: sub.JSON200.Id})
@@ -270,7 +190,7 @@ func TestRestartKeepsChargesAndKeys(t *testing.T) {
 	if c := second.charges(); c.Count != 2 || c.TotalMicros != 80_000 {
 		t.Fatalf("charges: %+v", c)
 	}
-	second.stop()
+	proctest.Stop(t, second.Process)
 }
 
 // Production binaries never link the test helpers.
@@ -294,7 +214,7 @@ func TestProbesAndMetrics(t *testing.T) {
 	if err != nil || ready.JSON200 == nil || ready.JSON200.Status != bflapi.Ok {
 		t.Fatalf("readyz: %v %v", err, ready)
 	}
-	resp, err := http.Get("http://" + p.addr + "/metrics")
+	resp, err := http.Get(p.URL() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,5 +226,5 @@ func TestProbesAndMetrics(t *testing.T) {
 			t.Fatalf("metrics (%d) lack %q:\n%s", resp.StatusCode, want, body)
 		}
 	}
-	p.stop()
+	proctest.Stop(t, p.Process)
 }

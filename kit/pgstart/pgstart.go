@@ -1,0 +1,39 @@
+// Package pgstart opens a binary's PostgreSQL pool at start. It is apart from package
+// command so that binaries without PostgreSQL (the router) do not link the driver.
+package pgstart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Open opens a pool on url and checks, within 10 s, that the database answers. Its errors
+// are one line and never hold the URL, which may hold a password.
+func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, errors.New("--database-url is not a valid PostgreSQL URL")
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach the database: %v", summary(err))
+	}
+	return pool, nil
+}
+
+// summary keeps a connection error to its last cause, without the driver's account of
+// where it connected.
+func summary(err error) string {
+	msg := strings.Join(strings.Fields(err.Error()), " ")
+	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg, "failed to connect") {
+		return "failed to connect: " + msg[i+2:]
+	}
+	return msg
+}

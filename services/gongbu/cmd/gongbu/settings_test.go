@@ -1,0 +1,89 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"hubu.dev/hubu/kit/command/commandtest"
+	gongbusql "hubu.dev/hubu/sql/gongbu"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+// A value in the environment that does not parse stops the start and names the variable; it
+// never falls back to the default.
+func TestBadValuesInTheEnvironment(t *testing.T) {
+	t.Parallel()
+	const duration = " must be a duration such as 90s or 10m, not "
+	for _, c := range []struct{ env, want string }{
+		{"GONGBU_LEASE=5x", "GONGBU_LEASE" + duration + `"5x"`},
+		{"GONGBU_POLL_INTERVAL=5x", "GONGBU_POLL_INTERVAL" + duration + `"5x"`},
+		{"GONGBU_POLL_DEADLINE=10", "GONGBU_POLL_DEADLINE" + duration + `"10"`},
+		{"GONGBU_FLUX_TIMEOUT=1 minute", "GONGBU_FLUX_TIMEOUT" + duration + `"1 minute"`},
+		{"GONGBU_FLUX_IDEMPOTENT=yes", `GONGBU_FLUX_IDEMPOTENT must be true or false, not "yes"`},
+	} {
+		_, _, err := runGongbu(t, append([]string{"GONGBU_DATABASE_URL=postgres://127.0.0.1:1/gongbu", c.env}, serveEnv...), "serve")
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: %v, want %q", c.env, err, c.want)
+		}
+	}
+}
+
+// The secrets may be given as files (X_FILE); X and X_FILE together are refused; and no
+// secret reaches an error, the help or the log.
+func TestSecretsFromFiles(t *testing.T) {
+	t.Parallel()
+	urlFile := commandtest.File(t, sqltest.NewDatabase(t, "gongbu", gongbusql.Migrations())+"\n")
+	if out, _, err := runGongbu(t, []string{"GONGBU_DATABASE_URL_FILE=" + urlFile}, "migrate", "version"); err != nil || out != "version 3\n" {
+		t.Fatalf("migrate with GONGBU_DATABASE_URL_FILE: %q %v", out, err)
+	}
+	secrets := []string{"pw-not-to-show-5c2e", "hubu_service_not-to-show-11aa", "service-not-to-show-22bb", "flux-not-to-show-33cc"}
+	unreachable := commandtest.File(t, "postgres://gongbu:"+secrets[0]+"@127.0.0.1:1/gongbu?connect_timeout=2")
+	files := []string{"GONGBU_HUBU_URL=http://127.0.0.1:1", "GONGBU_FLUX_URL=http://127.0.0.1:1", "GONGBU_URL=http://127.0.0.1:1",
+		"GONGBU_HUBU_TOKEN_FILE=" + commandtest.File(t, secrets[1]), "GONGBU_SERVICE_TOKEN_FILE=" + commandtest.File(t, secrets[2]+"\n"),
+		"GONGBU_FLUX_KEY_FILE=" + commandtest.File(t, secrets[3]+"\n")}
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"GONGBU_DATABASE_URL=postgres://x/y", "GONGBU_DATABASE_URL_FILE=" + urlFile}, []string{"migrate", "up"}, "GONGBU_DATABASE_URL and GONGBU_DATABASE_URL_FILE are both set: set one"},
+		{append([]string{"GONGBU_DATABASE_URL_FILE=" + urlFile, "GONGBU_FLUX_KEY=" + secrets[3]}, files...), []string{"serve"}, "GONGBU_FLUX_KEY and GONGBU_FLUX_KEY_FILE are both set: set one"},
+		{append([]string{"GONGBU_SERVICE_TOKEN_FILE=" + missing}, files[:4]...), []string{"reconcile"}, "GONGBU_SERVICE_TOKEN_FILE: open " + missing + ": no such file or directory"},
+		{append([]string{"GONGBU_DATABASE_URL_FILE=" + unreachable}, files...), []string{"serve"}, "cannot reach the database: failed to connect: "},
+		{[]string{"GONGBU_DATABASE_URL_FILE=" + unreachable}, []string{"renew-epoch"}, "cannot reach the database: failed to connect: "},
+		{append([]string{"GONGBU_DATABASE_URL_FILE=" + unreachable}, files...), []string{"serve", "--help"}, "flag: help requested"},
+	} {
+		out, errOut, err := runGongbu(t, c.env, c.args...)
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+		for _, s := range secrets {
+			if err != nil && strings.Contains(err.Error()+out+errOut, s) {
+				t.Errorf("%v: a secret is shown: %v %s %s", c.args, err, out, errOut)
+			}
+		}
+	}
+
+	env := append([]string{"GONGBU_DATABASE_URL_FILE=" + urlFile}, files...)
+	_, stop := commandtest.Start(t, func(ctx context.Context, stderr io.Writer) error {
+		return run(ctx, []string{"serve", "--listen", "127.0.0.1:0"}, func(k string) string {
+			for _, kv := range env {
+				if v, ok := strings.CutPrefix(kv, k+"="); ok {
+					return v
+				}
+			}
+			return ""
+		}, &bytes.Buffer{}, stderr)
+	})
+	logs, err := stop()
+	for _, s := range secrets {
+		if err != nil || strings.Contains(logs, s) {
+			t.Fatalf("serve with the secrets from files: %v\n%s", err, logs)
+		}
+	}
+}
