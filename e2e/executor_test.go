@@ -22,7 +22,7 @@ import (
 func TestSpendEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStack(t, stackOptions{fluxIdempotent: true})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
 	op := s.spend("flux-dev")
 	if op.State != hubuapi.OperationStateExecuting {
 		t.Fatalf("after authorize: %s", op.State)
@@ -58,7 +58,7 @@ func TestSpendEndToEnd(t *testing.T) {
 func TestConcurrentDeliveriesOfOneDecision(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStack(t, stackOptions{fluxIdempotent: true})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
 	s.handoff.paused.Store(true)
 	op := s.spend("flux-dev")
 	if op.State != hubuapi.OperationStateDispatching {
@@ -99,7 +99,7 @@ func TestConcurrentDeliveriesOfOneDecision(t *testing.T) {
 	}
 	s.handoff.paused.Store(false)
 	s.clock.Advance(11 * time.Second)
-	if n, err := s.hubuLife.Recover(ctx); err != nil || n != 1 {
+	if n, err := s.hubu.Lifecycle.Recover(ctx); err != nil || n != 1 {
 		t.Fatalf("Hubu re-sending the decision: %d %v", n, err)
 	}
 	if final := s.settle(op.PublicHandle); final.CapturedMicros != 25_000 {
@@ -116,7 +116,7 @@ func TestConcurrentDeliveriesOfOneDecision(t *testing.T) {
 func TestWipedExecutionFindsTheFirstJob(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStack(t, stackOptions{fluxIdempotent: true})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
 	op := s.spend("flux-pro-1.1")
 	s.settle(op.PublicHandle)
 	first, _ := s.asHubu.GetExecutionWithResponse(ctx, *op.DecisionId)
@@ -160,7 +160,7 @@ func TestCrashWhileSubmitting(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := newStack(t, stackOptions{fluxIdempotent: honoured})
+			s := newInProcess(t, inProcessOptions{fluxIdempotent: honoured})
 			if !honoured {
 				s.arm(bflapi.IdempotencyOff, 0)
 			}
@@ -186,7 +186,7 @@ func TestCrashWhileSubmitting(t *testing.T) {
 
 			s.handoff.paused.Store(false)
 			s.clock.Advance(11 * time.Second)
-			if _, err := s.hubuLife.Recover(ctx); err != nil { // Hubu re-sends; Gongbu has it already
+			if _, err := s.hubu.Lifecycle.Recover(ctx); err != nil { // Hubu re-sends; Gongbu has it already
 				t.Fatal(err)
 			}
 			if err := s.gongbu.Tick(ctx); err != nil { // the new Gongbu takes the row over
@@ -239,7 +239,7 @@ func TestChargeThenNoAnswer(t *testing.T) {
 			t.Run(string(fault)+map[bool]string{true: "/honoured", false: "/ignored"}[honoured], func(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
-				s := newStack(t, stackOptions{fluxIdempotent: honoured})
+				s := newInProcess(t, inProcessOptions{fluxIdempotent: honoured})
 				if !honoured {
 					s.arm(bflapi.IdempotencyOff, 0)
 				}
@@ -284,7 +284,7 @@ func TestChargeThenNoAnswer(t *testing.T) {
 func TestOnlyHubusDecisionsRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStack(t, stackOptions{fluxIdempotent: true})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
 	s.handoff.paused.Store(true)
 	op := s.spend("flux-dev")
 	req := s.decision(op)
@@ -317,7 +317,7 @@ func TestOnlyHubusDecisionsRun(t *testing.T) {
 	// The decision as issued still runs.
 	s.handoff.paused.Store(false)
 	s.clock.Advance(11 * time.Second)
-	if _, err := s.hubuLife.Recover(ctx); err != nil {
+	if _, err := s.hubu.Lifecycle.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s.settle(op.PublicHandle)

@@ -10,6 +10,7 @@ require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rs/zerolog v1.28.0
+	hubu.dev/hubu/kit v0.0.0-00010101000000-000000000000
 	hubu.dev/hubu/proto v0.0.0
 	hubu.dev/hubu/services/gongbu v0.0.0
 	hubu.dev/hubu/services/hubu v0.0.0
@@ -54,7 +55,6 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/tomb.v1 v1.0.0-20141024135613-dd632973f1e7 // indirect
-	hubu.dev/hubu/kit v0.0.0-00010101000000-000000000000 // indirect
 )
 
 replace (

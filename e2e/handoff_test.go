@@ -17,13 +17,13 @@ import (
 func TestFailedHandOffsAreNoEvidence(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStack(t, stackOptions{fluxIdempotent: false})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: false})
 	s.arm(bflapi.IdempotencyOff, 0)
 	s.handoff.paused.Store(true)
 	op := s.spend("flux-dev") // the first hand-off fails on the way
 	for range 3 {
 		s.clock.Advance(11 * time.Second)
-		if _, err := s.hubuLife.Recover(ctx); err != nil {
+		if _, err := s.hubu.Lifecycle.Recover(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,7 +32,7 @@ func TestFailedHandOffsAreNoEvidence(t *testing.T) {
 	}
 	s.handoff.paused.Store(false)
 	s.clock.Advance(11 * time.Second)
-	if n, err := s.hubuLife.Recover(ctx); err != nil || n != 1 {
+	if n, err := s.hubu.Lifecycle.Recover(ctx); err != nil || n != 1 {
 		t.Fatalf("the hand-off that arrives: %d %v", n, err)
 	}
 	if final := s.settle(op.PublicHandle); final.State != hubuapi.OperationStateSucceeded || final.CapturedMicros != 25_000 {
@@ -49,7 +49,7 @@ func TestFailedHandOffsAreNoEvidence(t *testing.T) {
 // the only submission is not mistaken for a repeated one.
 func TestRedeliveriesRacingTheFirstHandOff(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{fluxIdempotent: false})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: false})
 	s.arm(bflapi.IdempotencyOff, 0)
 	req := newSpend("flux-dev")
 	var wg sync.WaitGroup

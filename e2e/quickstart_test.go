@@ -19,7 +19,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -27,6 +26,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	harness "hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/sql/sqltest"
 )
 
@@ -118,7 +118,7 @@ func quickStart(t *testing.T, shell string) {
 	up := exec.Command("make", "up")
 	up.Dir, up.Env = work, env
 	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var upOut lockedBuffer
+	var upOut testlog.Buffer
 	up.Stdout, up.Stderr = &upOut, &upOut
 	if err := up.Start(); err != nil {
 		t.Fatal(err)
@@ -382,24 +382,6 @@ func (sh *interactiveShell) run(t *testing.T, line string) string {
 		t.Fatalf("%q did not finish within 3 minutes", line)
 		return ""
 	}
-}
-
-// lockedBuffer is an io.Writer safe for a process's stdout and stderr at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // A port another process holds is refused before anything starts, naming the setting that moves

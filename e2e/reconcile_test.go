@@ -11,22 +11,22 @@ import (
 	"hubu.dev/hubu/services/mockflux"
 )
 
-// `gongbu reconcile`, the real command, against a real stack: silent agreement exits 0; a
-// charge no execution explains exits non-zero and names it.
+// `gongbu reconcile`, the real command, against the services wired in this process: silent
+// agreement exits 0; a charge no execution explains exits non-zero and names it.
 func TestReconcileCommand(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{fluxIdempotent: true})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
 	op := s.spend("flux-dev")
 	s.settle(op.PublicHandle)
 	run := func() (string, error) {
-		cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubuURL, "--hubu-token", s.hubuToken,
+		cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubu.URL, "--hubu-token", s.hubu.ServiceToken,
 			"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
 		cmd.Env = []string{"PATH=/usr/bin:/bin"}
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
 	if out, err := run(); err != nil || !strings.Contains(out, "in agreement") {
-		t.Fatalf("agreeing stack: %v\n%s", err, out)
+		t.Fatalf("agreeing records: %v\n%s", err, out)
 	}
 	// A charge the provider took for nobody Hubu or Gongbu knows of.
 	w, h := 1024, 1024
@@ -38,7 +38,7 @@ func TestReconcileCommand(t *testing.T) {
 	if err == nil || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "belongs to no Gongbu execution") {
 		t.Fatalf("stray charge: %v\n%s", err, out)
 	}
-	if strings.Contains(out, s.hubuToken) || strings.Contains(out, s.gongbuToken) {
+	if strings.Contains(out, s.hubu.ServiceToken) || strings.Contains(out, s.gongbuToken) {
 		t.Fatal("reconcile printed a token")
 	}
 }
@@ -46,8 +46,8 @@ func TestReconcileCommand(t *testing.T) {
 // mockflux charges what Hubu's default catalog prices, so captures can equal charges.
 func TestMockfluxPricesMatchHubusCatalog(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{fluxIdempotent: true})
-	prices, err := s.operator.ListPricesWithResponse(context.Background())
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
+	prices, err := s.hubu.Operator.ListPricesWithResponse(context.Background())
 	if err != nil || prices.JSON200 == nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestRefusedResubmissionKeepsTheHold(t *testing.T) {
 		http.StatusUnprocessableEntity, http.StatusTooManyRequests} {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, stackOptions{fluxIdempotent: true, gate: true})
+			s := newInProcess(t, inProcessOptions{fluxIdempotent: true, gate: true})
 			s.arm(bflapi.ChargeThen500, 1)
 			op := s.spend("flux-dev")
 			if c := s.charges(); c.Count != 1 {
@@ -75,7 +75,7 @@ func TestRefusedResubmissionKeepsTheHold(t *testing.T) {
 func TestKeyReusedIsNoRefusal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStack(t, stackOptions{fluxIdempotent: true})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
 	s.handoff.paused.Store(true)
 	op := s.spend("flux-dev")
 	key := vendorkey.For("bfl", *op.DecisionId)
@@ -126,7 +126,7 @@ func TestLostHandOffAnswerAndLostRow(t *testing.T) {
 		t.Run(map[bool]string{false: "provider ignores keys", true: "provider honours keys"}[honoured], func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := newStack(t, stackOptions{fluxIdempotent: honoured})
+			s := newInProcess(t, inProcessOptions{fluxIdempotent: honoured})
 			if !honoured {
 				s.arm(bflapi.IdempotencyOff, 0)
 			}
@@ -141,7 +141,7 @@ func TestLostHandOffAnswerAndLostRow(t *testing.T) {
 			s.wipeGongbu(t)
 			s.handoff.loseReply.Store(false)
 			s.clock.Advance(11 * time.Second)
-			if n, err := s.hubuLife.Recover(ctx); err != nil || n != 1 {
+			if n, err := s.hubu.Lifecycle.Recover(ctx); err != nil || n != 1 {
 				t.Fatalf("Hubu re-sending the decision: %d %v", n, err)
 			}
 			if c := s.charges(); c.Count != 1 {
@@ -183,7 +183,7 @@ func TestResolveAnIndeterminateExecution(t *testing.T) {
 	} {
 		t.Run(string(c.fault), func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, stackOptions{fluxIdempotent: false})
+			s := newInProcess(t, inProcessOptions{fluxIdempotent: false})
 			s.arm(bflapi.IdempotencyOff, 0)
 			s.arm(c.fault, 1)
 			op := s.spend("flux-dev")
@@ -212,7 +212,7 @@ func TestResolveAnIndeterminateExecution(t *testing.T) {
 // image.
 func TestChargedFailureIsCapturedAsFailed(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{fluxIdempotent: true, gate: true})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true, gate: true})
 	s.gate.answerNextPoll(bflapi.ContentModerated)
 	op := s.spend("flux-dev")
 	final := s.settle(op.PublicHandle)
@@ -224,7 +224,7 @@ func TestChargedFailureIsCapturedAsFailed(t *testing.T) {
 		t.Fatalf("execution: %+v", x)
 	}
 	// The agent reads its failed execution, and so does an operator (Hubu lets both read it).
-	for _, c := range []*gongbuapi.ClientWithResponses{s.agentGongbu, mustGongbuClient(t, s.gongbuURL, s.opToken, http.DefaultClient)} {
+	for _, c := range []*gongbuapi.ClientWithResponses{s.agentGongbu, mustGongbuClient(t, s.gongbuURL, s.hubu.OperatorToken, http.DefaultClient)} {
 		r, err := c.GetOperationExecutionWithResponse(context.Background(), op.PublicHandle)
 		if err != nil || r.JSON200 == nil || r.JSON200.State != gongbuapi.Failed {
 			t.Fatalf("read the execution: %v %s", err, r.Body)
@@ -237,13 +237,13 @@ func TestChargedFailureIsCapturedAsFailed(t *testing.T) {
 // exits 0.
 func TestReconcileWhileInFlight(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackOptions{fluxIdempotent: true})
+	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
 	op := s.spend("flux-dev") // submitted and charged; not yet polled
 	r := s.reconcile()
 	if len(r.Mismatches) != 0 || len(r.InFlight) != 1 || !strings.Contains(r.InFlight[0], "Hubu executing, Gongbu submitted") {
 		t.Fatalf("reconciliation while in flight:\n%s", r)
 	}
-	cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubuURL, "--hubu-token", s.hubuToken,
+	cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubu.URL, "--hubu-token", s.hubu.ServiceToken,
 		"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "in agreement (1 still in flight)") {

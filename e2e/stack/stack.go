@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"hubu.dev/hubu/kit/proctest"
 )
 
 // Binaries is a directory holding every binary of the stack.
@@ -29,15 +31,13 @@ func (b Binaries) Path(name string) string { return filepath.Join(string(b), nam
 
 // Build compiles every binary once into dir; with failpoints, the crash points are compiled in.
 func Build(ctx context.Context, repoRoot, dir string, failpoints bool) (Binaries, error) {
-	args := []string{"build", "-o", dir + string(filepath.Separator)}
+	var args []string
 	if failpoints {
-		args = append(args, "-tags", "failpoints")
+		args = []string{"-tags", "failpoints"}
 	}
 	args = append(args, "./services/hubu/cmd/...", "./services/gongbu/cmd/...", "./services/mockflux/cmd/...", "./router/cmd/...", "./e2e/cmd/hubu-demo")
-	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = repoRoot
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build the binaries: %v\n%s", err, out)
+	if err := proctest.Build(ctx, repoRoot, dir, args...); err != nil {
+		return "", fmt.Errorf("build the binaries: %v", err)
 	}
 	return Binaries(dir), nil
 }

@@ -127,7 +127,7 @@ and a test fails until the two agree.
   A recorded verdict that differs is flagged.
 - **Evidence**: *tested here* rows were measured by ` + "`make interop`" + `, which runs that harness version
   (pinned in ` + "`e2e/interop/harnesses/`" + `) against the real router and stack and checks that its calls are
-  accepted and charged once (README, "Real harnesses"); *reported* rows are shapes as observed elsewhere or
+  accepted and charged once (docs/testing.md, "Real harnesses"); *reported* rows are shapes as observed elsewhere or
   assumed, with synthetic lengths and digests.
 
 `

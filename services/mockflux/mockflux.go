@@ -26,19 +26,6 @@ var Models = map[string]Model{
 	"flux-pro-1.1-ultra": {Name: "flux-pro-1.1-ultra", PriceMicros: 60_000, SizeOptional: true},
 }
 
-// Size limits of the FLUX API: 256..1440 pixels, a multiple of 32.
-const (
-	MinSide      = 256
-	MaxSide      = 1440
-	SideMultiple = 32
-)
-
-// Output formats.
-const (
-	FormatPNG  = "png"
-	FormatJPEG = "jpeg"
-)
-
 // Job is one accepted generation task.
 type Job struct {
 	ID     string `json:"id"`

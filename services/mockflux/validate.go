@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"hubu.dev/hubu/proto/contract"
 )
 
 // fluxInput is the part of a FLUX request mockflux acts on; other fields are allowed, as the
@@ -37,7 +39,7 @@ func validate(model Model, body []byte) (fluxInput, error) {
 		}
 		return fluxInput{}, errorf(CodeInvalid, "the body is not a valid FLUX request")
 	}
-	in := fluxInput{seed: f.Seed, format: FormatPNG}
+	in := fluxInput{seed: f.Seed, format: contract.FormatPNG}
 	if f.Prompt == nil || strings.TrimSpace(*f.Prompt) == "" {
 		return fluxInput{}, errorf(CodeInvalid, "prompt: must be a non-empty string")
 	}
@@ -58,7 +60,7 @@ func validate(model Model, body []byte) (fluxInput, error) {
 		in.width, in.height = *f.Width, *f.Height
 	}
 	if f.OutputFormat != nil {
-		if *f.OutputFormat != FormatPNG && *f.OutputFormat != FormatJPEG {
+		if !contract.ValidOutputFormat(*f.OutputFormat) {
 			return fluxInput{}, errorf(CodeInvalid, "output_format: must be png or jpeg")
 		}
 		in.format = *f.OutputFormat
@@ -70,8 +72,8 @@ func validate(model Model, body []byte) (fluxInput, error) {
 }
 
 func checkSide(name string, v int) error {
-	if v < MinSide || v > MaxSide || v%SideMultiple != 0 {
-		return errorf(CodeInvalid, "%s: must be a multiple of %d between %d and %d, not %d", name, SideMultiple, MinSide, MaxSide, v)
+	if !contract.ValidSide(int64(v)) {
+		return errorf(CodeInvalid, "%s: must be a multiple of %d between %d and %d, not %d", name, contract.SideStep, contract.SideMin, contract.SideMax, v)
 	}
 	return nil
 }

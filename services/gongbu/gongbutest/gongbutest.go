@@ -1,10 +1,9 @@
 // Package gongbutest holds the fakes at Gongbu's edges — Hubu as the Authority and a
-// scripted paid Provider — and a controllable clock, plus an Env that wires them to a real
+// scripted paid Provider — and an Env that wires them, with a controllable clock, to a real
 // execution.Service on a fresh Postgres database. Only tests import it.
 package gongbutest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +16,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"hubu.dev/hubu/kit/testclock"
+	"hubu.dev/hubu/kit/testlog"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/postgres"
@@ -30,29 +32,6 @@ const (
 	PollInterval = 2 * time.Second
 	PollDeadline = 10 * time.Minute
 )
-
-// Clock is a controllable time source.
-type Clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-// NewClock returns a clock at a fixed instant.
-func NewClock() *Clock { return &Clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)} }
-
-// Now is the clock's time.
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-// Advance moves the clock forward.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // ErrDown is what a fake answers while it is down.
 var ErrDown = errors.New("connection refused (fake)")
@@ -378,7 +357,7 @@ func NewDecision() gongbu.Decision {
 	seed := int64(42)
 	return gongbu.Decision{
 		DecisionID:   uuid.New(),
-		PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(),
+		PublicHandle: contract.NewPublicHandle(),
 		AgentID:      uuid.New(),
 		Tool:         "generate_image",
 		Scope:        gongbu.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"},
@@ -393,11 +372,11 @@ type Env struct {
 	Pool      *pgxpool.Pool
 	DBURL     string
 	Store     *postgres.Store
-	Clock     *Clock
+	Clock     *testclock.Clock
 	Authority *Authority
 	Provider  *Provider
 	Service   *execution.Service
-	Logs      *SyncBuffer
+	Logs      *testlog.Buffer
 }
 
 // New returns an Env whose provider honours idempotency keys or not.
@@ -405,8 +384,8 @@ func New(t testing.TB, honours bool) *Env {
 	t.Helper()
 	pool, dbURL := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
 	e := &Env{
-		Pool: pool, DBURL: dbURL, Store: postgres.NewStore(pool), Clock: NewClock(),
-		Authority: NewAuthority(), Provider: NewProvider(honours), Logs: &SyncBuffer{},
+		Pool: pool, DBURL: dbURL, Store: postgres.NewStore(pool), Clock: testclock.New(),
+		Authority: NewAuthority(), Provider: NewProvider(honours), Logs: &testlog.Buffer{},
 	}
 	e.Service = e.NewService(e.Provider)
 	return e
@@ -439,7 +418,6 @@ func (e *Env) Executions(t testing.TB) int {
 	return n
 }
 
-// Get returns the execution of a decision, failing the test when there is none.
 // Epoch returns the database's epoch.
 func (e *Env) Epoch(t testing.TB) gongbu.Epoch {
 	t.Helper()
@@ -450,6 +428,7 @@ func (e *Env) Epoch(t testing.TB) gongbu.Epoch {
 	return ep
 }
 
+// Get returns the execution of a decision, failing the test when there is none.
 func (e *Env) Get(t testing.TB, id uuid.UUID) gongbu.Execution {
 	t.Helper()
 	x, err := e.Store.Get(context.Background(), id)
@@ -465,22 +444,4 @@ func (e *Env) Tick(t testing.TB) {
 	if err := e.Service.Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// SyncBuffer is a log sink safe for concurrent writers.
-type SyncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *SyncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *SyncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/execution"
@@ -50,8 +50,6 @@ var statusOf = map[gongbu.Code]int{
 	gongbu.CodeInternal:             http.StatusInternalServerError,
 	gongbu.CodeUnavailable:          http.StatusServiceUnavailable,
 }
-
-var publicHandleRE = regexp.MustCompile(`^hubu:public-operation:v1:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 
 // Handler returns the HTTP handler with every route, registering metrics on reg.
 func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
@@ -189,7 +187,7 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required"))
 		return
 	}
-	if !publicHandleRE.MatchString(handle) {
+	if !contract.IsPublicHandle(handle) {
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>"))
 		return
 	}
@@ -228,7 +226,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 func decisionOf(b gongbuapi.ExecutionRequest) (gongbu.Decision, error) {
-	if !publicHandleRE.MatchString(b.PublicHandle) {
+	if !contract.IsPublicHandle(b.PublicHandle) {
 		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>")
 	}
 	// The decoder does not apply the schema's required fields and enums; a missing id or an

@@ -13,28 +13,8 @@ import (
 	"hubu.dev/hubu/proto/gongbuapi"
 )
 
-// The server checks public handles with its own regular expression; it must be the one the
-// spec publishes, or clients would be told one thing and held to another.
-func TestSpecPatterns(t *testing.T) {
-	doc, err := gongbuapi.GetSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := doc.Paths.Find("/v1/operations/{public_handle}/execution")
-	if path == nil {
-		t.Fatal("no operation execution path in the spec")
-	}
-	p := path.Parameters.GetByInAndName("path", "public_handle")
-	if p == nil || p.Schema == nil || p.Schema.Value == nil {
-		t.Fatal("no public_handle parameter in the spec")
-	}
-	if got, want := publicHandleRE.String(), p.Schema.Value.Pattern; got != want {
-		t.Fatalf("spec pattern %q, server pattern %q", want, got)
-	}
-}
-
 // Gongbu answers exactly the codes of its one status table; the spec's Problem enum and the
-// README's table of Gongbu's errors list exactly those, with the same statuses.
+// docs' table of Gongbu's errors (docs/http-api.md) list exactly those, with the same statuses.
 func TestErrorCodesAreDocumented(t *testing.T) {
 	doc, err := gongbuapi.GetSpec()
 	if err != nil {
@@ -52,13 +32,13 @@ func TestErrorCodesAreDocumented(t *testing.T) {
 		t.Errorf("the spec's Problem codes %v are not the server's %v", slices.Sorted(maps.Keys(enum)), slices.Sorted(maps.Keys(want)))
 	}
 
-	readme, err := os.ReadFile(filepath.Join("..", "..", "..", "README.md"))
+	page, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "http-api.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "Gongbu's are these and no others")
+	_, section, ok := strings.Cut(string(page), "Gongbu's are these and no others")
 	if !ok {
-		t.Fatal("README.md has no table of Gongbu's error codes")
+		t.Fatal("docs/http-api.md has no table of Gongbu's error codes")
 	}
 	row := regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| ([0-9]{3}) \\|")
 	documented := map[string]int{}
@@ -67,6 +47,6 @@ func TestErrorCodesAreDocumented(t *testing.T) {
 		documented[m[1]] = status
 	}
 	if !maps.Equal(documented, want) {
-		t.Errorf("README.md documents Gongbu's errors as %v; the server answers %v", documented, want)
+		t.Errorf("docs/http-api.md documents Gongbu's errors as %v; the server answers %v", documented, want)
 	}
 }

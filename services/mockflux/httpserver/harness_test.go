@@ -1,7 +1,6 @@
 package httpserver_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -9,50 +8,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/testclock"
+	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/httpserver"
 )
-
-// clock is a controllable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 type config struct {
 	apiKey       string
@@ -62,10 +27,10 @@ type config struct {
 
 type bundle struct {
 	url        string
-	clock      *clock
+	clock      *testclock.Clock
 	validator  *apitest.Transport
 	signingKey []byte
-	logs       *syncBuffer
+	logs       *testlog.Buffer
 	// client sends x-key; anonymous does not. Both validate every response against the spec.
 	client    *bflapi.ClientWithResponses
 	anonymous *bflapi.ClientWithResponses
@@ -79,13 +44,13 @@ func setup(t *testing.T) *bundle { return setupWith(t, config{pendingPolls: 1}) 
 
 func setupWith(t *testing.T, cfg config) *bundle {
 	t.Helper()
-	clk := &clock{now: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)}
+	clk := testclock.New()
 	provider, err := mockflux.Open(mockflux.Options{PendingPolls: cfg.pendingPolls, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { provider.Close() })
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	srv := &httpserver.Server{
 		Provider: provider, APIKey: cfg.apiKey, SampleTTL: 10 * time.Minute,
 		SigningKey: []byte("test signing key"), Now: clk.Now,

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
 	"hubu.dev/hubu/services/mockflux/render"
@@ -314,7 +315,7 @@ func (s *Server) GetSample(w http.ResponseWriter, r *http.Request, file string, 
 	var img []byte
 	var err error
 	contentType := "image/png"
-	if job.Format == mockflux.FormatJPEG {
+	if job.Format == contract.FormatJPEG {
 		img, err = render.JPEG(job.Prompt, job.Seed, job.Width, job.Height)
 		contentType = "image/jpeg"
 	} else {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"hubu.dev/hubu/kit/testclock"
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/proto/gongbuapi"
@@ -31,34 +32,13 @@ import (
 	"hubu.dev/hubu/services/gongbu/reconcile"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/gongbuexec"
-	hubuhttp "hubu.dev/hubu/services/hubu/httpserver"
-	"hubu.dev/hubu/services/hubu/lifecycle"
-	hubupg "hubu.dev/hubu/services/hubu/postgres"
+	"hubu.dev/hubu/services/hubu/hubutest"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
 	fluxhttp "hubu.dev/hubu/services/mockflux/httpserver"
 	gongbusql "hubu.dev/hubu/sql/gongbu"
-	hubusql "hubu.dev/hubu/sql/hubu"
 	"hubu.dev/hubu/sql/sqltest"
 )
-
-// clock is the controllable time every service of a stack shares.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // pausable lets a test cut Hubu off from Gongbu, as a crash or a network partition between
 // the decision and the hand-off would; the hand-off itself is the real one. With loseReply
@@ -124,28 +104,24 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// stack is Hubu, Gongbu and mockflux in this process, each on its own real HTTP server and
-// (for Hubu and Gongbu) its own real Postgres database, talking through the generated clients.
-type stack struct {
-	clock       *clock
-	gongbuDB    string // the URL of Gongbu's database, for `gongbu resolve`
-	gate        *gate  // between Gongbu and mockflux, with stackOptions.gate
-	hubuStore   *hubupg.Store
-	hubuLife    *lifecycle.Service
+// inProcess is Hubu, Gongbu and mockflux wired in this test process (unlike e2e/stack, which
+// runs the real binaries), each on its own real HTTP server and (for Hubu and Gongbu) its own
+// real Postgres database, talking through the generated clients.
+type inProcess struct {
+	clock       *testclock.Clock
+	hubu        *hubutest.Env
 	handoff     *pausable
+	gongbuDB    string // the URL of Gongbu's database, for `gongbu resolve`
+	gate        *gate  // between Gongbu and mockflux, with inProcessOptions.gate
 	gongbuStore *gongbupg.Store
 	gongbu      *execution.Service
 	flux        *mockflux.Provider
 	faults      *fault.Set
-	hubuURL     string
 	gongbuURL   string
 	fluxURL     string
-	hubuToken   string // Hubu's service credential, held by Gongbu
-	opToken     string // an operator's credential at Hubu
-	gongbuToken string // the credential Gongbu accepts from Hubu
-	operator    *hubuapi.ClientWithResponses
-	agent       *hubuapi.ClientWithResponses
-	agentGongbu *gongbuapi.ClientWithResponses
+	gongbuToken string                         // the credential Gongbu accepts from Hubu
+	agent       *hubuapi.ClientWithResponses   // Hubu's API as an agent
+	agentGongbu *gongbuapi.ClientWithResponses // Gongbu's API as that agent, and as another
 	otherGongbu *gongbuapi.ClientWithResponses
 	asHubu      *gongbuapi.ClientWithResponses // Gongbu's API as Hubu calls it
 	fluxAdmin   *bflapi.ClientWithResponses
@@ -153,7 +129,7 @@ type stack struct {
 	t           *testing.T
 }
 
-type stackOptions struct {
+type inProcessOptions struct {
 	// fluxIdempotent tells Gongbu that the provider honours idempotency keys (mockflux does,
 	// unless its idempotency_off fault is armed).
 	fluxIdempotent bool
@@ -166,12 +142,12 @@ const (
 	pollInterval = time.Second
 )
 
-func newStack(t *testing.T, opts stackOptions) *stack {
+func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	t.Helper()
 	ctx := context.Background()
 	// The clock starts at the real time: Gongbu compares when Hubu issued a decision with when
 	// its own database (made with the real clock) began its record.
-	s := &stack{t: t, clock: &clock{now: time.Now().UTC().Truncate(time.Second)}, handoff: &pausable{}}
+	s := &inProcess{t: t, clock: testclock.At(time.Now().UTC().Truncate(time.Second))}
 
 	// mockflux
 	fp, err := mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now})
@@ -184,41 +160,26 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	t.Cleanup(fluxTS.Close)
 	s.fluxURL = fluxTS.URL
 
-	// Hubu and Gongbu need each other's address: start both servers first, route later.
-	hubuHandler, gongbuHandler := &lateHandler{}, &lateHandler{}
-	hubuTS := httptest.NewServer(hubuHandler)
-	t.Cleanup(hubuTS.Close)
-	gongbuTS := httptest.NewServer(gongbuHandler)
+	// Hubu and Gongbu need each other's address: Gongbu's listener comes first, its handler last.
+	gongbuTS := httptest.NewUnstartedServer(nil)
 	t.Cleanup(gongbuTS.Close)
-	s.hubuURL, s.gongbuURL = hubuTS.URL, gongbuTS.URL
+	s.gongbuURL = "http://" + gongbuTS.Listener.Addr().String()
 
 	// Hubu
-	hubuPool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
-	s.hubuStore = hubupg.NewStore(hubuPool, 24*time.Hour)
 	s.gongbuToken = "hubu-to-gongbu-" + t.Name()
 	gx, err := gongbuexec.New(s.gongbuURL, s.gongbuToken, &http.Client{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.handoff.inner = gx
-	s.hubuLife = &lifecycle.Service{Store: s.hubuStore, Executor: s.handoff, Now: s.clock.Now, RetryAfter: 10 * time.Second}
-	hubuHandler.set((&hubuhttp.Server{Store: s.hubuStore, Lifecycle: s.hubuLife, Now: s.clock.Now}).Handler(prometheus.NewRegistry()))
-	s.hubuToken, err = s.hubuStore.CreateCredential(ctx, hubu.RoleService, "gongbu", s.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	opToken, err := s.hubuStore.CreateCredential(ctx, hubu.RoleOperator, "alice", s.clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.opToken = opToken
+	s.handoff = &pausable{inner: gx}
+	s.hubu = hubutest.New(t, &hubutest.Options{Clock: s.clock, Executor: s.handoff})
 
 	// Gongbu
 	gongbuPool, gongbuDB := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
 	s.gongbuDB = gongbuDB
 	s.gongbuStore = gongbupg.NewStore(gongbuPool)
 	// wipeGongbu loses Gongbu's rows as a restore from an older backup would, followed by the
-	// `gongbu renew-epoch` the runbook asks for (dated on the stack's clock).
+	// `gongbu renew-epoch` the runbook asks for (dated on the shared clock).
 	s.wipeGongbu = func(t *testing.T) {
 		if _, err := gongbuPool.Exec(ctx, "DELETE FROM executions"); err != nil {
 			t.Fatal(err)
@@ -227,7 +188,7 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 			t.Fatal(err)
 		}
 	}
-	authority, err := hubulink.New(s.hubuURL, s.hubuToken, &http.Client{Timeout: 30 * time.Second})
+	authority, err := hubulink.New(s.hubu.URL, s.hubu.ServiceToken, &http.Client{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,32 +211,20 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 		Store: s.gongbuStore, Providers: map[string]gongbu.Provider{"bfl": adapter}, Authority: authority,
 		Now: s.clock.Now, Lease: lease, PollInterval: pollInterval, PollDeadline: 10 * time.Minute,
 	}
-	gongbuHandler.set((&gongbuhttp.Server{Executions: s.gongbu, Authority: authority, ServiceToken: s.gongbuToken, Ping: s.gongbuStore.Ping}).
-		Handler(prometheus.NewRegistry()))
+	gongbuTS.Config.Handler = (&gongbuhttp.Server{Executions: s.gongbu, Authority: authority, ServiceToken: s.gongbuToken, Ping: s.gongbuStore.Ping}).
+		Handler(prometheus.NewRegistry())
+	gongbuTS.Start()
 
 	// Clients; every response of Hubu and Gongbu is checked against its spec.
-	hubuDoc, err := hubuapi.GetSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
 	gongbuDoc, err := gongbuapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	hubuHTTP := &http.Client{Transport: apitest.NewTransport(t, hubuDoc, nil), Timeout: 30 * time.Second}
 	gongbuHTTP := &http.Client{Transport: apitest.NewTransport(t, gongbuDoc, nil), Timeout: 30 * time.Second}
-	s.operator = mustHubuClient(t, s.hubuURL, opToken, hubuHTTP)
-	created, err := s.operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "agent"})
-	if err != nil || created.JSON201 == nil {
-		t.Fatalf("create agent: %v", err)
-	}
-	other, err := s.operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "other"})
-	if err != nil || other.JSON201 == nil {
-		t.Fatalf("create agent: %v", err)
-	}
-	s.agent = mustHubuClient(t, s.hubuURL, created.JSON201.Token, hubuHTTP)
-	s.agentGongbu = mustGongbuClient(t, s.gongbuURL, created.JSON201.Token, gongbuHTTP)
-	s.otherGongbu = mustGongbuClient(t, s.gongbuURL, other.JSON201.Token, gongbuHTTP)
+	agent, other := s.hubu.NewAgent(t, "agent", nil), s.hubu.NewAgent(t, "other", nil)
+	s.agent = agent.Client
+	s.agentGongbu = mustGongbuClient(t, s.gongbuURL, agent.Token, gongbuHTTP)
+	s.otherGongbu = mustGongbuClient(t, s.gongbuURL, other.Token, gongbuHTTP)
 	s.asHubu = mustGongbuClient(t, s.gongbuURL, s.gongbuToken, gongbuHTTP)
 	s.fluxAdmin, err = bflapi.NewClientWithResponses(s.fluxURL)
 	if err != nil {
@@ -284,23 +233,11 @@ func newStack(t *testing.T, opts stackOptions) *stack {
 	return s
 }
 
-func bearer(token string) func(context.Context, *http.Request) error {
-	return func(_ context.Context, r *http.Request) error {
+func mustGongbuClient(t *testing.T, url, token string, hc *http.Client) *gongbuapi.ClientWithResponses {
+	c, err := gongbuapi.NewClientWithResponses(url, gongbuapi.WithHTTPClient(hc), gongbuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+token)
 		return nil
-	}
-}
-
-func mustHubuClient(t *testing.T, url, token string, hc *http.Client) *hubuapi.ClientWithResponses {
-	c, err := hubuapi.NewClientWithResponses(url, hubuapi.WithHTTPClient(hc), hubuapi.WithRequestEditorFn(bearer(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func mustGongbuClient(t *testing.T, url, token string, hc *http.Client) *gongbuapi.ClientWithResponses {
-	c, err := gongbuapi.NewClientWithResponses(url, gongbuapi.WithHTTPClient(hc), gongbuapi.WithRequestEditorFn(bearer(token)))
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +247,7 @@ func mustGongbuClient(t *testing.T, url, token string, hc *http.Client) *gongbua
 var callSeq atomic.Int64
 
 // spend authorizes a generate_image call through Hubu as the router would send it.
-func (s *stack) spend(model string) hubuapi.Operation {
+func (s *inProcess) spend(model string) hubuapi.Operation {
 	s.t.Helper()
 	resp, err := s.agent.AuthorizeWithResponse(context.Background(), newSpend(model))
 	if err != nil || resp.JSON201 == nil {
@@ -331,7 +268,7 @@ func newSpend(model string) hubuapi.AuthorizeRequest {
 }
 
 // operation reads an operation from Hubu.
-func (s *stack) operation(handle string) hubuapi.Operation {
+func (s *inProcess) operation(handle string) hubuapi.Operation {
 	s.t.Helper()
 	resp, err := s.agent.GetOperationWithResponse(context.Background(), handle)
 	if err != nil || resp.JSON200 == nil {
@@ -341,10 +278,10 @@ func (s *stack) operation(handle string) hubuapi.Operation {
 }
 
 // decision is the decision as Hubu issued it, in the shape Hubu hands to Gongbu.
-func (s *stack) decision(op hubuapi.Operation) gongbuapi.ExecutionRequest {
+func (s *inProcess) decision(op hubuapi.Operation) gongbuapi.ExecutionRequest {
 	s.t.Helper()
 	d, err := func() (gongbu.Issued, error) {
-		a, err := hubulink.New(s.hubuURL, s.hubuToken, http.DefaultClient)
+		a, err := hubulink.New(s.hubu.URL, s.hubu.ServiceToken, http.DefaultClient)
 		if err != nil {
 			return gongbu.Issued{}, err
 		}
@@ -363,7 +300,7 @@ func (s *stack) decision(op hubuapi.Operation) gongbuapi.ExecutionRequest {
 
 // settle runs Gongbu's background work (takeovers, polls, reports) until Hubu's operation is
 // final or the bound is reached, advancing the clock a poll interval each round.
-func (s *stack) settle(handle string) hubuapi.Operation {
+func (s *inProcess) settle(handle string) hubuapi.Operation {
 	s.t.Helper()
 	for range 20 {
 		if err := s.gongbu.Tick(context.Background()); err != nil {
@@ -380,7 +317,7 @@ func (s *stack) settle(handle string) hubuapi.Operation {
 }
 
 // charges is mockflux's charge ledger.
-func (s *stack) charges() bflapi.Charges {
+func (s *inProcess) charges() bflapi.Charges {
 	s.t.Helper()
 	resp, err := s.fluxAdmin.ListChargesWithResponse(context.Background())
 	if err != nil || resp.JSON200 == nil {
@@ -389,7 +326,7 @@ func (s *stack) charges() bflapi.Charges {
 	return *resp.JSON200
 }
 
-func (s *stack) arm(kind bflapi.FaultKind, count int) {
+func (s *inProcess) arm(kind bflapi.FaultKind, count int) {
 	s.t.Helper()
 	if err := s.faults.Arm(kind, count, 0); err != nil {
 		s.t.Fatal(err)
@@ -397,9 +334,9 @@ func (s *stack) arm(kind bflapi.FaultKind, count int) {
 }
 
 // reconcile compares Hubu's captures, Gongbu's executions and mockflux's charges.
-func (s *stack) reconcile() reconcile.Report {
+func (s *inProcess) reconcile() reconcile.Report {
 	s.t.Helper()
-	src, err := reconcile.NewSources(s.hubuURL, s.hubuToken, s.gongbuURL, s.gongbuToken, s.fluxURL, http.DefaultClient)
+	src, err := reconcile.NewSources(s.hubu.URL, s.hubu.ServiceToken, s.gongbuURL, s.gongbuToken, s.fluxURL, http.DefaultClient)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -411,7 +348,7 @@ func (s *stack) reconcile() reconcile.Report {
 }
 
 // mustAgree fails the test unless the three records agree.
-func (s *stack) mustAgree() {
+func (s *inProcess) mustAgree() {
 	s.t.Helper()
 	if r := s.reconcile(); len(r.Mismatches) != 0 {
 		s.t.Fatalf("reconciliation:\n%s", r)
@@ -428,8 +365,8 @@ func gongbuDecision(r gongbuapi.ExecutionRequest) gongbu.Decision {
 	}
 }
 
-// resolve runs the real `gongbu resolve` against the stack's Gongbu database.
-func (s *stack) resolve(decision string, verdict ...string) string {
+// resolve runs the real `gongbu resolve` against Gongbu's database.
+func (s *inProcess) resolve(decision string, verdict ...string) string {
 	s.t.Helper()
 	cmd := exec.Command(bin.Path("gongbu"), append([]string{"resolve", "--decision", decision}, verdict...)...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "GONGBU_DATABASE_URL=" + s.gongbuDB}
@@ -441,7 +378,7 @@ func (s *stack) resolve(decision string, verdict ...string) string {
 }
 
 // tick runs Gongbu's background pass once.
-func (s *stack) tick() {
+func (s *inProcess) tick() {
 	s.t.Helper()
 	if err := s.gongbu.Tick(context.Background()); err != nil {
 		s.t.Fatal(err)
@@ -449,35 +386,11 @@ func (s *stack) tick() {
 }
 
 // execution reads Gongbu's execution of a decision as Hubu would.
-func (s *stack) execution(op hubuapi.Operation) gongbuapi.Execution {
+func (s *inProcess) execution(op hubuapi.Operation) gongbuapi.Execution {
 	s.t.Helper()
 	resp, err := s.asHubu.GetExecutionWithResponse(context.Background(), *op.DecisionId)
 	if err != nil || resp.JSON200 == nil {
 		s.t.Fatalf("execution: %v", err)
 	}
 	return *resp.JSON200
-}
-
-// lateHandler lets a server start before its handler exists (Hubu and Gongbu need each
-// other's address); the handler is set under a lock the serving goroutines also take.
-type lateHandler struct {
-	mu sync.RWMutex
-	h  http.Handler
-}
-
-func (l *lateHandler) set(h http.Handler) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.h = h
-}
-
-func (l *lateHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	l.mu.RLock()
-	h := l.h
-	l.mu.RUnlock()
-	if h == nil {
-		http.Error(w, "not ready", http.StatusServiceUnavailable)
-		return
-	}
-	h.ServeHTTP(w, r)
 }
