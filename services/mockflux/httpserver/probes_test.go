@@ -53,20 +53,28 @@ func TestReadinessAndMetrics(t *testing.T) {
 		t.Fatalf("charge_then_drop answered %d", resp.StatusCode)
 	}
 
-	resp, err := http.Get(b.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	// The dropped request is counted once its handler returns, which may be after the client
+	// saw the connection close: wait (bounded) until it is.
+	const dropped = `mockflux_http_requests_total{method="POST",route="/v1/{model}",status="none"} 1`
+	var metrics string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		resp, err := http.Get(b.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if metrics = string(body); strings.Contains(metrics, dropped) || time.Now().After(deadline) {
+			break
+		}
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	metrics := string(body)
 	for _, want := range []string{
 		"mockflux_charges_total 2\n",
 		"mockflux_charged_micros_total 28000\n", // flux-dev 25000 and the dropped flux-schnell 3000
 		`mockflux_http_requests_total{method="GET",route="/readyz",status="200"} 1`,
 		`mockflux_http_requests_total{method="GET",route="/readyz",status="503"} 1`,
 		`mockflux_http_requests_total{method="POST",route="/v1/{model}",status="200"} 2`,
-		`mockflux_http_requests_total{method="POST",route="/v1/{model}",status="none"} 1`,
+		dropped,
 		`mockflux_http_requests_total{method="GET",route="/v1/get_result",status="200"}`,
 	} {
 		if !strings.Contains(metrics, want) {
