@@ -2,7 +2,10 @@ module hubu.dev/hubu/kit
 
 go 1.26.8
 
-require github.com/jackc/pgx/v5 v5.13.0
+require (
+	github.com/jackc/pgx/v5 v5.13.0
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect

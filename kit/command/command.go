@@ -98,6 +98,17 @@ func (fs *FlagSet) Parse(args []string) error {
 	return nil
 }
 
+// ParseNoArgs is Parse for a command that takes flags only: an argument left over is an error.
+func (fs *FlagSet) ParseNoArgs(args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
 func invalid(env string, value flag.Value, v string) error {
 	want := "valid"
 	switch value.(flag.Getter).Get().(type) { // only the flag package's own values can fail to parse

@@ -4,23 +4,15 @@ import (
 	"bytes"
 	"errors"
 	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"hubu.dev/hubu/kit/command/commandtest"
 )
 
-func envOf(kv ...string) func(string) string {
-	return func(k string) string {
-		for _, e := range kv {
-			if v, ok := strings.CutPrefix(e, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
-}
+func envOf(kv ...string) func(string) string { return commandtest.Getenv(kv) }
 
 type settings struct {
 	name  *string
@@ -102,13 +94,6 @@ func TestHelpNamesVariablesAndShowsNoValueFromThem(t *testing.T) {
 func TestSecretFromAFile(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	write := func(name, content string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
 	const secret = "s3cret-in-a-file"
 	for _, c := range []struct {
 		name, content, want string
@@ -119,19 +104,19 @@ func TestSecretFromAFile(t *testing.T) {
 		{"only one newline", secret + "\n\n", secret + "\n"},
 		{"inner whitespace kept", " a b\n", " a b"},
 	} {
-		got, err := Secret(envOf("T_KEY_FILE="+write(c.name, c.content)), "T_KEY")
+		got, err := Secret(envOf("T_KEY_FILE="+commandtest.File(t, c.content)), "T_KEY")
 		if err != nil || got != c.want {
 			t.Errorf("%s: %q %v, want %q", c.name, got, err, c.want)
 		}
 	}
 
 	// Through a flag too.
-	fs, s, _ := declare(envOf("T_KEY_FILE=" + write("flag", secret+"\n")))
+	fs, s, _ := declare(envOf("T_KEY_FILE=" + commandtest.File(t, secret+"\n")))
 	if err := fs.Parse(nil); err != nil || *s.key != secret {
 		t.Fatalf("flag from a file: %q %v", *s.key, err)
 	}
 
-	file := write("both", secret)
+	file := commandtest.File(t, secret)
 	for _, c := range []struct {
 		env  []string
 		want string
@@ -153,10 +138,7 @@ func TestSecretFromAFile(t *testing.T) {
 
 func TestWithSecret(t *testing.T) {
 	t.Parallel()
-	p := filepath.Join(t.TempDir(), "url")
-	if err := os.WriteFile(p, []byte("postgres://u:pw@h/db\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	p := commandtest.File(t, "postgres://u:pw@h/db\n")
 	getenv, err := WithSecret(envOf("T_URL_FILE="+p, "OTHER=x"), "T_URL")
 	if err != nil || getenv("T_URL") != "postgres://u:pw@h/db" || getenv("OTHER") != "x" {
 		t.Fatalf("%v", err)

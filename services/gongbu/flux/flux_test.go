@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -19,8 +20,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/gorillamux"
-	"go.uber.org/goleak"
 
+	"hubu.dev/hubu/kit/leaktest"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/flux"
@@ -28,11 +29,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	leaktest.VerifyTestMain(m)
 }
 
 const apiKey = "bfl-test-key"
@@ -171,13 +168,8 @@ func TestSubmitRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{"prompt": "an origami fox", "width": 1024.0, "height": 1024.0, "seed": 42.0, "output_format": "jpeg"}
-	if len(body) != len(want) {
+	if !maps.Equal(body, want) {
 		t.Fatalf("body %v, want %v", body, want)
-	}
-	for k, v := range want {
-		if body[k] != v {
-			t.Fatalf("body %v, want %v", body, want)
-		}
 	}
 	if a2 := newAdapter(t, b, true); !a2.HonoursIdempotencyKeys() {
 		t.Fatal("an adapter configured as honouring keys says it does not")
@@ -372,7 +364,7 @@ func TestNoHTTP2WithoutIdempotency(t *testing.T) {
 	} {
 		tr := flux.NewTransport(c.honours)
 		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
-		a, err := flux.NewWithTransport(ts.URL, apiKey, c.honours, 5*time.Second, tr)
+		a, err := flux.NewAdapterWithTransport(flux.Config{BaseURL: ts.URL, APIKey: apiKey, HonoursIdempotency: c.honours, Timeout: 5 * time.Second}, tr)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,51 +399,28 @@ func TestPollFollowsThePollingURL(t *testing.T) {
 		polledRegional
 		refused
 	)
+	// In a polling URL, BASE, REGIONAL and FOREIGN stand for those servers' ports.
 	cases := []struct {
 		name       string
-		pollingURL func(base, regional, foreign *bfl) string
+		pollingURL string
 		polled     int
 		query      string // the query the polled server gets
 	}{
-		{"an allow-listed regional host", func(_, r, _ *bfl) string {
-			return "http://api.us1.bfl.test:" + port(r) + "/v1/get_result?id=task-7"
-		}, polledRegional, "id=task-7"},
-		{"an allow-listed host in another letter case", func(_, r, _ *bfl) string {
-			return "http://API.US1.bfl.test:" + port(r) + "/v1/get_result?id=task-7"
-		}, polledRegional, "id=task-7"},
-		{"the base URL's own host", func(b, _, _ *bfl) string {
-			return "http://api.bfl.test:" + port(b) + "/v1/get_result?id=task-8"
-		}, polledBase, "id=task-8"},
-		{"none", func(_, _, _ *bfl) string { return "" }, polledBase, "id=task-1"},
+		{"an allow-listed regional host", "http://api.us1.bfl.test:REGIONAL/v1/get_result?id=task-7", polledRegional, "id=task-7"},
+		{"an allow-listed host in another letter case", "http://API.US1.bfl.test:REGIONAL/v1/get_result?id=task-7", polledRegional, "id=task-7"},
+		{"the base URL's own host", "http://api.bfl.test:BASE/v1/get_result?id=task-8", polledBase, "id=task-8"},
+		{"none", "", polledBase, "id=task-1"},
 		// Sharing a parent domain is no permission: only the allow-list is.
-		{"a host of the same parent domain, not allow-listed", func(_, _, f *bfl) string {
-			return "http://api.eu1.bfl.test:" + port(f) + "/v1/get_result?id=task-9"
-		}, refused, ""},
-		{"an allow-listed host on another port", func(_, _, f *bfl) string {
-			return "http://api.us1.bfl.test:" + port(f) + "/v1/get_result?id=task-9"
-		}, refused, ""},
-		{"a host of another domain", func(_, _, f *bfl) string {
-			return "http://api.bfl.example:" + port(f) + "/v1/get_result?id=task-9"
-		}, refused, ""},
-		{"a parent domain that only ends the same", func(_, _, f *bfl) string {
-			return "http://api.notbfl.test.evil:" + port(f) + "/v1/get_result?id=task-9"
-		}, refused, ""},
-		{"an IP address", func(_, _, f *bfl) string {
-			return "http://127.0.0.1:" + port(f) + "/v1/get_result?id=task-9"
-		}, refused, ""},
-		{"credentials in the URL", func(_, r, _ *bfl) string {
-			return "http://user:pw@api.us1.bfl.test:" + port(r) + "/v1/get_result?id=task-9"
-		}, refused, ""},
-		{"another scheme", func(_, r, _ *bfl) string {
-			return "ftp://api.us1.bfl.test:" + port(r) + "/v1/get_result?id=task-9"
-		}, refused, ""},
-		{"another path", func(_, r, _ *bfl) string {
-			return "http://api.us1.bfl.test:" + port(r) + "/v2/result?id=task-9"
-		}, refused, ""},
-		{"no id", func(_, r, _ *bfl) string {
-			return "http://api.us1.bfl.test:" + port(r) + "/v1/get_result"
-		}, refused, ""},
-		{"not a URL", func(_, _, _ *bfl) string { return "::not a url" }, refused, ""},
+		{"a host of the same parent domain, not allow-listed", "http://api.eu1.bfl.test:FOREIGN/v1/get_result?id=task-9", refused, ""},
+		{"an allow-listed host on another port", "http://api.us1.bfl.test:FOREIGN/v1/get_result?id=task-9", refused, ""},
+		{"a host of another domain", "http://api.bfl.example:FOREIGN/v1/get_result?id=task-9", refused, ""},
+		{"a parent domain that only ends the same", "http://api.notbfl.test.evil:FOREIGN/v1/get_result?id=task-9", refused, ""},
+		{"an IP address", "http://127.0.0.1:FOREIGN/v1/get_result?id=task-9", refused, ""},
+		{"credentials in the URL", "http://user:pw@api.us1.bfl.test:REGIONAL/v1/get_result?id=task-9", refused, ""},
+		{"another scheme", "ftp://api.us1.bfl.test:REGIONAL/v1/get_result?id=task-9", refused, ""},
+		{"another path", "http://api.us1.bfl.test:REGIONAL/v2/result?id=task-9", refused, ""},
+		{"no id", "http://api.us1.bfl.test:REGIONAL/v1/get_result", refused, ""},
+		{"not a URL", "::not a url", refused, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -470,7 +439,8 @@ func TestPollFollowsThePollingURL(t *testing.T) {
 				polled = servers[c.polled]
 				polled.answer(pending)
 			}
-			_, err = a.Poll(context.Background(), gongbu.Job{ID: "task-1", PollingURL: c.pollingURL(base, regional, foreign)})
+			pollingURL := strings.NewReplacer("BASE", port(base), "REGIONAL", port(regional), "FOREIGN", port(foreign)).Replace(c.pollingURL)
+			_, err = a.Poll(context.Background(), gongbu.Job{ID: "task-1", PollingURL: pollingURL})
 			if (err != nil) != (c.polled == refused) {
 				t.Fatalf("err = %v, want refused=%v", err, c.polled == refused)
 			}

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"go.uber.org/goleak"
 
+	"hubu.dev/hubu/kit/leaktest"
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
@@ -24,11 +24,7 @@ import (
 // TestMain fails the package when a test leaves a goroutine behind. Idle keep-alive
 // connections of the shared HTTP transport are not leaks.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	leaktest.VerifyTestMain(m)
 }
 
 const (

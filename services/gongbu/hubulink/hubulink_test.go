@@ -13,19 +13,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"go.uber.org/goleak"
 
+	"hubu.dev/hubu/kit/leaktest"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/hubulink"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	leaktest.VerifyTestMain(m)
 }
 
 const serviceToken = "hubu_service_for_gongbu"

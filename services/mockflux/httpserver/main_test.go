@@ -4,7 +4,8 @@ import (
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3filter"
-	"go.uber.org/goleak"
+
+	"hubu.dev/hubu/kit/leaktest"
 )
 
 // TestMain fails the package when a test leaves a goroutine behind (a handler stuck in a slow
@@ -13,9 +14,5 @@ func TestMain(m *testing.M) {
 	// The spec's images are binary bodies; apitest then checks their status and content type.
 	openapi3filter.RegisterBodyDecoder("image/png", openapi3filter.FileBodyDecoder)
 	openapi3filter.RegisterBodyDecoder("image/jpeg", openapi3filter.FileBodyDecoder)
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-	)
+	leaktest.VerifyTestMain(m)
 }

@@ -10,10 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -50,59 +46,23 @@ GONGBU_LEASE and GONGBU_URL. The secrets (GONGBU_DATABASE_URL, GONGBU_HUBU_TOKEN
 GONGBU_SERVICE_TOKEN, GONGBU_FLUX_KEY) may instead be in a file named by the variable with _FILE
 appended, such as GONGBU_FLUX_KEY_FILE.`
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	default:
-		fmt.Fprintln(os.Stderr, "gongbu:", err)
-		os.Exit(2)
-	}
-}
+func main() { command.Main("gongbu", run) }
 
-// run is the whole program; tests and the e2e harness call it in-process. Its error is one
-// line, whatever a dependency put in its message (the driver's connection errors span lines).
+// run is the whole program; tests and the e2e harness call it in-process. Its error is one line.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if err := dispatch(ctx, args, getenv, stdout, stderr); err != nil {
-		return oneLineError{err}
-	}
-	return nil
-}
-
-type oneLineError struct{ err error }
-
-func (e oneLineError) Error() string { return strings.Join(strings.Fields(e.err.Error()), " ") }
-func (e oneLineError) Unwrap() error { return e.err }
-
-func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
-		return errors.New("missing command")
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "serve":
-		return serve(ctx, rest, getenv, stderr)
-	case "migrate":
-		getenv, err := command.WithSecret(getenv, "GONGBU_DATABASE_URL")
-		if err != nil {
-			return err
-		}
-		return migrator.Command("gongbu", "GONGBU_DATABASE_URL", gongbusql.Migrations(), rest, getenv, stdout, stderr)
-	case "reconcile":
-		return reconcileCmd(ctx, rest, getenv, stdout, stderr)
-	case "resolve":
-		return resolveCmd(ctx, rest, getenv, stdout, stderr)
-	case "renew-epoch":
-		return renewEpochCmd(ctx, rest, getenv, stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, usage)
-		return nil
-	default:
-		fmt.Fprintln(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
-	}
+	return command.OneLine(command.Dispatch(args, usage, stdout, stderr, command.Commands{
+		"serve": func(rest []string) error { return serve(ctx, rest, getenv, stderr) },
+		"migrate": func(rest []string) error {
+			getenv, err := command.WithSecret(getenv, "GONGBU_DATABASE_URL")
+			if err != nil {
+				return err
+			}
+			return migrator.Command("gongbu", "GONGBU_DATABASE_URL", gongbusql.Migrations(), rest, getenv, stdout, stderr)
+		},
+		"reconcile":   func(rest []string) error { return reconcileCmd(ctx, rest, getenv, stdout, stderr) },
+		"resolve":     func(rest []string) error { return resolveCmd(ctx, rest, getenv, stdout, stderr) },
+		"renew-epoch": func(rest []string) error { return renewEpochCmd(ctx, rest, getenv, stdout, stderr) },
+	}))
 }
 
 func databaseURLFlag(fs *command.FlagSet) *string {
@@ -236,11 +196,8 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	serviceToken := fs.Secret("service-token", "GONGBU_SERVICE_TOKEN", "the token Gongbu accepts from Hubu")
 	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "", "mockflux's base URL, whose charge ledger is compared")
 	requireFinal := fs.Bool("require-final", "", false, "fail while any operation is still in flight (to close the books, or at the end of a test)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.ParseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, f := range []struct{ name, value string }{{"hubu-url", *hubuURL}, {"gongbu-url", *gongbuURL}, {"flux-url", *fluxURL}} {
 		if err := command.RequireHTTPURL(f.name, f.value); err != nil {
@@ -274,11 +231,8 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	decision := fs.String("decision", "", "", "the decision id of the indeterminate execution")
 	charged := fs.Int64("charged-micros", 0, "what the provider charged for it, in micro-units (more than 0, at most the authorized amount)")
 	notCharged := fs.Bool("not-charged", "", false, "the provider charged nothing for it")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.ParseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := requireDatabaseURL(*dbURL); err != nil {
 		return err
@@ -324,11 +278,8 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 func renewEpochCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := command.NewFlagSet("gongbu renew-epoch", getenv, stderr)
 	dbURL := databaseURLFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := fs.ParseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if err := requireDatabaseURL(*dbURL); err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,9 +17,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.uber.org/goleak"
 
 	"hubu.dev/hubu/kit/command/commandtest"
+	"hubu.dev/hubu/kit/leaktest"
 	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/proto/hubuapi"
@@ -34,21 +33,8 @@ import (
 
 var binary string
 
-func TestMain(m *testing.M) {
-	code := proctest.RunWithBinary(m, &binary)
-	// run is also called in-process (as the e2e harness does): it must leave nothing running.
-	if code == 0 {
-		if err := goleak.Find(
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
-		); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// run is also called in-process (as the e2e harness does): it must leave nothing running.
+func TestMain(m *testing.M) { os.Exit(leaktest.Check(proctest.RunWithBinary(m, &binary))) }
 
 func runGongbu(t *testing.T, env []string, args ...string) (string, string, error) {
 	return commandtest.Run(run, env, args...)
@@ -106,6 +92,10 @@ func TestBadSettings(t *testing.T) {
 		{"a FLUX timeout that is no duration", append(db(migrated), "GONGBU_FLUX_TIMEOUT=long"), []string{"serve"}, "GONGBU_FLUX_TIMEOUT must be a duration"},
 		{"a zero FLUX timeout", db(migrated), []string{"serve", "--flux-timeout", "0s"}, "--flux-timeout must be positive"},
 		{"an idempotency setting that is no boolean", append(db(migrated), "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "GONGBU_FLUX_IDEMPOTENT must be true or false"},
+		// The FLUX host allow-lists are read before anything is started, and a bad entry is named.
+		{"a polling host that is a URL", db(migrated), []string{"serve", "--flux-polling-hosts", "api.us1.bfl.ai,https://api.eu1.bfl.ai"}, `--flux-polling-hosts: "https://api.eu1.bfl.ai" is not a host`},
+		{"a polling host that is a pattern", append(db(migrated), "GONGBU_FLUX_POLLING_HOSTS=*.bfl.ai"), []string{"serve"}, `--flux-polling-hosts: "*.bfl.ai" is not a host`},
+		{"a sample host with a path", append(db(migrated), "GONGBU_FLUX_SAMPLE_HOSTS=delivery-us1.bfl.ai/results"), []string{"serve"}, `--flux-sample-hosts: "delivery-us1.bfl.ai/results" is not a host`},
 		{"an unreachable database", db("postgres://postgres@127.0.0.1:1/gongbu?connect_timeout=2"), []string{"serve"}, "cannot reach the database"},
 		{"an unmigrated database", db(empty), []string{"serve", "--listen", "127.0.0.1:0"}, "run `gongbu migrate up`"},
 		{"an address it cannot listen on", db(migrated), []string{"serve", "--listen", "256.0.0.1:0"}, "cannot listen on 256.0.0.1:0"},
@@ -199,6 +189,17 @@ func TestHelp(t *testing.T) {
 			t.Errorf("%v: the binary exits with %v: %s", args, err, out)
 		}
 	}
+	// The FLUX host allow-lists are in the usage and the flags' help.
+	out, _, _ := runGongbu(t, nil, "--help")
+	_, flags, _ := runGongbu(t, nil, "serve", "--help")
+	for _, want := range []string{"--flux-polling-hosts", "--flux-sample-hosts", "GONGBU_FLUX_POLLING_HOSTS", "GONGBU_FLUX_SAMPLE_HOSTS"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the usage does not name %s", want)
+		}
+		if !strings.Contains(flags, strings.TrimPrefix(want, "-")) {
+			t.Errorf("serve --help does not name %s", want)
+		}
+	}
 }
 
 // The real binary: serves on port 0, logs JSON with the bound address, answers the probes
@@ -282,61 +283,13 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 	if _, _, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(-time.Minute), now.Add(-5*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-
-	arrived, stopped := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	var stderr testlog.Buffer
-	fluxSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		if r.Method != http.MethodPost {
-			_, _ = io.WriteString(w, `{"id":"task-1","status":"Pending"}`)
-			return
-		}
-		once.Do(func() { close(arrived) })
-		select {
-		case <-stopped:
+	shutdownWithSubmissionInFlight(t, store, d, []string{"--database-url", dbURL, "--hubu-url", "http://127.0.0.1:1", "--flux-idempotent"},
+		nil, func(log *testlog.Buffer) {
 			// The answer comes once Gongbu has begun to shut down.
-			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(stderr.String(), `"shutting down"`) && time.Now().Before(deadline); {
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), `"shutting down"`) && time.Now().Before(deadline); {
 				time.Sleep(5 * time.Millisecond)
 			}
-		case <-time.After(10 * time.Second):
-		}
-		_, _ = io.WriteString(w, `{"id":"task-1","polling_url":"http://x/v1/get_result?id=task-1"}`)
-	}))
-	t.Cleanup(fluxSrv.Close)
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--database-url", dbURL, "--hubu-url", "http://127.0.0.1:1",
-			"--hubu-token", "t", "--service-token", "s", "--flux-url", fluxSrv.URL, "--flux-key", "k", "--flux-idempotent"},
-			func(string) string { return "" }, io.Discard, &stderr)
-	}()
-	select {
-	case <-arrived:
-	case err := <-done:
-		t.Fatalf("serve returned before the worker resubmitted: %v\n%s", err, stderr.String())
-	case <-time.After(20 * time.Second):
-		t.Fatalf("the worker did not resubmit within 20s\n%s", stderr.String())
-	}
-	cancel() // SIGTERM
-	close(stopped)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("serve: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("serve did not return within 20s of the signal")
-	}
-	x, err := store.Get(context.Background(), d.DecisionID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if x.State != gongbu.StateSubmitted || x.ProviderJobID == nil || *x.ProviderJobID != "task-1" {
-		t.Fatalf("after shutdown: %s (job %v); want the job recorded\n%s", x.State, x.ProviderJobID, stderr.String())
-	}
+		}, 20*time.Second)
 }
 
 // Hubu hands a decision over and the provider takes its time; the process is told to stop
@@ -364,6 +317,47 @@ func TestShutdownWaitsForAnExecuteInFlight(t *testing.T) {
 	}))
 	t.Cleanup(hubuSrv.Close)
 	const late = 16 * time.Second // the answer comes after the signal, later than the old 15 s grace
+	handOff := func(log *testlog.Buffer) {
+		var addr string
+		for deadline := time.Now().Add(20 * time.Second); addr == ""; {
+			for line := range strings.SplitSeq(log.String(), "\n") {
+				var rec map[string]any
+				if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "listening" {
+					addr, _ = rec["addr"].(string)
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("gongbu did not listen within 20s\n%s", log.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Hubu's hand-off; its client gives up long before the provider answers.
+		body, _ := json.Marshal(map[string]any{
+			"decision_id": d.DecisionID, "public_handle": d.PublicHandle, "agent_id": d.AgentID, "tool": "generate_image",
+			"scope":     map[string]any{"provider": "bfl", "model": d.Scope.Model, "size": d.Scope.Size},
+			"arguments": d.Arguments, "amount_micros": d.AmountMicros, "currency": d.Currency,
+		})
+		go func() {
+			req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/executions", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer s")
+			req.Header.Set("Content-Type", "application/json")
+			if resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	shutdownWithSubmissionInFlight(t, store, d, []string{"--database-url", dbURL, "--hubu-url", hubuSrv.URL, "--flux-timeout", "40s"},
+		handOff, func(*testlog.Buffer) { time.Sleep(late) }, late+30*time.Second)
+}
+
+// shutdownWithSubmissionInFlight runs serve in-process (with args) against a FLUX endpoint that
+// holds the submission of d. Once the submission arrived (sent by handOff, given serve's log,
+// or else by serve's own worker), serve is told to stop, the provider answers when answer
+// returns, and serve must return within limit with the job recorded.
+func shutdownWithSubmissionInFlight(t *testing.T, store *postgres.Store, d gongbu.Decision, args []string,
+	handOff, answer func(log *testlog.Buffer), limit time.Duration) {
+	t.Helper()
+	var stderr testlog.Buffer
 	arrived, stopped := make(chan struct{}), make(chan struct{})
 	var once sync.Once
 	fluxSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -375,51 +369,27 @@ func TestShutdownWaitsForAnExecuteInFlight(t *testing.T) {
 		once.Do(func() { close(arrived) })
 		select {
 		case <-stopped:
-			time.Sleep(late)
+			answer(&stderr)
 		case <-time.After(60 * time.Second):
 		}
-		_, _ = io.WriteString(w, `{"id":"task-1","polling_url":"`+"http://"+r.Host+`/v1/get_result?id=task-1"}`)
+		_, _ = io.WriteString(w, `{"id":"task-1","polling_url":"http://`+r.Host+`/v1/get_result?id=task-1"}`)
 	}))
 	t.Cleanup(fluxSrv.Close)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr testlog.Buffer
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--database-url", dbURL, "--hubu-url", hubuSrv.URL,
-			"--hubu-token", "t", "--service-token", "s", "--flux-url", fluxSrv.URL, "--flux-key", "k", "--flux-timeout", "40s"},
-			func(string) string { return "" }, io.Discard, &stderr)
+		done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0", "--hubu-token", "t", "--service-token", "s",
+			"--flux-url", fluxSrv.URL, "--flux-key", "k"}, args...), func(string) string { return "" }, io.Discard, &stderr)
 	}()
-	var addr string
-	for deadline := time.Now().Add(20 * time.Second); addr == ""; {
-		for line := range strings.SplitSeq(stderr.String(), "\n") {
-			var rec map[string]any
-			if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "listening" {
-				addr, _ = rec["addr"].(string)
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gongbu did not listen within 20s\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if handOff != nil {
+		handOff(&stderr)
 	}
-	// Hubu's hand-off; its client gives up long before the provider answers.
-	body, _ := json.Marshal(map[string]any{
-		"decision_id": d.DecisionID, "public_handle": d.PublicHandle, "agent_id": d.AgentID, "tool": "generate_image",
-		"scope":     map[string]any{"provider": "bfl", "model": d.Scope.Model, "size": d.Scope.Size},
-		"arguments": d.Arguments, "amount_micros": d.AmountMicros, "currency": d.Currency,
-	})
-	go func() {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/executions", bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer s")
-		req.Header.Set("Content-Type", "application/json")
-		if resp, err := (&http.Client{Timeout: 2 * time.Second}).Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
 	select {
 	case <-arrived:
+	case err := <-done:
+		t.Fatalf("serve returned before the submission reached the provider: %v\n%s", err, stderr.String())
 	case <-time.After(20 * time.Second):
 		t.Fatalf("the submission did not reach the provider within 20s\n%s", stderr.String())
 	}
@@ -430,8 +400,8 @@ func TestShutdownWaitsForAnExecuteInFlight(t *testing.T) {
 		if err != nil {
 			t.Fatalf("serve: %v\n%s", err, stderr.String())
 		}
-	case <-time.After(late + 30*time.Second):
-		t.Fatal("serve did not return in time after the signal")
+	case <-time.After(limit):
+		t.Fatalf("serve did not return within %v of the signal", limit)
 	}
 	x, err := store.Get(context.Background(), d.DecisionID)
 	if err != nil {

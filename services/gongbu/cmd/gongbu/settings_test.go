@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"io"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"hubu.dev/hubu/kit/command/commandtest"
@@ -25,10 +21,7 @@ func TestBadValuesInTheEnvironment(t *testing.T) {
 		{"GONGBU_FLUX_TIMEOUT=1 minute", "GONGBU_FLUX_TIMEOUT" + duration + `"1 minute"`},
 		{"GONGBU_FLUX_IDEMPOTENT=yes", `GONGBU_FLUX_IDEMPOTENT must be true or false, not "yes"`},
 	} {
-		_, _, err := runGongbu(t, append([]string{"GONGBU_DATABASE_URL=postgres://127.0.0.1:1/gongbu", c.env}, serveEnv...), "serve")
-		if err == nil || err.Error() != c.want {
-			t.Errorf("%s: %v, want %q", c.env, err, c.want)
-		}
+		commandtest.Refuses(t, run, append([]string{"GONGBU_DATABASE_URL=postgres://127.0.0.1:1/gongbu", c.env}, serveEnv...), []string{"serve"}, c.want)
 	}
 }
 
@@ -58,32 +51,9 @@ func TestSecretsFromFiles(t *testing.T) {
 		{[]string{"GONGBU_DATABASE_URL_FILE=" + unreachable}, []string{"renew-epoch"}, "cannot reach the database: failed to connect: "},
 		{append([]string{"GONGBU_DATABASE_URL_FILE=" + unreachable}, files...), []string{"serve", "--help"}, "flag: help requested"},
 	} {
-		out, errOut, err := runGongbu(t, c.env, c.args...)
-		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
-			t.Errorf("%v: %v, want %q", c.args, err, c.want)
-		}
-		for _, s := range secrets {
-			if err != nil && strings.Contains(err.Error()+out+errOut, s) {
-				t.Errorf("%v: a secret is shown: %v %s %s", c.args, err, out, errOut)
-			}
-		}
+		commandtest.Refuses(t, run, c.env, c.args, c.want, secrets...)
 	}
 
-	env := append([]string{"GONGBU_DATABASE_URL_FILE=" + urlFile}, files...)
-	_, stop := commandtest.Start(t, func(ctx context.Context, stderr io.Writer) error {
-		return run(ctx, []string{"serve", "--listen", "127.0.0.1:0"}, func(k string) string {
-			for _, kv := range env {
-				if v, ok := strings.CutPrefix(kv, k+"="); ok {
-					return v
-				}
-			}
-			return ""
-		}, &bytes.Buffer{}, stderr)
-	})
-	logs, err := stop()
-	for _, s := range secrets {
-		if err != nil || strings.Contains(logs, s) {
-			t.Fatalf("serve with the secrets from files: %v\n%s", err, logs)
-		}
-	}
+	_, stop := commandtest.Start(t, run, append([]string{"GONGBU_DATABASE_URL_FILE=" + urlFile}, files...), "serve", "--listen", "127.0.0.1:0")
+	stop(secrets...)
 }

@@ -5,15 +5,10 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,43 +37,22 @@ HUBU_GONGBU_URL and HUBU_GONGBU_TOKEN; the secrets (HUBU_DATABASE_URL, HUBU_GONG
 instead be in a file named by HUBU_DATABASE_URL_FILE or HUBU_GONGBU_TOKEN_FILE. hubu serve also
 serves the approval console at /console (sign in with an operator token).`
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
-	switch {
-	case err == nil, errors.Is(err, flag.ErrHelp):
-	default:
-		// One line, whatever a dependency put in its message.
-		fmt.Fprintln(os.Stderr, "hubu:", strings.Join(strings.Fields(err.Error()), " "))
-		os.Exit(2)
-	}
-}
+func main() { command.Main("hubu", run) }
 
 // run is the whole program; tests and the e2e harness call it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
-		return errors.New("missing command")
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "serve":
-		return serve(ctx, rest, getenv, stderr)
-	case "migrate":
-		getenv, err := command.WithSecret(getenv, "HUBU_DATABASE_URL")
-		if err != nil {
-			return err
-		}
-		return migrator.Command("hubu", "HUBU_DATABASE_URL", hubusql.Migrations(), rest, getenv, stdout, stderr)
-	case "operator", "service":
-		return createCredential(ctx, cmd, rest, getenv, stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, usage)
-		return nil
-	default:
-		fmt.Fprintln(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
-	}
+	return command.OneLine(command.Dispatch(args, usage, stdout, stderr, command.Commands{
+		"serve": func(rest []string) error { return serve(ctx, rest, getenv, stderr) },
+		"migrate": func(rest []string) error {
+			getenv, err := command.WithSecret(getenv, "HUBU_DATABASE_URL")
+			if err != nil {
+				return err
+			}
+			return migrator.Command("hubu", "HUBU_DATABASE_URL", hubusql.Migrations(), rest, getenv, stdout, stderr)
+		},
+		"operator": func(rest []string) error { return createCredential(ctx, "operator", rest, getenv, stdout, stderr) },
+		"service":  func(rest []string) error { return createCredential(ctx, "service", rest, getenv, stdout, stderr) },
+	}))
 }
 
 func databaseURLFlag(fs *command.FlagSet) *string {

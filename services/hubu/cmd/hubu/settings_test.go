@@ -1,11 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"io"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"hubu.dev/hubu/kit/command/commandtest"
@@ -22,10 +18,7 @@ func TestBadValuesInTheEnvironment(t *testing.T) {
 		// Read as text and checked after, with one message for the flag and the variable.
 		{"HUBU_APPROVAL_TTL=5x", `--approval-ttl "5x" is not a positive duration such as 24h`},
 	} {
-		_, _, err := runHubu(t, []string{"HUBU_DATABASE_URL=postgres://127.0.0.1:1/hubu", c.env}, "serve")
-		if err == nil || err.Error() != c.want {
-			t.Errorf("%s: %v, want %q", c.env, err, c.want)
-		}
+		commandtest.Refuses(t, run, []string{"HUBU_DATABASE_URL=postgres://127.0.0.1:1/hubu", c.env}, []string{"serve"}, c.want)
 	}
 }
 
@@ -52,19 +45,10 @@ func TestSecretsFromFiles(t *testing.T) {
 		{[]string{"HUBU_DATABASE_URL_FILE=" + unreachable, "HUBU_GONGBU_URL=http://127.0.0.1:1", "HUBU_GONGBU_TOKEN_FILE=" + tokenFile}, []string{"serve"}, "cannot reach the database: failed to connect: "},
 		{[]string{"HUBU_DATABASE_URL_FILE=" + unreachable, "HUBU_GONGBU_TOKEN_FILE=" + tokenFile}, []string{"serve", "--help"}, "flag: help requested"},
 	} {
-		out, errOut, err := runHubu(t, c.env, c.args...)
-		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
-			t.Errorf("%v: %v, want %q", c.args, err, c.want)
-		} else if all := err.Error() + out + errOut; strings.Contains(all, password) || strings.Contains(all, token) {
-			t.Errorf("%v: a secret is shown: %s", c.args, all)
-		}
+		commandtest.Refuses(t, run, c.env, c.args, c.want, password, token)
 	}
 
-	env := map[string]string{"HUBU_DATABASE_URL_FILE": urlFile, "HUBU_GONGBU_URL": "http://127.0.0.1:1", "HUBU_GONGBU_TOKEN_FILE": tokenFile}
-	_, stop := commandtest.Start(t, func(ctx context.Context, stderr io.Writer) error {
-		return run(ctx, []string{"serve", "--listen", "127.0.0.1:0"}, func(k string) string { return env[k] }, &bytes.Buffer{}, stderr)
-	})
-	if logs, err := stop(); err != nil || strings.Contains(logs, token) {
-		t.Fatalf("serve with the secrets from files: %v\n%s", err, logs)
-	}
+	_, stop := commandtest.Start(t, run, []string{"HUBU_DATABASE_URL_FILE=" + urlFile, "HUBU_GONGBU_URL=http://127.0.0.1:1", "HUBU_GONGBU_TOKEN_FILE=" + tokenFile},
+		"serve", "--listen", "127.0.0.1:0")
+	stop(token)
 }

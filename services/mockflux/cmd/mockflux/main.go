@@ -5,15 +5,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,34 +27,13 @@ Settings fall back to MOCKFLUX_LISTEN, MOCKFLUX_DATA, MOCKFLUX_API_KEY, MOCKFLUX
 and MOCKFLUX_SAMPLE_TTL; the API key may instead be in a file named by MOCKFLUX_API_KEY_FILE.
 Without an API key any non-empty x-key header is accepted.`
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "mockflux:", err)
-		os.Exit(2)
-	}
-}
+func main() { command.Main("mockflux", run) }
 
 // run is the whole program; tests and the e2e harness call it in-process.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
-		return errors.New("missing command")
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "serve":
-		return serve(ctx, rest, getenv, stdout, stderr)
-	case "-h", "--help", "help":
-		fmt.Fprintln(stdout, usage)
-		return nil
-	default:
-		fmt.Fprintln(stderr, usage)
-		return fmt.Errorf("unknown command %q", cmd)
-	}
+	return command.Dispatch(args, usage, stdout, stderr, command.Commands{
+		"serve": func(rest []string) error { return serve(ctx, rest, getenv, stdout, stderr) },
+	})
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -73,11 +48,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		fmt.Fprintln(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.ParseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	if *listen == "" {
 		return errors.New("--listen (or MOCKFLUX_LISTEN) must not be empty")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/command/commandtest"
 	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux/journal"
@@ -32,10 +33,7 @@ func runMockflux(env map[string]string, args ...string) (string, string, error) 
 func TestBadSettings(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	corrupt := filepath.Join(dir, "corrupt.jsonl")
-	if err := os.WriteFile(corrupt, []byte("{\"type\":\"submit\"}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	corrupt := commandtest.File(t, "{\"type\":\"submit\"}\n")
 	locked := filepath.Join(dir, "locked.jsonl")
 	j, _, err := journal.Open(locked)
 	if err != nil {
