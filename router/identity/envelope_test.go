@@ -18,7 +18,9 @@ const (
 	vectorEnvelope  = `{"version":1,"platform":"acme","invocation_id":"inv-7f3a9c2e5b1d4a60","issued_at":1767225600,"signature":{"alg":"ed25519","key_id":"k1","value":"rSDemiAhRJzJfUmS999Bk6mXTwQ47-fTCL7IxZqg2t1w5pUYVNka88IEGap2mk4IVvnEcd4Ft_g_eAy7KBb4Dg"}}`
 )
 
-func TestSignTestVector(t *testing.T) {
+// TestSignTestVectors reproduces both vectors (version 2 in binding_test.go) and has the router
+// accept them.
+func TestSignTestVectors(t *testing.T) {
 	t.Parallel()
 	seed, _ := base64.StdEncoding.DecodeString(vectorSeed)
 	priv := ed25519.NewKeyFromSeed(seed)
@@ -29,30 +31,46 @@ func TestSignTestVector(t *testing.T) {
 	if !priv.Equal(testPriv) {
 		t.Fatal(`the vector's key is no longer testKey("k1"): signed fuzz seeds would stop verifying`)
 	}
-	env := Envelope{Version: 1, Platform: "acme", InvocationID: "inv-7f3a9c2e5b1d4a60", IssuedAt: unixPtr(testNow)}
-	sb, err := SigningBytes(env)
-	if err != nil || string(sb) != vectorSigning {
-		t.Fatalf("SigningBytes = %s, %v; want %s", sb, err, vectorSigning)
-	}
-	s, err := Sign(env, "k1", priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := json.Marshal(s)
-	if string(b) != vectorEnvelope {
-		t.Fatalf("signed envelope:\n got %s\nwant %s", b, vectorEnvelope)
-	}
-	// The signature must cover the signing bytes, checked without SigningBytes.
-	sig, _ := base64.RawURLEncoding.DecodeString(s.Signature.Value)
-	if !ed25519.Verify(priv.Public().(ed25519.PublicKey), []byte(vectorSigning), sig) {
-		t.Fatal("signature does not verify over the canonical bytes")
-	}
-	// And the router accepts it for a platform configured with that key.
 	key, _ := base64.StdEncoding.DecodeString(vectorPublicKey)
-	cfg := &Config{Now: testConfig().Now, Platforms: map[string]PlatformConfig{"acme": {RequireSignature: true, Keys: map[string]ed25519.PublicKey{"k1": key}}}}
-	id, err := Normalize(map[string]any{KeyPlatformInvocation: decode[any](t, vectorEnvelope)}, cfg)
-	if err != nil || id != (Identity{Platform: "acme", CallID: "inv-7f3a9c2e5b1d4a60", Source: KeyPlatformInvocation}) {
-		t.Fatalf("Normalize(vector) = %+v, %v", id, err)
+	for _, tc := range []struct {
+		env               Envelope
+		signing, envelope string
+		platform          PlatformConfig // of "acme", which gets the vector's key
+		binding           Binding
+	}{
+		{Envelope{Version: 1, Platform: "acme", InvocationID: "inv-7f3a9c2e5b1d4a60"}, vectorSigning, vectorEnvelope, PlatformConfig{RequireSignature: true}, Binding{}},
+		{v2("acme", "inv-7f3a9c2e5b1d4a60"), vectorV2Signing, vectorV2Envelope, PlatformConfig{MinVersion: 2},
+			Binding{Audience: testAudience, RequestHash: testRequestHash}},
+	} {
+		tc.env.IssuedAt = unixPtr(testNow)
+		sb, err := SigningBytes(tc.env)
+		if err != nil || string(sb) != tc.signing {
+			t.Fatalf("SigningBytes = %s, %v; want %s", sb, err, tc.signing)
+		}
+		s, err := Sign(tc.env, "k1", priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(s)
+		if string(b) != tc.envelope {
+			t.Fatalf("signed envelope:\n got %s\nwant %s", b, tc.envelope)
+		}
+		// The signature must cover the signing bytes, checked without SigningBytes.
+		sig, _ := base64.RawURLEncoding.DecodeString(s.Signature.Value)
+		if !ed25519.Verify(priv.Public().(ed25519.PublicKey), []byte(tc.signing), sig) {
+			t.Fatal("signature does not verify over the canonical bytes")
+		}
+		// And the router accepts it for a platform configured with that key.
+		tc.platform.Keys = map[string]ed25519.PublicKey{"k1": key}
+		cfg := &Config{Now: testConfig().Now, Platforms: map[string]PlatformConfig{"acme": tc.platform}}
+		id, err := Normalize(map[string]any{KeyPlatformInvocation: decode[any](t, tc.envelope)}, cfg)
+		want := Identity{Platform: "acme", CallID: "inv-7f3a9c2e5b1d4a60", Source: KeyPlatformInvocation, Binding: tc.binding}
+		if err != nil || id != want {
+			t.Fatalf("Normalize(vector) = %+v, %v", id, err)
+		}
+		if err := id.Binding.Check(testAudience, testRequestHash); err != nil {
+			t.Fatalf("Check: %v", err)
+		}
 	}
 }
 
@@ -108,10 +126,18 @@ func TestSignRefuses(t *testing.T) {
 		{"empty key id", ok, "", priv, "key id"},
 		{"short private key", ok, "k1", priv[:32], "private key"},
 		{"reserved platform", Envelope{Version: 1, Platform: "claude-code", InvocationID: "inv-0123456789ab", IssuedAt: unixPtr(testNow)}, "k1", priv, "platform"},
+		{"no audience", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), RequestHash: testRequestHash}, "k1", priv, "audience"},
+		{"no request hash", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), Audience: testAudience}, "k1", priv, "request_hash"},
+		{"prefixed request hash", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), Audience: testAudience, RequestHash: "sha256:" + testRequestHash}, "k1", priv, "request_hash"},
+		{"version 1 with a binding", Envelope{Version: 1, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), Audience: testAudience, RequestHash: testRequestHash}, "k1", priv, "version 2"},
+		{"version 3", Envelope{Version: 3, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), Audience: testAudience, RequestHash: testRequestHash}, "k1", priv, "unsupported envelope version"},
 	} {
 		if _, err := Sign(tc.env, tc.keyID, tc.priv); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Sign error = %v, want one mentioning %q", tc.name, err, tc.want)
 		}
+	}
+	if _, err := SigningBytes(v2("acme", invocationID)); err == nil || !strings.Contains(err.Error(), "issued_at") {
+		t.Errorf("SigningBytes(version 2 without issued_at) = %v", err)
 	}
 }
 
@@ -146,10 +172,8 @@ func TestSignatureValueMatchesPattern(t *testing.T) {
 	for _, c := range alphabet {
 		inputs = append(inputs, good+string(c), string(c)+good)
 	}
-	for _, s := range inputs {
+	agrees(t, "decodeSignatureValue", func(s string) bool {
 		_, err := decodeSignatureValue(s)
-		if (err == nil) != signatureValueRe.MatchString(s) {
-			t.Errorf("decodeSignatureValue(%q) ok=%v, SignatureValuePattern says %v", s, err == nil, err != nil)
-		}
-	}
+		return err == nil
+	}, signatureValueRe, inputs)
 }

@@ -30,6 +30,17 @@ var (
 	signatureValueRe = regexp.MustCompile(SignatureValuePattern)
 )
 
+// agrees checks that a hand-written check (ok: it has no reason to refuse) accepts exactly the
+// inputs that the pattern it stands for matches.
+func agrees(t *testing.T, check string, ok func(string) bool, re *regexp.Regexp, inputs []string) {
+	t.Helper()
+	for _, s := range inputs {
+		if ok(s) != re.MatchString(s) {
+			t.Errorf("%s(%q) ok=%v, %s says %v", check, s, ok(s), re, !ok(s))
+		}
+	}
+}
+
 // testKey is a deterministic Ed25519 key pair, so signed fuzz seeds stay valid.
 func testKey(name string) (ed25519.PublicKey, ed25519.PrivateKey) {
 	seed := sha256.Sum256([]byte("hubu identity test key " + name))

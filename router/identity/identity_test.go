@@ -65,6 +65,12 @@ func runNormalizeCases(t *testing.T, cases []normalizeCase) {
 	}
 }
 
+// badEnvelope is a case Normalize refuses as identity_invalid, with a message naming the
+// envelope's _meta key and saying each of msg.
+func badEnvelope(name string, meta map[string]any, msg ...string) normalizeCase {
+	return normalizeCase{name: name, meta: meta, code: CodeInvalid, msg: append([]string{strconv.Quote(KeyPlatformInvocation)}, msg...)}
+}
+
 func TestNormalizeStringSources(t *testing.T) {
 	t.Parallel()
 	id256 := secret + strings.Repeat("x", 256-len(secret))
@@ -199,86 +205,59 @@ func TestNormalizeEnvelope(t *testing.T) {
 			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
 		{name: "zero config accepts no platform", cfg: &Config{}, meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
 			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
-		{name: "platform not accepted", meta: envJSON(`{"version":1,"platform":"beta","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
-		{name: "codex as envelope platform", meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
-		{name: "claude-code as envelope platform", meta: envJSON(`{"version":1,"platform":"claude-code","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
+		badEnvelope("platform not accepted", envJSON(`{"version":1,"platform":"beta","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "not accepted"),
+		badEnvelope("codex as envelope platform", envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "own _meta key"),
+		badEnvelope("claude-code as envelope platform", envJSON(`{"version":1,"platform":"claude-code","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "own _meta key"),
 		{name: "codex refused even when the operator lists it", cfg: &Config{Platforms: map[string]PlatformConfig{"codex": {}}},
 			meta: envJSON(`{"version":1,"platform":"codex","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "own _meta key"}},
 
-		{name: "version 2 without its binding", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "audience is missing"}},
-		{name: "version 2 with fields it does not define", meta: envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","tenant":"t"}`),
-			code: CodeInvalid, msg: []string{envKey, "field that version 2 does not define"}},
-		{name: "version 3", meta: envJSON(`{"version":3,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
-		{name: "version 0", meta: envJSON(`{"version":0,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
-		{name: "version 1.5", meta: envJSON(`{"version":1.5,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "unsupported envelope version"}},
-		{name: "version string", meta: envJSON(`{"version":"1","platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "version must be the number 1 or 2, got string"}},
-		{name: "version true", meta: envJSON(`{"version":true,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "got boolean"}},
-		{name: "version null", meta: envJSON(`{"version":null,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "got null"}},
-		{name: "version missing", meta: envJSON(`{"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "no version"}},
-		{name: "unknown field", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","s3cr3t_field":"x"}`),
-			code: CodeInvalid, msg: []string{envKey, "field that version 1 does not define"}},
-		{name: "unknown field that looks harmless", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","session":"x"}`),
-			code: CodeInvalid, msg: []string{envKey, "field that version 1 does not define"}},
-		{name: "unknown field in signature", meta: map[string]any{KeyPlatformInvocation: withField(
-			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv}, testNow, "k1", "k1"), "signature", "s3cr3t", "x")},
-			code: CodeInvalid, msg: []string{envKey, "signature has a field other than"}},
+		badEnvelope("version 2 without its binding", envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "audience is missing"),
+		badEnvelope("version 2 with fields it does not define", envJSON(`{"version":2,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","tenant":"t"}`), "field that version 2 does not define"),
+		badEnvelope("version 3", envJSON(`{"version":3,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "unsupported envelope version"),
+		badEnvelope("version 0", envJSON(`{"version":0,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "unsupported envelope version"),
+		badEnvelope("version 1.5", envJSON(`{"version":1.5,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "unsupported envelope version"),
+		badEnvelope("version string", envJSON(`{"version":"1","platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "version must be the number 1 or 2, got string"),
+		badEnvelope("version true", envJSON(`{"version":true,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "got boolean"),
+		badEnvelope("version null", envJSON(`{"version":null,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "got null"),
+		badEnvelope("version missing", envJSON(`{"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "no version"),
+		badEnvelope("unknown field", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","s3cr3t_field":"x"}`), "field that version 1 does not define"),
+		badEnvelope("unknown field that looks harmless", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","session":"x"}`), "field that version 1 does not define"),
+		badEnvelope("unknown field in signature", map[string]any{KeyPlatformInvocation: withField(
+			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv}, testNow, "k1", "k1"), "signature", "s3cr3t", "x")}, "signature has a field other than"),
 
-		{name: "envelope null", meta: map[string]any{KeyPlatformInvocation: nil}, code: CodeInvalid, msg: []string{envKey, "got null"}},
-		{name: "envelope string", meta: map[string]any{KeyPlatformInvocation: `{"version":1,"platform":"acme","invocation_id":"s3cr3t"}`},
-			code: CodeInvalid, msg: []string{envKey, "must be a JSON object, got string"}},
-		{name: "envelope array", meta: envJSON(`[{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}]`), code: CodeInvalid, msg: []string{envKey, "got array"}},
-		{name: "envelope number", meta: envJSON(`1`), code: CodeInvalid, msg: []string{envKey, "got number"}},
-		{name: "envelope empty object", meta: envJSON(`{}`), code: CodeInvalid, msg: []string{envKey, "no version"}},
+		badEnvelope("envelope null", map[string]any{KeyPlatformInvocation: nil}, "got null"),
+		badEnvelope("envelope string", map[string]any{KeyPlatformInvocation: `{"version":1,"platform":"acme","invocation_id":"s3cr3t"}`}, "must be a JSON object, got string"),
+		badEnvelope("envelope array", envJSON(`[{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}]`), "got array"),
+		badEnvelope("envelope number", envJSON(`1`), "got number"),
+		badEnvelope("envelope empty object", envJSON(`{}`), "no version"),
 
-		{name: "platform missing", meta: envJSON(`{"version":1,"invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform is missing"}},
-		{name: "platform number", meta: envJSON(`{"version":1,"platform":7,"invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform must be a string, got number"}},
-		{name: "platform empty", meta: envJSON(`{"version":1,"platform":"","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform is empty"}},
-		{name: "platform upper case", meta: envJSON(`{"version":1,"platform":"ACME","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
-		{name: "platform leading hyphen", meta: envJSON(`{"version":1,"platform":"-acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
-		{name: "platform underscore", meta: envJSON(`{"version":1,"platform":"ac_me","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), code: CodeInvalid, msg: []string{envKey, "platform must be lower-case"}},
-		{name: "platform 33 bytes", meta: envJSON(`{"version":1,"platform":"` + strings.Repeat("a", 33) + `","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "platform is longer than 32 bytes"}},
-		{name: "platform 32 bytes, pattern ok but not accepted", meta: envJSON(`{"version":1,"platform":"` + strings.Repeat("a", 32) + `","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`),
-			code: CodeInvalid, msg: []string{envKey, "not accepted"}},
+		badEnvelope("platform missing", envJSON(`{"version":1,"invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "platform is missing"),
+		badEnvelope("platform number", envJSON(`{"version":1,"platform":7,"invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "platform must be a string, got number"),
+		badEnvelope("platform empty", envJSON(`{"version":1,"platform":"","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "platform is empty"),
+		badEnvelope("platform upper case", envJSON(`{"version":1,"platform":"ACME","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "platform must be lower-case"),
+		badEnvelope("platform leading hyphen", envJSON(`{"version":1,"platform":"-acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "platform must be lower-case"),
+		badEnvelope("platform underscore", envJSON(`{"version":1,"platform":"ac_me","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "platform must be lower-case"),
+		badEnvelope("platform 33 bytes", envJSON(`{"version":1,"platform":"`+strings.Repeat("a", 33)+`","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "platform is longer than 32 bytes"),
+		badEnvelope("platform 32 bytes, pattern ok but not accepted", envJSON(`{"version":1,"platform":"`+strings.Repeat("a", 32)+`","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d"}`), "not accepted"),
 
-		{name: "invocation_id missing", meta: envJSON(`{"version":1,"platform":"acme"}`), code: CodeInvalid, msg: []string{envKey, "invocation_id is missing"}},
-		{name: "invocation_id number", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":12}`), code: CodeInvalid, msg: []string{envKey, "invocation_id must be a string, got number"}},
-		{name: "invocation_id null", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":null}`), code: CodeInvalid, msg: []string{envKey, "invocation_id must be a string, got null"}},
-		{name: "invocation_id empty", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":""}`), code: CodeInvalid, msg: []string{envKey, "invocation_id is empty"}},
-		{name: "invocation_id 257", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 251) + `"}`),
-			code: CodeInvalid, msg: []string{envKey, "invocation_id is longer than 256 bytes"}},
+		badEnvelope("invocation_id missing", envJSON(`{"version":1,"platform":"acme"}`), "invocation_id is missing"),
+		badEnvelope("invocation_id number", envJSON(`{"version":1,"platform":"acme","invocation_id":12}`), "invocation_id must be a string, got number"),
+		badEnvelope("invocation_id null", envJSON(`{"version":1,"platform":"acme","invocation_id":null}`), "invocation_id must be a string, got null"),
+		badEnvelope("invocation_id empty", envJSON(`{"version":1,"platform":"acme","invocation_id":""}`), "invocation_id is empty"),
+		badEnvelope("invocation_id 257", envJSON(`{"version":1,"platform":"acme","invocation_id":"`+secret+strings.Repeat("x", 251)+`"}`), "invocation_id is longer than 256 bytes"),
 		{name: "invocation_id 256", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 250) + `"}`),
 			want: Identity{Platform: "acme", CallID: secret + strings.Repeat("x", 250), Source: KeyPlatformInvocation}},
-		{name: "invocation_id 15 characters", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 9) + `"}`),
-			code: CodeInvalid, msg: []string{envKey, "invocation_id is shorter than 16 characters"}},
+		badEnvelope("invocation_id 15 characters", envJSON(`{"version":1,"platform":"acme","invocation_id":"`+secret+strings.Repeat("x", 9)+`"}`), "invocation_id is shorter than 16 characters"),
 		{name: "invocation_id 16 characters", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"` + secret + strings.Repeat("x", 10) + `"}`),
 			want: Identity{Platform: "acme", CallID: secret + strings.Repeat("x", 10), Source: KeyPlatformInvocation}},
-		{name: "invocation_id unicode", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d\u00e9"}`),
-			code: CodeInvalid, msg: []string{envKey, "invocation_id contains characters outside"}},
-		{name: "invocation_id space", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d 1"}`),
-			code: CodeInvalid, msg: []string{envKey, "invocation_id contains characters outside"}},
+		badEnvelope("invocation_id unicode", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d\u00e9"}`), "invocation_id contains characters outside"),
+		badEnvelope("invocation_id space", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d 1"}`), "invocation_id contains characters outside"),
 
-		{name: "issued_at string", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":"1767225600"}`),
-			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
-		{name: "issued_at fraction", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":1767225600.5}`),
-			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
-		{name: "issued_at negative", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":-1}`),
-			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
-		{name: "issued_at 2^53", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":9007199254740992}`),
-			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer"}},
-		{name: "issued_at null", meta: envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":null}`),
-			code: CodeInvalid, msg: []string{envKey, "issued_at must be an integer", "got null"}},
+		badEnvelope("issued_at string", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":"1767225600"}`), "issued_at must be an integer"),
+		badEnvelope("issued_at fraction", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":1767225600.5}`), "issued_at must be an integer"),
+		badEnvelope("issued_at negative", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":-1}`), "issued_at must be an integer"),
+		badEnvelope("issued_at 2^53", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":9007199254740992}`), "issued_at must be an integer"),
+		badEnvelope("issued_at null", envJSON(`{"version":1,"platform":"acme","invocation_id":"inv-s3cr3t-7f3a9c2e5b1d","issued_at":null}`), "issued_at must be an integer", "got null"),
 	}
 	runNormalizeCases(t, cases)
 }
@@ -326,49 +305,46 @@ func TestNormalizeSignatures(t *testing.T) {
 		{name: "unsigned accepted when not required", meta: meta(asJSONValue(t, optional).(map[string]any)), want: Identity{Platform: "optional", CallID: inv, Source: KeyPlatformInvocation}},
 		{name: "unsigned accepted, platform without keys", meta: meta(asJSONValue(t, acme).(map[string]any)), want: Identity{Platform: "acme", CallID: inv, Source: KeyPlatformInvocation}},
 
-		{name: "missing when required", meta: meta(asJSONValue(t, base).(map[string]any)), code: CodeInvalid, msg: []string{envKey, `platform "signed" requires a signed envelope`}},
-		{name: "missing when required, with issued_at", meta: meta(asJSONValue(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv, IssuedAt: unixPtr(testNow)}).(map[string]any)),
-			code: CodeInvalid, msg: []string{envKey, "requires a signed envelope"}},
-		{name: "tampered invocation_id", meta: meta(withField(good, "", "invocation_id", inv+"2")), code: CodeInvalid, msg: []string{envKey, "signature does not verify", `key "k1"`}},
-		{name: "tampered issued_at", meta: meta(withField(good, "", "issued_at", float64(testNow.Unix()+1))), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
-		{name: "tampered signature bits", meta: meta(withField(good, "signature", "value", flipped)), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
-		{name: "signature of another envelope", meta: meta(withField(good, "signature", "value",
-			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: "inv-other-0123456789"}, testNow, "k1", "k1")["signature"].(map[string]any)["value"])),
-			code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
-		{name: "wrong key", meta: meta(signed(t, base, testNow, "k2", "k1")), code: CodeInvalid, msg: []string{envKey, "signature does not verify"}},
-		{name: "unknown key_id", meta: meta(signed(t, base, testNow, "k1", "k9-s3cr3t")), code: CodeInvalid, msg: []string{envKey, "unknown key", `platform "signed"`}},
-		{name: "key of another platform", meta: meta(signed(t, base, testNow, "k2", "k2")), code: CodeInvalid, msg: []string{envKey, "unknown key"}},
-		{name: "signed on a platform without keys", meta: meta(signed(t, acme, testNow, "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "unknown key"}},
-		{name: "stale", meta: meta(signed(t, base, testNow.Add(-DefaultMaxAge-time.Second), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "stale"}},
-		{name: "very stale", meta: meta(signed(t, base, time.Unix(0, 0), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "stale"}},
-		{name: "future", meta: meta(signed(t, base, testNow.Add(DefaultMaxAge+time.Second), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "not yet valid"}},
-		{name: "far future", meta: meta(signed(t, base, time.Unix(MaxIssuedAt, 0), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "not yet valid"}},
+		badEnvelope("missing when required", meta(asJSONValue(t, base).(map[string]any)), `platform "signed" requires a signed envelope`),
+		badEnvelope("missing when required, with issued_at", meta(asJSONValue(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv, IssuedAt: unixPtr(testNow)}).(map[string]any)), "requires a signed envelope"),
+		badEnvelope("tampered invocation_id", meta(withField(good, "", "invocation_id", inv+"2")), "signature does not verify", `key "k1"`),
+		badEnvelope("tampered issued_at", meta(withField(good, "", "issued_at", float64(testNow.Unix()+1))), "signature does not verify"),
+		badEnvelope("tampered signature bits", meta(withField(good, "signature", "value", flipped)), "signature does not verify"),
+		badEnvelope("signature of another envelope", meta(withField(good, "signature", "value",
+			signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: "inv-other-0123456789"}, testNow, "k1", "k1")["signature"].(map[string]any)["value"])), "signature does not verify"),
+		badEnvelope("wrong key", meta(signed(t, base, testNow, "k2", "k1")), "signature does not verify"),
+		badEnvelope("unknown key_id", meta(signed(t, base, testNow, "k1", "k9-s3cr3t")), "unknown key", `platform "signed"`),
+		badEnvelope("key of another platform", meta(signed(t, base, testNow, "k2", "k2")), "unknown key"),
+		badEnvelope("signed on a platform without keys", meta(signed(t, acme, testNow, "k1", "k1")), "unknown key"),
+		badEnvelope("stale", meta(signed(t, base, testNow.Add(-DefaultMaxAge-time.Second), "k1", "k1")), "stale"),
+		badEnvelope("very stale", meta(signed(t, base, time.Unix(0, 0), "k1", "k1")), "stale"),
+		badEnvelope("future", meta(signed(t, base, testNow.Add(DefaultMaxAge+time.Second), "k1", "k1")), "not yet valid"),
+		badEnvelope("far future", meta(signed(t, base, time.Unix(MaxIssuedAt, 0), "k1", "k1")), "not yet valid"),
 		{name: "custom MaxAge", cfg: func() *Config { c := testConfig(); c.MaxAge = time.Minute; return c }(),
 			meta: meta(signed(t, base, testNow.Add(-61*time.Second), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "stale", "1m0s"}},
-		{name: "signed without issued_at", meta: meta(withField(good, "", "issued_at", nil)), code: CodeInvalid, msg: []string{envKey, "issued_at"}},
-		{name: "signed, issued_at removed", meta: meta(func() map[string]any {
+		badEnvelope("signed without issued_at", meta(withField(good, "", "issued_at", nil)), "issued_at"),
+		badEnvelope("signed, issued_at removed", meta(func() map[string]any {
 			m := withField(good, "", "x", 0)
 			delete(m, "x")
 			delete(m, "issued_at")
 			return m
-		}()),
-			code: CodeInvalid, msg: []string{envKey, "a signed envelope must carry issued_at"}},
-		{name: "alg other", meta: meta(withField(good, "signature", "alg", "EdDSA")), code: CodeInvalid, msg: []string{envKey, `signature.alg must be "ed25519"`}},
-		{name: "alg missing", meta: meta(func() map[string]any {
+		}()), "a signed envelope must carry issued_at"),
+		badEnvelope("alg other", meta(withField(good, "signature", "alg", "EdDSA")), `signature.alg must be "ed25519"`),
+		badEnvelope("alg missing", meta(func() map[string]any {
 			m := withField(good, "signature", "alg", nil)
 			delete(m["signature"].(map[string]any), "alg")
 			return m
-		}()), code: CodeInvalid, msg: []string{envKey, "signature.alg is missing"}},
-		{name: "key_id bad characters", meta: meta(withField(good, "signature", "key_id", "k1/"+secret)), code: CodeInvalid, msg: []string{envKey, "signature.key_id contains characters outside"}},
-		{name: "key_id 65 bytes", meta: meta(withField(good, "signature", "key_id", secret+strings.Repeat("k", 59))), code: CodeInvalid, msg: []string{envKey, "signature.key_id is longer than 64 bytes"}},
-		{name: "key_id number", meta: meta(withField(good, "signature", "key_id", 1.0)), code: CodeInvalid, msg: []string{envKey, "signature.key_id must be a string, got number"}},
-		{name: "value padded", meta: meta(withField(good, "signature", "value", goodSig+"==")), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
-		{name: "value std alphabet", meta: meta(withField(good, "signature", "value", strings.NewReplacer("-", "+", "_", "/").Replace(goodSig[:85])+"+")), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
-		{name: "value non-zero trailing bits", meta: meta(withField(good, "signature", "value", goodSig[:85]+"B")), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
-		{name: "value too short", meta: meta(withField(good, "signature", "value", goodSig[:84])), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
-		{name: "value empty", meta: meta(withField(good, "signature", "value", "")), code: CodeInvalid, msg: []string{envKey, "signature.value must be"}},
-		{name: "signature null", meta: meta(withField(good, "", "signature", nil)), code: CodeInvalid, msg: []string{envKey, "signature must be a JSON object, got null"}},
-		{name: "signature string", meta: meta(withField(good, "", "signature", goodSig)), code: CodeInvalid, msg: []string{envKey, "signature must be a JSON object, got string"}},
+		}()), "signature.alg is missing"),
+		badEnvelope("key_id bad characters", meta(withField(good, "signature", "key_id", "k1/"+secret)), "signature.key_id contains characters outside"),
+		badEnvelope("key_id 65 bytes", meta(withField(good, "signature", "key_id", secret+strings.Repeat("k", 59))), "signature.key_id is longer than 64 bytes"),
+		badEnvelope("key_id number", meta(withField(good, "signature", "key_id", 1.0)), "signature.key_id must be a string, got number"),
+		badEnvelope("value padded", meta(withField(good, "signature", "value", goodSig+"==")), "signature.value must be"),
+		badEnvelope("value std alphabet", meta(withField(good, "signature", "value", strings.NewReplacer("-", "+", "_", "/").Replace(goodSig[:85])+"+")), "signature.value must be"),
+		badEnvelope("value non-zero trailing bits", meta(withField(good, "signature", "value", goodSig[:85]+"B")), "signature.value must be"),
+		badEnvelope("value too short", meta(withField(good, "signature", "value", goodSig[:84])), "signature.value must be"),
+		badEnvelope("value empty", meta(withField(good, "signature", "value", "")), "signature.value must be"),
+		badEnvelope("signature null", meta(withField(good, "", "signature", nil)), "signature must be a JSON object, got null"),
+		badEnvelope("signature string", meta(withField(good, "", "signature", goodSig)), "signature must be a JSON object, got string"),
 		{name: "misconfigured key does not panic", cfg: &Config{Now: testConfig().Now, Platforms: map[string]PlatformConfig{
 			"signed": {RequireSignature: true, Keys: map[string]ed25519.PublicKey{"k1": k1[:31]}}}},
 			meta: meta(good), code: CodeInvalid, msg: []string{envKey, `key "k1" of platform "signed" is misconfigured`}},
@@ -402,19 +378,10 @@ func TestCheckIDMatchesPattern(t *testing.T) {
 	for c := 0; c < 256; c++ {
 		inputs = append(inputs, string(rune(c)), "x"+string([]byte{byte(c)}), pad+string([]byte{byte(c)}), string([]byte{byte(c)})+pad)
 	}
-	for _, s := range inputs {
-		if ok := checkCallID(s) == ""; ok != callIDRe.MatchString(s) {
-			t.Errorf("checkCallID(%q) ok=%v, CallIDPattern says %v", s, ok, !ok)
-		}
-		if ok := checkID(s, MaxKeyIDLen) == ""; ok != keyIDRe.MatchString(s) {
-			t.Errorf("checkID(%q, key) ok=%v, KeyIDPattern says %v", s, ok, !ok)
-		}
-	}
-	for _, s := range append(inputs, "acme", "a-", "-a", "0a", "a--b", strings.Repeat("a", 32), strings.Repeat("a", 33), "Acme", "claude-code") {
-		if ok := checkPlatform(s) == ""; ok != platformRe.MatchString(s) {
-			t.Errorf("checkPlatform(%q) ok=%v, PlatformPattern says %v", s, ok, !ok)
-		}
-	}
+	agrees(t, "checkCallID", func(s string) bool { return checkCallID(s) == "" }, callIDRe, inputs)
+	agrees(t, "checkID(key)", func(s string) bool { return checkID(s, MaxKeyIDLen) == "" }, keyIDRe, inputs)
+	agrees(t, "checkPlatform", func(s string) bool { return checkPlatform(s) == "" }, platformRe,
+		append(inputs, "acme", "a-", "-a", "0a", "a--b", strings.Repeat("a", 32), strings.Repeat("a", 33), "Acme", "claude-code"))
 }
 
 func TestSourcesTable(t *testing.T) {

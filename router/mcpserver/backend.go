@@ -88,15 +88,13 @@ func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handl
 // that is executing.
 func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer {
 	amount := op.AmountMicros
-	base := answer{hubu: op.State,
+	a := answer{hubu: op.State,
 		ToolResult: ToolResult{Status: string(op.State), PublicHandle: op.PublicHandle, AmountMicros: &amount, Currency: op.Currency}}
 	switch op.State {
 	case hubuapi.OperationStatePendingApproval:
-		a := base
 		a.Error = &ToolError{Code: CodeApprovalRequired, Message: "a human must approve this spend; once approved, call resume_operation with the public handle"}
 		return a
 	case hubuapi.OperationStateApproved:
-		a := base
 		a.Message = "approved: call resume_operation with the public handle to run it"
 		return a
 	case hubuapi.OperationStateDenied, hubuapi.OperationStateExpired:
@@ -107,13 +105,11 @@ func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer
 				code = CodeBudgetExceeded
 			}
 		}
-		a := base
 		a.Error = &ToolError{Code: code, Message: msg}
 		return a
 	case hubuapi.OperationStateFailed:
 		// Hubu has settled it: what it captured is what the provider charged, and the rest of
 		// the hold is released.
-		a := base
 		charged := op.CapturedMicros
 		a.ChargedMicros = &charged
 		a.Message = "the provider could not produce the image; "
@@ -133,7 +129,7 @@ func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer
 		}
 		return a
 	}
-	return r.awaitImage(ctx, base)
+	return r.awaitImage(ctx, a)
 }
 
 // resolvedCharged says what an execution an operator resolved as charged (`gongbu resolve

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/router/identity"
+	"hubu.dev/hubu/router/mcpserver"
 	"hubu.dev/hubu/router/reqhash"
 )
 
@@ -41,6 +42,21 @@ func recordedCalls(t *testing.T, state string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// refusedUnrecorded checks that the router refuses a spend as identity_invalid, saying says,
+// before the registry records anything and before any backend is reached.
+func refusedUnrecorded(t *testing.T, e *env, state, args string, meta map[string]any, says string) mcpserver.ToolResult {
+	t.Helper()
+	calls, rows := e.backend.Calls(""), recordedCalls(t, state)
+	o := mustError(t, e.call(t, "generate_image", args, meta), identity.CodeInvalid)
+	if !strings.Contains(o.Error.Message, says) {
+		t.Fatalf("refusal %q does not say %q", o.Error.Message, says)
+	}
+	if n, r := e.backend.Calls(""), recordedCalls(t, state); n != calls || r != rows {
+		t.Fatalf("a refused envelope reached a backend (%d requests) or the registry (%d rows)", n-calls, r-rows)
+	}
+	return o
 }
 
 func requestHash(t *testing.T, args string) string {
@@ -108,8 +124,6 @@ func TestBoundEnvelope(t *testing.T) {
 	if o := toolResult(t, e.call(t, "generate_image", reordered, signV2(t, priv, "inv-bound-0001-7f3a9c2e", installation, fox))); !o.Replayed {
 		t.Fatalf("reordered arguments: %+v", o)
 	}
-	calls, rows := e.backend.Calls(""), recordedCalls(t, state)
-
 	refused := []struct {
 		name, args string
 		meta       map[string]any
@@ -130,31 +144,15 @@ func TestBoundEnvelope(t *testing.T) {
 		}(), "does not define"},
 	}
 	for _, c := range refused {
-		o := mustError(t, e.call(t, "generate_image", c.args, c.meta), identity.CodeInvalid)
-		if !strings.Contains(o.Error.Message, c.msg) || strings.Contains(o.Error.Message, installation) {
-			t.Errorf("%s: message %q, want one naming %q and no value", c.name, o.Error.Message, c.msg)
+		if o := refusedUnrecorded(t, e, state, c.args, c.meta, c.msg); strings.Contains(o.Error.Message, installation) {
+			t.Errorf("%s: message %q names the installation id", c.name, o.Error.Message)
 		}
-	}
-	if n := e.backend.Calls(""); n != calls {
-		t.Fatalf("%d backend requests for refused envelopes", n-calls)
-	}
-	if n := recordedCalls(t, state); n != rows {
-		t.Fatalf("the registry recorded %d rows for refused envelopes", n-rows)
 	}
 
 	// The same envelope at another installation (another registry, which would take it for a new
 	// operation and charge it again): refused, nothing recorded, no backend reached.
 	e2, state2 := setupAt(t, cfg)
-	o := mustError(t, e2.call(t, "generate_image", fox, meta), identity.CodeInvalid)
-	if !strings.Contains(o.Error.Message, "audience") {
-		t.Fatalf("at another installation: %+v", o.Error)
-	}
-	if n := e2.backend.Calls(""); n != 0 {
-		t.Fatalf("%d backend requests at another installation", n)
-	}
-	if n := recordedCalls(t, state2); n != 0 {
-		t.Fatalf("another installation recorded %d rows", n)
-	}
+	refusedUnrecorded(t, e2, state2, fox, meta, "audience")
 }
 
 // Version 1 is unchanged, unless the platform requires version 2.
@@ -192,13 +190,7 @@ func TestVersion1EnvelopeBesideVersion2(t *testing.T) {
 
 	strict, state := setupAt(t, boundConfig(pub, 2))
 	for _, signed := range []bool{false, true} {
-		o := mustError(t, strict.call(t, "generate_image", fox, v1("inv-v1-strict-7f3a9c2e5b", signed)), identity.CodeInvalid)
-		if !strings.Contains(o.Error.Message, "requires envelope version 2") {
-			t.Fatalf("min_version 2, version 1 (signed %v): %+v", signed, o.Error)
-		}
-	}
-	if strict.backend.Calls("") != 0 || recordedCalls(t, state) != 0 {
-		t.Fatal("a refused version 1 envelope reached a backend or the registry")
+		refusedUnrecorded(t, strict, state, fox, v1("inv-v1-strict-7f3a9c2e5b", signed), "requires envelope version 2")
 	}
 	if o := toolResult(t, strict.call(t, "generate_image", fox, signV2(t, priv, "inv-v2-strict-7f3a9c2e5b", strict.registry.InstallationID(), fox))); o.Status != "succeeded" {
 		t.Fatalf("min_version 2, version 2: %+v", o)
@@ -231,11 +223,10 @@ func TestPlatformEnvelope(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := map[string]any{"version": 1.0, "platform": "signed", "invocation_id": "inv-5d2b9e7c1a3f4e80", "issued_at": float64(now),
-		"signature": map[string]any{"alg": signed.Signature.Alg, "key_id": signed.Signature.KeyID, "value": signed.Signature.Value}}
-	if o := toolResult(t, e.call(t, "generate_image", fox, map[string]any{"hubu.dev/platform-invocation": sig})); o.Status != "succeeded" {
+	meta := envelopeMeta(t, signed)
+	if o := toolResult(t, e.call(t, "generate_image", fox, meta)); o.Status != "succeeded" {
 		t.Fatalf("signed: %+v", o)
 	}
-	sig["invocation_id"] = "inv-5d2b9e7c1a3f4e81" // the signature no longer covers it
-	mustError(t, e.call(t, "generate_image", fox, map[string]any{"hubu.dev/platform-invocation": sig}), "identity_invalid")
+	meta[identity.KeyPlatformInvocation].(map[string]any)["invocation_id"] = "inv-5d2b9e7c1a3f4e81" // the signature no longer covers it
+	mustError(t, e.call(t, "generate_image", fox, meta), "identity_invalid")
 }

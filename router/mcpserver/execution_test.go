@@ -11,10 +11,27 @@ import (
 
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/router/mcpserver"
 	"hubu.dev/hubu/router/routertest"
 )
 
 func micros(n int64) *int64 { return &n }
+
+// mustSay checks that a result is no error, has status and charged_micros, and says each of
+// says in its message and its text.
+func mustSay(t *testing.T, res *mcp.CallToolResult, status string, charged int64, says ...string) mcpserver.ToolResult {
+	t.Helper()
+	o := toolResult(t, res)
+	if res.IsError || o.Status != status || o.ChargedMicros == nil || *o.ChargedMicros != charged {
+		t.Fatalf("isError %v, %+v; want %s with charged_micros %d", res.IsError, o, status, charged)
+	}
+	for _, want := range says {
+		if !strings.Contains(o.Message, want) || !strings.Contains(text(res), want) {
+			t.Fatalf("the answer does not say %q: %s", want, text(res))
+		}
+	}
+	return o
+}
 
 // A failed spend says whether anything was charged, in its text and as charged_micros, and
 // what became of the hold: from Hubu's settled record, and from Gongbu's execution before
@@ -49,16 +66,7 @@ func TestFailedSaysWhatWasCharged(t *testing.T) {
 			g.set(0, gongbuapi.Failed, false, imageOK)
 			g.setCharge(c.charged, false)
 			callID := fmt.Sprintf("call_failedKBYy9UCQGWTU4QGt%02d", i)
-			res := e.call(t, "generate_image", fox, codex(callID))
-			o := toolResult(t, res)
-			if res.IsError || o.Status != "failed" || o.ChargedMicros == nil || *o.ChargedMicros != c.want {
-				t.Fatalf("isError %v, %+v; want failed with charged_micros %d", res.IsError, o, c.want)
-			}
-			for _, want := range c.wantText {
-				if !strings.Contains(o.Message, want) || !strings.Contains(text(res), want) {
-					t.Errorf("the answer does not say %q: %s", want, text(res))
-				}
-			}
+			mustSay(t, e.call(t, "generate_image", fox, codex(callID)), "failed", c.want, c.wantText...)
 			n := e.backend.Calls("authorize")
 			again := toolResult(t, e.call(t, "generate_image", fox, codex(callID)))
 			if again.ChargedMicros == nil || *again.ChargedMicros != c.want {
@@ -84,16 +92,8 @@ func TestResolvedAsChargedSaysThereIsNoImage(t *testing.T) {
 
 	check := func(res *mcp.CallToolResult) {
 		t.Helper()
-		o := toolResult(t, res)
-		if res.IsError || o.Status != "succeeded" || o.Result != nil || o.ChargedMicros == nil || *o.ChargedMicros != 25_000 {
-			t.Fatalf("isError %v, %+v", res.IsError, o)
-		}
-		for _, want := range []string{"no image is available", "operator", "25000 micros"} {
-			if !strings.Contains(o.Message, want) {
-				t.Fatalf("the answer does not say %q: %s", want, o.Message)
-			}
-		}
-		if strings.Contains(o.Message, "image generated") || len(res.Content) != 1 {
+		if o := mustSay(t, res, "succeeded", 25_000, "no image is available", "operator", "25000 micros"); o.Result != nil ||
+			strings.Contains(o.Message, "image generated") || len(res.Content) != 1 {
 			t.Fatalf("the answer claims an image: %s", text(res))
 		}
 	}
@@ -119,11 +119,7 @@ func TestResolvedAsChargedSaysThereIsNoImage(t *testing.T) {
 
 	// get_execution says the same.
 	handle := toolResult(t, res).PublicHandle
-	got := e.call(t, "get_execution", `{"public_handle":"`+handle+`"}`, nil)
-	if o := toolResult(t, got); got.IsError || o.Status != "succeeded" || o.ChargedMicros == nil || *o.ChargedMicros != 25_000 ||
-		!strings.Contains(o.Message, "no image is available") {
-		t.Fatalf("get_execution: %+v", o)
-	}
+	mustSay(t, e.call(t, "get_execution", `{"public_handle":"`+handle+`"}`, nil), "succeeded", 25_000, "no image is available")
 }
 
 // get_execution of a failed execution says what was charged.
@@ -133,11 +129,8 @@ func TestGetExecutionOfAFailedExecution(t *testing.T) {
 	e := setup(t, &options{gongbuURL: g.url, wait: 300 * time.Millisecond})
 	g.set(0, gongbuapi.Failed, false, imageOK)
 	g.setCharge(micros(0), false)
-	got := e.call(t, "get_execution", `{"public_handle":"hubu:public-operation:v1:00000000-0000-4000-8000-000000000000"}`, nil)
-	if o := toolResult(t, got); got.IsError || o.Status != "failed" || o.ChargedMicros == nil || *o.ChargedMicros != 0 ||
-		!strings.Contains(o.Message, "nothing was charged") {
-		t.Fatalf("get_execution: %+v", o)
-	}
+	mustSay(t, e.call(t, "get_execution", `{"public_handle":"hubu:public-operation:v1:00000000-0000-4000-8000-000000000000"}`, nil),
+		"failed", 0, "nothing was charged")
 }
 
 // Once Hubu has authorized a spend, Gongbu being down is no refusal: the spend is under way

@@ -1,7 +1,6 @@
 package mcpserver_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/identity"
@@ -22,30 +22,13 @@ import (
 	"hubu.dev/hubu/router/routertest"
 )
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type env struct {
 	router   *mcpserver.Router
 	backend  *routertest.Backend
 	registry *registry.Registry
 	session  *mcp.ClientSession
-	logs     *syncBuffer
-	diag     *syncBuffer
+	logs     *testlog.Buffer
+	diag     *testlog.Buffer
 	// secrets are raw _meta values and keys that must never reach a log line.
 	mu      sync.Mutex
 	secrets []string
@@ -71,7 +54,7 @@ func setup(t testing.TB, opts *options) *env {
 	if opts == nil {
 		opts = &options{}
 	}
-	e := &env{backend: routertest.New(t), logs: &syncBuffer{}, diag: &syncBuffer{}}
+	e := &env{backend: routertest.New(t), logs: &testlog.Buffer{}, diag: &testlog.Buffer{}}
 	state := opts.state
 	if state == "" {
 		state = filepath.Join(t.TempDir(), "router.db")
@@ -154,6 +137,16 @@ func (e *env) call(t testing.TB, tool, args string, meta map[string]any) *mcp.Ca
 	return res
 }
 
+// waitFor polls ok until it holds, for at most 10 seconds.
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
 func codex(id string) map[string]any { return map[string]any{"callId": id} }
 
 const fox = `{"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}`
@@ -190,9 +183,4 @@ func text(res *mcp.CallToolResult) string {
 		}
 	}
 	return b.String()
-}
-
-// routertestOp builds a record in a state (see routertest.Operation).
-func routertestOp(req hubuapi.AuthorizeRequest, state hubuapi.OperationState) *hubuapi.Operation {
-	return routertest.Operation(req, state)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -69,20 +68,12 @@ func TestConcurrentDeliveriesFromTwoConversations(t *testing.T) {
 				Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codexIn(id, threads[i])})
 		}()
 	}
-	waitFor := func(what string, ok func() bool) {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-		}
-	}
 	deliver(0) // thread a reaches Hubu and is held there
-	waitFor("the first delivery at Hubu", func() bool { return e.backend.Calls("authorize") == 1 })
+	waitFor(t, "the first delivery at Hubu", func() bool { return e.backend.Calls("authorize") == 1 })
 	for i := 1; i < len(threads); i++ {
 		deliver(i)
 	}
-	waitFor("three deliveries waiting on the first", func() bool { return e.router.Waiters("codex", id) == 3 })
+	waitFor(t, "three deliveries waiting on the first", func() bool { return e.router.Waiters("codex", id) == 3 })
 	release()
 	wg.Wait()
 	for i, th := range threads {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -27,13 +26,7 @@ func TestSpendThenRedelivery(t *testing.T) {
 	if !strings.HasPrefix(o.PublicHandle, "hubu:public-operation:v1:") {
 		t.Fatalf("public handle %q", o.PublicHandle)
 	}
-	var images int
-	for _, c := range first.Content {
-		if img, ok := c.(*mcp.ImageContent); ok && img.MIMEType == "image/png" && len(img.Data) > 0 {
-			images++
-		}
-	}
-	if images != 1 {
+	if img, ok := first.Content[len(first.Content)-1].(*mcp.ImageContent); images(first) != 1 || !ok || img.MIMEType != "image/png" {
 		t.Fatalf("want the image as image content: %+v", first.Content)
 	}
 	before := e.backend.Calls("")
@@ -191,9 +184,7 @@ func TestPolicyOutcomes(t *testing.T) {
 	t.Run("approval required is not final", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, nil)
-		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
-			return http.StatusCreated, routertest.Operation(req, hubuapi.OperationStatePendingApproval), nil
-		})
+		e.backend.SetDecide(hubuState(hubuapi.OperationStatePendingApproval, nil))
 		o := mustError(t, e.call(t, "generate_image", fox, codex("call_held1Gd5xgMCkw55AYJR6cMm")), "approval_required")
 		again := mustError(t, e.call(t, "generate_image", fox, codex("call_held1Gd5xgMCkw55AYJR6cMm")), "approval_required")
 		if again.PublicHandle != o.PublicHandle || !again.Replayed {
@@ -206,11 +197,9 @@ func TestPolicyOutcomes(t *testing.T) {
 	t.Run("budget exceeded is final", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, nil)
-		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
-			op := routertest.Operation(req, hubuapi.OperationStateDenied)
+		e.backend.SetDecide(hubuState(hubuapi.OperationStateDenied, func(op *hubuapi.Operation) {
 			op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeBudgetExceeded, Message: "over budget"}
-			return http.StatusCreated, op, nil
-		})
+		}))
 		mustError(t, e.call(t, "generate_image", fox, codex("call_b1jsbsFAXOujbnvX9hsOrCqL")), "budget_exceeded")
 		mustError(t, e.call(t, "generate_image", fox, codex("call_b1jsbsFAXOujbnvX9hsOrCqL")), "budget_exceeded")
 		if n := e.backend.Calls("authorize"); n != 1 {
@@ -220,20 +209,15 @@ func TestPolicyOutcomes(t *testing.T) {
 	t.Run("denied", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, nil)
-		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
-			op := routertest.Operation(req, hubuapi.OperationStateDenied)
+		e.backend.SetDecide(hubuState(hubuapi.OperationStateDenied, func(op *hubuapi.Operation) {
 			op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeDenied, Message: "above the ceiling"}
-			return http.StatusCreated, op, nil
-		})
+		}))
 		mustError(t, e.call(t, "generate_image", fox, codex("call_d1fg1X0roBj3qrVZAowpsiFU")), "denied")
 	})
 	t.Run("create new operation", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t, nil)
-		detail := "authorized with a different amount"
-		e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
-			return http.StatusConflict, nil, &hubuapi.Problem{Code: hubuapi.CreateNewOperation, Status: 409, Title: "Conflict", Type: "x", Detail: &detail}
-		})
+		e.backend.SetDecide(hubuProblem(409, hubuapi.CreateNewOperation))
 		mustError(t, e.call(t, "generate_image", fox, codex("call_n1Kfwk6nyJd4scA3OcE8GiKn")), "create_new_operation")
 	})
 }
@@ -293,13 +277,7 @@ func TestCoalescedDeliverySurvivesTheFirstCancelling(t *testing.T) {
 		defer close(firstDone)
 		_, _ = e.session.CallTool(ctxA, &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codex(callID)})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for e.backend.Calls("authorize") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first delivery never reached Hubu")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the first delivery at Hubu", func() bool { return e.backend.Calls("authorize") > 0 })
 	second := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codex(callID)})
@@ -308,12 +286,7 @@ func TestCoalescedDeliverySurvivesTheFirstCancelling(t *testing.T) {
 		}
 		second <- res
 	}()
-	for e.router.Waiters("codex", callID) < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the second delivery never joined the first")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitFor(t, "the second delivery to join the first", func() bool { return e.router.Waiters("codex", callID) >= 1 })
 	cancelA()
 	<-firstDone
 	release()

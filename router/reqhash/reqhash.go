@@ -250,34 +250,35 @@ func (p *parser) array() error {
 	}
 	p.pos++ // [
 	p.out = append(p.out, '[')
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == ']' {
-		p.pos++
-		p.out = append(p.out, ']')
-		p.depth--
+	if p.closes(']') {
 		return nil
 	}
 	for {
 		if err := p.value(); err != nil {
 			return err
 		}
-		p.skipSpace()
-		if p.pos == len(p.data) {
-			return p.fail(ReasonSyntax)
-		}
-		switch p.data[p.pos] {
-		case ',':
-			p.pos++
-			p.out = append(p.out, ',')
-		case ']':
-			p.pos++
-			p.out = append(p.out, ']')
-			p.depth--
+		if p.closes(']') {
 			return nil
-		default:
+		}
+		if p.pos == len(p.data) || p.data[p.pos] != ',' {
 			return p.fail(ReasonSyntax)
 		}
+		p.pos++
+		p.out = append(p.out, ',')
 	}
+}
+
+// closes skips whitespace and, when the next byte is end, reads and writes it and leaves the
+// nesting level.
+func (p *parser) closes(end byte) bool {
+	p.skipSpace()
+	if p.pos == len(p.data) || p.data[p.pos] != end {
+		return false
+	}
+	p.pos++
+	p.out = append(p.out, end)
+	p.depth--
+	return true
 }
 
 // member is one written object member: its decoded key and where "key":value sits in out.
@@ -294,11 +295,7 @@ func (p *parser) object() error {
 	p.pos++ // {
 	p.out = append(p.out, '{')
 	base := len(p.out)
-	p.skipSpace()
-	if p.pos < len(p.data) && p.data[p.pos] == '}' {
-		p.pos++
-		p.out = append(p.out, '}')
-		p.depth--
+	if p.closes('}') {
 		return nil
 	}
 	members := make([]member, 0, 8)
@@ -447,61 +444,48 @@ func (p *parser) string() (string, error) {
 	}
 }
 
+// unescaped is the byte each short escape stands for, by the letter after the backslash.
+var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
 // escape decodes the escape sequence at p.pos (a backslash) onto buf.
 func (p *parser) escape(buf []byte) ([]byte, error) {
 	if p.pos+1 >= len(p.data) {
 		return nil, p.fail(ReasonSyntax)
 	}
-	var b byte
-	switch p.data[p.pos+1] {
-	case '"':
-		b = '"'
-	case '\\':
-		b = '\\'
-	case '/':
-		b = '/'
-	case 'b':
-		b = '\b'
-	case 'f':
-		b = '\f'
-	case 'n':
-		b = '\n'
-	case 'r':
-		b = '\r'
-	case 't':
-		b = '\t'
-	case 'u':
-		r, ok := hex4(p.data[p.pos+2:])
-		if !ok {
+	if c := p.data[p.pos+1]; c != 'u' {
+		b := unescaped[c]
+		if b == 0 {
 			return nil, p.fail(ReasonSyntax)
 		}
-		switch {
-		case utf16.IsSurrogate(r) && r < 0xDC00:
-			// A high surrogate must be followed by an escaped low one.
-			next := p.data[p.pos+6:]
-			if len(next) < 2 || next[0] != '\\' || next[1] != 'u' {
-				return nil, p.fail(ReasonLoneSurrogate)
-			}
-			lo, ok := hex4(next[2:])
-			if !ok {
-				return nil, &Error{Reason: ReasonSyntax, Offset: p.pos + 6}
-			}
-			r = utf16.DecodeRune(r, lo)
-			if r == utf8.RuneError {
-				return nil, p.fail(ReasonLoneSurrogate)
-			}
-			p.pos += 12
-		case utf16.IsSurrogate(r):
-			return nil, p.fail(ReasonLoneSurrogate)
-		default:
-			p.pos += 6
-		}
-		return utf8.AppendRune(buf, r), nil
-	default:
+		p.pos += 2
+		return append(buf, b), nil
+	}
+	r, ok := hex4(p.data[p.pos+2:])
+	if !ok {
 		return nil, p.fail(ReasonSyntax)
 	}
-	p.pos += 2
-	return append(buf, b), nil
+	switch {
+	case utf16.IsSurrogate(r) && r < 0xDC00:
+		// A high surrogate must be followed by an escaped low one.
+		next := p.data[p.pos+6:]
+		if len(next) < 2 || next[0] != '\\' || next[1] != 'u' {
+			return nil, p.fail(ReasonLoneSurrogate)
+		}
+		lo, ok := hex4(next[2:])
+		if !ok {
+			return nil, &Error{Reason: ReasonSyntax, Offset: p.pos + 6}
+		}
+		r = utf16.DecodeRune(r, lo)
+		if r == utf8.RuneError {
+			return nil, p.fail(ReasonLoneSurrogate)
+		}
+		p.pos += 12
+	case utf16.IsSurrogate(r):
+		return nil, p.fail(ReasonLoneSurrogate)
+	default:
+		p.pos += 6
+	}
+	return utf8.AppendRune(buf, r), nil
 }
 
 func hex4(b []byte) (rune, bool) {
@@ -525,6 +509,9 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
+// shortEscape is the letter after the backslash of each byte JCS escapes in short form.
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
 // appendString writes s as a JCS string (RFC 8785 §3.2.2.2): only ", \ and control characters are
 // escaped, with the short forms where JSON has them; everything else is literal UTF-8.
 func appendString(dst []byte, s string) []byte {
@@ -537,20 +524,9 @@ func appendString(dst []byte, s string) []byte {
 			continue
 		}
 		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\b':
-			dst = append(dst, '\\', 'b')
-		case '\f':
-			dst = append(dst, '\\', 'f')
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
+		if e := shortEscape[c]; e != 0 {
+			dst = append(dst, '\\', e)
+		} else {
 			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
 		}
 		start = i + 1

@@ -45,15 +45,11 @@ type Backend struct {
 // called: a test can then kill the router while its request is in flight.
 func (b *Backend) Block() (release func()) {
 	ch := make(chan struct{})
-	b.mu.Lock()
-	b.block = ch
-	b.mu.Unlock()
+	b.locked(func() { b.block = ch })
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			b.mu.Lock()
-			b.block = nil
-			b.mu.Unlock()
+			b.locked(func() { b.block = nil })
 			close(ch)
 		})
 	}
@@ -62,19 +58,18 @@ func (b *Backend) Block() (release func()) {
 // Decision answers an authorization.
 type Decision func(req hubuapi.AuthorizeRequest) (status int, op *hubuapi.Operation, problem *hubuapi.Problem)
 
-// SetDecide replaces how authorizations are answered; by default they are approved (executing).
-func (b *Backend) SetDecide(d Decision) {
+// locked runs f under the lock the handlers take.
+func (b *Backend) locked(f func()) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.decide = d
+	f()
 }
 
+// SetDecide replaces how authorizations are answered; by default they are approved (executing).
+func (b *Backend) SetDecide(d Decision) { b.locked(func() { b.decide = d }) }
+
 // SetEchoKey makes every answer carry the last operation key in its free-text fields.
-func (b *Backend) SetEchoKey(on bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.echoKey = on
-}
+func (b *Backend) SetEchoKey(on bool) { b.locked(func() { b.echoKey = on }) }
 
 // Keys is the operation key of every authorization so far, in order.
 func (b *Backend) Keys() []string {
@@ -97,9 +92,9 @@ func New(t testing.TB) *Backend {
 		_, _ = w.Write(TinyPNG())
 	}))
 	t.Cleanup(img.Close)
-	b.mu.Lock() // the handlers read ImageURL under the lock
-	b.HubuURL, b.GongbuURL, b.ImageURL = hubu.URL, gongbu.URL, img.URL+"/sample.png"
-	b.mu.Unlock()
+	b.locked(func() { // the handlers read ImageURL under the lock
+		b.HubuURL, b.GongbuURL, b.ImageURL = hubu.URL, gongbu.URL, img.URL+"/sample.png"
+	})
 	return b
 }
 
@@ -122,11 +117,7 @@ func (b *Backend) guard(next http.Handler) http.Handler {
 	})
 }
 
-func (b *Backend) count(what string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.calls[what]++
-}
+func (b *Backend) count(what string) { b.locked(func() { b.calls[what]++ }) }
 
 // Calls is how many requests of a kind arrived: authorize, resume, status, capabilities,
 // execution, image; "" is every backend request (images excluded).
@@ -146,18 +137,10 @@ func (b *Backend) Calls(what string) int {
 }
 
 // SetImageURL makes the fake Gongbu's results point at url.
-func (b *Backend) SetImageURL(url string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.ImageURL = url
-}
+func (b *Backend) SetImageURL(url string) { b.locked(func() { b.ImageURL = url }) }
 
 // SetDown makes the backends unreachable-ish (503) or back.
-func (b *Backend) SetDown(down bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.down = down
-}
+func (b *Backend) SetDown(down bool) { b.locked(func() { b.down = down }) }
 
 // Operation builds a record in state for a request.
 func Operation(req hubuapi.AuthorizeRequest, state hubuapi.OperationState) *hubuapi.Operation {

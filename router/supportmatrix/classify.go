@@ -10,7 +10,9 @@
 package supportmatrix
 
 import (
+	"cmp"
 	"slices"
+	"strings"
 
 	"hubu.dev/hubu/router/identity"
 )
@@ -106,16 +108,5 @@ func sortKeys(keys []string) {
 		}
 		return len(identity.Sources) + len(knownKeys)
 	}
-	slices.SortFunc(keys, func(a, b string) int {
-		if ra, rb := rank(a), rank(b); ra != rb {
-			return ra - rb
-		}
-		switch {
-		case a < b:
-			return -1
-		case a > b:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(rank(a)-rank(b), strings.Compare(a, b)) })
 }

@@ -186,14 +186,10 @@ func evidenceCell(r Row) string {
 	if len(r.Tested) == 0 {
 		return "reported"
 	}
-	parts := make([]string, len(r.Tested))
-	for i, v := range r.Tested {
-		parts[i] = "`" + code(v) + "`"
-	}
-	return "tested here: " + strings.Join(parts, ", ") + " (`make interop`)"
+	return "tested here: " + keyCell(r.Tested) + " (`make interop`)"
 }
 
-// keyCell lists keys as code, or "none".
+// keyCell lists keys (or harness versions) as code, or "none".
 func keyCell(keys []string) string {
 	if len(keys) == 0 {
 		return "none"

@@ -18,35 +18,17 @@ const fixtures = "../testdata/meta"
 
 func TestClassify(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		key  string
-		want Class
-	}{
-		{"callId", PerCallID},
-		{"claudecode/toolUseId", PerCallID},
-		{"hubu.dev/platform-invocation", PerCallID},
-		{"itemId", CallLevel},
-		{"openai/request_id", CallLevel},
-		{"sessionId", CallLevel},
-		{"windowId", CallLevel},
-		{"progressToken", CallLevel},
-		{"x-codex-turn-metadata", CallLevel},
-		{"traceparent", CallLevel},
-		{"tracestate", CallLevel},
-		{"openai/session", Context},
-		{"threadId", Context},
-		{"openai/subject", Context},
-		{"openai/organization", Context},
-		{"openai/userLocation", Context},
-		{"openai/locale", Context},
-		{"openai/userAgent", Context},
-		{"timezone", Context},
-		{"x-unknown/anything", Context},
-		{"CallId", Context}, // keys are case-sensitive, as in identity.Normalize
-		{"", Context},
+	for want, keys := range map[Class][]string{
+		PerCallID: {"callId", "claudecode/toolUseId", "hubu.dev/platform-invocation"},
+		CallLevel: {"itemId", "openai/request_id", "sessionId", "windowId", "progressToken", "x-codex-turn-metadata", "traceparent", "tracestate"},
+		Context: {"openai/session", "threadId", "openai/subject", "openai/organization", "openai/userLocation", "openai/locale", "openai/userAgent", "timezone",
+			"x-unknown/anything", "CallId", // keys are case-sensitive, as in identity.Normalize
+			""},
 	} {
-		if got := Classify(tc.key); got != tc.want {
-			t.Errorf("Classify(%q) = %s, want %s", tc.key, got, tc.want)
+		for _, key := range keys {
+			if got := Classify(key); got != want {
+				t.Errorf("Classify(%q) = %s, want %s", key, got, want)
+			}
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/router/routertest"
 )
 
@@ -32,19 +31,11 @@ func TestAllowPrivateImageHosts(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := routertest.New(t)
-			args := append([]string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", filepath.Join(t.TempDir(), "r.db"), "--wait", "5s"}, c.args...)
-			cmd := exec.Command(binary, args...)
-			cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "PATH=/usr/bin:/bin"}
+			cmd := routerCmd(b, filepath.Join(t.TempDir(), "r.db"), c.args...)
 			if c.env != "" {
 				cmd.Env = append(cmd.Env, c.env)
 			}
-			logs := &testlog.Buffer{}
-			cmd.Stderr = logs
-			cs, err := mcp.NewClient(&mcp.Implementation{Name: "image-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-			if err != nil {
-				t.Fatalf("connect: %v\n%s", err, logs.String())
-			}
-			t.Cleanup(func() { cs.Close() })
+			cs, logs := connect(t, cmd)
 			res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox),
 				Meta: map[string]any{"callId": "call_image1dvEjMnpZ63M8Iqv7zy"}})
 			if err != nil {

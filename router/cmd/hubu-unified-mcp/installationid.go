@@ -26,12 +26,9 @@ func installationID(ctx context.Context, args []string, getenv func(string) stri
 	if fs.NArg() > 0 {
 		return fmt.Errorf("installation-id: unexpected argument %q", fs.Arg(0))
 	}
-	if *state == "" {
-		p, err := defaultState(getenv)
-		if err != nil {
-			return err
-		}
-		*state = p
+	var err error
+	if *state, err = statePath(*state, getenv); err != nil {
+		return err
 	}
 	reg, err := registry.Open(ctx, *state, nil)
 	if err != nil {

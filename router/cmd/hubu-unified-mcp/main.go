@@ -136,12 +136,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if *wait <= 0 {
 		return errors.New("--wait must be positive")
 	}
-	if *state == "" {
-		p, err := defaultState(getenv)
-		if err != nil {
-			return err
-		}
-		*state = p
+	if *state, err = statePath(*state, getenv); err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "hubu-unified-mcp")
 
@@ -247,13 +243,17 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, logg
 	return command.Serve(ctx, srv, ln, logger, command.ShutdownGrace, nil)
 }
 
-// stateFlag is --state, the registry file; defaultState says where it is when unset.
+// stateFlag is --state, the registry file; statePath says where it is when unset.
 func stateFlag(fs *command.FlagSet) *string {
 	return fs.String("state", "ROUTER_STATE", "", "the registry file, by default $XDG_STATE_HOME/hubu/router.db")
 }
 
-// defaultState is the registry in the user's state directory (XDG).
-func defaultState(getenv func(string) string) (string, error) {
+// statePath is the registry file --state names, by default the one in the user's state
+// directory (XDG).
+func statePath(state string, getenv func(string) string) (string, error) {
+	if state != "" {
+		return state, nil
+	}
 	dir := getenv("XDG_STATE_HOME")
 	if dir == "" {
 		home := getenv("HOME")

@@ -25,14 +25,16 @@ func TestMain(m *testing.M) { os.Exit(proctest.RunWithBinary(m, &binary)) }
 
 const fox = `{"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}`
 
-// stdio starts the real router binary as an MCP subprocess on the registry file state. The
-// fake serves images on loopback, which the router reaches only when allowed to.
-func stdio(t *testing.T, b *routertest.Backend, state string, extra ...string) (*mcp.ClientSession, *testlog.Buffer) {
-	t.Helper()
-	args := append([]string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s", "--diagnose-meta",
-		"--allow-private-image-hosts"}, extra...)
-	cmd := exec.Command(binary, args...)
+// routerCmd runs the real router binary against the fake, on the registry file state.
+func routerCmd(b *routertest.Backend, state string, extra ...string) *exec.Cmd {
+	cmd := exec.Command(binary, append([]string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s"}, extra...)...)
 	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "PATH=/usr/bin:/bin"}
+	return cmd
+}
+
+// connect starts cmd as an MCP subprocess and collects what it logs.
+func connect(t *testing.T, cmd *exec.Cmd) (*mcp.ClientSession, *testlog.Buffer) {
+	t.Helper()
 	logs := &testlog.Buffer{}
 	cmd.Stderr = logs
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "stdio-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
@@ -41,6 +43,13 @@ func stdio(t *testing.T, b *routertest.Backend, state string, extra ...string) (
 	}
 	t.Cleanup(func() { cs.Close() })
 	return cs, logs
+}
+
+// stdio starts the real router binary as an MCP subprocess on the registry file state. The
+// fake serves images on loopback, which the router reaches only when allowed to.
+func stdio(t *testing.T, b *routertest.Backend, state string, extra ...string) (*mcp.ClientSession, *testlog.Buffer) {
+	t.Helper()
+	return connect(t, routerCmd(b, state, append([]string{"--diagnose-meta", "--allow-private-image-hosts"}, extra...)...))
 }
 
 func call(t *testing.T, cs *mcp.ClientSession, tool, args string, meta map[string]any) map[string]any {
@@ -125,12 +134,8 @@ func TestKillBetweenRecordAndAnswer(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "router.db")
 	release := b.Block()
 	defer release()
-	cmd := exec.Command(binary, "--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL, "--state", state, "--wait", "5s", "--allow-private-image-hosts")
-	cmd.Env = []string{"HUBU_AGENT_TOKEN=" + b.Token, "PATH=/usr/bin:/bin"}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "kill-test"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cmd := routerCmd(b, state, "--allow-private-image-hosts")
+	cs, _ := connect(t, cmd)
 	done := make(chan error, 1)
 	go func() {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: map[string]any{"callId": "call_kill1KWhLFD1WtOyhkG0GDA0"}})
@@ -303,11 +308,11 @@ func TestStartErrors(t *testing.T) {
 
 func TestDefaultState(t *testing.T) {
 	t.Parallel()
-	got, err := defaultState(func(k string) string { return map[string]string{"HOME": "/home/u"}[k] })
+	got, err := statePath("", func(k string) string { return map[string]string{"HOME": "/home/u"}[k] })
 	if err != nil || got != "/home/u/.local/state/hubu/router.db" {
 		t.Fatalf("%s %v", got, err)
 	}
-	got, _ = defaultState(func(k string) string { return map[string]string{"XDG_STATE_HOME": "/s", "HOME": "/home/u"}[k] })
+	got, _ = statePath("", func(k string) string { return map[string]string{"XDG_STATE_HOME": "/s", "HOME": "/home/u"}[k] })
 	if got != "/s/hubu/router.db" {
 		t.Fatal(got)
 	}

@@ -71,15 +71,15 @@ func TestTypeScriptClient(t *testing.T) {
 		isError bool
 		code    string
 	}{
-		"no identity":  {got.NoIdentity.IsError, code(got.NoIdentity.StructuredContent)},
-		"in arguments": {got.InArguments.IsError, code(got.InArguments.StructuredContent)},
+		"no identity":  {got.NoIdentity.IsError, errorCode(got.NoIdentity.StructuredContent)},
+		"in arguments": {got.InArguments.IsError, errorCode(got.InArguments.StructuredContent)},
 	} {
 		if !r.isError || r.code == "" {
 			t.Errorf("%s: %+v", name, r)
 		}
 	}
-	if code(got.NoIdentity.StructuredContent) != "identity_required" || code(got.InArguments.StructuredContent) != "identity_in_arguments" {
-		t.Fatalf("codes: %s %s", code(got.NoIdentity.StructuredContent), code(got.InArguments.StructuredContent))
+	if errorCode(got.NoIdentity.StructuredContent) != "identity_required" || errorCode(got.InArguments.StructuredContent) != "identity_in_arguments" {
+		t.Fatalf("codes: %s %s", errorCode(got.NoIdentity.StructuredContent), errorCode(got.InArguments.StructuredContent))
 	}
 	if got.Failed.IsError || got.Failed.StructuredContent["status"] != "failed" || got.Failed.StructuredContent["charged_micros"] != float64(0) {
 		t.Fatalf("failed: %+v", got.Failed)
@@ -90,10 +90,4 @@ func TestTypeScriptClient(t *testing.T) {
 	if n := b.Calls("authorize"); n != 2 {
 		t.Fatalf("%d authorizations", n)
 	}
-}
-
-func code(sc map[string]any) string {
-	e, _ := sc["error"].(map[string]any)
-	c, _ := e["code"].(string)
-	return c
 }
