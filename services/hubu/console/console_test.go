@@ -20,8 +20,7 @@ func TestSignInRefusesOtherTokens(t *testing.T) {
 	} {
 		br := b.browser(t)
 		got := br.signIn(token)
-		mustStatus(t, name+" token", got, http.StatusUnauthorized)
-		mustContain(t, name+" token", got.body, "That is not a valid operator token.")
+		mustStatus(t, name+" token", got, http.StatusUnauthorized, "That is not a valid operator token.")
 		for _, c := range got.header.Values("Set-Cookie") {
 			if strings.HasPrefix(c, "hubu_console=") {
 				t.Fatalf("%s token got a session cookie: %s", name, c)
@@ -58,8 +57,7 @@ func TestSignInCookie(t *testing.T) {
 		t.Fatalf("session cookie max-age %d", session.MaxAge)
 	}
 	home := br.get("/console/")
-	mustStatus(t, "home", home, http.StatusOK)
-	mustContain(t, "home", home.body, "Signed in as alice", "Nothing is waiting for approval.")
+	mustStatus(t, "home", home, http.StatusOK, "Signed in as alice", "Nothing is waiting for approval.")
 	if strings.Contains(home.body, b.OperatorToken) {
 		t.Fatal("the page shows the token")
 	}
@@ -120,8 +118,7 @@ func TestCSRF(t *testing.T) {
 		"empty token":   {"handle": {handle}, "csrf": {""}},
 	} {
 		got := br.post("/console/approvals/approve", form)
-		mustStatus(t, name, got, http.StatusForbidden)
-		mustContain(t, name, got.body, "security token is missing or wrong")
+		mustStatus(t, name, got, http.StatusForbidden, "security token is missing or wrong")
 	}
 	// A valid token from a foreign page is refused too.
 	br.origin = "https://evil.example"
@@ -157,8 +154,7 @@ func TestPendingListEscapesThePrompt(t *testing.T) {
 	br.mustSignIn(b.OperatorToken)
 	for _, path := range []string{"/console/", "/console/fragments/approvals", "/console/approvals/confirm?action=approve&handle=" + url.QueryEscape(handle)} {
 		got := br.get(path)
-		mustStatus(t, path, got, http.StatusOK)
-		mustContain(t, path, got.body, html.EscapeString(prompt), "painter", "flux-pro-1.1-ultra", "1024x1024", "USD 0.06",
+		mustStatus(t, path, got, http.StatusOK, html.EscapeString(prompt), "painter", "flux-pro-1.1-ultra", "1024x1024", "USD 0.06",
 			handle, "2026-11-30 10:00:00 UTC", "2026-12-01 10:00:00 UTC")
 		if strings.Contains(got.body, "<script>alert") || strings.Contains(got.body, "<img src=x") {
 			t.Fatalf("%s: the prompt is not escaped:\n%s", path, got.body)
@@ -175,8 +171,7 @@ func TestApproveAndDenyThroughTheForms(t *testing.T) {
 	br.mustSignIn(b.OperatorToken)
 
 	confirm := br.get("/console/approvals/confirm?action=approve&handle=" + url.QueryEscape(approveMe))
-	mustStatus(t, "approve confirmation", confirm, http.StatusOK)
-	mustContain(t, "approve confirmation", confirm.body, "Approve this spend?", "Yes, approve", "approve me")
+	mustStatus(t, "approve confirmation", confirm, http.StatusOK, "Approve this spend?", "Yes, approve", "approve me")
 	if s := b.state(t, approveMe); s != hubu.StatePendingApproval {
 		t.Fatalf("the confirmation page changed the state: %s", s)
 	}
@@ -222,8 +217,7 @@ func TestApproveAndDenyThroughTheForms(t *testing.T) {
 
 	// The operations page shows both, with their ledgers, and the agent's budget.
 	ops := br.get("/console/operations")
-	mustStatus(t, "operations", ops, http.StatusOK)
-	mustContain(t, "operations", ops.body, approveMe, denyMe, "executing", "denied", "by alice", "too &lt;expensive&gt;",
+	mustStatus(t, "operations", ops, http.StatusOK, approveMe, denyMe, "executing", "denied", "by alice", "too &lt;expensive&gt;",
 		"hold USD 0.06", "release USD 0.06", "held USD 0.06 · captured USD 0.00 · released USD 0.00",
 		"<td>painter</td><td>day</td><td>2026-11-30 00:00:00 UTC</td><td>USD 5.00</td><td>USD 0.06</td><td>USD 4.94</td>")
 	// Bad input is refused plainly.
@@ -241,8 +235,7 @@ func TestFragment(t *testing.T) {
 	br := b.browser(t)
 	br.mustSignIn(b.OperatorToken)
 	got := br.get("/console/fragments/approvals")
-	mustStatus(t, "empty fragment", got, http.StatusOK)
-	mustContain(t, "empty fragment", got.body, "Nothing is waiting for approval.")
+	mustStatus(t, "empty fragment", got, http.StatusOK, "Nothing is waiting for approval.")
 	if strings.Contains(got.body, "<html") || strings.Contains(got.body, "<script") {
 		t.Fatalf("the fragment is a whole page:\n%s", got.body)
 	}

@@ -142,11 +142,13 @@ func (br *browser) mustSignIn(token string) string {
 	return csrf(br.t, home)
 }
 
-func mustStatus(t testing.TB, what string, a answer, want int) {
+// mustStatus checks an answer's status, and that its body holds each of wants.
+func mustStatus(t testing.TB, what string, a answer, want int, wants ...string) {
 	t.Helper()
 	if a.status != want {
 		t.Fatalf("%s: status %d, want %d\n%s", what, a.status, want, a.body)
 	}
+	mustContain(t, what, a.body, wants...)
 }
 
 func mustContain(t testing.TB, what, body string, wants ...string) {

@@ -1,26 +1,13 @@
 package console_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 )
-
-// credentialID is the id of the credential a token belongs to.
-func (b *bundle) credentialID(t testing.TB, token string) uuid.UUID {
-	t.Helper()
-	p, err := b.Store.Authenticate(context.Background(), token, b.Clock.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p.CredentialID
-}
 
 func mustBeSignedOut(t testing.TB, what string, br *browser) {
 	t.Helper()
@@ -43,7 +30,7 @@ func TestRevocationEndsConsoleSessions(t *testing.T) {
 	alice.mustSignIn(b.OperatorToken)
 	bob.mustSignIn(bobToken)
 
-	r, err := b.Client(t, bobToken).RevokeCredentialWithResponse(t.Context(), b.credentialID(t, b.OperatorToken))
+	r, err := b.Client(t, bobToken).RevokeCredentialWithResponse(t.Context(), b.CredentialID(t, b.OperatorToken))
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("bob revokes alice: %v %d %s", err, r.StatusCode(), r.Body)
 	}
@@ -60,7 +47,7 @@ func TestRotationEndsConsoleSessionsAfterTheOverlap(t *testing.T) {
 	b := setup(t)
 	br := b.browser(t)
 	br.mustSignIn(b.OperatorToken)
-	r, err := b.Client(t, b.OperatorToken).RotateCredentialWithResponse(t.Context(), b.credentialID(t, b.OperatorToken),
+	r, err := b.Client(t, b.OperatorToken).RotateCredentialWithResponse(t.Context(), b.CredentialID(t, b.OperatorToken),
 		hubuapi.RotateRequest{OverlapSeconds: ptr(300)})
 	if err != nil || r.JSON201 == nil {
 		t.Fatalf("rotate: %v %d %s", err, r.StatusCode(), r.Body)

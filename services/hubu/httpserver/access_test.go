@@ -36,51 +36,20 @@ func TestCredentials(t *testing.T) {
 		t.Fatalf("operator reading it: %d", r.StatusCode())
 	}
 
-	forbidden := []struct {
-		name string
-		do   func() (int, error)
-	}{
-		{"agent approves", func() (int, error) {
-			r, err := alice.Client.ApproveOperationWithResponse(ctx, held.PublicHandle)
-			return r.StatusCode(), err
-		}},
-		{"agent lists approvals", func() (int, error) {
-			r, err := alice.Client.ListApprovalsWithResponse(ctx)
-			return r.StatusCode(), err
-		}},
-		{"agent creates an agent", func() (int, error) {
-			r, err := alice.Client.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "sneaky"})
-			return r.StatusCode(), err
-		}},
-		{"agent sets a price", func() (int, error) {
-			r, err := alice.Client.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 0, Currency: "USD"})
-			return r.StatusCode(), err
-		}},
-		{"agent settles", func() (int, error) {
-			r, err := alice.Client.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 0})
-			return r.StatusCode(), err
-		}},
-		{"operator authorizes", func() (int, error) {
-			r, err := b.Operator.AuthorizeWithResponse(ctx, newCall("flux-dev").Request())
-			return r.StatusCode(), err
-		}},
-		{"operator settles", func() (int, error) {
-			r, err := b.Operator.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 0})
-			return r.StatusCode(), err
-		}},
-		{"service authorizes", func() (int, error) {
-			r, err := b.service.AuthorizeWithResponse(ctx, newCall("flux-dev").Request())
-			return r.StatusCode(), err
-		}},
-		{"service approves", func() (int, error) {
-			r, err := b.service.ApproveOperationWithResponse(ctx, held.PublicHandle)
-			return r.StatusCode(), err
-		}},
-	}
-	for _, f := range forbidden {
-		status, err := f.do()
-		if err != nil || status != http.StatusForbidden {
-			t.Errorf("%s: %d %v, want 403", f.name, status, err)
+	for name, r := range map[string]reply{
+		"agent approves":         replyOf(alice.Client.ApproveOperationWithResponse(ctx, held.PublicHandle)),
+		"agent lists approvals":  replyOf(alice.Client.ListApprovalsWithResponse(ctx)),
+		"agent creates an agent": replyOf(alice.Client.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "sneaky"})),
+		"agent sets a price": replyOf(alice.Client.SetPriceWithResponse(ctx,
+			hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 0, Currency: "USD"})),
+		"agent settles":       replyOf(alice.Client.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 0})),
+		"operator authorizes": replyOf(b.Operator.AuthorizeWithResponse(ctx, newCall("flux-dev").Request())),
+		"operator settles":    replyOf(b.Operator.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 0})),
+		"service authorizes":  replyOf(b.service.AuthorizeWithResponse(ctx, newCall("flux-dev").Request())),
+		"service approves":    replyOf(b.service.ApproveOperationWithResponse(ctx, held.PublicHandle)),
+	} {
+		if r.status != http.StatusForbidden {
+			t.Errorf("%s: %d %s, want 403", name, r.status, r.body)
 		}
 	}
 
@@ -117,9 +86,7 @@ func TestOperatorManagesAgentsAndPrices(t *testing.T) {
 		t.Fatalf("set policy: %s", set.Body)
 	}
 	// Auto-approve 0: every paid operation is held.
-	if op := mustOperation(t, authorize(t, a, newCall("flux-schnell"))); op.State != hubuapi.OperationStatePendingApproval {
-		t.Fatalf("with auto-approve 0: %+v", op)
-	}
+	spend(t, a, newCall("flux-schnell"), hubuapi.OperationStatePendingApproval)
 	if r, _ := b.Operator.GetAgentWithResponse(ctx, uuid.New()); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("unknown agent: %d", r.StatusCode())
 	}

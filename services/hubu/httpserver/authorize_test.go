@@ -123,9 +123,7 @@ func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
 	handles := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			resp := authorize(t, a, c)
 			statuses[i] = resp.StatusCode()
 			if op := resp.JSON200; op != nil {
@@ -133,7 +131,7 @@ func TestConcurrentDeliveriesOfOneKey(t *testing.T) {
 			} else if op := resp.JSON201; op != nil {
 				handles[i] = op.PublicHandle
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	created := 0
@@ -176,37 +174,26 @@ func TestBudgetRace(t *testing.T) {
 	// flux-dev costs 25 000 micros: the budget fits exactly 10.
 	a := b.NewAgent(t, "agent", policy(50_000, 1_000_000, 250_000))
 	const n = 50
-	states := make([]hubuapi.OperationState, n)
-	denials := make([]string, n)
 	answers := make([]*hubuapi.AuthorizeResponse, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			answers[i], errs[i] = a.Client.AuthorizeWithResponse(context.Background(), newCall("flux-dev").Request())
-		}()
+		})
 	}
 	wg.Wait()
+	approved := 0
 	for i := range n {
 		if errs[i] != nil {
 			t.Fatalf("authorization %d: %v", i, errs[i])
 		}
-		op := mustOperation(t, answers[i])
-		states[i] = op.State
-		if op.Denial != nil {
-			denials[i] = string(op.Denial.Code)
-		}
-	}
-	approved := 0
-	for i, s := range states {
-		switch {
-		case s == hubuapi.OperationStateExecuting:
+		switch op := mustOperation(t, answers[i]); {
+		case op.State == hubuapi.OperationStateExecuting:
 			approved++
-		case s == hubuapi.OperationStateDenied && denials[i] == hubu.DenialBudgetExceeded:
+		case op.State == hubuapi.OperationStateDenied && op.Denial != nil && string(op.Denial.Code) == hubu.DenialBudgetExceeded:
 		default:
-			t.Fatalf("operation %d: state %s denial %q", i, s, denials[i])
+			t.Fatalf("operation %d: state %s denial %+v", i, op.State, op.Denial)
 		}
 	}
 	if approved != 10 {

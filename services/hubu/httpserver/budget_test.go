@@ -17,23 +17,17 @@ func TestBudgetCountsOnlyItsOwnPeriod(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	a := b.NewAgent(t, "agent", policy(50_000, 1_000_000, 100_000))
-	if op := mustOperation(t, authorize(t, a, newCall("flux-dev"))); op.State != hubuapi.OperationStateExecuting {
-		t.Fatalf("today's first spend: %+v", op)
-	}
+	spend(t, a, newCall("flux-dev"), hubuapi.OperationStateExecuting)
 	b.Clock.Advance(25 * time.Hour) // the clock jumps a day ahead
 	for range 4 {
-		if op := mustOperation(t, authorize(t, a, newCall("flux-dev"))); op.State != hubuapi.OperationStateExecuting {
-			t.Fatalf("within the next day's budget: %+v", op)
-		}
+		spend(t, a, newCall("flux-dev"), hubuapi.OperationStateExecuting)
 	}
 	b.Clock.Advance(-25 * time.Hour) // and is put right
 	caps, _ := a.Client.GetCapabilitiesWithResponse(ctx)
 	if caps.JSON200 == nil || caps.JSON200.Budget.UsedMicros != 25_000 {
 		t.Fatalf("today's budget counts another day's spend: %s", caps.Body)
 	}
-	if op := mustOperation(t, authorize(t, a, newCall("flux-dev"))); op.State != hubuapi.OperationStateExecuting {
-		t.Fatalf("today's second spend, well within today's budget: %+v", op)
-	}
+	spend(t, a, newCall("flux-dev"), hubuapi.OperationStateExecuting)
 }
 
 // Changing an agent's budget period never forgets what it spent.
@@ -43,9 +37,7 @@ func TestBudgetPeriodChangeKeepsSpend(t *testing.T) {
 	b := setup(t)
 	a := b.NewAgent(t, "agent", policy(50_000, 1_000_000, 100_000))
 	for range 4 {
-		if op := mustOperation(t, authorize(t, a, newCall("flux-dev"))); op.State != hubuapi.OperationStateExecuting {
-			t.Fatalf("within the daily budget: %+v", op)
-		}
+		spend(t, a, newCall("flux-dev"), hubuapi.OperationStateExecuting)
 	}
 	monthly := policy(50_000, 1_000_000, 100_000)
 	monthly.BudgetPeriod = hubuapi.PolicyBudgetPeriodMonth
@@ -61,9 +53,7 @@ func TestBudgetPeriodChangeKeepsSpend(t *testing.T) {
 		t.Fatalf("capabilities: %+v", caps.JSON200.Budget)
 	}
 	b.Clock.Advance(24 * time.Hour) // 1 December: a new month
-	if op := mustOperation(t, authorize(t, a, newCall("flux-dev"))); op.State != hubuapi.OperationStateExecuting {
-		t.Fatalf("the first day of a new month: %+v", op)
-	}
+	spend(t, a, newCall("flux-dev"), hubuapi.OperationStateExecuting)
 	// The currency of an agent that has spent cannot change.
 	eur := policy(50_000, 1_000_000, 100_000)
 	eur.Currency = "EUR"

@@ -10,29 +10,21 @@ import (
 
 func (s *Server) ListCredentials(w http.ResponseWriter, r *http.Request) {
 	cs, err := s.Store.ListCredentials(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	now := s.Now()
-	out := hubuapi.CredentialList{Credentials: []hubuapi.Credential{}}
-	for _, c := range cs {
-		out.Credentials = append(out.Credentials, credentialOf(c, now))
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.respond(w, r, http.StatusOK, hubuapi.CredentialList{Credentials: each(cs, func(c hubu.Credential) hubuapi.Credential {
+		return credentialOf(c, now)
+	})}, err)
 }
 
 func (s *Server) RevokeCredential(w http.ResponseWriter, r *http.Request, id hubuapi.CredentialID) {
 	who := principal(r)
 	now := s.Now()
 	c, err := s.Store.RevokeCredential(r.Context(), who, id, now)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	if err == nil {
+		s.logger().InfoContext(r.Context(), "credential revoked", "credential_id", c.ID, "kind", c.Role, "name", c.Name,
+			"operator", who.Name, "operator_credential_id", who.CredentialID)
 	}
-	s.logger().InfoContext(r.Context(), "credential revoked", "credential_id", c.ID, "kind", c.Role, "name", c.Name,
-		"operator", who.Name, "operator_credential_id", who.CredentialID)
-	writeJSON(w, http.StatusOK, credentialOf(c, now))
+	s.respond(w, r, http.StatusOK, credentialOf(c, now), err)
 }
 
 func (s *Server) RotateCredential(w http.ResponseWriter, r *http.Request, id hubuapi.CredentialID) {

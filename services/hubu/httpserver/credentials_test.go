@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
@@ -318,13 +319,7 @@ func TestOperatorsRevokingEachOtherAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t)
-	idOf := func(token string) uuid.UUID {
-		p, err := b.Store.Authenticate(ctx, token, b.Clock.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p.CredentialID
-	}
+	idOf := func(token string) uuid.UUID { return b.CredentialID(t, token) }
 	survivor := b.OperatorToken
 	for round := range 5 {
 		var tokens [2]string
@@ -379,19 +374,11 @@ func lastingOperators(t testing.TB, b *bundle) []uuid.UUID {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var out []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, id)
-	}
-	if err := rows.Err(); err != nil {
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return ids
 }
 
 func TestCredentialsAreForOperatorsOnly(t *testing.T) {

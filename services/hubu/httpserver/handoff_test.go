@@ -60,10 +60,7 @@ func TestHandOffFailuresAreResent(t *testing.T) {
 			b := setup(t)
 			a := b.NewAgent(t, "agent", nil)
 			restore := c.fault(t, b)
-			op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
-			if op.State != hubuapi.OperationStateDispatching {
-				t.Fatalf("after a failed hand-off the operation is %s, want dispatching", op.State)
-			}
+			op := spend(t, a, newCall("flux-dev"), hubuapi.OperationStateDispatching)
 			if !strings.Contains(b.Logs.String(), c.logged) {
 				t.Fatalf("the log does not say %q:\n%s", c.logged, b.Logs.String())
 			}
@@ -104,15 +101,9 @@ func TestRecoverHalvesAreIndependent(t *testing.T) {
 	ctx := context.Background()
 	b := setupWithTTL(t, time.Minute)
 	a := b.NewAgent(t, "agent", nil)
-	held := mustOperation(t, authorize(t, a, newCall("flux-pro-1.1-ultra"))) // above the auto-approve limit
-	if held.State != hubuapi.OperationStatePendingApproval {
-		t.Fatalf("held spend: %s", held.State)
-	}
+	held := spend(t, a, newCall("flux-pro-1.1-ultra"), hubuapi.OperationStatePendingApproval) // above the auto-approve limit
 	b.Executor.FailNext(1)
-	sent := mustOperation(t, authorize(t, a, newCall("flux-dev")))
-	if sent.State != hubuapi.OperationStateDispatching {
-		t.Fatalf("failed hand-off: %s", sent.State)
-	}
+	spend(t, a, newCall("flux-dev"), hubuapi.OperationStateDispatching)
 
 	restore := failUpdates(t, b.Pool, "expire", "NEW.state = 'expired'")
 	b.Clock.Advance(2 * time.Minute)

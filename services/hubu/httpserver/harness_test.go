@@ -62,6 +62,33 @@ func mustOperation(t testing.TB, resp *hubuapi.AuthorizeResponse) hubuapi.Operat
 	return hubuapi.Operation{}
 }
 
+// reply is the status and body of a generated client's response, for tables of requests;
+// a request that failed has status 0 and the error as its body.
+type reply struct {
+	status int
+	body   []byte
+}
+
+func replyOf[R interface {
+	StatusCode() int
+	GetBody() []byte
+}](r R, err error) reply {
+	if err != nil {
+		return reply{body: []byte(err.Error())}
+	}
+	return reply{r.StatusCode(), r.GetBody()}
+}
+
+// spend authorizes c as a and requires the operation to be in state want.
+func spend(t testing.TB, a agent, c call, want hubuapi.OperationState) hubuapi.Operation {
+	t.Helper()
+	op := mustOperation(t, authorize(t, a, c))
+	if op.State != want {
+		t.Fatalf("authorized %s: %+v, want %s", c.Args.Model, op, want)
+	}
+	return op
+}
+
 // problemCode is the stable code of a problem+json body.
 func problemCode(t testing.TB, body []byte) string {
 	t.Helper()

@@ -73,46 +73,31 @@ func TestBadInput(t *testing.T) {
 	}
 
 	// Operator input is as strict.
-	for name, do := range map[string]func() (int, []byte){
-		"negative price": func() (int, []byte) {
-			r, _ := b.Operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: -1, Currency: "USD"})
-			return r.StatusCode(), r.Body
-		},
-		"bad currency": func() (int, []byte) {
-			r, _ := b.Operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 1, Currency: "usd"})
-			return r.StatusCode(), r.Body
-		},
-		"negative budget": func() (int, []byte) {
-			r, _ := b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(0, 0, -5))
-			return r.StatusCode(), r.Body
-		},
-		"auto-approve above the ceiling": func() (int, []byte) {
-			r, _ := b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(5_000_000, 1_000, 10_000_000))
-			return r.StatusCode(), r.Body
-		},
-		"deny reason over 500 characters": func() (int, []byte) {
-			long := strings.Repeat("é", 501)
-			r, _ := b.Operator.DenyOperationWithResponse(ctx, "hubu:public-operation:v1:00000000-0000-4000-8000-000000000000", hubuapi.DenyRequest{Reason: &long})
-			return r.StatusCode(), r.Body
-		},
-		"bad agent name": func() (int, []byte) {
-			r, _ := b.Operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "Robert'); DROP TABLE agents;--"})
-			return r.StatusCode(), r.Body
-		},
-		"bad agent id": func() (int, []byte) {
-			req, _ := http.NewRequest(http.MethodGet, b.URL+"/v1/agents/not-a-uuid", nil)
-			req.Header.Set("Authorization", "Bearer "+b.OperatorToken)
-			r, err := (&http.Client{Transport: b.Validator}).Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			r.Body.Close()
-			return r.StatusCode, nil
-		},
+	long := strings.Repeat("é", 501)
+	for name, r := range map[string]reply{
+		"negative price": replyOf(b.Operator.SetPriceWithResponse(ctx,
+			hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: -1, Currency: "USD"})),
+		"bad currency": replyOf(b.Operator.SetPriceWithResponse(ctx,
+			hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 1, Currency: "usd"})),
+		"negative budget":                replyOf(b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(0, 0, -5))),
+		"auto-approve above the ceiling": replyOf(b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(5_000_000, 1_000, 10_000_000))),
+		"deny reason over 500 characters": replyOf(b.Operator.DenyOperationWithResponse(ctx,
+			"hubu:public-operation:v1:00000000-0000-4000-8000-000000000000", hubuapi.DenyRequest{Reason: &long})),
+		"bad agent name": replyOf(b.Operator.CreateAgentWithResponse(ctx, hubuapi.AgentCreate{Name: "Robert'); DROP TABLE agents;--"})),
 	} {
-		if status, body := do(); status != http.StatusBadRequest {
-			t.Errorf("%s: %d %s", name, status, body)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s", name, r.status, r.body)
 		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, b.URL+"/v1/agents/not-a-uuid", nil)
+	req.Header.Set("Authorization", "Bearer "+b.OperatorToken)
+	r, err := (&http.Client{Transport: b.Validator}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusBadRequest {
+		t.Errorf("bad agent id: %d", r.StatusCode)
 	}
 	if r, _ := a.Client.GetOperationWithResponse(ctx, "hubu:operation:v1:codex:whatever"); r.StatusCode() != http.StatusBadRequest {
 		t.Errorf("malformed handle: %d", r.StatusCode())

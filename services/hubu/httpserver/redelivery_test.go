@@ -19,26 +19,11 @@ type catalogChange struct {
 }
 
 var catalogChanges = []catalogChange{
-	{"price raised", func(t *testing.T, b *bundle, _ ...agent) {
-		setPrice(t, b, "flux-dev", 30_000, "USD")
-		setPrice(t, b, "flux-pro-1.1-ultra", 90_000, "USD")
-	}},
-	{"price lowered", func(t *testing.T, b *bundle, _ ...agent) {
-		setPrice(t, b, "flux-dev", 1_000, "USD")
-		setPrice(t, b, "flux-pro-1.1-ultra", 2_000, "USD")
-	}},
-	{"price now free", func(t *testing.T, b *bundle, _ ...agent) {
-		setPrice(t, b, "flux-dev", 0, "USD")
-		setPrice(t, b, "flux-pro-1.1-ultra", 0, "USD")
-	}},
-	{"currency changed", func(t *testing.T, b *bundle, _ ...agent) {
-		setPrice(t, b, "flux-dev", 25_000, "EUR")
-		setPrice(t, b, "flux-pro-1.1-ultra", 60_000, "EUR")
-	}},
-	{"size-specific price added", func(t *testing.T, b *bundle, _ ...agent) {
-		setPriceForSize(t, b, "flux-dev", "1024x1024", 26_000, "USD")
-		setPriceForSize(t, b, "flux-pro-1.1-ultra", "1024x1024", 61_000, "USD")
-	}},
+	{"price raised", func(t *testing.T, b *bundle, _ ...agent) { setPrices(t, b, "*", 30_000, 90_000, "USD") }},
+	{"price lowered", func(t *testing.T, b *bundle, _ ...agent) { setPrices(t, b, "*", 1_000, 2_000, "USD") }},
+	{"price now free", func(t *testing.T, b *bundle, _ ...agent) { setPrices(t, b, "*", 0, 0, "USD") }},
+	{"currency changed", func(t *testing.T, b *bundle, _ ...agent) { setPrices(t, b, "*", 25_000, 60_000, "EUR") }},
+	{"size-specific price added", func(t *testing.T, b *bundle, _ ...agent) { setPrices(t, b, "1024x1024", 26_000, 61_000, "USD") }},
 	{"agent moved to another account", func(t *testing.T, b *bundle, agents ...agent) {
 		for _, a := range agents {
 			resp, err := b.Operator.SetAgentAccountWithResponse(context.Background(), a.ID, hubuapi.AccountUpdate{Account: "acct:team-b"})
@@ -55,12 +40,14 @@ var catalogChanges = []catalogChange{
 	}},
 }
 
-func setPrice(t *testing.T, b *bundle, model string, amount int64, currency string) {
+// setPrices sets the prices of flux-dev and flux-pro-1.1-ultra for size.
+func setPrices(t *testing.T, b *bundle, size string, dev, ultra int64, currency string) {
 	t.Helper()
-	setPriceForSize(t, b, model, "*", amount, currency)
+	setPrice(t, b, "flux-dev", size, dev, currency)
+	setPrice(t, b, "flux-pro-1.1-ultra", size, ultra, currency)
 }
 
-func setPriceForSize(t *testing.T, b *bundle, model, size string, amount int64, currency string) {
+func setPrice(t *testing.T, b *bundle, model, size string, amount int64, currency string) {
 	t.Helper()
 	resp, err := b.Operator.SetPriceWithResponse(context.Background(),
 		hubuapi.PriceUpdate{Provider: "bfl", Model: model, Size: size, AmountMicros: amount, Currency: currency})
@@ -107,7 +94,7 @@ func TestRedeliveryOfHeldOperationAfterPriceChange(t *testing.T) {
 	a := b.NewAgent(t, "agent", nil)
 	c, held := heldCall(t, b, a)
 
-	setPrice(t, b, "flux-pro-1.1-ultra", 90_000, "USD")
+	setPrice(t, b, "flux-pro-1.1-ultra", "*", 90_000, "USD")
 
 	again := mustReplay(t, a, c, held)
 	if again.State != hubuapi.OperationStatePendingApproval || again.AmountMicros != 60_000 || again.HeldMicros != 60_000 {
@@ -178,19 +165,11 @@ func TestRedeliveryAfterCatalogOrAccountChange(t *testing.T) {
 		{"dispatching", func(t *testing.T, b *bundle, a, _ agent) (agent, call, hubuapi.Operation) {
 			b.Executor.FailNext(1)
 			c := newCall("flux-dev")
-			op := mustOperation(t, authorize(t, a, c))
-			if op.State != hubuapi.OperationStateDispatching {
-				t.Fatalf("hand-off failed, yet %+v", op)
-			}
-			return a, c, op
+			return a, c, spend(t, a, c, hubuapi.OperationStateDispatching)
 		}},
 		{"executing", func(t *testing.T, b *bundle, a, _ agent) (agent, call, hubuapi.Operation) {
 			c := newCall("flux-dev")
-			op := mustOperation(t, authorize(t, a, c))
-			if op.State != hubuapi.OperationStateExecuting {
-				t.Fatalf("auto-approved: %+v", op)
-			}
-			return a, c, op
+			return a, c, spend(t, a, c, hubuapi.OperationStateExecuting)
 		}},
 		{"succeeded", func(t *testing.T, b *bundle, a, _ agent) (agent, call, hubuapi.Operation) {
 			c := newCall("flux-dev")
@@ -212,11 +191,7 @@ func TestRedeliveryAfterCatalogOrAccountChange(t *testing.T) {
 		}},
 		{"denied", func(t *testing.T, b *bundle, _, stingy agent) (agent, call, hubuapi.Operation) {
 			c := newCall("flux-dev")
-			op := mustOperation(t, authorize(t, stingy, c))
-			if op.State != hubuapi.OperationStateDenied {
-				t.Fatalf("above the ceiling: %+v", op)
-			}
-			return stingy, c, op
+			return stingy, c, spend(t, stingy, c, hubuapi.OperationStateDenied)
 		}},
 	}
 	for _, change := range catalogChanges {
@@ -309,12 +284,8 @@ func TestDifferentRequestUnderSameKeyAfterCatalogChange(t *testing.T) {
 				} else {
 					req.RequestHash = "00" + req.RequestHash[2:]
 				}
-				resp, err := a.Client.AuthorizeWithResponse(ctx, req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if resp.StatusCode() != http.StatusConflict || problemCode(t, resp.Body) != "create_new_operation" {
-					t.Fatalf("%s: %d %s", d.name, resp.StatusCode(), resp.Body)
+				if r := replyOf(a.Client.AuthorizeWithResponse(ctx, req)); r.status != http.StatusConflict || problemCode(t, r.body) != "create_new_operation" {
+					t.Fatalf("%s: %d %s", d.name, r.status, r.body)
 				}
 			}
 			// Another public handle for the same key is a conflict, not a replay.

@@ -183,22 +183,17 @@ func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) GetCapabilities(w http.ResponseWriter, r *http.Request) {
 	c, err := s.Store.Capabilities(r.Context(), principal(r).AgentID, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := hubuapi.Capabilities{
+	s.respond(w, r, http.StatusOK, hubuapi.Capabilities{
 		AgentId: c.Agent.ID, AgentName: c.Agent.Name, Account: c.Agent.Account,
 		Tools:                     []hubuapi.Tool{hubuapi.GenerateImage},
-		Prices:                    pricesOf(c.Prices),
+		Prices:                    each(c.Prices, priceOf),
 		AutoApproveLimitMicros:    c.Agent.Policy.AutoApproveLimitMicros,
 		PerOperationCeilingMicros: c.Agent.Policy.PerOperationCeilingMicros,
 		Budget: hubuapi.Budget{
 			Period: hubuapi.BudgetPeriod(c.Budget.Period), PeriodStart: c.Budget.PeriodStart, LimitMicros: c.Budget.LimitMicros,
 			UsedMicros: c.Budget.UsedMicros, RemainingMicros: c.Budget.RemainingMicros, Currency: c.Budget.Currency,
 		},
-	}
-	writeJSON(w, http.StatusOK, out)
+	}, err)
 }
 
 func (s *Server) GetOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
@@ -207,11 +202,7 @@ func (s *Server) GetOperation(w http.ResponseWriter, r *http.Request, handle hub
 		return
 	}
 	op, err := s.Store.GetOperation(r.Context(), principal(r), handle, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, operationOf(op))
+	s.respond(w, r, http.StatusOK, operationOf(op), err)
 }
 
 func (s *Server) ResumeOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
@@ -220,11 +211,7 @@ func (s *Server) ResumeOperation(w http.ResponseWriter, r *http.Request, handle 
 		return
 	}
 	op, err := s.Lifecycle.Resume(r.Context(), principal(r), handle)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, operationOf(op))
+	s.respond(w, r, http.StatusOK, operationOf(op), err)
 }
 
 func (s *Server) GetOperationLedger(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
@@ -233,20 +220,13 @@ func (s *Server) GetOperationLedger(w http.ResponseWriter, r *http.Request, hand
 		return
 	}
 	op, entries, err := s.Store.Ledger(r.Context(), principal(r), handle, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := hubuapi.Ledger{
-		PublicHandle: op.PublicHandle, State: hubuapi.OperationState(op.State), Entries: []hubuapi.LedgerEntry{},
+	s.respond(w, r, http.StatusOK, hubuapi.Ledger{
+		PublicHandle: op.PublicHandle, State: hubuapi.OperationState(op.State),
 		HeldMicros: op.HeldMicros, CapturedMicros: op.CapturedMicros, ReleasedMicros: op.ReleasedMicros,
-	}
-	for _, e := range entries {
-		out.Entries = append(out.Entries, hubuapi.LedgerEntry{
-			Id: e.ID, Kind: hubuapi.LedgerEntryKind(e.Kind), AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt,
-		})
-	}
-	writeJSON(w, http.StatusOK, out)
+		Entries: each(entries, func(e hubu.LedgerEntry) hubuapi.LedgerEntry {
+			return hubuapi.LedgerEntry{Id: e.ID, Kind: hubuapi.LedgerEntryKind(e.Kind), AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt}
+		}),
+	}, err)
 }
 
 func (s *Server) ApproveOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
@@ -256,12 +236,10 @@ func (s *Server) ApproveOperation(w http.ResponseWriter, r *http.Request, handle
 	}
 	who := principal(r)
 	op, err := s.Store.Approve(r.Context(), who.Name, handle, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	if err == nil {
+		s.logger().InfoContext(r.Context(), "operation approved", "public_handle", op.PublicHandle, "operator", who.Name)
 	}
-	s.logger().InfoContext(r.Context(), "operation approved", "public_handle", op.PublicHandle, "operator", who.Name)
-	writeJSON(w, http.StatusOK, operationOf(op))
+	s.respond(w, r, http.StatusOK, operationOf(op), err)
 }
 
 func (s *Server) DenyOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {
@@ -277,44 +255,22 @@ func (s *Server) DenyOperation(w http.ResponseWriter, r *http.Request, handle hu
 		s.writeError(w, r, err)
 		return
 	}
-	reason := ""
-	if body.Reason != nil {
-		reason = *body.Reason
-	}
 	who := principal(r)
-	op, err := s.Store.Deny(r.Context(), who.Name, handle, reason, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
+	op, err := s.Store.Deny(r.Context(), who.Name, handle, reasonOf(body.Reason), s.Now())
+	if err == nil {
+		s.logger().InfoContext(r.Context(), "operation denied", "public_handle", op.PublicHandle, "operator", who.Name)
 	}
-	s.logger().InfoContext(r.Context(), "operation denied", "public_handle", op.PublicHandle, "operator", who.Name)
-	writeJSON(w, http.StatusOK, operationOf(op))
+	s.respond(w, r, http.StatusOK, operationOf(op), err)
 }
 
 func (s *Server) ListApprovals(w http.ResponseWriter, r *http.Request) {
 	ops, err := s.Store.ListPendingApprovals(r.Context(), s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := hubuapi.OperationList{Operations: []hubuapi.Operation{}}
-	for _, op := range ops {
-		out.Operations = append(out.Operations, operationOf(op))
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.respond(w, r, http.StatusOK, hubuapi.OperationList{Operations: each(ops, operationOf)}, err)
 }
 
 func (s *Server) ListAgents(w http.ResponseWriter, r *http.Request) {
 	agents, err := s.Store.ListAgents(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := hubuapi.AgentList{Agents: []hubuapi.Agent{}}
-	for _, a := range agents {
-		out.Agents = append(out.Agents, agentOf(a))
-	}
-	writeJSON(w, http.StatusOK, out)
+	s.respond(w, r, http.StatusOK, hubuapi.AgentList{Agents: each(agents, agentOf)}, err)
 }
 
 func (s *Server) CreateAgent(w http.ResponseWriter, r *http.Request) {
@@ -344,20 +300,12 @@ func (s *Server) CreateAgent(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	agent, token, err := s.Store.CreateAgent(r.Context(), body.Name, account, pol, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, hubuapi.AgentCreated{Agent: agentOf(agent), Token: token})
+	s.respond(w, r, http.StatusCreated, hubuapi.AgentCreated{Agent: agentOf(agent), Token: token}, err)
 }
 
 func (s *Server) GetAgent(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
 	a, err := s.Store.GetAgent(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, agentOf(a))
+	s.respond(w, r, http.StatusOK, agentOf(a), err)
 }
 
 func (s *Server) SetAgentPolicy(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
@@ -372,11 +320,7 @@ func (s *Server) SetAgentPolicy(w http.ResponseWriter, r *http.Request, id hubua
 		return
 	}
 	a, err := s.Store.SetPolicy(r.Context(), id, pol, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, agentOf(a))
+	s.respond(w, r, http.StatusOK, agentOf(a), err)
 }
 
 func (s *Server) SetAgentAccount(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
@@ -390,20 +334,12 @@ func (s *Server) SetAgentAccount(w http.ResponseWriter, r *http.Request, id hubu
 		return
 	}
 	a, err := s.Store.SetAccount(r.Context(), id, body.Account)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, agentOf(a))
+	s.respond(w, r, http.StatusOK, agentOf(a), err)
 }
 
 func (s *Server) ListPrices(w http.ResponseWriter, r *http.Request) {
 	prices, err := s.Store.ListPrices(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, hubuapi.PriceList{Prices: pricesOf(prices)})
+	s.respond(w, r, http.StatusOK, hubuapi.PriceList{Prices: each(prices, priceOf)}, err)
 }
 
 func (s *Server) SetPrice(w http.ResponseWriter, r *http.Request) {
@@ -418,42 +354,28 @@ func (s *Server) SetPrice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stored, err := s.Store.SetPrice(r.Context(), p, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, pricesOf([]hubu.Price{stored})[0])
+	s.respond(w, r, http.StatusOK, priceOf(stored), err)
 }
 
 func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
 	op, err := s.Store.GetDecision(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	o := operationOf(op)
-	writeJSON(w, http.StatusOK, hubuapi.Decision{
+	s.respond(w, r, http.StatusOK, hubuapi.Decision{
 		DecisionId: id, PublicHandle: o.PublicHandle, AgentId: o.AgentId, Tool: o.Tool, Scope: o.Scope,
 		Arguments: o.Arguments, AmountMicros: o.AmountMicros, Currency: o.Currency, State: o.State,
 		IssuedAt: op.DecisionIssuedAt, DispatchAttempts: op.DispatchAttempts,
-	})
+	}, err)
 }
 
 func (s *Server) ListDecisions(w http.ResponseWriter, r *http.Request) {
 	ds, err := s.Store.ListDecisions(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	out := hubuapi.DecisionList{Decisions: []hubuapi.DecisionSummary{}}
-	for _, d := range ds {
-		out.Decisions = append(out.Decisions, hubuapi.DecisionSummary{
+	s.respond(w, r, http.StatusOK, hubuapi.DecisionList{Decisions: each(ds, func(d postgres.DecisionSummary) hubuapi.DecisionSummary {
+		return hubuapi.DecisionSummary{
 			DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, State: hubuapi.OperationState(d.State),
 			AmountMicros: d.AmountMicros, Currency: d.Currency, HeldMicros: d.HeldMicros,
 			CapturedMicros: d.CapturedMicros, ReleasedMicros: d.ReleasedMicros,
-		})
-	}
-	writeJSON(w, http.StatusOK, out)
+		}
+	})}, err)
 }
 
 func (s *Server) SettleDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
@@ -470,16 +392,8 @@ func (s *Server) SettleDecision(w http.ResponseWriter, r *http.Request, id hubua
 		s.writeError(w, r, err)
 		return
 	}
-	reason := ""
-	if body.Reason != nil {
-		reason = *body.Reason
-	}
-	op, err := s.Store.Settle(r.Context(), id, body.AmountMicros, failed, reason, s.Now())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, operationOf(op))
+	op, err := s.Store.Settle(r.Context(), id, body.AmountMicros, failed, reasonOf(body.Reason), s.Now())
+	s.respond(w, r, http.StatusOK, operationOf(op), err)
 }
 
 func (s *Server) ReleaseDecision(w http.ResponseWriter, r *http.Request, id hubuapi.DecisionID) {
@@ -492,16 +406,33 @@ func (s *Server) ReleaseDecision(w http.ResponseWriter, r *http.Request, id hubu
 		s.writeError(w, r, err)
 		return
 	}
-	reason := ""
-	if body.Reason != nil {
-		reason = *body.Reason
-	}
-	op, err := s.Store.Release(r.Context(), id, reason, s.Now())
+	op, err := s.Store.Release(r.Context(), id, reasonOf(body.Reason), s.Now())
+	s.respond(w, r, http.StatusOK, operationOf(op), err)
+}
+
+// respond writes v with status, or err as a problem when it is set (v is then ignored).
+func (s *Server) respond(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, operationOf(op))
+	writeJSON(w, status, v)
+}
+
+// each converts every element of xs with f; the result is never nil, so an empty list is [].
+func each[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, f(x))
+	}
+	return out
+}
+
+func reasonOf(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 func operationOf(op hubu.Operation) hubuapi.Operation {
@@ -533,10 +464,6 @@ func agentOf(a hubu.Agent) hubuapi.Agent {
 	}
 }
 
-func pricesOf(ps []hubu.Price) []hubuapi.Price {
-	out := make([]hubuapi.Price, 0, len(ps))
-	for _, p := range ps {
-		out = append(out, hubuapi.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: p.UpdatedAt})
-	}
-	return out
+func priceOf(p hubu.Price) hubuapi.Price {
+	return hubuapi.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: p.UpdatedAt}
 }

@@ -106,10 +106,7 @@ func TestDecisionAsTheExecutorSeesIt(t *testing.T) {
 	})
 	issued := b.Clock.Now()
 	c := newCall("flux-dev")
-	op := mustOperation(t, authorize(t, a, c))
-	if op.State != hubuapi.OperationStateDispatching {
-		t.Fatalf("after the first hand-off: %s", op.State)
-	}
+	op := spend(t, a, c, hubuapi.OperationStateDispatching)
 	decision := func() hubuapi.Decision {
 		t.Helper()
 		dec, _ := b.service.GetDecisionWithResponse(ctx, *op.DecisionId)
@@ -202,10 +199,7 @@ func TestSettleWhileStillDispatching(t *testing.T) {
 	b := setup(t)
 	a := b.NewAgent(t, "agent", nil)
 	b.Executor.OnExecute(func(hubu.Decision) error { return errors.New("the executor's answer was lost") })
-	op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
-	if op.State != hubuapi.OperationStateDispatching {
-		t.Fatalf("before the settle: %s", op.State)
-	}
+	op := spend(t, a, newCall("flux-dev"), hubuapi.OperationStateDispatching)
 	settled, err := b.service.SettleDecisionWithResponse(ctx, *op.DecisionId, hubuapi.SettleRequest{AmountMicros: 25_000})
 	if err != nil || settled.JSON200 == nil {
 		t.Fatalf("settle: %v %s", err, settled.Body)

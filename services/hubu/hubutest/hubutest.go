@@ -137,6 +137,16 @@ func (e *Env) Client(t testing.TB, token string) *hubuapi.ClientWithResponses {
 	return c
 }
 
+// CredentialID is the ID of the credential token belongs to.
+func (e *Env) CredentialID(t testing.TB, token string) uuid.UUID {
+	t.Helper()
+	p, err := e.Store.Authenticate(context.Background(), token, e.Clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.CredentialID
+}
+
 // Agent is an agent and a client with its token.
 type Agent struct {
 	ID     uuid.UUID

@@ -51,27 +51,20 @@ func TestDecide(t *testing.T) {
 func TestPeriodStart(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 26, 15, 4, 5, 0, time.FixedZone("X", 9*3600)) // Thu 06:04 UTC
-	for period, want := range map[string]time.Time{
-		"day":   time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC),
-		"week":  time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC),
-		"month": time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+	for period, want := range map[string]struct{ start, end time.Time }{
+		"day":   {time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)},
+		"week":  {time.Date(2026, 11, 23, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)},
+		"month": {time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)},
 	} {
-		got, err := PeriodStart(period, now)
-		if err != nil || !got.Equal(want) {
-			t.Errorf("PeriodStart(%s) = %v, %v; want %v", period, got, err, want)
+		start, err := PeriodStart(period, now)
+		if err != nil || !start.Equal(want.start) {
+			t.Errorf("PeriodStart(%s) = %v, %v; want %v", period, start, err, want.start)
+		}
+		if got := PeriodEnd(period, start); !got.Equal(want.end) {
+			t.Errorf("PeriodEnd(%s) = %v, want %v", period, got, want.end)
 		}
 	}
 	if _, err := PeriodStart("year", now); err == nil {
 		t.Error("unknown period accepted")
-	}
-	for period, want := range map[string]time.Time{
-		"day":   time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC),
-		"week":  time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC),
-		"month": time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC),
-	} {
-		start, _ := PeriodStart(period, now)
-		if got := PeriodEnd(period, start); !got.Equal(want) {
-			t.Errorf("PeriodEnd(%s) = %v, want %v", period, got, want)
-		}
 	}
 }

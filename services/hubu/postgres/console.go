@@ -28,10 +28,7 @@ func (s *Store) ListRecentOperations(ctx context.Context, now time.Time, limit i
 	if err != nil {
 		return nil, fmt.Errorf("list recent operations: %w", err)
 	}
-	ids := make([]uuid.UUID, 0, len(rows))
-	for _, r := range rows {
-		ids = append(ids, r.Operation.ID)
-	}
+	ids := each(rows, func(r hubudb.ListRecentOperationsRow) uuid.UUID { return r.Operation.ID })
 	entries, err := s.q.ListLedgerEntriesOf(ctx, s.pool, ids)
 	if err != nil {
 		return nil, fmt.Errorf("list ledger entries: %w", err)
@@ -42,11 +39,9 @@ func (s *Store) ListRecentOperations(ctx context.Context, now time.Time, limit i
 			ID: e.ID, Kind: e.Kind, AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt,
 		})
 	}
-	out := make([]RecentOperation, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, RecentOperation{Operation: operationOf(r.Operation, r.Held, r.Captured, r.Released), Ledger: byOp[r.Operation.ID]})
-	}
-	return out, nil
+	return each(rows, func(r hubudb.ListRecentOperationsRow) RecentOperation {
+		return RecentOperation{Operation: operationOf(r.Operation, r.Held, r.Captured, r.Released), Ledger: byOp[r.Operation.ID]}
+	}), nil
 }
 
 // AgentBudget is an agent with its use of the current budget period.

@@ -27,11 +27,7 @@ func (s *Store) ListCredentials(ctx context.Context) ([]hubu.Credential, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list credentials: %w", err)
 	}
-	out := make([]hubu.Credential, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, credentialOf(r))
-	}
-	return out, nil
+	return each(rows, credentialOf), nil
 }
 
 // RevokeCredential revokes credential id for the operator who: its holder's next request is

@@ -137,11 +137,7 @@ func (s *Store) ListAgents(ctx context.Context) ([]hubu.Agent, error) {
 	for _, p := range policies {
 		byAgent[p.AgentID] = p
 	}
-	out := make([]hubu.Agent, 0, len(agents))
-	for _, a := range agents {
-		out = append(out, agentOf(a, byAgent[a.ID]))
-	}
-	return out, nil
+	return each(agents, func(a hubudb.Agent) hubu.Agent { return agentOf(a, byAgent[a.ID]) }), nil
 }
 
 // SetPolicy replaces an agent's policy. Operations already recorded keep their decisions.
@@ -185,11 +181,7 @@ func (s *Store) ListPrices(ctx context.Context) ([]hubu.Price, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list prices: %w", err)
 	}
-	out := make([]hubu.Price, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, priceOf(r))
-	}
-	return out, nil
+	return each(rows, priceOf), nil
 }
 
 // SetPrice creates or changes one catalog entry. Operations already recorded keep the

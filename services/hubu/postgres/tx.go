@@ -36,6 +36,15 @@ func withTxV[T any](ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) (T,
 	return out, nil
 }
 
+// each converts every element of xs with f; the result is never nil.
+func each[T, U any](xs []T, f func(T) U) []U {
+	out := make([]U, 0, len(xs))
+	for _, x := range xs {
+		out = append(out, f(x))
+	}
+	return out
+}
+
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
 
 // uniqueViolation reports whether err is a unique violation of the named constraint.

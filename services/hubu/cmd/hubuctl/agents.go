@@ -71,22 +71,14 @@ func (c *cli) agentCreate(ctx context.Context, fs *flag.FlagSet, args []string) 
 		return err
 	}
 	resp, err := cl.CreateAgentWithResponse(ctx, body)
-	if err := expect(resp, err, (*hubuapi.CreateAgentResponse).GetJSON201); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	created := resp.JSON201
-	fmt.Fprintln(c.stdout, "Agent created.")
-	fmt.Fprintln(c.stdout)
-	if err := writeAgent(c.stdout, &created.Agent); err != nil {
-		return err
-	}
-	fmt.Fprintln(c.stdout)
-	fmt.Fprintf(c.stdout, "Token: %s\n", created.Token)
-	fmt.Fprintln(c.stdout, "This token will not be shown again: store it now (Hubu keeps only its hash).")
-	return nil
+	return show(c, resp, err, (*hubuapi.CreateAgentResponse).GetJSON201, func(created *hubuapi.AgentCreated) error {
+		fmt.Fprint(c.stdout, "Agent created.\n\n")
+		if err := writeAgent(c.stdout, &created.Agent); err != nil {
+			return err
+		}
+		printToken(c.stdout, created.Token)
+		return nil
+	})
 }
 
 func (c *cli) agentList(ctx context.Context, fs *flag.FlagSet, args []string) error {
@@ -98,18 +90,17 @@ func (c *cli) agentList(ctx context.Context, fs *flag.FlagSet, args []string) er
 		return err
 	}
 	resp, err := cl.ListAgentsWithResponse(ctx)
-	if err := expect(resp, err, (*hubuapi.ListAgentsResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	agents := resp.JSON200.Agents
+	return show(c, resp, err, (*hubuapi.ListAgentsResponse).GetJSON200, func(l *hubuapi.AgentList) error {
+		return writeAgents(c.stdout, l.Agents)
+	})
+}
+
+func writeAgents(w io.Writer, agents []hubuapi.Agent) error {
 	if len(agents) == 0 {
-		_, err := fmt.Fprintln(c.stdout, "No agents.")
+		_, err := fmt.Fprintln(w, "No agents.")
 		return err
 	}
-	tw := newTable(c.stdout)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tNAME\tACCOUNT\tAUTO-APPROVE\tCEILING\tBUDGET\tMODELS\tPROVIDERS\tCREATED")
 	for _, a := range agents {
 		p := a.Policy
@@ -123,11 +114,7 @@ func (c *cli) agentList(ctx context.Context, fs *flag.FlagSet, args []string) er
 }
 
 func (c *cli) agentShow(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	pos, err := c.parse(fs, args, 1, "one agent ID")
-	if err != nil {
-		return err
-	}
-	id, err := parseAgentID(fs.Name(), pos[0])
+	id, err := c.idArg(fs, args, "one agent ID", parseAgentID)
 	if err != nil {
 		return err
 	}
@@ -136,22 +123,12 @@ func (c *cli) agentShow(ctx context.Context, fs *flag.FlagSet, args []string) er
 		return err
 	}
 	resp, err := cl.GetAgentWithResponse(ctx, id)
-	if err := expect(resp, err, (*hubuapi.GetAgentResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	return writeAgent(c.stdout, resp.JSON200)
+	return show(c, resp, err, (*hubuapi.GetAgentResponse).GetJSON200, func(a *hubuapi.Agent) error { return writeAgent(c.stdout, a) })
 }
 
 func (c *cli) agentSetPolicy(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	pf := addPolicyFlags(fs)
-	pos, err := c.parse(fs, args, 1, "one agent ID")
-	if err != nil {
-		return err
-	}
-	id, err := parseAgentID(fs.Name(), pos[0])
+	id, err := c.idArg(fs, args, "one agent ID", parseAgentID)
 	if err != nil {
 		return err
 	}
@@ -175,15 +152,10 @@ func (c *cli) agentSetPolicy(ctx context.Context, fs *flag.FlagSet, args []strin
 		return err
 	}
 	resp, err := cl.SetAgentPolicyWithResponse(ctx, id, pol)
-	if err := expect(resp, err, (*hubuapi.SetAgentPolicyResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	fmt.Fprintln(c.stdout, "Policy updated.")
-	fmt.Fprintln(c.stdout)
-	return writeAgent(c.stdout, resp.JSON200)
+	return show(c, resp, err, (*hubuapi.SetAgentPolicyResponse).GetJSON200, func(a *hubuapi.Agent) error {
+		fmt.Fprint(c.stdout, "Policy updated.\n\n")
+		return writeAgent(c.stdout, a)
+	})
 }
 
 func (c *cli) agentSetAccount(ctx context.Context, fs *flag.FlagSet, args []string) error {
@@ -200,15 +172,10 @@ func (c *cli) agentSetAccount(ctx context.Context, fs *flag.FlagSet, args []stri
 		return err
 	}
 	resp, err := cl.SetAgentAccountWithResponse(ctx, id, hubuapi.AccountUpdate{Account: pos[1]})
-	if err := expect(resp, err, (*hubuapi.SetAgentAccountResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	fmt.Fprintln(c.stdout, "Account updated.")
-	fmt.Fprintln(c.stdout)
-	return writeAgent(c.stdout, resp.JSON200)
+	return show(c, resp, err, (*hubuapi.SetAgentAccountResponse).GetJSON200, func(a *hubuapi.Agent) error {
+		fmt.Fprint(c.stdout, "Account updated.\n\n")
+		return writeAgent(c.stdout, a)
+	})
 }
 
 func writeAgent(w io.Writer, a *hubuapi.Agent) error {

@@ -37,13 +37,9 @@ func (c *cli) approvals(ctx context.Context, fs *flag.FlagSet, args []string) er
 		return err
 	}
 	resp, err := cl.ListApprovalsWithResponse(ctx)
-	if err := expect(resp, err, (*hubuapi.ListApprovalsResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	return writeApprovals(c.stdout, resp.JSON200.Operations)
+	return show(c, resp, err, (*hubuapi.ListApprovalsResponse).GetJSON200, func(l *hubuapi.OperationList) error {
+		return writeApprovals(c.stdout, l.Operations)
+	})
 }
 
 func writeApprovals(w io.Writer, ops []hubuapi.Operation) error {
@@ -63,11 +59,7 @@ func writeApprovals(w io.Writer, ops []hubuapi.Operation) error {
 }
 
 func (c *cli) approve(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	pos, err := c.parse(fs, args, 1, "one public handle")
-	if err != nil {
-		return err
-	}
-	handle, err := parseHandle(pos[0])
+	handle, err := c.handleArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -76,24 +68,15 @@ func (c *cli) approve(ctx context.Context, fs *flag.FlagSet, args []string) erro
 		return err
 	}
 	resp, err := cl.ApproveOperationWithResponse(ctx, handle)
-	if err := expect(resp, err, (*hubuapi.ApproveOperationResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	op := resp.JSON200
-	fmt.Fprintf(c.stdout, "Approved %s (%s). The agent can now resume it.\n\n", op.PublicHandle, formatAmount(op.AmountMicros, op.Currency))
-	return writeOperation(c.stdout, op)
+	return show(c, resp, err, (*hubuapi.ApproveOperationResponse).GetJSON200, func(op *hubuapi.Operation) error {
+		fmt.Fprintf(c.stdout, "Approved %s (%s). The agent can now resume it.\n\n", op.PublicHandle, formatAmount(op.AmountMicros, op.Currency))
+		return writeOperation(c.stdout, op)
+	})
 }
 
 func (c *cli) deny(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	reason := fs.String("reason", "", "")
-	pos, err := c.parse(fs, args, 1, "one public handle")
-	if err != nil {
-		return err
-	}
-	handle, err := parseHandle(pos[0])
+	handle, err := c.handleArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -109,13 +92,8 @@ func (c *cli) deny(ctx context.Context, fs *flag.FlagSet, args []string) error {
 		body.Reason = reason
 	}
 	resp, err := cl.DenyOperationWithResponse(ctx, handle, body)
-	if err := expect(resp, err, (*hubuapi.DenyOperationResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	op := resp.JSON200
-	fmt.Fprintf(c.stdout, "Denied %s; its hold is released.\n\n", op.PublicHandle)
-	return writeOperation(c.stdout, op)
+	return show(c, resp, err, (*hubuapi.DenyOperationResponse).GetJSON200, func(op *hubuapi.Operation) error {
+		fmt.Fprintf(c.stdout, "Denied %s; its hold is released.\n\n", op.PublicHandle)
+		return writeOperation(c.stdout, op)
+	})
 }

@@ -48,18 +48,17 @@ func (c *cli) credentialsList(ctx context.Context, fs *flag.FlagSet, args []stri
 		return err
 	}
 	resp, err := cl.ListCredentialsWithResponse(ctx)
-	if err := expect(resp, err, (*hubuapi.ListCredentialsResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	creds := resp.JSON200.Credentials
+	return show(c, resp, err, (*hubuapi.ListCredentialsResponse).GetJSON200, func(l *hubuapi.CredentialList) error {
+		return writeCredentials(c.stdout, l.Credentials)
+	})
+}
+
+func writeCredentials(w io.Writer, creds []hubuapi.Credential) error {
 	if len(creds) == 0 {
-		_, err := fmt.Fprintln(c.stdout, "No credentials.")
+		_, err := fmt.Fprintln(w, "No credentials.")
 		return err
 	}
-	tw := newTable(c.stdout)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tKIND\tNAME\tSTATE\tCREATED\tEXPIRES\tREVOKED\tREVOKED BY")
 	for _, cr := range creds {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cr.Id, clean(string(cr.Kind)), clean(cr.Name), clean(string(cr.State)),
@@ -69,11 +68,7 @@ func (c *cli) credentialsList(ctx context.Context, fs *flag.FlagSet, args []stri
 }
 
 func (c *cli) credentialsRevoke(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	pos, err := c.parse(fs, args, 1, "one credential ID")
-	if err != nil {
-		return err
-	}
-	id, err := parseCredentialID(fs.Name(), pos[0])
+	id, err := c.idArg(fs, args, "one credential ID", parseCredentialID)
 	if err != nil {
 		return err
 	}
@@ -82,24 +77,15 @@ func (c *cli) credentialsRevoke(ctx context.Context, fs *flag.FlagSet, args []st
 		return err
 	}
 	resp, err := cl.RevokeCredentialWithResponse(ctx, id)
-	if err := expect(resp, err, (*hubuapi.RevokeCredentialResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	cr := resp.JSON200
-	fmt.Fprintf(c.stdout, "Revoked %s credential %s (%s): its next request is refused.\n\n", clean(string(cr.Kind)), cr.Id, clean(cr.Name))
-	return writeCredential(c.stdout, cr)
+	return show(c, resp, err, (*hubuapi.RevokeCredentialResponse).GetJSON200, func(cr *hubuapi.Credential) error {
+		fmt.Fprintf(c.stdout, "Revoked %s credential %s (%s): its next request is refused.\n\n", clean(string(cr.Kind)), cr.Id, clean(cr.Name))
+		return writeCredential(c.stdout, cr)
+	})
 }
 
 func (c *cli) credentialsRotate(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	overlap := fs.Duration("overlap", 0, "")
-	pos, err := c.parse(fs, args, 1, "one credential ID")
-	if err != nil {
-		return err
-	}
-	id, err := parseCredentialID(fs.Name(), pos[0])
+	id, err := c.idArg(fs, args, "one credential ID", parseCredentialID)
 	if err != nil {
 		return err
 	}
@@ -116,29 +102,26 @@ func (c *cli) credentialsRotate(ctx context.Context, fs *flag.FlagSet, args []st
 		body.OverlapSeconds = &seconds
 	}
 	resp, err := cl.RotateCredentialWithResponse(ctx, id, body)
-	if err := expect(resp, err, (*hubuapi.RotateCredentialResponse).GetJSON201); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	rot := resp.JSON201
-	fmt.Fprintf(c.stdout, "Rotated %s credential %s (%s).\n", clean(string(rot.Replaced.Kind)), rot.Replaced.Id, clean(rot.Replaced.Name))
+	return show(c, resp, err, (*hubuapi.RotateCredentialResponse).GetJSON201, func(rot *hubuapi.CredentialRotated) error {
+		return writeRotated(c.stdout, rot)
+	})
+}
+
+func writeRotated(w io.Writer, rot *hubuapi.CredentialRotated) error {
+	fmt.Fprintf(w, "Rotated %s credential %s (%s).\n", clean(string(rot.Replaced.Kind)), rot.Replaced.Id, clean(rot.Replaced.Name))
 	switch {
 	case rot.Replaced.State == hubuapi.CredentialStateExpiring && rot.Replaced.ExpiresAt != nil:
-		fmt.Fprintf(c.stdout, "The old token stays valid until %s; restart its holders with the new token before then.\n", formatTime(*rot.Replaced.ExpiresAt))
+		fmt.Fprintf(w, "The old token stays valid until %s; restart its holders with the new token before then.\n", formatTime(*rot.Replaced.ExpiresAt))
 	case rot.Replaced.State == hubuapi.CredentialStateRevoked:
-		fmt.Fprintln(c.stdout, "The old token stays revoked.")
+		fmt.Fprintln(w, "The old token stays revoked.")
 	default:
-		fmt.Fprintln(c.stdout, "The old token is refused from now on.")
+		fmt.Fprintln(w, "The old token is refused from now on.")
 	}
-	fmt.Fprintln(c.stdout)
-	if err := writeCredential(c.stdout, &rot.Credential); err != nil {
+	fmt.Fprintln(w)
+	if err := writeCredential(w, &rot.Credential); err != nil {
 		return err
 	}
-	fmt.Fprintln(c.stdout)
-	fmt.Fprintf(c.stdout, "Token: %s\n", rot.Token)
-	fmt.Fprintln(c.stdout, "This token will not be shown again: store it now (Hubu keeps only its hash).")
+	printToken(w, rot.Token)
 	return nil
 }
 

@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
+
 	settings "hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/proto/hubuapi"
 )
@@ -304,6 +306,42 @@ func expect[R response, T any](resp R, err error, body func(R) *T) error {
 		return &apiError{Status: resp.StatusCode(), Code: string(p.Code), Detail: detail}
 	}
 	return fmt.Errorf("unexpected response from Hubu: %s", resp.Status())
+}
+
+// show prints a successful answer: its body as JSON under --json, else what write makes of
+// the part body picks.
+func show[R response, T any](c *cli, resp R, err error, body func(R) *T, write func(*T) error) error {
+	if err := expect(resp, err, body); err != nil {
+		return err
+	}
+	if c.jsonOut {
+		return c.printJSON(resp.GetBody())
+	}
+	return write(body(resp))
+}
+
+// handleArg parses a command whose one argument is a public handle.
+func (c *cli) handleArg(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := c.parse(fs, args, 1, "one public handle")
+	if err != nil {
+		return "", err
+	}
+	return parseHandle(pos[0])
+}
+
+// idArg parses a command whose one argument is an ID, which parse checks.
+func (c *cli) idArg(fs *flag.FlagSet, args []string, names string, parse func(cmd, s string) (uuid.UUID, error)) (uuid.UUID, error) {
+	pos, err := c.parse(fs, args, 1, names)
+	if err != nil {
+		return uuid.UUID{}, err
+	}
+	return parse(fs.Name(), pos[0])
+}
+
+// printToken ends the output of a command that made a token, which Hubu shows only once.
+func printToken(w io.Writer, token string) {
+	fmt.Fprintf(w, "\nToken: %s\n", token)
+	fmt.Fprintln(w, "This token will not be shown again: store it now (Hubu keeps only its hash).")
 }
 
 // printJSON writes an API response body indented, for --json.

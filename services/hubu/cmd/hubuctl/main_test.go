@@ -127,6 +127,15 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"agent", "set-account", testAgent}, "needs an agent ID and an account"},
 		{[]string{"prices", "set", "--provider", "bfl", "--model", "flux-dev", "--size", "*"}, "--amount-micros is required"},
 		{[]string{"operation"}, "missing operation command"},
+		{[]string{"credentials"}, "missing credentials command"},
+		{[]string{"credentials", "delete", testAgent}, `unknown command "credentials delete"`},
+		{[]string{"credentials", "revoke"}, "needs one credential ID"},
+		{[]string{"credentials", "revoke", "not-an-id"}, `"not-an-id" is not a credential ID`},
+		{[]string{"credentials", "rotate", testAgent, "--overlap", "25h"}, "--overlap must be whole seconds between 0s and 24h0m0s"},
+		{[]string{"credentials", "rotate", testAgent, "--overlap", "-1s"}, "--overlap must be whole seconds"},
+		{[]string{"credentials", "rotate", testAgent, "--overlap", "1500ms"}, "--overlap must be whole seconds"},
+		{[]string{"credentials", "rotate", testAgent, "--overlap", "ten"}, "invalid value"},
+		{[]string{"credentials", "list", "extra"}, `unexpected argument "extra"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -161,6 +170,11 @@ func TestHelp(t *testing.T) {
 		{[]string{"deny", "x", "--help"}, "--reason TEXT"},
 		{[]string{"operation", "show", "--help"}, "usage: hubuctl operation show HANDLE"},
 		{[]string{"ledger", "--help"}, "usage: hubuctl ledger HANDLE"},
+		{[]string{"--help"}, "credentials rotate ID [--overlap D]"},
+		{[]string{"credentials", "--help"}, "hubuctl credentials rotate ID [--overlap DURATION]"},
+		{[]string{"credentials", "list", "--help"}, "usage: hubuctl credentials list"},
+		{[]string{"credentials", "revoke", "--help"}, "credential_revoked"},
+		{[]string{"credentials", "rotate", "--help"}, "--overlap DURATION"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -20,11 +20,7 @@ var ledgerCommand = &command{
 }
 
 func (c *cli) operationShow(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	pos, err := c.parse(fs, args, 1, "one public handle")
-	if err != nil {
-		return err
-	}
-	handle, err := parseHandle(pos[0])
+	handle, err := c.handleArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -33,13 +29,7 @@ func (c *cli) operationShow(ctx context.Context, fs *flag.FlagSet, args []string
 		return err
 	}
 	resp, err := cl.GetOperationWithResponse(ctx, handle)
-	if err := expect(resp, err, (*hubuapi.GetOperationResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	return writeOperation(c.stdout, resp.JSON200)
+	return show(c, resp, err, (*hubuapi.GetOperationResponse).GetJSON200, func(v *hubuapi.Operation) error { return writeOperation(c.stdout, v) })
 }
 
 func writeOperation(w io.Writer, op *hubuapi.Operation) error {
@@ -78,11 +68,7 @@ func writeOperation(w io.Writer, op *hubuapi.Operation) error {
 }
 
 func (c *cli) ledger(ctx context.Context, fs *flag.FlagSet, args []string) error {
-	pos, err := c.parse(fs, args, 1, "one public handle")
-	if err != nil {
-		return err
-	}
-	handle, err := parseHandle(pos[0])
+	handle, err := c.handleArg(fs, args)
 	if err != nil {
 		return err
 	}
@@ -91,13 +77,7 @@ func (c *cli) ledger(ctx context.Context, fs *flag.FlagSet, args []string) error
 		return err
 	}
 	resp, err := cl.GetOperationLedgerWithResponse(ctx, handle)
-	if err := expect(resp, err, (*hubuapi.GetOperationLedgerResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	return writeLedger(c.stdout, resp.JSON200)
+	return show(c, resp, err, (*hubuapi.GetOperationLedgerResponse).GetJSON200, func(v *hubuapi.Ledger) error { return writeLedger(c.stdout, v) })
 }
 
 func writeLedger(w io.Writer, l *hubuapi.Ledger) error {

@@ -31,13 +31,9 @@ func (c *cli) pricesList(ctx context.Context, fs *flag.FlagSet, args []string) e
 		return err
 	}
 	resp, err := cl.ListPricesWithResponse(ctx)
-	if err := expect(resp, err, (*hubuapi.ListPricesResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	return writePrices(c.stdout, resp.JSON200.Prices)
+	return show(c, resp, err, (*hubuapi.ListPricesResponse).GetJSON200, func(l *hubuapi.PriceList) error {
+		return writePrices(c.stdout, l.Prices)
+	})
 }
 
 func writePrices(w io.Writer, prices []hubuapi.Price) error {
@@ -80,13 +76,8 @@ func (c *cli) pricesSet(ctx context.Context, fs *flag.FlagSet, args []string) er
 		Provider: *provider, Model: *model, Size: *size, AmountMicros: *amount,
 		Currency: strings.ToUpper(strings.TrimSpace(*currency)),
 	})
-	if err := expect(resp, err, (*hubuapi.SetPriceResponse).GetJSON200); err != nil {
-		return err
-	}
-	if c.jsonOut {
-		return c.printJSON(resp.Body)
-	}
-	fmt.Fprintln(c.stdout, "Price set.")
-	fmt.Fprintln(c.stdout)
-	return writePrices(c.stdout, []hubuapi.Price{*resp.JSON200})
+	return show(c, resp, err, (*hubuapi.SetPriceResponse).GetJSON200, func(p *hubuapi.Price) error {
+		fmt.Fprint(c.stdout, "Price set.\n\n")
+		return writePrices(c.stdout, []hubuapi.Price{*p})
+	})
 }
