@@ -2,6 +2,7 @@ package mockflux_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,16 +124,13 @@ func TestReplayFromDataFile(t *testing.T) {
 func TestRejectsWithoutCharging(t *testing.T) {
 	t.Parallel()
 	p := open(t, mockflux.Options{})
-	long := make([]byte, mockflux.MaxIdempotencyKey+1)
-	for i := range long {
-		long[i] = 'k'
-	}
+	long := strings.Repeat("k", mockflux.MaxIdempotencyKey+1)
 	for _, c := range []struct {
 		model, key, body string
 		code             mockflux.Code
 	}{
 		{"flux-unknown", "", `{"prompt":"fox","width":1024,"height":768}`, mockflux.CodeNotFound},
-		{"flux-dev", string(long), `{"prompt":"fox","width":1024,"height":768}`, mockflux.CodeInvalid},
+		{"flux-dev", long, `{"prompt":"fox","width":1024,"height":768}`, mockflux.CodeInvalid},
 		{"flux-dev", "", `[1]`, mockflux.CodeInvalid},
 		{"flux-dev", "", `{"prompt":"fox","width":1024,"height":768} {}`, mockflux.CodeInvalid},
 	} {

@@ -49,13 +49,11 @@ func validate(model Model, body []byte) (fluxInput, error) {
 	case f.Width == nil || f.Height == nil:
 		return fluxInput{}, errorf(CodeInvalid, "width and height: both are required for %s", model.Name)
 	default:
-		for _, side := range []struct {
-			name string
-			v    int
-		}{{"width", *f.Width}, {"height", *f.Height}} {
-			if err := checkSide(side.name, side.v); err != nil {
-				return fluxInput{}, err
-			}
+		if err := checkSide("width", *f.Width); err != nil {
+			return fluxInput{}, err
+		}
+		if err := checkSide("height", *f.Height); err != nil {
+			return fluxInput{}, err
 		}
 		in.width, in.height = *f.Width, *f.Height
 	}

@@ -2,7 +2,6 @@ package execution_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -75,23 +74,16 @@ func TestConcurrentExecutesSubmitOnce(t *testing.T) {
 	for round := range 10 {
 		d := env.Issue("agent-a")
 		const n = 20
-		var wg sync.WaitGroup
-		start := make(chan struct{})
 		type result struct {
 			x       gongbu.Execution
 			created bool
 			err     error
 		}
 		results := make([]result, n)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				x, created, err := env.Service.Execute(context.Background(), d)
-				results[i] = result{x, created, err}
-			})
-		}
-		close(start)
-		wg.Wait()
+		gongbutest.AtOnce(n, func(i int) {
+			x, created, err := env.Service.Execute(context.Background(), d)
+			results[i] = result{x, created, err}
+		})
 		created := 0
 		for i, r := range results {
 			if r.err != nil {
@@ -164,14 +156,13 @@ func TestExecuteRefusesWhatHubuDidNotIssue(t *testing.T) {
 
 func TestExecuteRefusals(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
+	type refusal struct {
 		name    string
 		prepare func(env *gongbutest.Env) gongbu.Decision
 		want    gongbu.Code
-	}{
-		{"a decision Hubu never issued", func(env *gongbutest.Env) gongbu.Decision {
-			return gongbutest.NewDecision()
-		}, gongbu.CodeForbidden},
+	}
+	cases := []refusal{
+		{"a decision Hubu never issued", func(*gongbutest.Env) gongbu.Decision { return gongbutest.NewDecision() }, gongbu.CodeForbidden},
 		{"Hubu down", func(env *gongbutest.Env) gongbu.Decision {
 			d := env.Issue("agent-a")
 			env.Authority.SetDown(true)
@@ -185,15 +176,7 @@ func TestExecuteRefusals(t *testing.T) {
 		}, gongbu.CodeInvalidArguments},
 	}
 	for _, state := range []string{"pending_approval", "approved", "denied", "expired", "failed"} {
-		cases = append(cases, struct {
-			name    string
-			prepare func(env *gongbutest.Env) gongbu.Decision
-			want    gongbu.Code
-		}{"operation " + state, func(env *gongbutest.Env) gongbu.Decision {
-			d := gongbutest.NewDecision()
-			env.Authority.Issue(d, state, "agent-a")
-			return d
-		}, gongbu.CodeForbidden})
+		cases = append(cases, refusal{"operation " + state, func(env *gongbutest.Env) gongbu.Decision { return env.IssueIn(state, "agent-a") }, gongbu.CodeForbidden})
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -215,8 +198,7 @@ func TestExecuteInEveryExecutableState(t *testing.T) {
 	t.Parallel()
 	env := gongbutest.New(t, true)
 	for _, state := range []string{"dispatching", "executing", "succeeded"} {
-		d := gongbutest.NewDecision()
-		env.Authority.Issue(d, state, "agent-a")
+		d := env.IssueIn(state, "agent-a")
 		if x, created := mustExecute(t, env, d); !created || x.State != gongbu.StateSubmitted {
 			t.Fatalf("%s: created=%v state %s", state, created, x.State)
 		}
@@ -234,8 +216,7 @@ func TestLostRecordWithoutKeysIsIndeterminate(t *testing.T) {
 	t.Parallel()
 	env := gongbutest.New(t, false)
 	for _, state := range []string{"executing", "succeeded"} {
-		d := gongbutest.NewDecision()
-		env.Authority.Issue(d, state, "agent-a")
+		d := env.IssueIn(state, "agent-a")
 		x, created := mustExecute(t, env, d)
 		if !created || x.State != gongbu.StateIndeterminate || x.Reported || x.Error == nil {
 			t.Fatalf("%s: created=%v %+v", state, created, x)

@@ -149,7 +149,7 @@ func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Exec
 // SubmissionBound is the longest one submission can take, from recording it to recording
 // its answer: a worker's Lease must be longer, and a shutdown waits this long for one.
 func (s *Service) SubmissionBound() time.Duration {
-	return recordTimeout + s.callTimeout() + recordTimeout
+	return recordTimeout + orDefault(s.CallTimeout, DefaultCallTimeout) + recordTimeout
 }
 
 // Drain stops new executions from starting (they are refused as unavailable) and waits until
@@ -203,7 +203,7 @@ func (s *Service) end() {
 // Execute): CallTimeout bounds the call, and recording its answer has time of its own.
 func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution, first bool) gongbu.Execution {
 	ctx = context.WithoutCancel(ctx)
-	callCtx, cancelCall := context.WithTimeout(ctx, s.callTimeout())
+	callCtx, cancelCall := context.WithTimeout(ctx, orDefault(s.CallTimeout, DefaultCallTimeout))
 	job, err := provider.Submit(callCtx, exec.VendorKey, exec.Decision)
 	cancelCall()
 	failpoint.Inject(failpoint.GongbuAfterProviderAnswer)
@@ -316,10 +316,10 @@ func (s *Service) recoverSubmission(ctx context.Context, provider gongbu.Provide
 		return
 	}
 	switch age := s.Now().Sub(exec.CreatedAt); {
-	case exec.Attempts > s.maxTakeovers():
+	case exec.Attempts > orDefault(s.MaxTakeovers, DefaultMaxTakeovers):
 		s.finish(ctx, exec, gongbu.Indeterminate(fmt.Sprintf(
 			"the submission's outcome stayed unknown through %d resubmissions under its idempotency key; not resubmitted again", exec.Attempts-1)))
-	case age > s.submitDeadline():
+	case age > orDefault(s.SubmitDeadline, DefaultSubmitDeadline):
 		s.finish(ctx, exec, gongbu.Indeterminate(fmt.Sprintf(
 			"the submission's outcome is still unknown %s after it was recorded; not resubmitted again", age.Round(time.Second))))
 	default:
@@ -413,25 +413,12 @@ func (s *Service) Get(ctx context.Context, id uuid.UUID) (gongbu.Execution, erro
 	return s.Store.Get(ctx, id)
 }
 
-func (s *Service) maxTakeovers() int {
-	if s.MaxTakeovers <= 0 {
-		return DefaultMaxTakeovers
+// orDefault is a setting's value, or def where it is not set (0 or less).
+func orDefault[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
 	}
-	return s.MaxTakeovers
-}
-
-func (s *Service) submitDeadline() time.Duration {
-	if s.SubmitDeadline <= 0 {
-		return DefaultSubmitDeadline
-	}
-	return s.SubmitDeadline
-}
-
-func (s *Service) callTimeout() time.Duration {
-	if s.CallTimeout <= 0 {
-		return DefaultCallTimeout
-	}
-	return s.CallTimeout
+	return v
 }
 
 func (s *Service) logger() *slog.Logger {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/vendorkey"
 )
@@ -52,8 +53,7 @@ func TestRefusalOfAReRunIsIndeterminate(t *testing.T) {
 		before bool // issued before the database's epoch began
 	}{{"dispatching", true}, {"executing", false}, {"succeeded", false}} {
 		env := gongbutest.New(t, true)
-		d := gongbutest.NewDecision()
-		env.Authority.Issue(d, c.state, "agent-a")
+		d := env.IssueIn(c.state, "agent-a")
 		if c.before {
 			env.Authority.SetIssuedAt(d.DecisionID, env.Epoch(t).BeganAt.Add(-time.Second))
 		}
@@ -78,8 +78,7 @@ func TestReHandedDecisionWithoutKeys(t *testing.T) {
 		state  string
 		before bool
 	}{{"executing", false}, {"succeeded", false}, {"dispatching", true}} {
-		d := gongbutest.NewDecision()
-		env.Authority.Issue(d, c.state, "agent-a")
+		d := env.IssueIn(c.state, "agent-a")
 		if c.before {
 			env.Authority.SetIssuedAt(d.DecisionID, env.Epoch(t).BeganAt.Add(-time.Minute))
 		}
@@ -134,63 +133,40 @@ func TestRenewedEpochMakesOlderDecisionsDoubtful(t *testing.T) {
 // for so long; then it is indeterminate and waits for an operator.
 func TestTakeoversAreBounded(t *testing.T) {
 	t.Parallel()
-	t.Run("by count", func(t *testing.T) {
-		t.Parallel()
-		env := gongbutest.New(t, true)
-		env.Service.MaxTakeovers = 4
-		d := env.Issue("agent-a")
-		for range 10 {
-			env.Provider.OnSubmit(gongbutest.Ambiguous())
-		}
-		mustExecute(t, env, d)
-		runFor(t, env, 4)
-		if x := env.Get(t, d.DecisionID); x.State != gongbu.StateSubmitting || env.Provider.Submits() != 5 {
-			t.Fatalf("after 4 takeovers: %s, %d submits", x.State, env.Provider.Submits())
-		}
-		runFor(t, env, 3)
-		x := env.Get(t, d.DecisionID)
-		if x.State != gongbu.StateIndeterminate || x.Error == nil || !strings.Contains(*x.Error, "through 4 resubmissions") || x.Reported {
-			t.Fatalf("%+v", x)
-		}
-		if env.Provider.Submits() != 5 || len(env.Authority.Reports()) != 0 {
-			t.Fatalf("%d submits, reports %+v", env.Provider.Submits(), env.Authority.Reports())
-		}
-	})
-	t.Run("by age", func(t *testing.T) {
-		t.Parallel()
-		env := gongbutest.New(t, true)
-		env.Service.SubmitDeadline = 3 * gongbutest.Lease
-		d := env.Issue("agent-a")
-		for range 10 {
-			env.Provider.OnSubmit(gongbutest.Ambiguous())
-		}
-		mustExecute(t, env, d)
-		runFor(t, env, 2)
-		if x := env.Get(t, d.DecisionID); x.State != gongbu.StateSubmitting {
-			t.Fatalf("before the deadline: %s", x.State)
-		}
-		runFor(t, env, 2)
-		x := env.Get(t, d.DecisionID)
-		if x.State != gongbu.StateIndeterminate || x.Error == nil || !strings.Contains(*x.Error, "still unknown") {
-			t.Fatalf("%+v", x)
-		}
-		if env.Provider.Submits() != 3 {
-			t.Fatalf("%d submits, want the first and 2 takeovers", env.Provider.Submits())
-		}
-	})
-	t.Run("defaults", func(t *testing.T) {
-		t.Parallel()
-		env := gongbutest.New(t, true)
-		d := env.Issue("agent-a")
-		for range 20 {
-			env.Provider.OnSubmit(gongbutest.Ambiguous())
-		}
-		mustExecute(t, env, d)
-		runFor(t, env, 15)
-		if x := env.Get(t, d.DecisionID); x.State != gongbu.StateIndeterminate || env.Provider.Submits() != 11 {
-			t.Fatalf("%s after %d submits, want indeterminate after the first and 10 takeovers", x.State, env.Provider.Submits())
-		}
-	})
+	for _, c := range []struct {
+		name      string
+		set       func(*execution.Service)
+		takeovers int // leases through which it is still submitting, each with a takeover
+		more      int // leases after those until it is indeterminate
+		why       string
+	}{
+		{"by count", func(s *execution.Service) { s.MaxTakeovers = 4 }, 4, 3, "through 4 resubmissions"},
+		{"by age", func(s *execution.Service) { s.SubmitDeadline = 3 * gongbutest.Lease }, 2, 2, "still unknown"},
+		{"defaults", func(*execution.Service) {}, 10, 5, "through 10 resubmissions"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			env := gongbutest.New(t, true)
+			c.set(env.Service)
+			d := env.Issue("agent-a")
+			for range 20 {
+				env.Provider.OnSubmit(gongbutest.Ambiguous())
+			}
+			mustExecute(t, env, d)
+			runFor(t, env, c.takeovers)
+			if x := env.Get(t, d.DecisionID); x.State != gongbu.StateSubmitting || env.Provider.Submits() != c.takeovers+1 {
+				t.Fatalf("after %d takeovers: %s, %d submits", c.takeovers, x.State, env.Provider.Submits())
+			}
+			runFor(t, env, c.more)
+			x := env.Get(t, d.DecisionID)
+			if x.State != gongbu.StateIndeterminate || x.Error == nil || !strings.Contains(*x.Error, c.why) || x.Reported {
+				t.Fatalf("%+v", x)
+			}
+			if env.Provider.Submits() != c.takeovers+1 || len(env.Authority.Reports()) != 0 {
+				t.Fatalf("%d submits, want the first and %d takeovers; reports %+v", env.Provider.Submits(), c.takeovers, env.Authority.Reports())
+			}
+		})
+	}
 }
 
 // Resolving an indeterminate execution leaves its outcome for Tick to report: a charge is

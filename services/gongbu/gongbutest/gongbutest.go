@@ -101,19 +101,11 @@ func (a *Authority) FailReportsFor(ids ...uuid.UUID) {
 }
 
 // SetDown makes every call fail (true) or succeed (false).
-func (a *Authority) SetDown(down bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.down = down
-}
+func (a *Authority) SetDown(down bool) { under(&a.mu, func() { a.down = down }) }
 
 // SetReportsDown makes Settle and Release fail (true) or succeed (false); decisions can
 // still be looked up.
-func (a *Authority) SetReportsDown(down bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.reportDown = down
-}
+func (a *Authority) SetReportsDown(down bool) { under(&a.mu, func() { a.reportDown = down }) }
 
 // OnDecision makes every decision look-up call f after it has its answer, as a caller whose
 // context ends right then would see it.
@@ -125,24 +117,14 @@ func (a *Authority) OnDecision(f func()) {
 
 // Reports returns the successful reports, in order.
 func (a *Authority) Reports() []Report {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]Report(nil), a.reports...)
+	return locked(&a.mu, func() []Report { return append([]Report(nil), a.reports...) })
 }
 
 // FailedReports is how many reports were refused while the fake was down.
-func (a *Authority) FailedReports() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.failed
-}
+func (a *Authority) FailedReports() int { return locked(&a.mu, func() int { return a.failed }) }
 
 // Asked is how many times a decision was looked up.
-func (a *Authority) Asked() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.asked
-}
+func (a *Authority) Asked() int { return locked(&a.mu, func() int { return a.asked }) }
 
 func (a *Authority) Decision(_ context.Context, id uuid.UUID) (gongbu.Issued, error) {
 	a.mu.Lock()
@@ -205,6 +187,20 @@ func (a *Authority) Owns(_ context.Context, agentToken, handle string) (bool, er
 	return a.owners[handle] == agentToken, nil
 }
 
+// locked returns f's answer, read under mu.
+func locked[T any](mu *sync.Mutex, f func() T) T {
+	mu.Lock()
+	defer mu.Unlock()
+	return f()
+}
+
+// under runs f under mu.
+func under(mu *sync.Mutex, f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	f()
+}
+
 // SubmitFunc scripts one Submit call.
 type SubmitFunc func(ctx context.Context, key string, d gongbu.Decision) (gongbu.Job, error)
 
@@ -237,44 +233,26 @@ func (p *Provider) HonoursIdempotencyKeys() bool { return p.honours }
 
 // OnSubmit scripts the next Submit calls, in order.
 func (p *Provider) OnSubmit(fs ...SubmitFunc) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.submits = append(p.submits, fs...)
+	under(&p.mu, func() { p.submits = append(p.submits, fs...) })
 }
 
 // OnPoll scripts the next Poll calls, in order.
-func (p *Provider) OnPoll(fs ...PollFunc) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.polls = append(p.polls, fs...)
-}
+func (p *Provider) OnPoll(fs ...PollFunc) { under(&p.mu, func() { p.polls = append(p.polls, fs...) }) }
 
 // Submits is how many times Submit was called.
-func (p *Provider) Submits() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nSubmit
-}
+func (p *Provider) Submits() int { return locked(&p.mu, func() int { return p.nSubmit }) }
 
 // SubmitsFor is how many times Submit was called with this idempotency key.
 func (p *Provider) SubmitsFor(key string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.keys[key]
+	return locked(&p.mu, func() int { return p.keys[key] })
 }
 
 // Polls is how many times Poll was called.
-func (p *Provider) Polls() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.nPoll
-}
+func (p *Provider) Polls() int { return locked(&p.mu, func() int { return p.nPoll }) }
 
 // Polled returns the jobs polled, in order.
 func (p *Provider) Polled() []gongbu.Job {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]gongbu.Job(nil), p.polled...)
+	return locked(&p.mu, func() []gongbu.Job { return append([]gongbu.Job(nil), p.polled...) })
 }
 
 func (p *Provider) Submit(ctx context.Context, key string, d gongbu.Decision) (gongbu.Job, error) {
@@ -352,6 +330,21 @@ func (p *Provider) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult,
 	return gongbu.PollResult{Status: gongbu.JobPending}, nil
 }
 
+// AtOnce runs f(0) … f(n-1), each on a goroutine of its own, releases them together and
+// waits for them all.
+func AtOnce(n int, f func(i int)) {
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
 // NewDecision returns a valid decision for a 1024x1024 flux-dev image.
 func NewDecision() gongbu.Decision {
 	seed := int64(42)
@@ -402,9 +395,12 @@ func (e *Env) NewService(p gongbu.Provider) *execution.Service {
 }
 
 // Issue makes the Authority know a new decision in state dispatching and returns it.
-func (e *Env) Issue(agentToken string) gongbu.Decision {
+func (e *Env) Issue(agentToken string) gongbu.Decision { return e.IssueIn("dispatching", agentToken) }
+
+// IssueIn makes the Authority know a new decision in an operation state and returns it.
+func (e *Env) IssueIn(state, agentToken string) gongbu.Decision {
 	d := NewDecision()
-	e.Authority.Issue(d, "dispatching", agentToken)
+	e.Authority.Issue(d, state, agentToken)
 	return d
 }
 

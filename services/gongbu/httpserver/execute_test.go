@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -77,21 +76,14 @@ func TestConcurrentExecuteRequests(t *testing.T) {
 	d := b.env.Issue(agentA)
 	const n = 20
 	statuses := make([]int, n)
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			resp, err := b.service.ExecuteWithResponse(context.Background(), request(d))
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			statuses[i] = resp.StatusCode()
-		})
-	}
-	close(start)
-	wg.Wait()
+	gongbutest.AtOnce(n, func(i int) {
+		resp, err := b.service.ExecuteWithResponse(context.Background(), request(d))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		statuses[i] = resp.StatusCode()
+	})
 	created := 0
 	for _, s := range statuses {
 		switch s {
@@ -110,40 +102,26 @@ func TestConcurrentExecuteRequests(t *testing.T) {
 func TestExecuteRefusals(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	// issued is a decision Hubu issued, sent with change made to it.
+	issued := func(change func(d *gongbu.Decision)) func() gongbu.Decision {
+		return func() gongbu.Decision {
+			d := b.env.Issue(agentA)
+			change(&d)
+			return d
+		}
+	}
 	cases := []struct {
 		name    string
 		prepare func() gongbu.Decision
 		status  int
 		code    string
 	}{
-		{"scope model disagrees with the arguments", func() gongbu.Decision {
-			d := b.env.Issue(agentA)
-			d.Scope.Model = "flux-pro-1.1"
-			return d
-		}, http.StatusConflict, "decision_mismatch"},
-		{"scope size disagrees with the arguments", func() gongbu.Decision {
-			d := b.env.Issue(agentA)
-			d.Scope.Size = "512x512"
-			return d
-		}, http.StatusConflict, "decision_mismatch"},
-		{"arguments differ from what Hubu issued", func() gongbu.Decision {
-			d := b.env.Issue(agentA)
-			d.Arguments.Prompt = "something else"
-			return d
-		}, http.StatusConflict, "decision_mismatch"},
-		{"amount differs from what Hubu issued", func() gongbu.Decision {
-			d := b.env.Issue(agentA)
-			d.AmountMicros = 1
-			return d
-		}, http.StatusConflict, "decision_mismatch"},
-		{"a decision Hubu never issued", func() gongbu.Decision {
-			return gongbutest.NewDecision()
-		}, http.StatusForbidden, "forbidden"},
-		{"a denied operation", func() gongbu.Decision {
-			d := gongbutest.NewDecision()
-			b.env.Authority.Issue(d, "denied", agentA)
-			return d
-		}, http.StatusForbidden, "forbidden"},
+		{"scope model disagrees with the arguments", issued(func(d *gongbu.Decision) { d.Scope.Model = "flux-pro-1.1" }), http.StatusConflict, "decision_mismatch"},
+		{"scope size disagrees with the arguments", issued(func(d *gongbu.Decision) { d.Scope.Size = "512x512" }), http.StatusConflict, "decision_mismatch"},
+		{"arguments differ from what Hubu issued", issued(func(d *gongbu.Decision) { d.Arguments.Prompt = "something else" }), http.StatusConflict, "decision_mismatch"},
+		{"amount differs from what Hubu issued", issued(func(d *gongbu.Decision) { d.AmountMicros = 1 }), http.StatusConflict, "decision_mismatch"},
+		{"a decision Hubu never issued", gongbutest.NewDecision, http.StatusForbidden, "forbidden"},
+		{"a denied operation", func() gongbu.Decision { return b.env.IssueIn("denied", agentA) }, http.StatusForbidden, "forbidden"},
 		{"a provider without an adapter", func() gongbu.Decision {
 			d := gongbutest.NewDecision()
 			d.Scope.Provider = "other"

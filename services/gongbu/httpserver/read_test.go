@@ -54,39 +54,22 @@ func TestGetAndListExecutions(t *testing.T) {
 	}
 
 	for _, c := range []struct {
-		name   string
-		do     func() (int, []byte)
-		status int
-		code   string
+		name, path, token string
+		status            int
+		code              string
 	}{
-		{"unknown decision", func() (int, []byte) {
-			r, _ := b.service.GetExecutionWithResponse(ctx, uuid.New())
-			return r.StatusCode(), r.Body
-		}, http.StatusNotFound, "not_found"},
-		{"get without a token", func() (int, []byte) {
-			r, _ := b.anonymous.GetExecutionWithResponse(ctx, d1.DecisionID)
-			return r.StatusCode(), r.Body
-		}, http.StatusUnauthorized, "unauthorized"},
-		{"get with an agent's token", func() (int, []byte) {
-			r, _ := b.client(t, agentA).GetExecutionWithResponse(ctx, d1.DecisionID)
-			return r.StatusCode(), r.Body
-		}, http.StatusForbidden, "forbidden"},
-		{"list without a token", func() (int, []byte) {
-			r, _ := b.anonymous.ListExecutionsWithResponse(ctx)
-			return r.StatusCode(), r.Body
-		}, http.StatusUnauthorized, "unauthorized"},
-		{"list with an agent's token", func() (int, []byte) {
-			r, _ := b.client(t, agentA).ListExecutionsWithResponse(ctx)
-			return r.StatusCode(), r.Body
-		}, http.StatusForbidden, "forbidden"},
-		{"a decision id that is not a UUID", func() (int, []byte) {
-			req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/executions/not-a-uuid", nil)
-			req.Header.Set("Authorization", "Bearer "+serviceToken)
-			return b.do(t, req)
-		}, http.StatusBadRequest, "invalid_arguments"},
+		{"unknown decision", "/v1/executions/" + uuid.NewString(), serviceToken, http.StatusNotFound, "not_found"},
+		{"get without a token", "/v1/executions/" + d1.DecisionID.String(), "", http.StatusUnauthorized, "unauthorized"},
+		{"get with an agent's token", "/v1/executions/" + d1.DecisionID.String(), agentA, http.StatusForbidden, "forbidden"},
+		{"list without a token", "/v1/executions", "", http.StatusUnauthorized, "unauthorized"},
+		{"list with an agent's token", "/v1/executions", agentA, http.StatusForbidden, "forbidden"},
+		{"a decision id that is not a UUID", "/v1/executions/not-a-uuid", serviceToken, http.StatusBadRequest, "invalid_arguments"},
 	} {
-		status, body := c.do()
-		if status != c.status || problemCode(t, body) != c.code {
+		req, _ := http.NewRequest(http.MethodGet, b.url+c.path, nil)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		if status, body := b.do(t, req); status != c.status || problemCode(t, body) != c.code {
 			t.Fatalf("%s: %d %s", c.name, status, body)
 		}
 	}

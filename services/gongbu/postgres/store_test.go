@@ -3,7 +3,6 @@ package postgres_test
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,22 +30,15 @@ func TestConcurrentInsertsOfOneDecision(t *testing.T) {
 	for round := range 30 {
 		d := gongbutest.NewDecision()
 		const n = 20
-		var wg sync.WaitGroup
-		start := make(chan struct{})
 		created := make([]bool, n)
 		errs := make([]error, n)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				x, c, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(time.Minute), now)
-				if err == nil && x.DecisionID != d.DecisionID {
-					t.Errorf("got execution %s", x.DecisionID)
-				}
-				created[i], errs[i] = c, err
-			})
-		}
-		close(start)
-		wg.Wait()
+		gongbutest.AtOnce(n, func(i int) {
+			x, c, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(time.Minute), now)
+			if err == nil && x.DecisionID != d.DecisionID {
+				t.Errorf("got execution %s", x.DecisionID)
+			}
+			created[i], errs[i] = c, err
+		})
 		nc := 0
 		for i := range n {
 			if errs[i] != nil {

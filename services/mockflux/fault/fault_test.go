@@ -1,6 +1,7 @@
 package fault_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func TestCountsAndClear(t *testing.T) {
 	must(t, s.Arm(bflapi.Slow, 1, 5*time.Millisecond))
 
 	want := []fault.Armed{{Kind: bflapi.Slow, Remaining: 1, Delay: 5 * time.Millisecond}, {Kind: bflapi.FailBeforeCharge, Remaining: 2}, {Kind: bflapi.IdempotencyOff}}
-	if got := s.Active(); !equal(got, want) {
+	if got := s.Active(); !slices.Equal(got, want) {
 		t.Fatalf("active %+v, want %+v", got, want)
 	}
 	if e := s.Take(); !e.FailBeforeCharge || !e.IdempotencyOff || e.Slow != 5*time.Millisecond {
@@ -31,7 +32,7 @@ func TestCountsAndClear(t *testing.T) {
 	if e := s.Take(); e.FailBeforeCharge || !e.IdempotencyOff {
 		t.Fatalf("third take %+v", e)
 	}
-	if got := s.Active(); !equal(got, []fault.Armed{{Kind: bflapi.IdempotencyOff}}) {
+	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.IdempotencyOff}}) {
 		t.Fatalf("after the counts ran out: %+v", got)
 	}
 	s.Clear()
@@ -45,7 +46,7 @@ func TestArmReplacesTheSameKind(t *testing.T) {
 	var s fault.Set
 	must(t, s.Arm(bflapi.ChargeThen500, 5, 0))
 	must(t, s.Arm(bflapi.ChargeThen500, 1, 0))
-	if got := s.Active(); !equal(got, []fault.Armed{{Kind: bflapi.ChargeThen500, Remaining: 1}}) {
+	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.ChargeThen500, Remaining: 1}}) {
 		t.Fatalf("active %+v", got)
 	}
 }
@@ -88,11 +89,7 @@ func TestKindsMatchTheSpec(t *testing.T) {
 		if !bflapi.FaultKind(k.(string)).Valid() {
 			t.Errorf("kind %v", k)
 		}
-		found := false
-		for _, known := range fault.Kinds {
-			found = found || string(known) == k
-		}
-		if !found {
+		if !slices.Contains(fault.Kinds, bflapi.FaultKind(k.(string))) {
 			t.Errorf("the spec's kind %v is not in fault.Kinds", k)
 		}
 	}
@@ -103,16 +100,4 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-func equal(a, b []fault.Armed) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
