@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -31,7 +32,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -127,23 +127,21 @@ type chaosTally struct {
 	failed        []uint64
 }
 
-func (c *chaosTally) count(m *map[string]int, k string) {
+func (c *chaosTally) count(m *map[string]int, k string) { c.countN(m, k, 1) }
+
+func (c *chaosTally) countN(m *map[string]int, k string, n int) {
 	if *m == nil {
 		*m = map[string]int{}
 	}
-	(*m)[k]++
+	(*m)[k] += n
 }
 
 func (c *chaosTally) add(o chaosTally) {
 	for k, v := range o.faults {
-		for range v {
-			c.count(&c.faults, k)
-		}
+		c.countN(&c.faults, k, v)
 	}
 	for k, v := range o.indeterminate {
-		for range v {
-			c.count(&c.indeterminate, k)
-		}
+		c.countN(&c.indeterminate, k, v)
 	}
 	c.calls += o.calls
 	c.checks += o.checks
@@ -161,22 +159,13 @@ func (c chaosTally) String(runs int) string {
 	}
 	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu and two Gongbu), %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
 		runs, c.replicaRuns, c.calls, nfaults, c.checks, len(c.failed), c.failed, nind)
-	for _, k := range sortedKeys(c.faults) {
+	for _, k := range slices.Sorted(maps.Keys(c.faults)) {
 		fmt.Fprintf(&b, "  fault %-40s %d\n", k, c.faults[k])
 	}
-	for _, k := range sortedKeys(c.indeterminate) {
+	for _, k := range slices.Sorted(maps.Keys(c.indeterminate)) {
 		fmt.Fprintf(&b, "  indeterminate: %s: %d\n", k, c.indeterminate[k])
 	}
 	return strings.TrimRight(b.String(), "\n")
-}
-
-func sortedKeys(m map[string]int) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // hop is one connection between two processes, through an HTTP gate (which can answer 502 as
@@ -201,8 +190,6 @@ type hop struct {
 	turn    atomic.Uint32
 	toxic   string // the toxic in place on every proxy, if any
 }
-
-func (h *hop) url() string { return h.gate.URL }
 
 // explorer is one run.
 type explorer struct {
@@ -241,6 +228,14 @@ type chaosCall struct {
 	misjudged bool // a redelivery was answered create_new_operation (reported once)
 	decided   bool // approved or denied by the explorer
 	approved  bool
+}
+
+// last is the call's latest answer, "" before any.
+func (c *chaosCall) last() string {
+	if len(c.statuses) == 0 {
+		return ""
+	}
+	return c.statuses[len(c.statuses)-1]
 }
 
 func explore(t *testing.T, seed uint64, tally *chaosTally) {
@@ -352,7 +347,7 @@ func (x *explorer) start() {
 		t.Fatal(err)
 	}
 	t.Cleanup(x.db.Stop)
-	s, err := harness.Start(context.Background(), bin, harness.Config{
+	su := startSuite(t, harness.Config{
 		Dir: dir, ServerURL: server, HubuDB: "hubu_chaos_" + id, GongbuDB: "gongbu_chaos_" + id, FluxIdempotent: x.idempotent,
 		HubuAddr: addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
 		Env: map[string][]string{
@@ -367,24 +362,15 @@ func (x *explorer) start() {
 				return dbURL.String()
 			}
 			if h, ok := x.hops[from+"->"+to]; ok {
-				return h.url()
+				return h.gate.URL
 			}
 			return u
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	su := &suite{t: t, s: s}
 	x.su = su
-	t.Cleanup(func() {
-		s.Stop()
-		su.scanForSecrets()
-		_ = harness.DropDatabases(context.Background(), server, "hubu_chaos_"+id, "gongbu_chaos_"+id)
-	})
 	if x.replicas {
-		for _, p := range []*harness.Process{s.Hubu, s.Gongbu} {
-			r := s.Replica(p, p.Name+"-2", addrs[p.Name+"-2"])
+		for _, p := range []*harness.Process{su.s.Hubu, su.s.Gongbu} {
+			r := su.s.Replica(p, p.Name+"-2", addrs[p.Name+"-2"])
 			if err := r.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -395,9 +381,8 @@ func (x *explorer) start() {
 			x.replica[p.Name] = r
 		}
 	}
-	su.flux, _ = bflapi.NewClientWithResponses(s.Flux.URL())
 	x.setIdempotency()
-	x.routers = []*mcp.ClientSession{su.routerWaiting(2 * time.Second), su.routerWaiting(2 * time.Second), x.httpRouter()}
+	x.routers = []*mcp.ClientSession{su.routerWaiting(2 * time.Second), su.routerWaiting(2 * time.Second), su.httpRouter()}
 	x.agent2 = x.secondAgent()
 }
 
@@ -424,52 +409,24 @@ func (x *explorer) keepLogs(dir string) {
 // setIdempotency turns mockflux's idempotency off for a run against a provider that ignores
 // keys (clearing mockflux's faults turns it back on).
 func (x *explorer) setIdempotency() {
-	if x.idempotent {
-		return
+	if !x.idempotent {
+		x.su.idempotencyOff()
 	}
-	r, err := x.su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: bflapi.IdempotencyOff})
-	if err != nil || r.JSON200 == nil || r.JSON200.Idempotency {
-		var body []byte
-		if r != nil {
-			body = r.Body
-		}
-		x.t.Fatalf("turn mockflux's idempotency off: %v %s", err, body)
-	}
-}
-
-// httpRouter connects to the stack's router over streamable HTTP with its bearer token.
-func (x *explorer) httpRouter() *mcp.ClientSession { return x.su.httpRouter() }
-
-type bearerTransport struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 // secondAgent creates an agent on a tight budget (four flux-dev images a day) and a stdio
 // router for it with a registry of its own.
 func (x *explorer) secondAgent() *mcp.ClientSession {
-	s := x.su.s
-	cmd := exec.Command(bin.Path("hubuctl"), "agent", "create", "--name", "tight", "--json",
+	out := x.su.hubuctlOK(x.t, "agent", "create", "--name", "tight", "--json",
 		"--auto-approve-micros", "50000", "--ceiling-micros", "100000", "--budget-micros", "100000", "--period", "day")
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, s.HubuctlEnv()...)
-	out, err := cmd.Output()
-	if err != nil {
-		x.t.Fatalf("hubuctl agent create: %v", err)
-	}
 	var created struct {
 		Token string `json:"token"`
 	}
-	if json.Unmarshal(out, &created) != nil || created.Token == "" {
+	if json.Unmarshal([]byte(out), &created) != nil || created.Token == "" {
 		x.t.Fatal("hubuctl agent create: no token")
 	}
 	x.su.extraSecrets = append(x.su.extraSecrets, created.Token)
-	return x.su.routerFor(created.Token, 2*time.Second, []string{"--state", filepath.Join(s.Config.Dir, "router-tight.db")})
+	return x.su.routerFor(created.Token, 2*time.Second, []string{"--state", filepath.Join(x.su.s.Config.Dir, "router-tight.db")})
 }
 
 var chaosModels = []string{"flux-schnell", "flux-dev", "flux-dev", "flux-pro-1.1", "flux-pro-1.1-ultra"}
@@ -517,6 +474,13 @@ func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) res
 	}
 	x.note(c, r)
 	return r
+}
+
+// resume sends resume_operation for the call's operation and records what it answered.
+func (x *explorer) resume(cs *mcp.ClientSession, c *chaosCall) {
+	if r, err := x.su.callWithin(cs, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second); err == nil {
+		x.note(c, r)
+	}
 }
 
 func (x *explorer) note(c *chaosCall, r result) {
@@ -620,18 +584,15 @@ func (x *explorer) reuse(c *chaosCall) {
 // decideOne approves or denies a held spend, or resumes an approved one (sometimes twice).
 func (x *explorer) decideOne() {
 	for _, c := range x.calls {
-		held := len(c.statuses) > 0 && c.statuses[len(c.statuses)-1] == "approval_required"
 		switch {
-		case held && !c.decided && c.handle != "":
+		case c.last() == "approval_required" && !c.decided && c.handle != "":
 			c.decided = true
 			c.approved = x.rng.IntN(3) > 0
 			x.hubuctl(map[bool]string{true: "approve", false: "deny"}[c.approved], c.handle)
 			return
 		case c.approved && c.handle != "":
 			for range 1 + x.rng.IntN(2) {
-				if r, err := x.su.callWithin(x.session(c), "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second); err == nil {
-					x.note(c, r)
-				}
+				x.resume(x.session(c), c)
 			}
 			return
 		}
@@ -718,7 +679,7 @@ func (x *explorer) fault() {
 		case "mockflux":
 			x.setIdempotency() // its faults are not kept across a restart
 		case "router":
-			x.routers[2] = x.httpRouter() // the HTTP sessions died with it
+			x.routers[2] = x.su.httpRouter() // the HTTP sessions died with it
 		}
 	case n < 30:
 		// A router dies at one of its failpoints, as a harness's router process would; the
@@ -752,7 +713,7 @@ func (x *explorer) fault() {
 				x.t.Fatal(err)
 			}
 			// Its own recovery pass reached the point (it re-sent a decision) before it served.
-			x.su.requireFailpointLogged(p, point)
+			x.su.requireFailpointIn(p.LogPath, point)
 			x.restart(p)
 			return
 		}
@@ -762,11 +723,11 @@ func (x *explorer) fault() {
 		c.args = strings.Replace(c.args, `"model":"flux-pro-1.1-ultra"`, `"model":"flux-dev"`, 1) // auto-approved, so it runs
 		x.deliver(x.routers[x.rng.IntN(len(x.routers))], c, c.args)
 		if err := p.WaitExit(10 * time.Second); !p.Running() && strings.Contains(err.Error(), "killed") {
-			x.su.requireFailpointLogged(p, point)
+			x.su.requireFailpointIn(p.LogPath, point)
 		}
 		x.restart(p) // plain again, whether it died at the point or never reached it
 	case n < 75:
-		names := sortedHops(x.hops)
+		names := slices.Sorted(maps.Keys(x.hops))
 		h := x.hops[names[x.rng.IntN(len(names))]]
 		kind := chaosToxics[x.rng.IntN(len(chaosToxics))]
 		x.tally.count(&x.tally.faults, kind+" "+h.name)
@@ -819,15 +780,6 @@ func (x *explorer) restart(p *harness.Process, extraEnv ...string) {
 	if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
 		x.t.Fatal(err)
 	}
-}
-
-func sortedHops(m map[string]*hop) []string {
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // moreFault injects one of the faults added after the regression seeds were found, drawn
@@ -937,7 +889,7 @@ func (x *explorer) heal() {
 		if p != nil && !p.Running() {
 			x.restart(p)
 			if p == s.Router {
-				x.routers[2] = x.httpRouter()
+				x.routers[2] = x.su.httpRouter()
 			}
 		}
 	}
@@ -951,10 +903,7 @@ func (x *explorer) finish() {
 	for {
 		open := 0
 		for _, c := range x.calls {
-			last := ""
-			if len(c.statuses) > 0 {
-				last = c.statuses[len(c.statuses)-1]
-			}
+			last := c.last()
 			switch {
 			case chaosFinal[last]:
 				continue
@@ -970,20 +919,16 @@ func (x *explorer) finish() {
 				}
 				x.hubuctl(map[bool]string{true: "approve", false: "deny"}[c.approved], c.handle)
 				if c.approved {
-					if r, err := x.su.callWithin(x.sessionFor(c), "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second); err == nil {
-						x.note(c, r)
-					}
+					x.resume(x.sessionFor(c), c)
 				} else {
 					x.deliver(x.sessionFor(c), c, c.args)
 				}
 			case c.approved && c.handle != "" && last != "denied":
-				if r, err := x.su.callWithin(x.sessionFor(c), "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second); err == nil {
-					x.note(c, r)
-				}
+				x.resume(x.sessionFor(c), c)
 			default:
 				x.deliver(x.sessionFor(c), c, c.args)
 			}
-			if len(c.statuses) == 0 || !chaosFinal[c.statuses[len(c.statuses)-1]] {
+			if !chaosFinal[c.last()] {
 				open++
 			}
 		}
@@ -992,7 +937,7 @@ func (x *explorer) finish() {
 		}
 		if time.Now().After(deadline) {
 			for _, c := range x.calls {
-				if len(c.statuses) == 0 || !chaosFinal[c.statuses[len(c.statuses)-1]] {
+				if !chaosFinal[c.last()] {
 					x.t.Errorf("violation: call %s (%s) is not final after the faults were cleared: %v", c.id, c.handle, c.statuses)
 				}
 			}
@@ -1040,17 +985,13 @@ func (x *explorer) check() {
 	}
 	x.tally.checks++
 	var report reconcile.Report
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		r, err := su.reconcileReport()
-		if err == nil && len(r.InFlight) == 0 {
-			report = r
-			break
+	if err := poll(90*time.Second, 300*time.Millisecond, func() (err error) {
+		if report, err = su.reconcileReport(); err == nil && len(report.InFlight) > 0 {
+			err = fmt.Errorf("%d in flight", len(report.InFlight))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("violation: operations still in flight 90s after every call was final: %v\n%s", err, r)
-		}
-		time.Sleep(300 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatalf("violation: operations still in flight 90s after every call was final: %v\n%s", err, report)
 	}
 	charges := x.chargesByKey()
 	for _, m := range report.Mismatches {
@@ -1066,38 +1007,30 @@ func (x *explorer) check() {
 		if !slices.ContainsFunc(chaosDoubts[x.idempotent], func(p string) bool { return strings.HasPrefix(cause, p) }) {
 			t.Errorf("violation: indeterminate without real doubt (provider honours keys: %v): %s", x.idempotent, cause)
 		}
-		n := charges[vendorkey.For("bfl", id)]
+		amounts := charges[vendorkey.For("bfl", id)]
 		verdict := []string{"--not-charged"}
 		switch {
-		case n > 1:
-			t.Errorf("violation: decision %s was charged %d times", id, n)
-		case n == 1:
-			verdict = []string{"--charged-micros", strconv.FormatInt(x.chargeOf(id), 10)}
+		case len(amounts) > 1:
+			t.Errorf("violation: decision %s was charged %d times", id, len(amounts))
+		case len(amounts) == 1:
+			verdict = []string{"--charged-micros", strconv.FormatInt(amounts[0], 10)}
 		}
-		cmd := exec.Command(bin.Path("gongbu"), append([]string{"resolve", "--decision", id.String()}, verdict...)...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GONGBU_DATABASE_URL=" + su.s.GongbuDBURL}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("gongbu resolve: %v\n%s", err, out)
-		}
+		gongbuResolve(t, su.s.GongbuDBURL, id.String(), verdict...)
 	}
 	// After the resolutions: nothing in flight, no mismatch, captures == charges, no hold
 	// on a final operation (reconcile's own checks), and at most one charge per key.
-	deadline = time.Now().Add(90 * time.Second)
-	for {
-		r, err := su.reconcileReport()
-		if err == nil && len(r.InFlight) == 0 && len(r.Mismatches) == 0 && r.CapturedMicros == r.ChargedMicros {
-			report = r
-			break
+	if err := poll(90*time.Second, 300*time.Millisecond, func() (err error) {
+		if report, err = su.reconcileReport(); err == nil && (len(report.InFlight) > 0 || len(report.Mismatches) > 0 || report.CapturedMicros != report.ChargedMicros) {
+			err = errors.New("not in agreement")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("violation: the records do not agree: %v\n%s", err, r)
-		}
-		time.Sleep(300 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatalf("violation: the records do not agree: %v\n%s", err, report)
 	}
 	x.tally.checks += 4
-	for key, n := range x.chargesByKey() {
-		if n > 1 {
-			t.Errorf("violation: %d provider charges under one idempotency key %.12s…", n, key)
+	for key, amounts := range x.chargesByKey() {
+		if len(amounts) > 1 {
+			t.Errorf("violation: %d provider charges under one idempotency key %.12s…", len(amounts), key)
 		}
 	}
 	x.tally.checks++
@@ -1140,33 +1073,19 @@ func (x *explorer) check() {
 	t.Logf("%d calls; %s", len(x.calls), strings.TrimSpace(strings.SplitN(report.String(), "\n", 2)[0]))
 }
 
-// chargesByKey counts the provider's charges per idempotency key.
-func (x *explorer) chargesByKey() map[string]int {
+// chargesByKey is the amount of each of the provider's charges, per idempotency key.
+func (x *explorer) chargesByKey() map[string][]int64 {
 	resp, err := x.su.flux.ListChargesWithResponse(context.Background())
 	if err != nil || resp.JSON200 == nil {
 		x.t.Fatalf("charges: %v", err)
 	}
-	out := map[string]int{}
+	out := map[string][]int64{}
 	for _, c := range resp.JSON200.Charges {
 		if c.IdempotencyKey != nil {
-			out[*c.IdempotencyKey]++
+			out[*c.IdempotencyKey] = append(out[*c.IdempotencyKey], c.AmountMicros)
 		}
 	}
 	return out
-}
-
-func (x *explorer) chargeOf(id uuid.UUID) int64 {
-	resp, err := x.su.flux.ListChargesWithResponse(context.Background())
-	if err != nil || resp.JSON200 == nil {
-		x.t.Fatalf("charges: %v", err)
-	}
-	key := vendorkey.For("bfl", id)
-	for _, c := range resp.JSON200.Charges {
-		if c.IdempotencyKey != nil && *c.IdempotencyKey == key {
-			return c.AmountMicros
-		}
-	}
-	return 0
 }
 
 // indeterminateCause is the first clause of the execution's error, which names its cause.
@@ -1199,27 +1118,14 @@ func (x *explorer) indeterminateCause(id uuid.UUID) string {
 // may still answer an error once (a pooled connection killed by a Postgres restart, say).
 func (x *explorer) eventually(what string, f func() error) {
 	x.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			x.t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(300 * time.Millisecond)
+	if err := poll(30*time.Second, 300*time.Millisecond, f); err != nil {
+		x.t.Fatalf("%s: %v", what, err)
 	}
 }
 
 // decisionsByHandle is Hubu's record of every decision, by public handle.
 func (x *explorer) decisionsByHandle() map[string]reconcile.Decision {
-	c := x.su.s.Credentials
-	src, err := reconcile.NewSources(x.su.s.Hubu.URL(), c.GongbuAtHubuToken, x.su.s.Gongbu.URL(), c.HubuAtGongbuToken, x.su.s.Flux.URL(),
-		&http.Client{Timeout: 10 * time.Second})
-	if err != nil {
-		x.t.Fatal(err)
-	}
+	src := x.su.sources()
 	var ds []reconcile.Decision
 	x.eventually("read Hubu's decisions", func() (err error) {
 		ds, err = src.Decisions(context.Background())

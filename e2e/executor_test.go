@@ -6,10 +6,8 @@ import (
 	"image/png"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/proto/gongbuapi"
@@ -69,16 +67,14 @@ func TestConcurrentDeliveriesOfOneDecision(t *testing.T) {
 	statuses := make([]int, 20)
 	var wg sync.WaitGroup
 	for i := range statuses {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			r, err := s.asHubu.ExecuteWithResponse(ctx, req)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			statuses[i] = r.StatusCode()
-		}()
+		})
 	}
 	wg.Wait()
 	accepted := 0
@@ -94,21 +90,12 @@ func TestConcurrentDeliveriesOfOneDecision(t *testing.T) {
 	if accepted != 1 {
 		t.Fatalf("%d deliveries started an execution, want 1 (%v)", accepted, statuses)
 	}
-	if c := s.charges(); c.Count != 1 {
-		t.Fatalf("%d provider charges, want 1", c.Count)
-	}
+	s.requireCharges(1, "after the deliveries")
 	s.handoff.paused.Store(false)
-	s.clock.Advance(11 * time.Second)
-	if n, err := s.hubu.Lifecycle.Recover(ctx); err != nil || n != 1 {
-		t.Fatalf("Hubu re-sending the decision: %d %v", n, err)
+	if n := s.resendDecisions(); n != 1 {
+		t.Fatalf("Hubu re-sent %d decisions, want 1", n)
 	}
-	if final := s.settle(op.PublicHandle); final.CapturedMicros != 25_000 {
-		t.Fatalf("final: %+v", final)
-	}
-	if c := s.charges(); c.Count != 1 {
-		t.Fatalf("%d provider charges after settling, want 1", c.Count)
-	}
-	s.mustAgree()
+	s.requireSettledOnce(op.PublicHandle)
 }
 
 // With Gongbu's row gone, the re-sent decision derives the same vendor key, and the
@@ -136,9 +123,7 @@ func TestWipedExecutionFindsTheFirstJob(t *testing.T) {
 		t.Fatalf("charges after the re-send: %+v", c)
 	}
 	for range 5 { // Gongbu polls and reports again; Hubu answers the same settlement
-		if err := s.gongbu.Tick(ctx); err != nil {
-			t.Fatal(err)
-		}
+		s.tick()
 		s.clock.Advance(pollInterval)
 	}
 	if e, _ := s.asHubu.GetExecutionWithResponse(ctx, *op.DecisionId); e.JSON200.State != gongbuapi.Succeeded || !*e.JSON200.Reported {
@@ -159,72 +144,38 @@ func TestCrashWhileSubmitting(t *testing.T) {
 		name := map[bool]string{true: "provider honours keys", false: "provider ignores keys"}[honoured]
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
 			s := newInProcess(t, inProcessOptions{fluxIdempotent: honoured})
-			if !honoured {
-				s.arm(bflapi.IdempotencyOff, 0)
-			}
 			s.handoff.paused.Store(true)
 			op := s.spend("flux-dev")
-			req := s.decision(op)
 
 			// What the dead Gongbu left: its submitting row (lease run out) and the charge.
-			key := vendorkey.For("bfl", req.DecisionId)
-			dead := gongbuDecision(req)
-			if _, created, err := s.gongbuStore.Insert(ctx, dead, key, s.clock.Now(), s.clock.Now()); err != nil || !created {
+			d := s.issued(op)
+			key := vendorkey.For("bfl", d.DecisionID)
+			if _, created, err := s.gongbuStore.Insert(context.Background(), d.Decision, key, s.clock.Now(), s.clock.Now()); err != nil || !created {
 				t.Fatalf("insert: %v %v", created, err)
 			}
-			w, h := req.Arguments.Width, req.Arguments.Height
-			sub, err := s.fluxAdmin.SubmitWithResponse(ctx, "flux-dev", &bflapi.SubmitParams{IdempotencyKey: &key},
-				bflapi.FluxRequest{Prompt: req.Arguments.Prompt, Width: &w, Height: &h}, func(_ context.Context, r *http.Request) error {
-					r.Header.Set("x-key", "test-key")
-					return nil
-				})
-			if err != nil || sub.JSON200 == nil {
-				t.Fatalf("the dead Gongbu's submit: %v %s", err, sub.Body)
-			}
+			sub := s.submitAtProvider("flux-dev", d.Arguments.Prompt, d.Arguments.Width, &key)
 
 			s.handoff.paused.Store(false)
-			s.clock.Advance(11 * time.Second)
-			if _, err := s.hubu.Lifecycle.Recover(ctx); err != nil { // Hubu re-sends; Gongbu has it already
-				t.Fatal(err)
-			}
-			if err := s.gongbu.Tick(ctx); err != nil { // the new Gongbu takes the row over
-				t.Fatal(err)
-			}
-			exec, _ := s.asHubu.GetExecutionWithResponse(ctx, req.DecisionId)
-			if honoured {
-				if exec.JSON200.State != gongbuapi.Submitted || *exec.JSON200.ProviderJobId != sub.JSON200.Id {
-					t.Fatalf("after takeover: %s", exec.Body)
+			s.resendDecisions() // Hubu re-sends; Gongbu has it already
+			s.tick()            // the new Gongbu takes the row over
+			x := s.execution(op)
+			if !honoured {
+				if x.State != gongbuapi.Indeterminate {
+					t.Fatalf("after takeover without idempotency: %+v", x)
 				}
-				if final := s.settle(op.PublicHandle); final.CapturedMicros != 25_000 {
-					t.Fatalf("final: %+v", final)
+				for range 3 {
+					s.clock.Advance(lease)
+					s.tick()
 				}
-				if c := s.charges(); c.Count != 1 {
-					t.Fatalf("%d charges, want 1", c.Count)
-				}
-				s.mustAgree()
+				// The dead Gongbu's one charge, and no resubmission.
+				s.requireIndeterminateHeld(op)
 				return
 			}
-			if exec.JSON200.State != gongbuapi.Indeterminate {
-				t.Fatalf("after takeover without idempotency: %s", exec.Body)
+			if x.State != gongbuapi.Submitted || *x.ProviderJobId != sub.Id {
+				t.Fatalf("after takeover: %+v", x)
 			}
-			for range 3 {
-				s.clock.Advance(lease)
-				if err := s.gongbu.Tick(ctx); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if c := s.charges(); c.Count != 1 {
-				t.Fatalf("%d charges, want the dead Gongbu's 1 and no resubmission", c.Count)
-			}
-			if o := s.operation(op.PublicHandle); o.HeldMicros != 25_000 || o.CapturedMicros != 0 {
-				t.Fatalf("Hubu must keep the hold until an operator reconciles: %+v", o)
-			}
-			r := s.reconcile()
-			if len(r.Mismatches) != 1 || !strings.Contains(r.Mismatches[0], "indeterminate") {
-				t.Fatalf("reconciliation must name the indeterminate execution:\n%s", r)
-			}
+			s.requireSettledOnce(op.PublicHandle)
 		})
 	}
 }
@@ -238,42 +189,21 @@ func TestChargeThenNoAnswer(t *testing.T) {
 		for _, honoured := range []bool{true, false} {
 			t.Run(string(fault)+map[bool]string{true: "/honoured", false: "/ignored"}[honoured], func(t *testing.T) {
 				t.Parallel()
-				ctx := context.Background()
 				s := newInProcess(t, inProcessOptions{fluxIdempotent: honoured})
-				if !honoured {
-					s.arm(bflapi.IdempotencyOff, 0)
-				}
 				s.arm(fault, 1)
 				op := s.spend("flux-dev")
-				if c := s.charges(); c.Count != 1 {
-					t.Fatalf("%d charges after the fault, want 1", c.Count)
-				}
-				exec, _ := s.asHubu.GetExecutionWithResponse(ctx, *op.DecisionId)
+				s.requireCharges(1, "after the fault")
 				if !honoured {
-					if exec.JSON200.State != gongbuapi.Indeterminate {
-						t.Fatalf("without idempotency: %s", exec.Body)
+					if x := s.execution(op); x.State != gongbuapi.Indeterminate {
+						t.Fatalf("without idempotency: %+v", x)
 					}
 					s.clock.Advance(lease)
-					if err := s.gongbu.Tick(ctx); err != nil {
-						t.Fatal(err)
-					}
-					if c := s.charges(); c.Count != 1 {
-						t.Fatalf("%d charges, want 1", c.Count)
-					}
-					if r := s.reconcile(); len(r.Mismatches) != 1 || !strings.Contains(r.Mismatches[0], "indeterminate") {
-						t.Fatalf("reconciliation:\n%s", r)
-					}
+					s.tick()
+					s.requireIndeterminateHeld(op)
 					return
 				}
 				s.clock.Advance(lease) // the failed submission's lease runs out
-				final := s.settle(op.PublicHandle)
-				if final.State != hubuapi.OperationStateSucceeded || final.CapturedMicros != 25_000 {
-					t.Fatalf("final: %+v", final)
-				}
-				if c := s.charges(); c.Count != 1 {
-					t.Fatalf("%d charges, want 1", c.Count)
-				}
-				s.mustAgree()
+				s.requireSettledOnce(op.PublicHandle)
 			})
 		}
 	}
@@ -308,18 +238,12 @@ func TestOnlyHubusDecisionsRun(t *testing.T) {
 	if r, _ := asAgent.ExecuteWithResponse(ctx, req); r.StatusCode() != http.StatusForbidden {
 		t.Fatalf("without Hubu's credential: %d", r.StatusCode())
 	}
-	if c := s.charges(); c.Count != 0 {
-		t.Fatalf("%d charges for refused decisions", c.Count)
-	}
+	s.requireCharges(0, "for refused decisions")
 	if list, _ := s.asHubu.ListExecutionsWithResponse(ctx); len(list.JSON200.Executions) != 0 {
 		t.Fatalf("refused decisions were recorded: %s", list.Body)
 	}
 	// The decision as issued still runs.
 	s.handoff.paused.Store(false)
-	s.clock.Advance(11 * time.Second)
-	if _, err := s.hubu.Lifecycle.Recover(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s.settle(op.PublicHandle)
-	s.mustAgree()
+	s.resendDecisions()
+	s.requireSettledOnce(op.PublicHandle)
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	harness "hubu.dev/hubu/e2e/stack"
 )
 
 // The identity rules that protect against a harness's ids that cannot tell calls apart hold
@@ -30,10 +32,7 @@ func TestSuiteWeakAndCollidingCallIDs(t *testing.T) {
 	}
 
 	const id = "call_e2e_conversation_0123456"
-	first := su.mustCall(stdio, "generate_image", foxArgs, in(id, "thread-e2e-first-3c7a"))
-	if first["status"] != "succeeded" {
-		t.Fatalf("first: %v", first)
-	}
+	first := su.mustSucceed(stdio, foxArgs, in(id, "thread-e2e-first-3c7a"), "first")
 	charges, _ := su.charges()
 	authorizations := su.authorizations()
 	for name, cs := range map[string]*mcp.ClientSession{"stdio": stdio, "http": web} {
@@ -51,16 +50,14 @@ func TestSuiteWeakAndCollidingCallIDs(t *testing.T) {
 		t.Fatalf("Hubu was asked %d times, was %d: a refused call reached it", n, authorizations)
 	}
 	// A new call in the other conversation is charged on its own.
-	if r := su.mustCall(web, "generate_image", foxArgs, in("call_e2e_conversation_7654321", "thread-e2e-other-9b21")); r["status"] != "succeeded" {
-		t.Fatalf("a new call in the other conversation: %v", r)
-	}
+	su.mustSucceed(web, foxArgs, in("call_e2e_conversation_7654321", "thread-e2e-other-9b21"), "a new call in the other conversation")
 	su.settleAndReconcile(2)
 }
 
 // httpRouter connects to the stack's router over streamable HTTP with its bearer token.
 func (su *suite) httpRouter() *mcp.ClientSession {
 	su.t.Helper()
-	hc := &http.Client{Transport: bearerTransport{token: su.s.Credentials.RouterMCPToken, next: http.DefaultTransport}}
+	hc := &http.Client{Transport: harness.Bearer(su.s.Credentials.RouterMCPToken)}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-http"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: su.s.Router.URL() + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
 	if err != nil {

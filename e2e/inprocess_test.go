@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -125,13 +124,14 @@ type inProcess struct {
 	otherGongbu *gongbuapi.ClientWithResponses
 	asHubu      *gongbuapi.ClientWithResponses // Gongbu's API as Hubu calls it
 	fluxAdmin   *bflapi.ClientWithResponses
+	authority   *hubulink.Client // Hubu's API as Gongbu calls it
 	wipeGongbu  func(t *testing.T)
 	t           *testing.T
 }
 
 type inProcessOptions struct {
-	// fluxIdempotent tells Gongbu that the provider honours idempotency keys (mockflux does,
-	// unless its idempotency_off fault is armed).
+	// fluxIdempotent: the provider honours idempotency keys, and Gongbu is told so; without
+	// it, mockflux's idempotency_off fault is armed, as the real BFL API ignores the keys.
 	fluxIdempotent bool
 	// gate puts a gate between Gongbu and mockflux.
 	gate bool
@@ -188,7 +188,7 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 			t.Fatal(err)
 		}
 	}
-	authority, err := hubulink.New(s.hubu.URL, s.hubu.ServiceToken, &http.Client{Timeout: 30 * time.Second})
+	s.authority, err = hubulink.New(s.hubu.URL, s.hubu.ServiceToken, &http.Client{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,10 +208,10 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 		t.Fatal(err)
 	}
 	s.gongbu = &execution.Service{
-		Store: s.gongbuStore, Providers: map[string]gongbu.Provider{"bfl": adapter}, Authority: authority,
+		Store: s.gongbuStore, Providers: map[string]gongbu.Provider{"bfl": adapter}, Authority: s.authority,
 		Now: s.clock.Now, Lease: lease, PollInterval: pollInterval, PollDeadline: 10 * time.Minute,
 	}
-	gongbuTS.Config.Handler = (&gongbuhttp.Server{Executions: s.gongbu, Authority: authority, ServiceToken: s.gongbuToken, Ping: s.gongbuStore.Ping}).
+	gongbuTS.Config.Handler = (&gongbuhttp.Server{Executions: s.gongbu, Authority: s.authority, ServiceToken: s.gongbuToken, Ping: s.gongbuStore.Ping}).
 		Handler(prometheus.NewRegistry())
 	gongbuTS.Start()
 
@@ -230,6 +230,9 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !opts.fluxIdempotent {
+		s.arm(bflapi.IdempotencyOff, 0)
+	}
 	return s
 }
 
@@ -244,27 +247,14 @@ func mustGongbuClient(t *testing.T, url, token string, hc *http.Client) *gongbua
 	return c
 }
 
-var callSeq atomic.Int64
-
-// spend authorizes a generate_image call through Hubu as the router would send it.
+// spend authorizes a new generate_image call through Hubu as the router would send it.
 func (s *inProcess) spend(model string) hubuapi.Operation {
 	s.t.Helper()
-	resp, err := s.agent.AuthorizeWithResponse(context.Background(), newSpend(model))
+	resp, err := s.agent.AuthorizeWithResponse(context.Background(), hubutest.NewCall(model).Request())
 	if err != nil || resp.JSON201 == nil {
 		s.t.Fatalf("authorize: %v %s", err, resp.Body)
 	}
 	return *resp.JSON201
-}
-
-// newSpend is a new call's authorization request, as the router sends it.
-func newSpend(model string) hubuapi.AuthorizeRequest {
-	n := callSeq.Add(1)
-	args := hubuapi.GenerateImageArguments{Prompt: fmt.Sprintf("an origami fox #%d", n), Model: model, Width: 1024, Height: 1024}
-	return hubuapi.AuthorizeRequest{
-		OperationKey: fmt.Sprintf("hubu:operation:v1:codex:00000000-0000-4000-8000-%012d", n),
-		PublicHandle: fmt.Sprintf("hubu:public-operation:v1:00000000-0000-4000-9000-%012d", n),
-		Tool:         hubuapi.GenerateImage, RequestHash: fmt.Sprintf("%064x", n), Arguments: args,
-	}
 }
 
 // operation reads an operation from Hubu.
@@ -277,19 +267,19 @@ func (s *inProcess) operation(handle string) hubuapi.Operation {
 	return *resp.JSON200
 }
 
-// decision is the decision as Hubu issued it, in the shape Hubu hands to Gongbu.
-func (s *inProcess) decision(op hubuapi.Operation) gongbuapi.ExecutionRequest {
+// issued is the decision as Hubu issued it, read as Gongbu reads it.
+func (s *inProcess) issued(op hubuapi.Operation) gongbu.Issued {
 	s.t.Helper()
-	d, err := func() (gongbu.Issued, error) {
-		a, err := hubulink.New(s.hubu.URL, s.hubu.ServiceToken, http.DefaultClient)
-		if err != nil {
-			return gongbu.Issued{}, err
-		}
-		return a.Decision(context.Background(), *op.DecisionId)
-	}()
+	d, err := s.authority.Decision(context.Background(), *op.DecisionId)
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	return d
+}
+
+// decision is the issued decision in the shape Hubu hands to Gongbu.
+func (s *inProcess) decision(op hubuapi.Operation) gongbuapi.ExecutionRequest {
+	d := s.issued(op)
 	return gongbuapi.ExecutionRequest{
 		DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, AgentId: d.AgentID, Tool: gongbuapi.ExecutionRequestTool(d.Tool),
 		Scope:        gongbuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
@@ -303,9 +293,7 @@ func (s *inProcess) decision(op hubuapi.Operation) gongbuapi.ExecutionRequest {
 func (s *inProcess) settle(handle string) hubuapi.Operation {
 	s.t.Helper()
 	for range 20 {
-		if err := s.gongbu.Tick(context.Background()); err != nil {
-			s.t.Fatal(err)
-		}
+		s.tick()
 		if op := s.operation(handle); op.State == hubuapi.OperationStateSucceeded || op.State == hubuapi.OperationStateFailed {
 			return op
 		}
@@ -324,6 +312,69 @@ func (s *inProcess) charges() bflapi.Charges {
 		s.t.Fatalf("charges: %v", err)
 	}
 	return *resp.JSON200
+}
+
+// requireCharges fails the test unless mockflux has charged exactly want times.
+func (s *inProcess) requireCharges(want int, when string) {
+	s.t.Helper()
+	if c := s.charges(); c.Count != want {
+		s.t.Fatalf("%d provider charges %s, want %d", c.Count, when, want)
+	}
+}
+
+// submitAtProvider is a submission that reaches mockflux from elsewhere than this Gongbu (a
+// dead Gongbu, another client), with an idempotency key or none.
+func (s *inProcess) submitAtProvider(model, prompt string, size int, key *string) bflapi.SubmitResponse {
+	s.t.Helper()
+	r, err := s.fluxAdmin.SubmitWithResponse(context.Background(), model, &bflapi.SubmitParams{IdempotencyKey: key},
+		bflapi.FluxRequest{Prompt: prompt, Width: &size, Height: &size}, func(_ context.Context, r *http.Request) error {
+			r.Header.Set("x-key", "test-key")
+			return nil
+		})
+	if err != nil || r.JSON200 == nil {
+		s.t.Fatalf("submit at the provider: %v", err)
+	}
+	return *r.JSON200
+}
+
+// resendDecisions lets Hubu's retry delay pass and runs its recovery, which hands the
+// decisions still dispatching to Gongbu again; it returns how many it re-sent.
+func (s *inProcess) resendDecisions() int {
+	s.t.Helper()
+	s.clock.Advance(11 * time.Second)
+	n, err := s.hubu.Lifecycle.Recover(context.Background())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return n
+}
+
+// requireSettledOnce settles the operation and requires a flux-dev spend charged once: it
+// succeeded, captured the price, holds nothing, and the three records agree.
+func (s *inProcess) requireSettledOnce(handle string) {
+	s.t.Helper()
+	if final := s.settle(handle); final.State != hubuapi.OperationStateSucceeded || final.CapturedMicros != 25_000 || final.HeldMicros != 0 {
+		s.t.Fatalf("final: %+v", final)
+	}
+	s.requireCharges(1, "after settling")
+	s.mustAgree()
+}
+
+// requireIndeterminateHeld requires the flux-dev spend's execution indeterminate after one
+// provider charge: Hubu keeps the hold until an operator resolves it, and the reconciliation
+// names the execution.
+func (s *inProcess) requireIndeterminateHeld(op hubuapi.Operation) {
+	s.t.Helper()
+	if x := s.execution(op); x.State != gongbuapi.Indeterminate {
+		s.t.Fatalf("execution: %+v, want indeterminate", x)
+	}
+	s.requireCharges(1, "with the execution indeterminate")
+	if o := s.operation(op.PublicHandle); o.HeldMicros != 25_000 || o.CapturedMicros != 0 {
+		s.t.Fatalf("Hubu must keep the hold until an operator resolves the execution: %+v", o)
+	}
+	if r := s.reconcile(); len(r.Mismatches) != 1 || !strings.Contains(r.Mismatches[0], "indeterminate") {
+		s.t.Fatalf("reconciliation must name the indeterminate execution:\n%s", r)
+	}
 }
 
 func (s *inProcess) arm(kind bflapi.FaultKind, count int) {
@@ -355,26 +406,13 @@ func (s *inProcess) mustAgree() {
 	}
 }
 
-// gongbuDecision converts the wire decision into Gongbu's domain type.
-func gongbuDecision(r gongbuapi.ExecutionRequest) gongbu.Decision {
-	return gongbu.Decision{
-		DecisionID: r.DecisionId, PublicHandle: r.PublicHandle, AgentID: r.AgentId, Tool: string(r.Tool),
-		Scope:        gongbu.Scope{Provider: r.Scope.Provider, Model: r.Scope.Model, Size: r.Scope.Size},
-		Arguments:    gongbu.ImageArguments{Prompt: r.Arguments.Prompt, Model: r.Arguments.Model, Width: r.Arguments.Width, Height: r.Arguments.Height, Seed: r.Arguments.Seed},
-		AmountMicros: r.AmountMicros, Currency: r.Currency,
-	}
-}
-
-// resolve runs the real `gongbu resolve` against Gongbu's database.
-func (s *inProcess) resolve(decision string, verdict ...string) string {
-	s.t.Helper()
-	cmd := exec.Command(bin.Path("gongbu"), append([]string{"resolve", "--decision", decision}, verdict...)...)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "GONGBU_DATABASE_URL=" + s.gongbuDB}
+// reconcileCommand runs the real `gongbu reconcile` against the services.
+func (s *inProcess) reconcileCommand() (string, error) {
+	cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubu.URL, "--hubu-token", s.hubu.ServiceToken,
+		"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		s.t.Fatalf("gongbu resolve: %v\n%s", err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 // tick runs Gongbu's background pass once.

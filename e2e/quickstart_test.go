@@ -180,10 +180,10 @@ func quickStart(t *testing.T, shell string) {
 	for _, line := range printed {
 		term.run(t, line)
 	}
-	if len(readLines(t, claudeArgs)) == 0 {
+	argv := readLines(t, claudeArgs)
+	if len(argv) == 0 {
 		t.Fatalf("make up printed no claude mcp add line:\n%s", banner)
 	}
-	argv := readLines(t, claudeArgs)
 	want := []string{"mcp", "add", "hubu", "--env", "HUBU_AGENT_TOKEN=" + creds.AgentToken, "--"}
 	if len(argv) <= len(want) || strings.Join(argv[:len(want)], "\n") != strings.Join(want, "\n") {
 		t.Fatalf("claude mcp add was given %d arguments, not the agent's token and a router command", len(argv))

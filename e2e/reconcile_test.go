@@ -2,12 +2,9 @@ package e2e_test
 
 import (
 	"context"
-	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 
-	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux"
 )
 
@@ -18,23 +15,11 @@ func TestReconcileCommand(t *testing.T) {
 	s := newInProcess(t, inProcessOptions{fluxIdempotent: true})
 	op := s.spend("flux-dev")
 	s.settle(op.PublicHandle)
-	run := func() (string, error) {
-		cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubu.URL, "--hubu-token", s.hubu.ServiceToken,
-			"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
-		cmd.Env = []string{"PATH=/usr/bin:/bin"}
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
-	if out, err := run(); err != nil || !strings.Contains(out, "in agreement") {
+	if out, err := s.reconcileCommand(); err != nil || !strings.Contains(out, "in agreement") {
 		t.Fatalf("agreeing records: %v\n%s", err, out)
 	}
-	// A charge the provider took for nobody Hubu or Gongbu knows of.
-	w, h := 1024, 1024
-	if r, err := s.fluxAdmin.SubmitWithResponse(context.Background(), "flux-schnell", nil, bflapi.FluxRequest{Prompt: "stray", Width: &w, Height: &h},
-		func(_ context.Context, r *http.Request) error { r.Header.Set("x-key", "k"); return nil }); err != nil || r.JSON200 == nil {
-		t.Fatalf("stray submit: %v", err)
-	}
-	out, err := run()
+	s.submitAtProvider("flux-schnell", "stray", 1024, nil) // a charge for nobody Hubu or Gongbu knows of
+	out, err := s.reconcileCommand()
 	if err == nil || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "belongs to no Gongbu execution") {
 		t.Fatalf("stray charge: %v\n%s", err, out)
 	}

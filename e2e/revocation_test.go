@@ -22,9 +22,7 @@ func TestSuiteRevokedAgentIsChargedNothing(t *testing.T) {
 	t.Parallel()
 	su := newSuite(t)
 	cs := su.router()
-	if r := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_before_revocation")); r["status"] != "succeeded" {
-		t.Fatalf("before the revocation: %v", r)
-	}
+	su.mustSucceed(cs, foxArgs, codexMeta("call_before_revocation"), "before the revocation")
 	id := su.credentialID(t, hubuapi.CredentialKindAgent, "demo")
 	su.hubuctlOK(t, "credentials", "revoke", id)
 
@@ -43,7 +41,7 @@ func TestSuiteRevokedAgentIsChargedNothing(t *testing.T) {
 		t.Fatalf("Hubu recorded %d operations for a revoked agent's request, was %d", n, operations)
 	}
 	// Hubu's log records the revocation (by whom), never a token (the suite's closing scan).
-	if !strings.Contains(su.hubuLog(t), `"msg":"credential revoked"`) {
+	if !strings.Contains(su.s.Hubu.Log(), `"msg":"credential revoked"`) {
 		t.Fatal("Hubu did not log the revocation")
 	}
 
@@ -54,9 +52,7 @@ func TestSuiteRevokedAgentIsChargedNothing(t *testing.T) {
 	}
 	su.extraSecrets = append(su.extraSecrets, rot.Token)
 	renewed := su.routerFor(rot.Token, 20*time.Second, nil)
-	if r := su.mustCall(renewed, "generate_image", crane, codexMeta("call_after_revocation")); r["status"] != "succeeded" {
-		t.Fatalf("the same call with the new token: %v", r)
-	}
+	su.mustSucceed(renewed, crane, codexMeta("call_after_revocation"), "the same call with the new token")
 	su.settleAndReconcile(2)
 }
 
@@ -78,9 +74,7 @@ func TestSuiteServiceCredentialRotation(t *testing.T) {
 		t.Fatalf("the replaced credential: %+v", rot.Replaced)
 	}
 	// Gongbu still holds the old token: within the overlap it works.
-	if r := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_with_the_old_token")); r["status"] != "succeeded" {
-		t.Fatalf("a spend within the overlap, Gongbu on the old token: %v", r)
-	}
+	su.mustSucceed(cs, foxArgs, codexMeta("call_with_the_old_token"), "a spend within the overlap, Gongbu on the old token")
 	if err := su.s.Gongbu.Restart(ctx, false, "GONGBU_HUBU_TOKEN="+rot.Token); err != nil {
 		t.Fatal(err)
 	}
@@ -88,9 +82,7 @@ func TestSuiteServiceCredentialRotation(t *testing.T) {
 	su.s.Credentials.GongbuAtHubuToken = rot.Token // what the closing reconciliation uses
 	su.hubuctlOK(t, "credentials", "revoke", id)
 	crane := `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`
-	if r := su.mustCall(cs, "generate_image", crane, codexMeta("call_with_the_new_token")); r["status"] != "succeeded" {
-		t.Fatalf("a spend after the old token's revocation, Gongbu on the new token: %v", r)
-	}
+	su.mustSucceed(cs, crane, codexMeta("call_with_the_new_token"), "a spend after the old token's revocation, Gongbu on the new token")
 	su.settleAndReconcile(2)
 }
 
@@ -140,13 +132,4 @@ func (su *suite) hubuOperations(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return n
-}
-
-func (su *suite) hubuLog(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile(su.s.Hubu.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

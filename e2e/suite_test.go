@@ -50,9 +50,8 @@ func newSuite(t *testing.T) *suite {
 // Gongbu told so): then "charged once" rests on Gongbu alone.
 func newSuiteWith(t *testing.T, idempotent bool) *suite {
 	t.Helper()
-	ctx := context.Background()
 	server, id, dir, idConfig := stackPlace(t)
-	s, err := harness.Start(ctx, bin, harness.Config{
+	su := startSuite(t, harness.Config{
 		Dir: dir, ServerURL: server, HubuDB: "hubu_e2e_" + id, GongbuDB: "gongbu_e2e_" + id, FluxIdempotent: idempotent,
 		Env: map[string][]string{
 			"router": {"ROUTER_IDENTITY_CONFIG=" + idConfig},
@@ -61,6 +60,17 @@ func newSuiteWith(t *testing.T, idempotent bool) *suite {
 			"hubu":   {"HUBU_RETRY_AFTER=1s"},
 		},
 	})
+	if !idempotent {
+		su.idempotencyOff()
+	}
+	return su
+}
+
+// startSuite starts the stack cfg describes; when the test ends it stops the stack, scans
+// for secrets and drops the stack's databases.
+func startSuite(t *testing.T, cfg harness.Config) *suite {
+	t.Helper()
+	s, err := harness.Start(context.Background(), bin, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,16 +78,24 @@ func newSuiteWith(t *testing.T, idempotent bool) *suite {
 	t.Cleanup(func() {
 		s.Stop()
 		su.scanForSecrets()
-		_ = harness.DropDatabases(context.Background(), server, "hubu_e2e_"+id, "gongbu_e2e_"+id)
+		_ = harness.DropDatabases(context.Background(), cfg.ServerURL, cfg.HubuDB, cfg.GongbuDB)
 	})
 	su.flux, _ = bflapi.NewClientWithResponses(s.Flux.URL())
-	if !idempotent {
-		r, err := su.flux.ArmFaultWithResponse(ctx, bflapi.FaultRequest{Kind: bflapi.IdempotencyOff})
-		if err != nil || r.JSON200 == nil || r.JSON200.Idempotency {
-			t.Fatalf("turn mockflux's idempotency off: %v", err)
-		}
-	}
 	return su
+}
+
+// idempotencyOff makes mockflux ignore idempotency keys, as the real BFL API does (clearing
+// its faults, or restarting it, turns them back on).
+func (su *suite) idempotencyOff() {
+	su.t.Helper()
+	r, err := su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: bflapi.IdempotencyOff})
+	if err != nil || r.JSON200 == nil || r.JSON200.Idempotency {
+		var body []byte
+		if r != nil {
+			body = r.Body
+		}
+		su.t.Fatalf("turn mockflux's idempotency off: %v %s", err, body)
+	}
 }
 
 // stackPlace is what a stack of one test needs before it starts: the Postgres server, a
@@ -175,6 +193,17 @@ func (su *suite) mustCall(cs *mcp.ClientSession, tool, args string, meta map[str
 	return r
 }
 
+// mustSucceed sends generate_image and fails the test unless it succeeded; what names the call
+// in the failure.
+func (su *suite) mustSucceed(cs *mcp.ClientSession, args string, meta map[string]any, what string) result {
+	su.t.Helper()
+	r := su.mustCall(cs, "generate_image", args, meta)
+	if r["status"] != "succeeded" {
+		su.t.Fatalf("%s: %v", what, r)
+	}
+	return r
+}
+
 // charges is mockflux's ledger: how many charges and their total.
 func (su *suite) charges() (int, int64) {
 	su.t.Helper()
@@ -229,16 +258,9 @@ func (su *suite) settleAndReconcile(want int) {
 		}
 		return r, nil
 	}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		r, err := check()
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			su.t.Fatalf("after 60s: %v\n%s", err, r)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var r reconcile.Report
+	if err := poll(60*time.Second, 200*time.Millisecond, func() (err error) { r, err = check(); return err }); err != nil {
+		su.t.Fatalf("after 60s: %v\n%s", err, r)
 	}
 	time.Sleep(time.Second) // an observation window for a late charge, not synchronization
 	if r, err := check(); err != nil {
@@ -249,17 +271,36 @@ func (su *suite) settleAndReconcile(want int) {
 	}
 }
 
-// reconcileReport compares the three records, as `gongbu reconcile` does.
-func (su *suite) reconcileReport() (reconcile.Report, error) {
+// poll calls f until it returns nil or bound has passed, pausing between calls; it returns
+// f's last error.
+func poll(bound, pause time.Duration, f func() error) error {
+	deadline := time.Now().Add(bound)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(pause)
+	}
+}
+
+// sources are the three records of money, as `gongbu reconcile` reads them.
+func (su *suite) sources() *reconcile.HTTPSources {
+	su.t.Helper()
 	c := su.s.Credentials
 	src, err := reconcile.NewSources(su.s.Hubu.URL(), c.GongbuAtHubuToken, su.s.Gongbu.URL(), c.HubuAtGongbuToken, su.s.Flux.URL(),
 		&http.Client{Timeout: 10 * time.Second})
 	if err != nil {
-		return reconcile.Report{}, err
+		su.t.Fatal(err)
 	}
+	return src
+}
+
+// reconcileReport compares the three records, as `gongbu reconcile` does.
+func (su *suite) reconcileReport() (reconcile.Report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return reconcile.Run(ctx, src)
+	return reconcile.Run(ctx, su.sources())
 }
 
 func (su *suite) reconcile(extra ...string) (string, error) {
@@ -324,9 +365,7 @@ func TestSuiteEveryHarnessChargedOnce(t *testing.T) {
 		"claude code": {"claudecode/toolUseId": "toolu_01XYZpSw1H9PAxyEZ5UQKKLs"},
 		"envelope":    {"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv-7f3a9c2e5b1d4a60"}},
 	} {
-		if r := su.mustCall(cs, "generate_image", foxArgs, meta); r["status"] != "succeeded" {
-			t.Fatalf("%s: %v", name, r)
-		}
+		su.mustSucceed(cs, foxArgs, meta, name)
 	}
 	su.settleAndReconcile(3)
 }
@@ -335,10 +374,7 @@ func TestSuiteRedeliveryAndNewCalls(t *testing.T) {
 	t.Parallel()
 	su := newSuite(t)
 	cs := su.router()
-	first := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_r1EgXkuECOLSl8cDvzKHQU5u"))
-	if first["status"] != "succeeded" {
-		t.Fatalf("first: %v", first)
-	}
+	first := su.mustSucceed(cs, foxArgs, codexMeta("call_r1EgXkuECOLSl8cDvzKHQU5u"), "first")
 	before := su.authorizations()
 	if before < 1 {
 		t.Fatalf("Hubu counted %d authorizations after a spend: the metric cannot prove that redeliveries stay away", before)
@@ -383,11 +419,7 @@ func (su *suite) deliverConcurrently(cs *mcp.ClientSession, metas []map[string]a
 	errs := make([]error, len(metas))
 	var wg sync.WaitGroup
 	for i, meta := range metas {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = su.call(cs, "generate_image", foxArgs, meta)
-		}()
+		wg.Go(func() { results[i], errs[i] = su.call(cs, "generate_image", foxArgs, meta) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -446,11 +478,7 @@ func TestSuiteApproval(t *testing.T) {
 	if n, _ := su.charges(); n != 0 {
 		t.Fatal("a held spend was charged")
 	}
-	approve := exec.Command(bin.Path("hubuctl"), "approve", handle)
-	approve.Env = append([]string{"PATH=" + os.Getenv("PATH")}, su.s.HubuctlEnv()...)
-	if out, err := approve.CombinedOutput(); err != nil {
-		t.Fatalf("hubuctl approve: %v %s", err, out)
-	}
+	su.hubuctlOK(t, "approve", handle)
 	if r := su.mustCall(cs, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, handle), nil); r["status"] != "succeeded" {
 		t.Fatalf("resume after approval: %v", r)
 	}
@@ -475,10 +503,7 @@ func TestSuiteRouterCrashes(t *testing.T) {
 			t.Fatalf("%s: the router answered instead of crashing: %v", fp, r)
 		}
 		su.requireFailpointIn(filepath.Join(su.s.Config.Dir, "router-stdio.log"), fp)
-		r := su.mustCall(su.router(), "generate_image", foxArgs, codexMeta(id))
-		if r["status"] != "succeeded" {
-			t.Fatalf("%s: redelivery after the crash: %v", fp, r)
-		}
+		su.mustSucceed(su.router(), foxArgs, codexMeta(id), fp+": redelivery after the crash")
 		su.settleAndReconcile(i + 1)
 	}
 }
@@ -495,7 +520,7 @@ func (su *suite) crashAt(p *harness.Process, point, callID string) {
 	if exitErr := p.WaitExit(30 * time.Second); exitErr == nil || !strings.Contains(exitErr.Error(), "killed") {
 		su.t.Fatalf("%s: %s did not crash at the failpoint (%v); the call answered %v %v", point, p.Name, exitErr, r, err)
 	}
-	su.requireFailpointLogged(p, point)
+	su.requireFailpointIn(p.LogPath, point)
 	if err := p.Start(); err != nil {
 		su.t.Fatal(err)
 	}
@@ -504,13 +529,8 @@ func (su *suite) crashAt(p *harness.Process, point, callID string) {
 	}
 }
 
-// requireFailpointLogged fails unless p's log says it died at point: a process killed anywhere
-// else (a moved or dead failpoint) must not pass for the scenario.
-func (su *suite) requireFailpointLogged(p *harness.Process, point string) {
-	su.t.Helper()
-	su.requireFailpointIn(p.LogPath, point)
-}
-
+// requireFailpointIn fails unless the log says the process died at point: a process killed
+// anywhere else (a moved or dead failpoint) must not pass for the scenario.
 func (su *suite) requireFailpointIn(logPath, point string) {
 	su.t.Helper()
 	lines, _, err := harness.LogLines(logPath)
@@ -578,29 +598,35 @@ func TestSuiteServiceCrashes(t *testing.T) {
 // the provider's records: `gongbu resolve` with what was charged.
 func (su *suite) resolveIndeterminate(handle string, charges int) {
 	su.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	var id string
-	for id == "" {
-		r, err := su.reconcileReport()
-		if err == nil && len(r.Mismatches) == 1 && strings.Contains(r.Mismatches[0], "is indeterminate at Gongbu") &&
-			strings.Contains(r.Mismatches[0], handle) && r.Charges == charges {
-			id = strings.Fields(strings.TrimPrefix(r.Mismatches[0], "decision "))[0]
-			break
+	var r reconcile.Report
+	err := poll(60*time.Second, 200*time.Millisecond, func() (err error) {
+		if r, err = su.reconcileReport(); err == nil && !(len(r.Mismatches) == 1 && strings.Contains(r.Mismatches[0], "is indeterminate at Gongbu") &&
+			strings.Contains(r.Mismatches[0], handle) && r.Charges == charges) {
+			err = fmt.Errorf("%d mismatches, %d charges", len(r.Mismatches), r.Charges)
 		}
-		if time.Now().After(deadline) {
-			su.t.Fatalf("after 60s, not one indeterminate execution with %d charges: %v\n%s", charges, err, r)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		su.t.Fatalf("after 60s, not one indeterminate execution with %d charges: %v\n%s", charges, err, r)
 	}
 	verdict := []string{"--not-charged"}
 	if charges > 0 {
 		verdict = []string{"--charged-micros", "25000"}
 	}
-	cmd := exec.Command(bin.Path("gongbu"), append([]string{"resolve", "--decision", id}, verdict...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GONGBU_DATABASE_URL=" + su.s.GongbuDBURL}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		su.t.Fatalf("gongbu resolve: %v\n%s", err, out)
+	gongbuResolve(su.t, su.s.GongbuDBURL, strings.Fields(strings.TrimPrefix(r.Mismatches[0], "decision "))[0], verdict...)
+}
+
+// gongbuResolve runs the real `gongbu resolve` against Gongbu's database, as an operator does
+// with the verdict read from the provider's records, and returns what it printed.
+func gongbuResolve(t *testing.T, dbURL, decision string, verdict ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin.Path("gongbu"), append([]string{"resolve", "--decision", decision}, verdict...)...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GONGBU_DATABASE_URL=" + dbURL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("gongbu resolve: %v\n%s", err, out)
 	}
+	return string(out)
 }
 
 // mockflux charges and then drops the connection, or answers 500: Gongbu resubmits under the

@@ -3,10 +3,8 @@ package e2e_test
 import (
 	"context"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/proto/gongbuapi"
@@ -27,9 +25,7 @@ func TestRefusedResubmissionKeepsTheHold(t *testing.T) {
 			s := newInProcess(t, inProcessOptions{fluxIdempotent: true, gate: true})
 			s.arm(bflapi.ChargeThen500, 1)
 			op := s.spend("flux-dev")
-			if c := s.charges(); c.Count != 1 {
-				t.Fatalf("%d charges after the first submission, want 1", c.Count)
-			}
+			s.requireCharges(1, "after the first submission")
 			if x := s.execution(op); x.State != gongbuapi.Submitting {
 				t.Fatalf("after the 500: %s", x.State)
 			}
@@ -53,7 +49,7 @@ func TestRefusedResubmissionKeepsTheHold(t *testing.T) {
 				t.Fatalf("reconciliation:\n%s", r)
 			}
 
-			out := s.resolve(op.DecisionId.String(), "--charged-micros", "25000")
+			out := gongbuResolve(t, s.gongbuDB, op.DecisionId.String(), "--charged-micros", "25000")
 			if !strings.Contains(out, "resolved: succeeded") {
 				t.Fatalf("resolve: %s", out)
 			}
@@ -61,9 +57,7 @@ func TestRefusedResubmissionKeepsTheHold(t *testing.T) {
 			if o := s.operation(op.PublicHandle); o.State != hubuapi.OperationStateSucceeded || o.CapturedMicros != 25_000 || o.HeldMicros != 0 {
 				t.Fatalf("after the resolution: %+v", o)
 			}
-			if c := s.charges(); c.Count != 1 {
-				t.Fatalf("%d charges, want 1", c.Count)
-			}
+			s.requireCharges(1, "after the resolution")
 			s.mustAgree()
 		})
 	}
@@ -79,14 +73,7 @@ func TestKeyReusedIsNoRefusal(t *testing.T) {
 	s.handoff.paused.Store(true)
 	op := s.spend("flux-dev")
 	key := vendorkey.For("bfl", *op.DecisionId)
-	w, h := 512, 512
-	if r, err := s.fluxAdmin.SubmitWithResponse(ctx, "flux-dev", &bflapi.SubmitParams{IdempotencyKey: &key},
-		bflapi.FluxRequest{Prompt: "something else", Width: &w, Height: &h}, func(_ context.Context, r *http.Request) error {
-			r.Header.Set("x-key", "test-key")
-			return nil
-		}); err != nil || r.JSON200 == nil {
-		t.Fatalf("the earlier request under the key: %v", err)
-	}
+	s.submitAtProvider("flux-dev", "something else", 512, &key) // an earlier request under the key
 	// Hubu's first hand-off of the decision (the paused one never left Hubu's test executor,
 	// but Hubu counted it: this is hand-off 1 as Gongbu sees it).
 	resp, err := s.asHubu.ExecuteWithResponse(ctx, s.decision(op))
@@ -110,9 +97,7 @@ func TestKeyReusedIsNoRefusal(t *testing.T) {
 	if o := s.operation(op.PublicHandle); o.HeldMicros != 25_000 {
 		t.Fatalf("Hubu's hold: %+v", o)
 	}
-	if c := s.charges(); c.Count != 1 {
-		t.Fatalf("%d charges, want the earlier request's 1", c.Count)
-	}
+	s.requireCharges(1, "(the earlier request's)")
 }
 
 // Gongbu ran the decision (and the provider charged), but its answer never reached Hubu, which
@@ -125,44 +110,24 @@ func TestLostHandOffAnswerAndLostRow(t *testing.T) {
 	for _, honoured := range []bool{false, true} {
 		t.Run(map[bool]string{false: "provider ignores keys", true: "provider honours keys"}[honoured], func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
 			s := newInProcess(t, inProcessOptions{fluxIdempotent: honoured})
-			if !honoured {
-				s.arm(bflapi.IdempotencyOff, 0)
-			}
 			s.handoff.loseReply.Store(true)
 			op := s.spend("flux-dev")
 			if op.State != hubuapi.OperationStateDispatching {
 				t.Fatalf("with the answer lost: %s", op.State)
 			}
-			if c := s.charges(); c.Count != 1 {
-				t.Fatalf("%d charges after the first hand-off", c.Count)
-			}
+			s.requireCharges(1, "after the first hand-off")
 			s.wipeGongbu(t)
 			s.handoff.loseReply.Store(false)
-			s.clock.Advance(11 * time.Second)
-			if n, err := s.hubu.Lifecycle.Recover(ctx); err != nil || n != 1 {
-				t.Fatalf("Hubu re-sending the decision: %d %v", n, err)
+			if n := s.resendDecisions(); n != 1 {
+				t.Fatalf("Hubu re-sent %d decisions, want 1", n)
 			}
-			if c := s.charges(); c.Count != 1 {
-				t.Fatalf("%d charges after the re-sent decision, want 1", c.Count)
-			}
+			s.requireCharges(1, "after the re-sent decision")
 			if !honoured {
-				if x := s.execution(op); x.State != gongbuapi.Indeterminate {
-					t.Fatalf("re-sent decision without honoured keys: %s", x.State)
-				}
-				if o := s.operation(op.PublicHandle); o.HeldMicros != 25_000 || o.CapturedMicros != 0 {
-					t.Fatalf("Hubu: %+v", o)
-				}
-				if r := s.reconcile(); len(r.Mismatches) != 1 || !strings.Contains(r.Mismatches[0], "indeterminate") {
-					t.Fatalf("reconciliation:\n%s", r)
-				}
+				s.requireIndeterminateHeld(op)
 				return
 			}
-			if final := s.settle(op.PublicHandle); final.State != hubuapi.OperationStateSucceeded || final.CapturedMicros != 25_000 {
-				t.Fatalf("final: %+v", final)
-			}
-			s.mustAgree()
+			s.requireSettledOnce(op.PublicHandle)
 		})
 	}
 }
@@ -184,7 +149,6 @@ func TestResolveAnIndeterminateExecution(t *testing.T) {
 		t.Run(string(c.fault), func(t *testing.T) {
 			t.Parallel()
 			s := newInProcess(t, inProcessOptions{fluxIdempotent: false})
-			s.arm(bflapi.IdempotencyOff, 0)
 			s.arm(c.fault, 1)
 			op := s.spend("flux-dev")
 			if x := s.execution(op); x.State != gongbuapi.Indeterminate {
@@ -193,7 +157,7 @@ func TestResolveAnIndeterminateExecution(t *testing.T) {
 			if r := s.reconcile(); len(r.Mismatches) != 1 || !strings.Contains(r.Mismatches[0], "gongbu resolve") {
 				t.Fatalf("reconciliation before:\n%s", r)
 			}
-			s.resolve(op.DecisionId.String(), c.verdict...)
+			gongbuResolve(t, s.gongbuDB, op.DecisionId.String(), c.verdict...)
 			s.tick()
 			o := s.operation(op.PublicHandle)
 			if o.State != c.state || o.CapturedMicros != c.capture || o.HeldMicros != 0 {
@@ -243,10 +207,7 @@ func TestReconcileWhileInFlight(t *testing.T) {
 	if len(r.Mismatches) != 0 || len(r.InFlight) != 1 || !strings.Contains(r.InFlight[0], "Hubu executing, Gongbu submitted") {
 		t.Fatalf("reconciliation while in flight:\n%s", r)
 	}
-	cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubu.URL, "--hubu-token", s.hubu.ServiceToken,
-		"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
-	cmd.Env = []string{"PATH=/usr/bin:/bin"}
-	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "in agreement (1 still in flight)") {
+	if out, err := s.reconcileCommand(); err != nil || !strings.Contains(out, "in agreement (1 still in flight)") {
 		t.Fatalf("gongbu reconcile: %v\n%s", err, out)
 	}
 	s.settle(op.PublicHandle)

@@ -20,50 +20,22 @@ func TestCodex(t *testing.T) {
 	codexHome := filepath.Join(home, ".codex")
 	writeCodexConfig(t, codexHome, api.URL+"/v1", st)
 
-	args := `{"prompt":"a red fox in snow","model":"flux-dev","width":1024,"height":768}`
-	var printed strings.Builder
-	run := func(callID string) toolOutcome {
-		t.Helper()
-		model.plan(callID, args)
-		out := runHarness(t, home, []string{"CODEX_HOME=" + codexHome},
+	h := &harnessRuns{st: st, name: "codex", model: model.script, runOnce: func() string {
+		return runHarness(t, home, []string{"CODEX_HOME=" + codexHome},
 			filepath.Join(harnessBin, "codex"), "exec", "--skip-git-repo-check", "Draw a red fox in snow with Hubu.")
-		printed.WriteString(out)
-		raw := model.result(callID)
-		if raw == "" {
-			t.Fatalf("codex sent no result for call %s back to the model (fake: %s)\n%s", callID, model.summary(), out)
-		}
-		o, ok := outcome(raw)
-		if !ok {
-			t.Fatalf("call %s: no structured content in the tool result codex sent back: %s", callID, raw)
-		}
-		return o
-	}
-
-	// A new call, under the id the fake issued: accepted as codex's, charged once.
-	first := newID("call_", 24)
-	if o := run(first); o.Status != "succeeded" || o.Replayed {
-		t.Fatalf("first call: %+v, want succeeded and not replayed", o)
-	}
-	st.requireDiagnosed("callId", first, "accepted:codex")
-	st.requireCharges(1)
-
-	// The same prompt in a new run is a new call: a new charge.
-	second := newID("call_", 24)
-	if o := run(second); o.Status != "succeeded" || o.Replayed {
-		t.Fatalf("the same prompt in a new run: %+v, want succeeded and not replayed", o)
-	}
-	st.requireDiagnosed("callId", second, "accepted:codex")
-	st.requireCharges(2)
+	}}
+	args := `{"prompt":"a red fox in snow","model":"flux-dev","width":1024,"height":768}`
+	first := h.requireNewCalls("call_", args, "callId", "accepted:codex")
 
 	// The model repeats the first call's id in a new conversation (another threadId): the id
 	// is bound to its conversation, so it is refused, never replayed, never charged.
-	if o := run(first); o.Error.Code != "identity_conflict" || o.Replayed {
+	if o := h.call(first, args); o.Error.Code != "identity_conflict" || o.Replayed {
 		t.Fatalf("the first id in a new conversation: %+v, want identity_conflict", o)
 	}
 	st.requireCharges(2)
 
 	t.Logf("fake Responses API: %s", model.summary())
-	st.requireNoSecrets(home, printed.String(), filepath.Join(".codex", "config.toml"))
+	st.requireNoSecrets(home, h.printed.String(), filepath.Join(".codex", "config.toml"))
 	st.requireFixture(fixture{File: "08-interop-codex.jsonl", Client: "Codex CLI (codex exec)", Pkg: "@openai/codex",
 		Note: "Measured by `make interop`: `codex exec` with the router as its stdio MCP server and a fake Responses API as the model. " +
 			"`callId` is the model's tool-call id; `threadId` (equal to `sessionId`) names the conversation, and the router binds the call id to it: " +

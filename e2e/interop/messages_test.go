@@ -2,6 +2,7 @@ package interop_test
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"strings"
 )
@@ -122,10 +123,7 @@ func (f *messagesFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	out := startSSE(w)
 	out.event("message_start", map[string]any{"type": "message_start", "message": msg})
-	start := map[string]any{}
-	for k, v := range block {
-		start[k] = v
-	}
+	start := maps.Clone(block)
 	if block["type"] == "text" {
 		start["text"] = ""
 	}

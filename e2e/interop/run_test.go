@@ -11,6 +11,54 @@ import (
 	"time"
 )
 
+// harnessRuns runs a harness once per tool call the fake model makes, keeping what it
+// printed for the secret scan.
+type harnessRuns struct {
+	st      *interopStack
+	name    string // the harness's command, for failure messages
+	model   *script
+	runOnce func() string
+	printed strings.Builder
+}
+
+// call plans the fake's next tool call, runs the harness and returns what the router answered
+// the call, as the harness sent it back to the model.
+func (h *harnessRuns) call(callID, args string) toolOutcome {
+	t := h.st.t
+	t.Helper()
+	h.model.plan(callID, args)
+	out := h.runOnce()
+	h.printed.WriteString(out)
+	raw := h.model.result(callID)
+	if raw == "" {
+		t.Fatalf("%s sent no result for call %s back to the model (fake: %s)\n%s", h.name, callID, h.model.summary(), out)
+	}
+	o, ok := outcome(raw)
+	if !ok {
+		t.Fatalf("call %s: no structured content in the tool result %s sent back: %s", callID, h.name, raw)
+	}
+	return o
+}
+
+// requireNewCalls makes a call under an id the fake issues (prefix and 24 characters), then
+// one with the same arguments in a new run: each is a new call, which the router accepts with
+// verdict under the _meta key, charged once. It returns the first call's id.
+func (h *harnessRuns) requireNewCalls(prefix, args, key, verdict string) (first string) {
+	h.st.t.Helper()
+	for i, what := range []string{"first call", "the same prompt in a new run"} {
+		id := newID(prefix, 24)
+		if o := h.call(id, args); o.Status != "succeeded" || o.Replayed {
+			h.st.t.Fatalf("%s: %+v, want succeeded and not replayed", what, o)
+		}
+		h.st.requireDiagnosed(key, id, verdict)
+		h.st.requireCharges(i + 1)
+		if first == "" {
+			first = id
+		}
+	}
+	return first
+}
+
 // runHarness runs a harness command to completion with HOME (and the XDG directories) under
 // home, never the user's, no stdin, and the environment limited to PATH and env. It fails the
 // test when the command fails or takes more than three minutes, and returns what it printed.

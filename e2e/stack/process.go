@@ -5,14 +5,14 @@ package stack
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	mathrand "math/rand/v2"
 	"net"
+	"net/http"
 	"os"
-	"strings"
 	"sync"
 
 	"hubu.dev/hubu/kit/proctest"
@@ -53,22 +53,27 @@ var handedOut = struct {
 	addrs map[string]bool
 }{addrs: map[string]bool{}}
 
+// Bearer is an http.RoundTripper that sends every request with the token as its bearer
+// credential, as an MCP client of the router's streamable HTTP does.
+type Bearer string
+
+func (b Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
 // LogLines returns the JSON lines of a log file, for the suite's secret scan.
 func LogLines(path string) ([]map[string]any, string, error) {
-	f, err := os.Open(path)
+	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, "", nil
 	}
 	if err != nil {
 		return nil, "", err
 	}
-	defer f.Close()
-	raw, err := io.ReadAll(f)
-	if err != nil {
-		return nil, "", err
-	}
 	var out []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	sc := bufio.NewScanner(bytes.NewReader(raw))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var m map[string]any

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -65,18 +65,12 @@ type Config struct {
 }
 
 // url is how process from reaches process to at addr.
-func (c Config) url(from, to, addr string) string {
-	u := "http://" + addr
+func (c Config) url(from, to, addr string) string { return c.via(from, to, "http://"+addr) }
+
+// via is how process from reaches to at u: through Via, when set.
+func (c Config) via(from, to, u string) string {
 	if c.Via != nil {
 		return c.Via(from, to, u)
-	}
-	return u
-}
-
-// dbURL is how service from reaches its database at u.
-func (c Config) dbURL(from, u string) string {
-	if c.Via != nil {
-		return c.Via(from, "postgres", u)
 	}
 	return u
 }
@@ -168,13 +162,13 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 		Args: []string{"serve", "--listen", cfg.FluxAddr, "--data", filepath.Join(cfg.Dir, "mockflux.jsonl")}, Env: env("mockflux")}
 	s.Gongbu = &Process{Name: "gongbu", Path: bin.Path("gongbu"), Addr: cfg.GongbuAddr, LogPath: logs("gongbu"),
 		Args: []string{"serve", "--listen", cfg.GongbuAddr, "--poll-interval", "200ms"},
-		Env: env("gongbu", "GONGBU_DATABASE_URL="+cfg.dbURL("gongbu", s.GongbuDBURL), "GONGBU_HUBU_URL="+cfg.url("gongbu", "hubu", cfg.HubuAddr),
+		Env: env("gongbu", "GONGBU_DATABASE_URL="+cfg.via("gongbu", "postgres", s.GongbuDBURL), "GONGBU_HUBU_URL="+cfg.url("gongbu", "hubu", cfg.HubuAddr),
 			"GONGBU_HUBU_TOKEN="+s.Credentials.GongbuAtHubuToken, "GONGBU_SERVICE_TOKEN="+s.Credentials.HubuAtGongbuToken,
 			"GONGBU_FLUX_URL="+cfg.url("gongbu", "mockflux", cfg.FluxAddr), "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
 			fmt.Sprintf("GONGBU_FLUX_IDEMPOTENT=%v", cfg.FluxIdempotent))}
 	s.Hubu = &Process{Name: "hubu", Path: bin.Path("hubu"), Addr: cfg.HubuAddr, LogPath: logs("hubu"),
 		Args: []string{"serve", "--listen", cfg.HubuAddr},
-		Env: env("hubu", "HUBU_DATABASE_URL="+cfg.dbURL("hubu", s.HubuDBURL), "HUBU_GONGBU_URL="+cfg.url("hubu", "gongbu", cfg.GongbuAddr),
+		Env: env("hubu", "HUBU_DATABASE_URL="+cfg.via("hubu", "postgres", s.HubuDBURL), "HUBU_GONGBU_URL="+cfg.url("hubu", "gongbu", cfg.GongbuAddr),
 			"HUBU_GONGBU_TOKEN="+s.Credentials.HubuAtGongbuToken)}
 	for _, p := range []*Process{s.Flux, s.Gongbu, s.Hubu} {
 		if err := p.Start(); err != nil {
@@ -343,14 +337,9 @@ func (s *Stack) EnvFile() map[string]string {
 // WriteEnvFile writes EnvFile to path with 0600 permissions (it holds tokens).
 func (s *Stack) WriteEnvFile(path string) error {
 	env := s.EnvFile()
-	keys := make([]string, 0, len(env))
-	for k := range env {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
 	b.WriteString("# Written by make up once every part was healthy. Holds tokens: keep it private.\n")
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(env)) {
 		fmt.Fprintf(&b, "%s=%s\n", k, shellQuote(env[k]))
 	}
 	return os.WriteFile(path, []byte(b.String()), 0o600)

@@ -55,21 +55,13 @@ func readEnv(path string) (map[string]string, error) {
 	return env, sc.Err()
 }
 
-type bearer string
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+string(b))
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 func run(ctx context.Context, envFile, out string, w io.Writer) error {
 	env, err := readEnv(envFile)
 	if err != nil {
 		return err
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "hubu-demo"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: env["ROUTER_MCP_URL"], HTTPClient: &http.Client{Transport: bearer(env["ROUTER_MCP_TOKEN"])},
+		Endpoint: env["ROUTER_MCP_URL"], HTTPClient: &http.Client{Transport: stack.Bearer(env["ROUTER_MCP_TOKEN"])},
 	}, nil)
 	if err != nil {
 		return fmt.Errorf("connect to the router at %s: %v", env["ROUTER_MCP_URL"], err)
