@@ -40,8 +40,7 @@ func Errorf(code Code, format string, args ...any) *Error {
 
 // ErrorCode returns the code of err, or CodeInternal for anything that is not an *Error.
 func ErrorCode(err error) Code {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return CodeInternal
@@ -49,8 +48,7 @@ func ErrorCode(err error) Code {
 
 // ErrorMessage returns the caller-safe message of err; internal details never reach a client.
 func ErrorMessage(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Message
 	}
 	return "internal error"

@@ -141,11 +141,7 @@ func newBrowser(t *testing.T) context.Context {
 // do runs steps, each batch bounded in time.
 func do(t *testing.T, ctx context.Context, step string, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
-	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(tctx, steps...); err != nil {
-		t.Fatalf("%s: %v", step, err)
-	}
+	value(t, ctx, step, chromedp.Steps(steps...))
 }
 
 // value runs an action that returns a value, bounded in time.

@@ -10,6 +10,7 @@ package console
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -59,11 +60,8 @@ func New(store *postgres.Store, opts *Options) *Console {
 		opts = &Options{}
 	}
 	c := &Console{
-		store: store, logger: opts.Logger, now: opts.Now, ttl: opts.SessionTTL,
+		store: store, logger: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), now: opts.Now, ttl: opts.SessionTTL,
 		refresh: opts.RefreshEvery, recent: opts.RecentLimit, pages: map[string]*template.Template{},
-	}
-	if c.logger == nil {
-		c.logger = slog.New(slog.DiscardHandler)
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -249,9 +247,8 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, "list approvals", err)
 		return
 	}
-	sess := sessionOf(r)
 	c.render(w, r, http.StatusOK, "home.html", &page{
-		Title: "Pending approvals", Approvals: approvals, Flash: c.sessions.takeFlash(sess.id),
+		Title: "Pending approvals", Approvals: approvals, Flash: c.sessions.takeFlash(sessionOf(r).id),
 		RefreshMillis: c.refresh.Milliseconds(),
 	})
 }
@@ -275,12 +272,12 @@ func (c *Console) fragment(w http.ResponseWriter, r *http.Request) {
 func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	action, handle := q.Get("action"), q.Get("handle")
-	if (action != "approve" && action != "deny") || !contract.IsPublicHandle(handle) {
+	title, known := map[string]string{"approve": "Approve this spend?", "deny": "Deny this spend?"}[action]
+	if !known || !contract.IsPublicHandle(handle) {
 		c.errorPage(w, r, http.StatusBadRequest, "Choose an operation to approve or deny from the pending list.")
 		return
 	}
-	sess := sessionOf(r)
-	op, err := c.store.GetOperation(r.Context(), hubu.Principal{Role: hubu.RoleOperator, Name: sess.operator}, handle, c.now())
+	op, err := c.store.GetOperation(r.Context(), hubu.Principal{Role: hubu.RoleOperator, Name: sessionOf(r).operator}, handle, c.now())
 	if err != nil {
 		c.storeError(w, r, "get operation", err)
 		return
@@ -291,10 +288,6 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := approvalOf(op, names)
-	title := "Approve this spend?"
-	if action == "deny" {
-		title = "Deny this spend?"
-	}
 	open := op.State == hubu.StatePendingApproval || (action == "deny" && op.State == hubu.StateApproved)
 	c.render(w, r, http.StatusOK, "confirm.html", &page{Title: title, Action: action, Op: &v, Open: open})
 }
@@ -305,8 +298,7 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusBadRequest, "That is not a public handle.")
 		return
 	}
-	sess := sessionOf(r)
-	op, err := c.store.Approve(r.Context(), sess.operator, handle, c.now())
+	op, err := c.store.Approve(r.Context(), sessionOf(r).operator, handle, c.now())
 	c.decided(w, r, "approved", op, err)
 }
 
@@ -321,8 +313,7 @@ func (c *Console) deny(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusBadRequest, "The reason must be at most 500 characters.")
 		return
 	}
-	sess := sessionOf(r)
-	op, err := c.store.Deny(r.Context(), sess.operator, handle, reason, c.now())
+	op, err := c.store.Deny(r.Context(), sessionOf(r).operator, handle, reason, c.now())
 	c.decided(w, r, "denied", op, err)
 }
 

@@ -2,11 +2,9 @@ package console_test
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -169,24 +167,12 @@ func (b *bundle) state(t testing.TB, handle string) hubu.State {
 	return op.State
 }
 
-// serveTLS asks Hubu's handler directly with a request that came over TLS, with the
-// browser's cookies.
-func serveTLS(t testing.TB, b *bundle, req *http.Request, br *browser) *httptest.ResponseRecorder {
+// mustBeSignedOut checks that br's session is over: home sends it to the sign-in page and
+// the fragment answers 401.
+func mustBeSignedOut(t testing.TB, what string, br *browser) {
 	t.Helper()
-	for _, c := range br.client.Jar.Cookies(req.URL) {
-		req.AddCookie(c)
+	if got := br.get("/console/"); got.status != http.StatusSeeOther || got.header.Get("Location") != "/console/sign-in" {
+		t.Fatalf("%s: home answered %d %s, want the sign-in page", what, got.status, got.header.Get("Location"))
 	}
-	req.TLS = &tls.ConnectionState{}
-	rec := httptest.NewRecorder()
-	b.Handler.ServeHTTP(rec, req)
-	return rec
-}
-
-func mustURL(t testing.TB, s string) *url.URL {
-	t.Helper()
-	u, err := url.Parse(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return u
+	mustStatus(t, what+": fragment", br.get("/console/fragments/approvals"), http.StatusUnauthorized)
 }

@@ -9,14 +9,6 @@ import (
 	"hubu.dev/hubu/services/hubu"
 )
 
-func mustBeSignedOut(t testing.TB, what string, br *browser) {
-	t.Helper()
-	if got := br.get("/console/"); got.status != http.StatusSeeOther || got.header.Get("Location") != "/console/sign-in" {
-		t.Fatalf("%s: home answered %d %s, want the sign-in page", what, got.status, got.header.Get("Location"))
-	}
-	mustStatus(t, what+": fragment", br.get("/console/fragments/approvals"), http.StatusUnauthorized)
-}
-
 // Another operator revokes alice's credential through the API: her open console session ends
 // on its next request, and her token no longer signs in.
 func TestRevocationEndsConsoleSessions(t *testing.T) {

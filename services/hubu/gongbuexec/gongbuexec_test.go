@@ -3,7 +3,6 @@ package gongbuexec_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -29,12 +28,9 @@ func decision() hubu.Decision {
 func TestHandOffOutcomes(t *testing.T) {
 	t.Parallel()
 	// A port nothing listens on.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	gone := httptest.NewServer(nil)
+	closed := gone.URL
+	gone.Close()
 
 	answer := func(h http.HandlerFunc) string {
 		ts := httptest.NewServer(h)

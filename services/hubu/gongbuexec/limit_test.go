@@ -35,8 +35,7 @@ func TestOversizedAnswer(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = x.Execute(context.Background(), decision())
-		var tooLarge *httpjson.ResponseTooLargeError
-		if !errors.As(err, &tooLarge) {
+		if _, ok := errors.AsType[*httpjson.ResponseTooLargeError](err); !ok {
 			t.Fatalf("declared=%v: err = %v, want the answer refused for its size", declared, err)
 		}
 	}

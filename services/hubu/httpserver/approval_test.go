@@ -44,9 +44,7 @@ func TestApprovalLifecycle(t *testing.T) {
 		t.Fatalf("approvals: %s", list.Body)
 	}
 	// An agent credential can never approve, not even its own operation.
-	if r, _ := a.Client.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusForbidden {
-		t.Fatalf("agent approving: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "agent approving", replyOf(a.Client.ApproveOperationWithResponse(ctx, held.PublicHandle)), http.StatusForbidden)
 	if len(b.Executor.Decisions()) != 0 {
 		t.Fatal("the executor saw a held operation")
 	}
@@ -70,9 +68,7 @@ func TestApprovalLifecycle(t *testing.T) {
 
 	// Another agent cannot resume it.
 	other := b.NewAgent(t, "other", nil)
-	if r, _ := other.Client.ResumeOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusNotFound {
-		t.Fatalf("other agent resuming: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "other agent resuming", replyOf(other.Client.ResumeOperationWithResponse(ctx, held.PublicHandle)), http.StatusNotFound)
 
 	resumed, _ := a.Client.ResumeOperationWithResponse(ctx, held.PublicHandle)
 	if resumed.JSON200 == nil || resumed.JSON200.State != hubuapi.OperationStateExecuting {
@@ -115,9 +111,7 @@ func TestDenyReleasesTheHold(t *testing.T) {
 	a := b.NewAgent(t, "agent", nil)
 	c, held := heldCall(t, b, a)
 	reason := "not this one"
-	if r, _ := a.Client.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{}); r.StatusCode() != http.StatusForbidden {
-		t.Fatalf("agent denying: %d", r.StatusCode())
-	}
+	wantStatus(t, "agent denying", replyOf(a.Client.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{})), http.StatusForbidden)
 	denied, _ := b.Operator.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{Reason: &reason})
 	if denied.JSON200 == nil || denied.JSON200.State != hubuapi.OperationStateDenied || denied.JSON200.HeldMicros != 0 ||
 		denied.JSON200.ReleasedMicros != 60_000 || denied.JSON200.Denial.Message != reason {
@@ -129,9 +123,7 @@ func TestDenyReleasesTheHold(t *testing.T) {
 	if r := authorize(t, a, c); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateDenied {
 		t.Fatalf("replay after deny: %s", r.Body)
 	}
-	if r, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
-		t.Fatalf("approve after deny: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "approve after deny", replyOf(b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle)), http.StatusConflict)
 	if len(b.Executor.Decisions()) != 0 {
 		t.Fatal("a denied operation reached the executor")
 	}
@@ -158,9 +150,7 @@ func TestApprovalExpiry(t *testing.T) {
 		if r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateExpired || r.JSON200.HeldMicros != 0 || r.JSON200.ReleasedMicros != 60_000 {
 			t.Fatalf("at expiry: %s", r.Body)
 		}
-		if r, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
-			t.Fatalf("approve after expiry: %d %s", r.StatusCode(), r.Body)
-		}
+		wantStatus(t, "approve after expiry", replyOf(b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle)), http.StatusConflict)
 		if r := authorize(t, a, c); r.JSON200 == nil || r.JSON200.State != hubuapi.OperationStateExpired {
 			t.Fatalf("replay after expiry: %s", r.Body)
 		}

@@ -120,9 +120,7 @@ func TestRedeliveryOfHeldOperationAfterPriceChange(t *testing.T) {
 	if len(ds) != 1 || ds[0].AmountMicros != 60_000 || ds[0].DecisionID != *approved.JSON200.DecisionId {
 		t.Fatalf("executor got %+v, want one decision for 60000", ds)
 	}
-	if r, _ := b.service.SettleDecisionWithResponse(ctx, ds[0].DecisionID, hubuapi.SettleRequest{AmountMicros: 90_000}); r.StatusCode() != http.StatusBadRequest {
-		t.Fatalf("capture at the new price: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "capture at the new price", b.settle(ds[0].DecisionID, hubuapi.SettleRequest{AmountMicros: 90_000}), http.StatusBadRequest)
 	settled, _ := b.service.SettleDecisionWithResponse(ctx, ds[0].DecisionID, hubuapi.SettleRequest{AmountMicros: 60_000})
 	if settled.JSON200 == nil || settled.JSON200.State != hubuapi.OperationStateSucceeded || settled.JSON200.CapturedMicros != 60_000 {
 		t.Fatalf("settle: %d %s", settled.StatusCode(), settled.Body)

@@ -16,6 +16,23 @@ import (
 	"hubu.dev/hubu/services/hubu"
 )
 
+// settle and release report on decision d as the executor does.
+func (b *bundle) settle(d uuid.UUID, req hubuapi.SettleRequest) reply {
+	return replyOf(b.service.SettleDecisionWithResponse(context.Background(), d, req))
+}
+
+func (b *bundle) release(d uuid.UUID) reply {
+	return replyOf(b.service.ReleaseDecisionWithResponse(context.Background(), d, hubuapi.ReleaseRequest{}))
+}
+
+// wantStatus fails t unless r answered status.
+func wantStatus(t testing.TB, what string, r reply, status int) {
+	t.Helper()
+	if r.status != status {
+		t.Fatalf("%s: %d %s, want %d", what, r.status, r.body, status)
+	}
+}
+
 func TestSettleAndRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -24,9 +41,7 @@ func TestSettleAndRelease(t *testing.T) {
 
 	op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
 	d := *op.DecisionId
-	if r, _ := b.service.SettleDecisionWithResponse(ctx, d, hubuapi.SettleRequest{AmountMicros: 25_001}); r.StatusCode() != http.StatusBadRequest {
-		t.Fatalf("capture above the authorized amount: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "capture above the authorized amount", b.settle(d, hubuapi.SettleRequest{AmountMicros: 25_001}), http.StatusBadRequest)
 	dec, _ := b.service.GetDecisionWithResponse(ctx, d)
 	if dec.JSON200 == nil || dec.JSON200.Scope.Model != "flux-dev" || dec.JSON200.AmountMicros != 25_000 || dec.JSON200.Arguments.Prompt != "an origami fox" {
 		t.Fatalf("decision: %s", dec.Body)
@@ -35,15 +50,9 @@ func TestSettleAndRelease(t *testing.T) {
 	if settled.JSON200 == nil || settled.JSON200.State != hubuapi.OperationStateSucceeded || settled.JSON200.CapturedMicros != 25_000 || settled.JSON200.ReleasedMicros != 0 {
 		t.Fatalf("settle: %s", settled.Body)
 	}
-	if again, _ := b.service.SettleDecisionWithResponse(ctx, d, hubuapi.SettleRequest{AmountMicros: 25_000}); again.JSON200 == nil {
-		t.Fatalf("settle again with the same amount: %d %s", again.StatusCode(), again.Body)
-	}
-	if other, _ := b.service.SettleDecisionWithResponse(ctx, d, hubuapi.SettleRequest{AmountMicros: 1}); other.StatusCode() != http.StatusConflict {
-		t.Fatalf("settle again with another amount: %d", other.StatusCode())
-	}
-	if rel, _ := b.service.ReleaseDecisionWithResponse(ctx, d, hubuapi.ReleaseRequest{}); rel.StatusCode() != http.StatusConflict {
-		t.Fatalf("release after settle: %d", rel.StatusCode())
-	}
+	wantStatus(t, "settle again with the same amount", b.settle(d, hubuapi.SettleRequest{AmountMicros: 25_000}), http.StatusOK)
+	wantStatus(t, "settle again with another amount", b.settle(d, hubuapi.SettleRequest{AmountMicros: 1}), http.StatusConflict)
+	wantStatus(t, "release after settle", b.release(d), http.StatusConflict)
 	if n := b.Count(t, "SELECT count(*) FROM ledger_entries WHERE kind = 'capture'"); n != 1 {
 		t.Fatalf("%d captures, want 1", n)
 	}
@@ -54,15 +63,9 @@ func TestSettleAndRelease(t *testing.T) {
 	if rel.JSON200 == nil || rel.JSON200.State != hubuapi.OperationStateFailed || rel.JSON200.ReleasedMicros != 25_000 || rel.JSON200.HeldMicros != 0 {
 		t.Fatalf("release: %s", rel.Body)
 	}
-	if again, _ := b.service.ReleaseDecisionWithResponse(ctx, *failed.DecisionId, hubuapi.ReleaseRequest{}); again.JSON200 == nil {
-		t.Fatalf("release again: %d", again.StatusCode())
-	}
-	if s, _ := b.service.SettleDecisionWithResponse(ctx, *failed.DecisionId, hubuapi.SettleRequest{AmountMicros: 0}); s.StatusCode() != http.StatusConflict {
-		t.Fatalf("settle after release: %d", s.StatusCode())
-	}
-	if r, _ := b.service.SettleDecisionWithResponse(ctx, uuid.New(), hubuapi.SettleRequest{}); r.StatusCode() != http.StatusNotFound {
-		t.Fatalf("unknown decision: %d", r.StatusCode())
-	}
+	wantStatus(t, "release again", b.release(*failed.DecisionId), http.StatusOK)
+	wantStatus(t, "settle after release", b.settle(*failed.DecisionId, hubuapi.SettleRequest{AmountMicros: 0}), http.StatusConflict)
+	wantStatus(t, "unknown decision", b.settle(uuid.New(), hubuapi.SettleRequest{}), http.StatusNotFound)
 	caps, _ := a.Client.GetCapabilitiesWithResponse(ctx)
 	if caps.JSON200.Budget.UsedMicros != 25_000 {
 		t.Fatalf("budget used %d, want only the capture", caps.JSON200.Budget.UsedMicros)
@@ -148,36 +151,26 @@ func TestSettleAFailedExecution(t *testing.T) {
 	d := *op.DecisionId
 	yes, no := true, false
 	reason := "the provider failed the job: Content Moderated"
-	if r, _ := b.service.SettleDecisionWithResponse(ctx, d, hubuapi.SettleRequest{AmountMicros: 25_000, Failed: &no, Reason: &reason}); r.StatusCode() != http.StatusBadRequest {
-		t.Fatalf("a reason without failed: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "a reason without failed", b.settle(d, hubuapi.SettleRequest{AmountMicros: 25_000, Failed: &no, Reason: &reason}), http.StatusBadRequest)
 	long := strings.Repeat("x", 501)
-	if r, _ := b.service.SettleDecisionWithResponse(ctx, d, hubuapi.SettleRequest{AmountMicros: 25_000, Failed: &yes, Reason: &long}); r.StatusCode() != http.StatusBadRequest {
-		t.Fatalf("a reason too long: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "a reason too long", b.settle(d, hubuapi.SettleRequest{AmountMicros: 25_000, Failed: &yes, Reason: &long}), http.StatusBadRequest)
 	settled, _ := b.service.SettleDecisionWithResponse(ctx, d, hubuapi.SettleRequest{AmountMicros: 20_000, Failed: &yes, Reason: &reason})
 	o := settled.JSON200
 	if o == nil || o.State != hubuapi.OperationStateFailed || o.CapturedMicros != 20_000 || o.ReleasedMicros != 5_000 || o.HeldMicros != 0 ||
 		o.FailureReason == nil || *o.FailureReason != reason {
 		t.Fatalf("failed settle: %d %s", settled.StatusCode(), settled.Body)
 	}
-	if again, _ := b.service.SettleDecisionWithResponse(ctx, d, hubuapi.SettleRequest{AmountMicros: 20_000, Failed: &yes, Reason: &reason}); again.JSON200 == nil {
-		t.Fatalf("the same failed settle again: %d %s", again.StatusCode(), again.Body)
-	}
+	wantStatus(t, "the same failed settle again", b.settle(d, hubuapi.SettleRequest{AmountMicros: 20_000, Failed: &yes, Reason: &reason}), http.StatusOK)
 	for name, req := range map[string]hubuapi.SettleRequest{
 		"as a success":       {AmountMicros: 20_000},
 		"another amount":     {AmountMicros: 25_000, Failed: &yes},
 		"nothing charged":    {AmountMicros: 0, Failed: &yes},
 		"a plain false flag": {AmountMicros: 20_000, Failed: &no},
 	} {
-		if r, _ := b.service.SettleDecisionWithResponse(ctx, d, req); r.StatusCode() != http.StatusConflict {
-			t.Fatalf("settle again %s: %d %s", name, r.StatusCode(), r.Body)
-		}
+		wantStatus(t, "settle again "+name, b.settle(d, req), http.StatusConflict)
 	}
 	// A release says nothing was charged: it contradicts the capture.
-	if r, _ := b.service.ReleaseDecisionWithResponse(ctx, d, hubuapi.ReleaseRequest{}); r.StatusCode() != http.StatusConflict {
-		t.Fatalf("release after a failed settle: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "release after a failed settle", b.release(d), http.StatusConflict)
 	// Without a reason Hubu says what happened.
 	other := mustOperation(t, authorize(t, a, newCall("flux-dev")))
 	r, _ := b.service.SettleDecisionWithResponse(ctx, *other.DecisionId, hubuapi.SettleRequest{AmountMicros: 25_000, Failed: &yes})
@@ -231,15 +224,9 @@ func TestNoReportForADecisionNeverRun(t *testing.T) {
 	if r, _ := b.Operator.DenyOperationWithResponse(ctx, held.PublicHandle, hubuapi.DenyRequest{}); r.JSON200 == nil {
 		t.Fatalf("deny: %s", r.Body)
 	}
-	if r, _ := b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle); r.StatusCode() != http.StatusConflict {
-		t.Fatalf("approving again after the deny: %d %s", r.StatusCode(), r.Body)
-	}
-	if r, _ := b.service.ReleaseDecisionWithResponse(ctx, decision, hubuapi.ReleaseRequest{}); r.StatusCode() != http.StatusConflict {
-		t.Fatalf("release of a denied decision: %d %s", r.StatusCode(), r.Body)
-	}
-	if r, _ := b.service.SettleDecisionWithResponse(ctx, decision, hubuapi.SettleRequest{AmountMicros: 60_000}); r.StatusCode() != http.StatusConflict {
-		t.Fatalf("settle of a denied decision: %d %s", r.StatusCode(), r.Body)
-	}
+	wantStatus(t, "approving again after the deny", replyOf(b.Operator.ApproveOperationWithResponse(ctx, held.PublicHandle)), http.StatusConflict)
+	wantStatus(t, "release of a denied decision", b.release(decision), http.StatusConflict)
+	wantStatus(t, "settle of a denied decision", b.settle(decision, hubuapi.SettleRequest{AmountMicros: 60_000}), http.StatusConflict)
 	if op, _ := a.Client.GetOperationWithResponse(ctx, held.PublicHandle); op.JSON200.State != hubuapi.OperationStateDenied {
 		t.Fatalf("the denied operation moved: %s", op.Body)
 	}

@@ -6,6 +6,7 @@
 package lifecycle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -123,9 +124,4 @@ func (s *Service) Run(ctx context.Context, interval time.Duration) {
 	}
 }
 
-func (s *Service) logger() *slog.Logger {
-	if s.Logger == nil {
-		return slog.Default()
-	}
-	return s.Logger
-}
+func (s *Service) logger() *slog.Logger { return cmp.Or(s.Logger, slog.Default()) }

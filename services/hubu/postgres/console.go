@@ -35,9 +35,7 @@ func (s *Store) ListRecentOperations(ctx context.Context, now time.Time, limit i
 	}
 	byOp := make(map[uuid.UUID][]hubu.LedgerEntry, len(rows))
 	for _, e := range entries {
-		byOp[e.OperationID] = append(byOp[e.OperationID], hubu.LedgerEntry{
-			ID: e.ID, Kind: e.Kind, AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt,
-		})
+		byOp[e.OperationID] = append(byOp[e.OperationID], ledgerEntryOf(e))
 	}
 	return each(rows, func(r hubudb.ListRecentOperationsRow) RecentOperation {
 		return RecentOperation{Operation: operationOf(r.Operation, r.Held, r.Captured, r.Released), Ledger: byOp[r.Operation.ID]}

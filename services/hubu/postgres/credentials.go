@@ -119,11 +119,8 @@ func (s *Store) lockForChange(ctx context.Context, tx pgx.Tx, id uuid.UUID, who 
 
 func (s *Store) getCredential(ctx context.Context, db hubudb.DBTX, id uuid.UUID) (hubu.Credential, error) {
 	r, err := s.q.GetCredential(ctx, db, id)
-	if isNoRows(err) {
-		return hubu.Credential{}, hubu.Errorf(hubu.CodeNotFound, "no credential %s", id)
-	}
 	if err != nil {
-		return hubu.Credential{}, fmt.Errorf("get credential: %w", err)
+		return hubu.Credential{}, queryError(err, "get credential", hubu.Errorf(hubu.CodeNotFound, "no credential %s", id))
 	}
 	return credentialOf(hubudb.ListCredentialsRow(r)), nil
 }

@@ -195,11 +195,7 @@ func (s *Store) Ledger(ctx context.Context, who hubu.Principal, handle string, n
 	if err != nil {
 		return hubu.Operation{}, nil, fmt.Errorf("ledger: %w", err)
 	}
-	entries := make([]hubu.LedgerEntry, 0, len(rows))
-	for _, r := range rows {
-		entries = append(entries, hubu.LedgerEntry{ID: r.ID, Kind: r.Kind, AmountMicros: r.AmountMicros, Currency: r.Currency, CreatedAt: r.CreatedAt})
-	}
-	return op, entries, nil
+	return op, each(rows, ledgerEntryOf), nil
 }
 
 // ListPendingApprovals returns the operations waiting for a human, oldest first.
@@ -211,11 +207,9 @@ func (s *Store) ListPendingApprovals(ctx context.Context, now time.Time) ([]hubu
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}
-	out := make([]hubu.Operation, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, operationOf(r.Operation, r.Held, r.Captured, r.Released))
-	}
-	return out, nil
+	return each(rows, func(r hubudb.ListPendingApprovalsRow) hubu.Operation {
+		return operationOf(r.Operation, r.Held, r.Captured, r.Released)
+	}), nil
 }
 
 // Approve approves a held operation and issues its decision (hubu.Operation.Approve).
@@ -236,12 +230,9 @@ func (s *Store) Deny(ctx context.Context, operator, handle, reason string, now t
 // decide runs an operator's decision, expiring the operation first when its approval window
 // has passed.
 func (s *Store) decide(ctx context.Context, handle string, now time.Time, decision event) (hubu.Operation, error) {
-	row, err := s.q.GetOperationByHandle(ctx, s.pool, handle)
-	if isNoRows(err) {
-		return hubu.Operation{}, hubu.Errorf(hubu.CodeNotFound, "no operation with that public handle")
-	}
+	row, err := s.visible(ctx, hubu.Principal{Role: hubu.RoleOperator}, handle)
 	if err != nil {
-		return hubu.Operation{}, fmt.Errorf("get operation: %w", err)
+		return hubu.Operation{}, err
 	}
 	return s.transition(ctx, row.ID, expire(now), decision)
 }
@@ -338,11 +329,9 @@ func (s *Store) ListDispatching(ctx context.Context, olderThan time.Time, limit 
 	if err != nil {
 		return nil, fmt.Errorf("list dispatching: %w", err)
 	}
-	out := make([]hubu.Operation, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, operationOf(r.Operation, r.Held, r.Captured, r.Released))
-	}
-	return out, nil
+	return each(rows, func(r hubudb.ListDispatchingRow) hubu.Operation {
+		return operationOf(r.Operation, r.Held, r.Captured, r.Released)
+	}), nil
 }
 
 func (s *Store) expireIfDue(ctx context.Context, id uuid.UUID, now time.Time) (hubu.Operation, error) {
@@ -443,11 +432,8 @@ func (s *Store) writeLedger(ctx context.Context, tx pgx.Tx, row hubudb.Operation
 
 func (s *Store) byDecision(ctx context.Context, decisionID uuid.UUID) (hubudb.Operation, error) {
 	row, err := s.q.GetOperationByDecision(ctx, s.pool, &decisionID)
-	if isNoRows(err) {
-		return row, hubu.Errorf(hubu.CodeNotFound, "no decision %s", decisionID)
-	}
 	if err != nil {
-		return row, fmt.Errorf("get decision: %w", err)
+		return row, queryError(err, "get decision", hubu.Errorf(hubu.CodeNotFound, "no decision %s", decisionID))
 	}
 	return row, nil
 }
@@ -498,6 +484,10 @@ func denialColumns(d *hubu.Denial) (code, message *string) {
 	return &d.Code, &d.Message
 }
 
+func ledgerEntryOf(e hubudb.LedgerEntry) hubu.LedgerEntry {
+	return hubu.LedgerEntry{ID: e.ID, Kind: e.Kind, AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt}
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -523,12 +513,10 @@ func (s *Store) ListDecisions(ctx context.Context) ([]DecisionSummary, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list decisions: %w", err)
 	}
-	out := make([]DecisionSummary, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, DecisionSummary{
+	return each(rows, func(r hubudb.ListDecisionsRow) DecisionSummary {
+		return DecisionSummary{
 			DecisionID: r.DecisionID, PublicHandle: r.PublicHandle, State: hubu.State(r.State), AmountMicros: r.AmountMicros,
 			Currency: r.Currency, HeldMicros: r.Held - r.Captured - r.Released, CapturedMicros: r.Captured, ReleasedMicros: r.Released,
-		})
-	}
-	return out, nil
+		}
+	}), nil
 }

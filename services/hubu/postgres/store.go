@@ -44,11 +44,8 @@ func (s *Store) Authenticate(ctx context.Context, token string, now time.Time) (
 // the console keeps the hash, never the token, to see a revoked credential at once.
 func (s *Store) AuthenticateHash(ctx context.Context, tokenHash []byte, now time.Time) (hubu.Principal, error) {
 	c, err := s.q.GetCredentialByHash(ctx, s.pool, tokenHash)
-	if isNoRows(err) {
-		return hubu.Principal{}, hubu.Errorf(hubu.CodeUnauthorized, "the bearer token is not valid")
-	}
 	if err != nil {
-		return hubu.Principal{}, fmt.Errorf("look up credential: %w", err)
+		return hubu.Principal{}, queryError(err, "look up credential", hubu.Errorf(hubu.CodeUnauthorized, "the bearer token is not valid"))
 	}
 	if err := (hubu.Credential{ID: c.ID, RevokedAt: c.RevokedAt, ExpiresAt: c.ExpiresAt}).Authenticates(now); err != nil {
 		return hubu.Principal{}, err
@@ -110,11 +107,8 @@ func (s *Store) CreateAgent(ctx context.Context, name, account string, pol hubu.
 // GetAgent returns one agent.
 func (s *Store) GetAgent(ctx context.Context, id uuid.UUID) (hubu.Agent, error) {
 	a, err := s.q.GetAgent(ctx, s.pool, id)
-	if isNoRows(err) {
-		return hubu.Agent{}, hubu.Errorf(hubu.CodeNotFound, "no agent %s", id)
-	}
 	if err != nil {
-		return hubu.Agent{}, fmt.Errorf("get agent: %w", err)
+		return hubu.Agent{}, queryError(err, "get agent", hubu.Errorf(hubu.CodeNotFound, "no agent %s", id))
 	}
 	p, err := s.q.GetPolicy(ctx, s.pool, id)
 	if err != nil {
@@ -165,12 +159,8 @@ func (s *Store) SetPolicy(ctx context.Context, id uuid.UUID, pol hubu.Policy, no
 
 // SetAccount moves an agent to another billing account.
 func (s *Store) SetAccount(ctx context.Context, id uuid.UUID, account string) (hubu.Agent, error) {
-	_, err := s.q.SetAgentAccount(ctx, s.pool, hubudb.SetAgentAccountParams{ID: id, Account: account})
-	if isNoRows(err) {
-		return hubu.Agent{}, hubu.Errorf(hubu.CodeNotFound, "no agent %s", id)
-	}
-	if err != nil {
-		return hubu.Agent{}, fmt.Errorf("set account: %w", err)
+	if _, err := s.q.SetAgentAccount(ctx, s.pool, hubudb.SetAgentAccountParams{ID: id, Account: account}); err != nil {
+		return hubu.Agent{}, queryError(err, "set account", hubu.Errorf(hubu.CodeNotFound, "no agent %s", id))
 	}
 	return s.GetAgent(ctx, id)
 }

@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"hubu.dev/hubu/services/hubu"
 )
 
 // withTxV runs fn in a transaction and commits it. The rollback after a failure still runs
@@ -46,6 +48,15 @@ func each[T, U any](xs []T, f func(T) U) []U {
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }
+
+// queryError is what the caller of a failed query that reads one row sees: notFound when
+// there was no row, else an internal error about what.
+func queryError(err error, what string, notFound *hubu.Error) error {
+	if isNoRows(err) {
+		return notFound
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
 
 // uniqueViolation reports whether err is a unique violation of the named constraint.
 func uniqueViolation(err error, constraint string) bool {
