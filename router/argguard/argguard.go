@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -32,14 +33,6 @@ var Forbidden = [...]string{
 	"hubudevplatforminvocation",
 }
 
-var forbidden = func() map[string]bool {
-	m := make(map[string]bool, len(Forbidden))
-	for _, k := range Forbidden {
-		m[k] = true
-	}
-	return m
-}()
-
 // Normalized lower-cases key and removes the characters _ - . and /, so that "Tool-Call-ID",
 // "tool_call_id" and "toolCallId" all become "toolcallid". Lower-casing is Unicode's, which errs on
 // the side of refusing: "İ" (U+0130) and the Kelvin sign lower-case to ASCII "i" and "k".
@@ -54,7 +47,7 @@ func Normalized(key string) string {
 }
 
 // IsForbidden reports whether key, once normalized, names call identity.
-func IsForbidden(key string) bool { return forbidden[Normalized(key)] }
+func IsForbidden(key string) bool { return slices.Contains(Forbidden[:], Normalized(key)) }
 
 // MaxKeyShown bounds how much of an offending key an IdentityError repeats.
 const MaxKeyShown = 64
@@ -132,36 +125,20 @@ func Check(arguments []byte) error {
 		if err != nil {
 			return &MalformedError{Offset: dec.InputOffset(), err: err}
 		}
-		var top *frame
-		if len(stack) > 0 {
-			top = &stack[len(stack)-1]
+		if n := len(stack); n > 0 && stack[n-1].object {
+			top := &stack[n-1]
+			if key, ok := tok.(string); ok && top.wantKey && IsForbidden(key) {
+				return identityError(key)
+			}
+			// An object's tokens alternate key and value; a nested container is its member's
+			// value, and the object's own closing '}' pops the frame.
+			top.wantKey = !top.wantKey
 		}
-		switch tok := tok.(type) {
-		case json.Delim:
-			switch tok {
-			case '{', '[':
-				if top != nil && top.object {
-					top.wantKey = true // this container is the current member's value
-				}
-				stack = append(stack, frame{object: tok == '{', wantKey: tok == '{'})
-			default:
-				stack = stack[:len(stack)-1]
-			}
-		case string:
-			if top != nil && top.object && top.wantKey {
-				if IsForbidden(tok) {
-					return identityError(tok)
-				}
-				top.wantKey = false
-				continue
-			}
-			if top != nil && top.object {
-				top.wantKey = true
-			}
-		default: // number, bool, null
-			if top != nil && top.object {
-				top.wantKey = true
-			}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			stack = append(stack, frame{object: tok == json.Delim('{'), wantKey: tok == json.Delim('{')})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
 		}
 	}
 }
@@ -176,19 +153,14 @@ func malformed(arguments []byte) error {
 }
 
 func identityError(key string) *IdentityError {
-	var b strings.Builder
-	n := 0
-	truncated := false
-	for _, r := range key {
+	shown := []rune(strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			continue
+			return -1
 		}
-		if n == MaxKeyShown {
-			truncated = true
-			break
-		}
-		b.WriteRune(r)
-		n++
+		return r
+	}, key))
+	if len(shown) > MaxKeyShown {
+		return &IdentityError{Key: string(shown[:MaxKeyShown]), Truncated: true}
 	}
-	return &IdentityError{Key: b.String(), Truncated: truncated}
+	return &IdentityError{Key: string(shown)}
 }

@@ -23,11 +23,6 @@ func TestNormalizeVersion2(t *testing.T) {
 	good := signed(t, v2("signed", inv), testNow, "k1", "k1")
 	bound := Binding{Audience: testAudience, RequestHash: testRequestHash}
 	meta := func(env map[string]any) map[string]any { return map[string]any{KeyPlatformInvocation: env} }
-	without := func(env map[string]any, field string) map[string]any {
-		m := withField(env, "", field, nil)
-		delete(m, field)
-		return m
-	}
 	unsigned := without(good, "signature")
 	// The same invocation signed as version 1, then relabelled: a signature never crosses versions.
 	v1 := signed(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv}, testNow, "k1", "k1")
@@ -45,7 +40,7 @@ func TestNormalizeVersion2(t *testing.T) {
 
 		badEnvelope("unsigned", meta(unsigned), "a version 2 envelope must be signed"),
 		badEnvelope("unsigned, without issued_at", meta(without(unsigned, "issued_at")), "a version 2 envelope must be signed"),
-		badEnvelope("unsigned, platform without keys", meta(asJSONValue(t, func() Envelope { e := v2("acme", inv); e.IssuedAt = unixPtr(testNow); return e }()).(map[string]any)), "a version 2 envelope must be signed"),
+		badEnvelope("unsigned, platform without keys", meta(asJSONValue(t, func() Envelope { e := v2("acme", inv); e.IssuedAt = new(testNow.Unix()); return e }()).(map[string]any)), "a version 2 envelope must be signed"),
 		badEnvelope("signed, platform without keys", meta(signed(t, v2("acme", inv), testNow, "k1", "k1")), "unknown key"),
 		badEnvelope("unknown field", meta(withField(good, "", "tenant_s3cr3t", "x")), "field that version 2 does not define"),
 		badEnvelope("unknown field in signature", meta(withField(good, "signature", "s3cr3t", "x")), "signature has a field other than"),

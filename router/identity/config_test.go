@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -38,24 +39,16 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Platforms) != 5 || cfg.MaxAge != 2*time.Minute {
-		t.Fatalf("config = %+v", cfg)
+	type keys = map[string]ed25519.PublicKey
+	want := map[string]PlatformConfig{
+		"acme":  {RequireSignature: true, Keys: keys{"k1": k1, "k2": k2}},
+		"beta":  {Keys: keys{}},
+		"gamma": {Keys: keys{"k1": k1}},
+		"delta": {MinVersion: 2, Keys: keys{"k1": k1}},
+		"eps":   {MinVersion: 1, Keys: keys{}},
 	}
-	acme := cfg.Platforms["acme"]
-	if !acme.RequireSignature || !acme.Keys["k1"].Equal(k1) || !acme.Keys["k2"].Equal(k2) {
-		t.Errorf("acme = %+v", acme)
-	}
-	if cfg.Platforms["beta"].RequireSignature || len(cfg.Platforms["beta"].Keys) != 0 {
-		t.Errorf("beta = %+v", cfg.Platforms["beta"])
-	}
-	if g := cfg.Platforms["gamma"]; g.RequireSignature || !g.Keys["k1"].Equal(k1) || g.MinVersion != 0 {
-		t.Errorf("gamma = %+v", g)
-	}
-	if d := cfg.Platforms["delta"]; d.MinVersion != 2 || !d.Keys["k1"].Equal(k1) {
-		t.Errorf("delta = %+v", d)
-	}
-	if e := cfg.Platforms["eps"]; e.MinVersion != 1 {
-		t.Errorf("eps = %+v", e)
+	if !reflect.DeepEqual(cfg.Platforms, want) || cfg.MaxAge != 2*time.Minute {
+		t.Fatalf("config = %+v, want platforms %+v and max age 2m", cfg, want)
 	}
 
 	// The loaded config works end to end.

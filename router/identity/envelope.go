@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -172,11 +171,7 @@ func checkAudience(s string) string {
 		return "must be the router's installation id, a lower-case UUID (36 characters)"
 	}
 	for i := 0; i < len(s); i++ {
-		if i == 8 || i == 13 || i == 18 || i == 23 {
-			if s[i] != '-' {
-				return "must be the router's installation id, a lower-case UUID"
-			}
-		} else if !isLowerHex(s[i]) {
+		if dash := i == 8 || i == 13 || i == 18 || i == 23; dash && s[i] != '-' || !dash && !isLowerHex(s[i]) {
 			return "must be the router's installation id, a lower-case UUID"
 		}
 	}
@@ -348,20 +343,14 @@ func SigningBytes(env Envelope) ([]byte, error) {
 	if err := checkSignedFields(env); err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(signedFields{
+	return json.Marshal(signedFields{
 		Audience:     env.Audience,
 		InvocationID: env.InvocationID,
 		IssuedAt:     env.IssuedAt,
 		Platform:     env.Platform,
 		RequestHash:  env.RequestHash,
 		Version:      env.Version,
-	}); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	})
 }
 
 // Sign returns env signed with priv under keyID. env must carry IssuedAt: the router refuses a

@@ -42,7 +42,7 @@ func TestSignTestVectors(t *testing.T) {
 		{v2("acme", "inv-7f3a9c2e5b1d4a60"), vectorV2Signing, vectorV2Envelope, PlatformConfig{MinVersion: 2},
 			Binding{Audience: testAudience, RequestHash: testRequestHash}},
 	} {
-		tc.env.IssuedAt = unixPtr(testNow)
+		tc.env.IssuedAt = new(testNow.Unix())
 		sb, err := SigningBytes(tc.env)
 		if err != nil || string(sb) != tc.signing {
 			t.Fatalf("SigningBytes = %s, %v; want %s", sb, err, tc.signing)
@@ -76,14 +76,13 @@ func TestSignTestVectors(t *testing.T) {
 
 func TestSigningBytes(t *testing.T) {
 	t.Parallel()
-	zero := int64(0)
 	for _, tc := range []struct {
 		env  Envelope
 		want string
 	}{
 		{Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab"}, `{"invocation_id":"inv-0123456789ab","platform":"acme","version":1}`},
-		{Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab", IssuedAt: &zero}, `{"invocation_id":"inv-0123456789ab","issued_at":0,"platform":"acme","version":1}`},
-		{Envelope{Version: 1, Platform: "p-2", InvocationID: "A._:-z0123456789", IssuedAt: unixPtr(testNow),
+		{Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab", IssuedAt: new(int64(0))}, `{"invocation_id":"inv-0123456789ab","issued_at":0,"platform":"acme","version":1}`},
+		{Envelope{Version: 1, Platform: "p-2", InvocationID: "A._:-z0123456789", IssuedAt: new(testNow.Unix()),
 			Signature: &Signature{Alg: "ed25519", KeyID: "k", Value: "ignored"}}, `{"invocation_id":"A._:-z0123456789","issued_at":1767225600,"platform":"p-2","version":1}`},
 	} {
 		got, err := SigningBytes(tc.env)
@@ -91,7 +90,6 @@ func TestSigningBytes(t *testing.T) {
 			t.Errorf("SigningBytes(%+v) = %s, %v; want %s", tc.env, got, err, tc.want)
 		}
 	}
-	neg, big := int64(-1), int64(MaxIssuedAt+1)
 	const id = "inv-0123456789ab" // valid, so that each envelope below breaks one rule only
 	for _, env := range []Envelope{
 		{Version: 2, Platform: "acme", InvocationID: id},
@@ -100,8 +98,8 @@ func TestSigningBytes(t *testing.T) {
 		{Version: 1, Platform: "acme", InvocationID: ""},
 		{Version: 1, Platform: "acme", InvocationID: "inv-0123456789a"}, // 15 characters
 		{Version: 1, Platform: "acme", InvocationID: id + "\u2028"},     // Go and RFC 8785 would disagree on this
-		{Version: 1, Platform: "acme", InvocationID: id, IssuedAt: &neg},
-		{Version: 1, Platform: "acme", InvocationID: id, IssuedAt: &big},
+		{Version: 1, Platform: "acme", InvocationID: id, IssuedAt: new(int64(-1))},
+		{Version: 1, Platform: "acme", InvocationID: id, IssuedAt: new(int64(MaxIssuedAt + 1))},
 	} {
 		if b, err := SigningBytes(env); err == nil {
 			t.Errorf("SigningBytes(%+v) = %s, want an error", env, b)
@@ -112,7 +110,7 @@ func TestSigningBytes(t *testing.T) {
 func TestSignRefuses(t *testing.T) {
 	t.Parallel()
 	_, priv := testKey("k1")
-	ok := Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab", IssuedAt: unixPtr(testNow)}
+	ok := Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab", IssuedAt: new(testNow.Unix())}
 	for _, tc := range []struct {
 		name  string
 		env   Envelope
@@ -121,16 +119,16 @@ func TestSignRefuses(t *testing.T) {
 		want  string
 	}{
 		{"no issued_at", Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789ab"}, "k1", priv, "issued_at"},
-		{"short invocation_id", Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789a", IssuedAt: unixPtr(testNow)}, "k1", priv, "invocation_id is shorter than 16 characters"},
+		{"short invocation_id", Envelope{Version: 1, Platform: "acme", InvocationID: "inv-0123456789a", IssuedAt: new(testNow.Unix())}, "k1", priv, "invocation_id is shorter than 16 characters"},
 		{"bad key id", ok, "k 1", priv, "key id"},
 		{"empty key id", ok, "", priv, "key id"},
 		{"short private key", ok, "k1", priv[:32], "private key"},
-		{"reserved platform", Envelope{Version: 1, Platform: "claude-code", InvocationID: "inv-0123456789ab", IssuedAt: unixPtr(testNow)}, "k1", priv, "platform"},
-		{"no audience", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), RequestHash: testRequestHash}, "k1", priv, "audience"},
-		{"no request hash", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), Audience: testAudience}, "k1", priv, "request_hash"},
-		{"prefixed request hash", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), Audience: testAudience, RequestHash: "sha256:" + testRequestHash}, "k1", priv, "request_hash"},
-		{"version 1 with a binding", Envelope{Version: 1, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), Audience: testAudience, RequestHash: testRequestHash}, "k1", priv, "version 2"},
-		{"version 3", Envelope{Version: 3, Platform: "acme", InvocationID: invocationID, IssuedAt: unixPtr(testNow), Audience: testAudience, RequestHash: testRequestHash}, "k1", priv, "unsupported envelope version"},
+		{"reserved platform", Envelope{Version: 1, Platform: "claude-code", InvocationID: "inv-0123456789ab", IssuedAt: new(testNow.Unix())}, "k1", priv, "platform"},
+		{"no audience", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: new(testNow.Unix()), RequestHash: testRequestHash}, "k1", priv, "audience"},
+		{"no request hash", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: new(testNow.Unix()), Audience: testAudience}, "k1", priv, "request_hash"},
+		{"prefixed request hash", Envelope{Version: 2, Platform: "acme", InvocationID: invocationID, IssuedAt: new(testNow.Unix()), Audience: testAudience, RequestHash: "sha256:" + testRequestHash}, "k1", priv, "request_hash"},
+		{"version 1 with a binding", Envelope{Version: 1, Platform: "acme", InvocationID: invocationID, IssuedAt: new(testNow.Unix()), Audience: testAudience, RequestHash: testRequestHash}, "k1", priv, "version 2"},
+		{"version 3", Envelope{Version: 3, Platform: "acme", InvocationID: invocationID, IssuedAt: new(testNow.Unix()), Audience: testAudience, RequestHash: testRequestHash}, "k1", priv, "unsupported envelope version"},
 	} {
 		if _, err := Sign(tc.env, tc.keyID, tc.priv); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: Sign error = %v, want one mentioning %q", tc.name, err, tc.want)

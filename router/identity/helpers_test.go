@@ -87,11 +87,6 @@ func asJSONValue(t testing.TB, v any) any {
 	return decode[any](t, string(b))
 }
 
-func unixPtr(t time.Time) *int64 {
-	u := t.Unix()
-	return &u
-}
-
 // The binding of the version 2 envelopes in the tests: an installation id as the registry makes
 // them, and the request hash of generate_image with the arguments
 // {"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}.
@@ -109,7 +104,7 @@ func v2(platform, invocationID string) Envelope {
 func signed(t testing.TB, env Envelope, at time.Time, signer, keyID string) map[string]any {
 	t.Helper()
 	_, priv := testKey(signer)
-	env.IssuedAt = unixPtr(at)
+	env.IssuedAt = new(at.Unix())
 	s, err := Sign(env, keyID, priv)
 	if err != nil {
 		t.Fatalf("Sign: %v", err)

@@ -159,8 +159,8 @@ type Source struct {
 // Sources are the only _meta keys that carry identity, in the order messages list them. Every other
 // key (progressToken, openai/session, openai/request_id, traceparent, ...) is ignored.
 var Sources = []Source{
-	withScope(stringSource(KeyCodexCallID, PlatformCodex, "Codex, ChatGPT Work"), KeyCodexThreadID),
-	stringSource(KeyClaudeCodeToolUseID, PlatformClaudeCode, "Claude Code"),
+	stringSource(KeyCodexCallID, PlatformCodex, "Codex, ChatGPT Work", KeyCodexThreadID),
+	stringSource(KeyClaudeCodeToolUseID, PlatformClaudeCode, "Claude Code", ""),
 	{
 		Key:      KeyPlatformInvocation,
 		JSONType: "object",
@@ -171,11 +171,6 @@ var Sources = []Source{
 
 // KeyCodexThreadID is where Codex sends the id of the conversation (thread) a call belongs to.
 const KeyCodexThreadID = "threadId"
-
-func withScope(s Source, scopeKey string) Source {
-	s.ScopeKey = scopeKey
-	return s
-}
 
 // scopeOf is the digest of the conversation id in meta[key]: a non-empty string, or "" when
 // there is none (absent, empty or not a string: the scope is a safeguard beside the identity,
@@ -193,12 +188,13 @@ func scopeOf(meta map[string]any, key string) string {
 }
 
 // stringSource is a key whose value is the call id itself, on a fixed platform.
-func stringSource(key, platform, clients string) Source {
+func stringSource(key, platform, clients, scopeKey string) Source {
 	return Source{
 		Key:      key,
 		Platform: platform,
 		JSONType: "string",
 		Clients:  clients,
+		ScopeKey: scopeKey,
 		Map: func(value any, _ *Config) (Identity, error) {
 			s, ok := value.(string)
 			if !ok {
@@ -217,17 +213,16 @@ func stringSource(key, platform, clients string) Source {
 // envelope platform is accepted. A key present with a JSON null value is present and invalid.
 // An identity from a version 2 envelope carries a Binding that the caller must Check.
 func Normalize(meta map[string]any, cfg *Config) (Identity, error) {
-	var all, present []*Source
-	for i := range Sources {
-		all = append(all, &Sources[i])
-		if _, ok := meta[Sources[i].Key]; ok {
-			present = append(present, &Sources[i])
+	var present []Source
+	for _, s := range Sources {
+		if _, ok := meta[s.Key]; ok {
+			present = append(present, s)
 		}
 	}
 	switch len(present) {
 	case 0:
 		return Identity{}, &Error{Code: CodeRequired, Message: RequiredMessage +
-			"; this call has none of the _meta keys " + keyList(all)}
+			"; this call has none of the _meta keys " + keyList(Sources)}
 	case 1:
 	default:
 		return Identity{}, &Error{Code: CodeAmbiguous, Message: "this call has more than one trusted identity in _meta (" +
@@ -251,7 +246,7 @@ func invalid(key, reason string) *Error {
 }
 
 // keyList quotes the keys of srcs for a message.
-func keyList(srcs []*Source) string {
+func keyList(srcs []Source) string {
 	keys := make([]string, len(srcs))
 	for i, s := range srcs {
 		keys[i] = strconv.Quote(s.Key)

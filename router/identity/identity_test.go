@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -264,20 +265,21 @@ func TestNormalizeEnvelope(t *testing.T) {
 
 // withField returns a deep-enough copy of env with obj[field][key] = value (or env[key] when field is "").
 func withField(env map[string]any, field, key string, value any) map[string]any {
-	out := make(map[string]any, len(env))
-	for k, v := range env {
-		out[k] = v
-	}
+	out := maps.Clone(env)
 	if field == "" {
 		out[key] = value
 		return out
 	}
-	inner := make(map[string]any)
-	for k, v := range env[field].(map[string]any) {
-		inner[k] = v
-	}
+	inner := maps.Clone(env[field].(map[string]any))
 	inner[key] = value
 	out[field] = inner
+	return out
+}
+
+// without returns a copy of env without key.
+func without(env map[string]any, key string) map[string]any {
+	out := maps.Clone(env)
+	delete(out, key)
 	return out
 }
 
@@ -306,7 +308,7 @@ func TestNormalizeSignatures(t *testing.T) {
 		{name: "unsigned accepted, platform without keys", meta: meta(asJSONValue(t, acme).(map[string]any)), want: Identity{Platform: "acme", CallID: inv, Source: KeyPlatformInvocation}},
 
 		badEnvelope("missing when required", meta(asJSONValue(t, base).(map[string]any)), `platform "signed" requires a signed envelope`),
-		badEnvelope("missing when required, with issued_at", meta(asJSONValue(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv, IssuedAt: unixPtr(testNow)}).(map[string]any)), "requires a signed envelope"),
+		badEnvelope("missing when required, with issued_at", meta(asJSONValue(t, Envelope{Version: 1, Platform: "signed", InvocationID: inv, IssuedAt: new(testNow.Unix())}).(map[string]any)), "requires a signed envelope"),
 		badEnvelope("tampered invocation_id", meta(withField(good, "", "invocation_id", inv+"2")), "signature does not verify", `key "k1"`),
 		badEnvelope("tampered issued_at", meta(withField(good, "", "issued_at", float64(testNow.Unix()+1))), "signature does not verify"),
 		badEnvelope("tampered signature bits", meta(withField(good, "signature", "value", flipped)), "signature does not verify"),
@@ -323,18 +325,9 @@ func TestNormalizeSignatures(t *testing.T) {
 		{name: "custom MaxAge", cfg: func() *Config { c := testConfig(); c.MaxAge = time.Minute; return c }(),
 			meta: meta(signed(t, base, testNow.Add(-61*time.Second), "k1", "k1")), code: CodeInvalid, msg: []string{envKey, "stale", "1m0s"}},
 		badEnvelope("signed without issued_at", meta(withField(good, "", "issued_at", nil)), "issued_at"),
-		badEnvelope("signed, issued_at removed", meta(func() map[string]any {
-			m := withField(good, "", "x", 0)
-			delete(m, "x")
-			delete(m, "issued_at")
-			return m
-		}()), "a signed envelope must carry issued_at"),
+		badEnvelope("signed, issued_at removed", meta(without(good, "issued_at")), "a signed envelope must carry issued_at"),
 		badEnvelope("alg other", meta(withField(good, "signature", "alg", "EdDSA")), `signature.alg must be "ed25519"`),
-		badEnvelope("alg missing", meta(func() map[string]any {
-			m := withField(good, "signature", "alg", nil)
-			delete(m["signature"].(map[string]any), "alg")
-			return m
-		}()), "signature.alg is missing"),
+		badEnvelope("alg missing", meta(withField(good, "", "signature", without(good["signature"].(map[string]any), "alg"))), "signature.alg is missing"),
 		badEnvelope("key_id bad characters", meta(withField(good, "signature", "key_id", "k1/"+secret)), "signature.key_id contains characters outside"),
 		badEnvelope("key_id 65 bytes", meta(withField(good, "signature", "key_id", secret+strings.Repeat("k", 59))), "signature.key_id is longer than 64 bytes"),
 		badEnvelope("key_id number", meta(withField(good, "signature", "key_id", 1.0)), "signature.key_id must be a string, got number"),

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"encoding/json"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -43,27 +44,6 @@ func TestSchemaShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s struct {
-		Schema               string                     `json:"$schema"`
-		Type                 string                     `json:"type"`
-		AdditionalProperties *bool                      `json:"additionalProperties"`
-		Required             []string                   `json:"required"`
-		DependentRequired    map[string][]string        `json:"dependentRequired"`
-		Properties           map[string]json.RawMessage `json:"properties"`
-		If                   struct {
-			Required   []string                   `json:"required"`
-			Properties map[string]json.RawMessage `json:"properties"`
-		} `json:"if"`
-		Then struct {
-			Required []string `json:"required"`
-		} `json:"then"`
-		Else struct {
-			Properties map[string]json.RawMessage `json:"properties"`
-		} `json:"else"`
-	}
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatal(err)
-	}
 	type prop struct {
 		Type                 string   `json:"type"`
 		Pattern              string   `json:"pattern"`
@@ -72,23 +52,33 @@ func TestSchemaShape(t *testing.T) {
 		Minimum              *float64 `json:"minimum"`
 		Maximum              *float64 `json:"maximum"`
 		Not                  *struct{ Enum []string }
-		AdditionalProperties *bool                      `json:"additionalProperties"`
-		Required             []string                   `json:"required"`
-		Properties           map[string]json.RawMessage `json:"properties"`
+		AdditionalProperties *bool           `json:"additionalProperties"`
+		Required             []string        `json:"required"`
+		Properties           map[string]prop `json:"properties"`
 	}
-	props := func(m map[string]json.RawMessage) map[string]prop {
-		out := map[string]prop{}
-		for k, v := range m {
-			var p prop
-			if err := json.Unmarshal(v, &p); err != nil {
-				t.Fatal(err)
-			}
-			out[k] = p
-		}
-		return out
+	var s struct {
+		Schema               string              `json:"$schema"`
+		Type                 string              `json:"type"`
+		AdditionalProperties *bool               `json:"additionalProperties"`
+		Required             []string            `json:"required"`
+		DependentRequired    map[string][]string `json:"dependentRequired"`
+		Properties           map[string]prop     `json:"properties"`
+		If                   struct {
+			Required   []string        `json:"required"`
+			Properties map[string]prop `json:"properties"`
+		} `json:"if"`
+		Then struct {
+			Required []string `json:"required"`
+		} `json:"then"`
+		Else struct {
+			Properties map[string]json.RawMessage `json:"properties"` // boolean schemas
+		} `json:"else"`
 	}
-	top := props(s.Properties)
-	sig := props(top["signature"].Properties)
+	if err := json.Unmarshal(raw, &s); err != nil {
+		t.Fatal(err)
+	}
+	top := s.Properties
+	sig := top["signature"].Properties
 
 	if s.Schema != "https://json-schema.org/draft/2020-12/schema" || s.Type != "object" {
 		t.Errorf("$schema %q, type %q", s.Schema, s.Type)
@@ -109,18 +99,13 @@ func TestSchemaShape(t *testing.T) {
 		t.Errorf("version enum = %v", top["version"].Enum)
 	}
 	// Version 2 requires all its fields; version 1 allows none of those it lacks.
-	if v := props(s.If.Properties)["version"]; !slices.Equal(s.If.Required, []string{"version"}) || v.Const != float64(EnvelopeVersion2) || len(s.If.Properties) != 1 {
+	if v := s.If.Properties["version"]; !slices.Equal(s.If.Required, []string{"version"}) || v.Const != float64(EnvelopeVersion2) || len(s.If.Properties) != 1 {
 		t.Errorf("if = %+v, want version const 2, required", s.If)
 	}
 	if !sameSet(s.Then.Required, envelopeFieldsV2) {
 		t.Errorf("then.required = %q, want %q", s.Then.Required, envelopeFieldsV2)
 	}
-	var v2only []string
-	for _, f := range envelopeFieldsV2 {
-		if !slices.Contains(envelopeFieldsV1, f) {
-			v2only = append(v2only, f)
-		}
-	}
+	v2only := slices.DeleteFunc(slices.Clone(envelopeFieldsV2), func(f string) bool { return slices.Contains(envelopeFieldsV1, f) })
 	if !sameSet(keys(s.Else.Properties), v2only) {
 		t.Errorf("else.properties = %q, want %q", keys(s.Else.Properties), v2only)
 	}
@@ -152,13 +137,7 @@ func TestSchemaShape(t *testing.T) {
 	}
 }
 
-func keys[V any](m map[string]V) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
-}
+func keys[V any](m map[string]V) []string { return slices.Collect(maps.Keys(m)) }
 
 func sameSet(a, b []string) bool {
 	return len(a) == len(b) && !slices.ContainsFunc(a, func(s string) bool { return !slices.Contains(b, s) })

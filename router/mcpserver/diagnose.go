@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -47,11 +49,7 @@ func Shape(meta map[string]any) []MetaShape {
 		case []any:
 			s.Type, s.Length = "array", len(x)
 		case map[string]any:
-			s.Type, s.Length = "object", len(x)
-			for name := range x {
-				s.Keys = append(s.Keys, name)
-			}
-			sort.Strings(s.Keys)
+			s.Type, s.Length, s.Keys = "object", len(x), slices.Sorted(maps.Keys(x))
 		default:
 			s.Type = "unknown"
 		}
@@ -62,7 +60,7 @@ func Shape(meta map[string]any) []MetaShape {
 		s.SHA256 = hex.EncodeToString(sum[:4])
 		out = append(out, s)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	slices.SortFunc(out, func(a, b MetaShape) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 

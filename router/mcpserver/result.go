@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -95,10 +96,7 @@ func refusal(code, format string, args ...any) answer {
 // toResult builds the MCP result: human-readable text, the structured content, and the
 // image as image content when there is one.
 func (a answer) toResult() *mcp.CallToolResult {
-	text := a.Message
-	if text == "" {
-		text = a.Status
-	}
+	text := cmp.Or(a.Message, a.Status)
 	if a.Error != nil {
 		text = a.Error.Code + ": " + a.Error.Message
 	}

@@ -111,9 +111,7 @@ func TestSharedFile(t *testing.T) {
 	resolutions := map[Resolution]int{}
 	keys := map[string]bool{}
 	for i := range 30 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			e, out, err := regs[i%3].Resolve(ctx, Call{Platform: "codex", CallID: "call_sharedn6HSVSVK1SuRy3KvVA", Tool: "t", RequestHash: "h"})
 			if err != nil {
 				t.Error(err)
@@ -123,7 +121,7 @@ func TestSharedFile(t *testing.T) {
 			resolutions[out]++
 			keys[e.OperationKey] = true
 			mu.Unlock()
-		}()
+		})
 	}
 	wg.Wait()
 	if resolutions[New] != 1 || resolutions[Continue] != 29 || len(keys) != 1 {

@@ -5,6 +5,7 @@ package scrub
 import (
 	"encoding/json"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -15,12 +16,7 @@ const Redacted = "[redacted]"
 // JSON returns doc with every occurrence of each secret removed from every string, at any
 // depth: values and object keys alike. doc must be valid JSON; so is the result.
 func JSON(doc []byte, secrets ...string) ([]byte, error) {
-	live := secrets[:0:0]
-	for _, s := range secrets {
-		if s != "" {
-			live = append(live, s)
-		}
-	}
+	live := slices.DeleteFunc(slices.Clone(secrets), func(s string) bool { return s == "" })
 	// Longest first, so a key is replaced whole before its random part alone would be.
 	sort.Slice(live, func(i, j int) bool { return len(live[i]) > len(live[j]) })
 	if len(live) == 0 {

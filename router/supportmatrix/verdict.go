@@ -87,12 +87,7 @@ func synthesizeValue(s mcpserver.MetaShape) any {
 // (identity.MinCallIDLen, identity.MaxCallIDLen), so a recorded length is judged as it was sent.
 func idString(n int) string {
 	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
-	var b strings.Builder
-	b.Grow(n)
-	for i := range n {
-		b.WriteByte(alphabet[i%len(alphabet)])
-	}
-	return b.String()
+	return strings.Repeat(alphabet, n/len(alphabet)+1)[:n]
 }
 
 func synthesizeEnvelope(members []string, platform string) map[string]any {

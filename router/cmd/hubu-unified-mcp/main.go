@@ -14,17 +14,15 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"hubu.dev/hubu/kit/command"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/identity"
@@ -47,13 +45,9 @@ ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT and ROUTER_ALLOW_P
 Without --http the router speaks stdio.`
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "hubu-unified-mcp:", strings.Join(strings.Fields(err.Error()), " "))
-		os.Exit(2)
-	}
+	command.Main("hubu-unified-mcp", func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+		return command.OneLine(run(ctx, args, getenv, os.Stdin, stdout, stderr))
+	})
 }
 
 // diagnoseFlag is --diagnose-meta or --diagnose-meta=FILE.
@@ -108,11 +102,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	allowPrivateImages := fs.Bool("allow-private-image-hosts", "ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS", false,
 		"download result images from loopback, private and link-local addresses too; only for a local stack, "+
 			"such as make up's mockflux on 127.0.0.1")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.ParseNoArgs(args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	for _, f := range []struct{ name, value string }{{"hubu-url", *hubuURL}, {"gongbu-url", *gongbuURL}} {
 		if err := command.RequireHTTPURL(f.name, f.value); err != nil {
@@ -143,11 +134,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 
 	var idCfg *identity.Config
 	if *identityConfig != "" {
-		c, err := identity.LoadConfig(*identityConfig)
-		if err != nil {
+		if idCfg, err = identity.LoadConfig(*identityConfig); err != nil {
 			return fmt.Errorf("--identity-config: %v", err)
 		}
-		idCfg = c
 	}
 	opts := &registry.Options{}
 	if *preallocated != "" {
@@ -284,7 +273,7 @@ func preallocate(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer keys.Close()
 	batch := make([]string, *count)
 	for i := range batch {
-		batch[i] = "hubu:operation:v1:codex:" + uuid.NewString()
+		batch[i] = contract.NewOperationKey("codex")
 	}
 	if err := keys.Add(ctx, batch); err != nil {
 		return err
