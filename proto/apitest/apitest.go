@@ -5,11 +5,12 @@ package apitest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -24,8 +25,7 @@ type Transport struct {
 	Base   http.RoundTripper
 	router routers.Router
 
-	mu        sync.Mutex
-	validated int
+	validated atomic.Int64
 }
 
 // NewTransport returns a validating transport for doc, which is left unchanged.
@@ -37,18 +37,11 @@ func NewTransport(t testing.TB, doc *openapi3.T, base http.RoundTripper) *Transp
 	if err != nil {
 		t.Fatalf("apitest: router: %v", err)
 	}
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	return &Transport{T: t, Base: base, router: r}
+	return &Transport{T: t, Base: cmp.Or(base, http.DefaultTransport), router: r}
 }
 
 // Validated is how many responses were checked.
-func (v *Transport) Validated() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.validated
-}
+func (v *Transport) Validated() int { return int(v.validated.Load()) }
 
 // RoundTrip implements http.RoundTripper.
 func (v *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -86,8 +79,6 @@ func (v *Transport) check(req *http.Request, resp *http.Response, body []byte) e
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		return err
 	}
-	v.mu.Lock()
-	v.validated++
-	v.mu.Unlock()
+	v.validated.Add(1)
 	return nil
 }

@@ -121,8 +121,7 @@ func TestSpecsStateTheImageLimits(t *testing.T) {
 				if n == nil {
 					return nil
 				}
-				f := float64(*n)
-				return &f
+				return new(float64(*n))
 			}
 
 			prompt := prop("prompt")
@@ -163,29 +162,26 @@ func TestSpecsStateTheImageLimits(t *testing.T) {
 // contract.ImageRequest travels as JSON with exactly the fields Hubu's and Gongbu's specs name,
 // the required ones always present.
 func TestImageRequestIsTheSpecsArguments(t *testing.T) {
-	seed, format := int64(7), contract.FormatPNG
-	full, err := json.Marshal(contract.ImageRequest{Prompt: "p", Model: "m", Width: 256, Height: 256, Seed: &seed, OutputFormat: &format})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bare, err := json.Marshal(contract.ImageRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys := func(raw []byte) []string {
+	keys := func(r contract.ImageRequest) []string {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var m map[string]any
 		if err := json.Unmarshal(raw, &m); err != nil {
 			t.Fatal(err)
 		}
 		return slices.Sorted(maps.Keys(m))
 	}
+	full := keys(contract.ImageRequest{Prompt: "p", Model: "m", Width: 256, Height: 256, Seed: new(int64(7)), OutputFormat: new(contract.FormatPNG)})
+	bare := keys(contract.ImageRequest{})
 	for spec, schema := range map[string]string{"hubu": "GenerateImageArguments", "gongbu": "ImageArguments"} {
 		s := load(t, spec).Components.Schemas[schema].Value
-		if want := slices.Sorted(maps.Keys(s.Properties)); !slices.Equal(keys(full), want) {
-			t.Errorf("%s.%s has properties %v; ImageRequest has %v", spec, schema, want, keys(full))
+		if want := slices.Sorted(maps.Keys(s.Properties)); !slices.Equal(full, want) {
+			t.Errorf("%s.%s has properties %v; ImageRequest has %v", spec, schema, want, full)
 		}
-		if want := slices.Sorted(slices.Values(s.Required)); !slices.Equal(keys(bare), want) {
-			t.Errorf("%s.%s requires %v; ImageRequest always has %v", spec, schema, want, keys(bare))
+		if want := slices.Sorted(slices.Values(s.Required)); !slices.Equal(bare, want) {
+			t.Errorf("%s.%s requires %v; ImageRequest always has %v", spec, schema, want, bare)
 		}
 	}
 }

@@ -13,27 +13,27 @@ import (
 // at every depth, no insignificant space, and numbers in one spelling (1, 1.0 and 1e0 are the
 // same number), so that two submits mean the same request exactly when their canonical forms
 // are equal.
-func canonicalObject(body []byte) ([]byte, map[string]any, error) {
+func canonicalObject(body []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, nil, errors.New("the body is not valid JSON")
+		return nil, errors.New("the body is not valid JSON")
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, nil, errors.New("the body has data after its JSON object")
+		return nil, errors.New("the body has data after its JSON object")
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, nil, errors.New("the body must be a JSON object")
+		return nil, errors.New("the body must be a JSON object")
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(normalize(obj)); err != nil { // maps encode with sorted keys
-		return nil, nil, err
+		return nil, err
 	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), obj, nil
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func normalize(v any) any {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,7 @@ type Provider struct {
 	jobs    map[string]*jobState
 	byKey   map[string]string // idempotency key → job id
 	charges []Charge
+	micros  int64 // the sum of charges
 }
 
 type jobState struct {
@@ -116,6 +118,7 @@ func (p *Provider) apply(rec record) {
 		}
 	}
 	p.charges = append(p.charges, rec.Charge)
+	p.micros += rec.Charge.AmountMicros
 }
 
 // Ready reports why the provider cannot take charges: its journal refuses appends after a
@@ -156,7 +159,7 @@ func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error)
 	if len(req.IdempotencyKey) > MaxIdempotencyKey {
 		return Job{}, false, errorf(CodeInvalid, "Idempotency-Key is longer than %d bytes", MaxIdempotencyKey)
 	}
-	canonical, _, err := canonicalObject(req.Body)
+	canonical, err := canonicalObject(req.Body)
 	if err != nil {
 		return Job{}, false, errorf(CodeInvalid, "%v", err)
 	}
@@ -195,8 +198,7 @@ func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error)
 	}
 	charge := Charge{ID: uuid.NewString(), JobID: job.ID, Model: model.Name, AmountMicros: model.PriceMicros, CreatedAt: now}
 	if req.IdempotencyKey != "" {
-		sent := req.IdempotencyKey
-		charge.IdempotencyKey = &sent
+		charge.IdempotencyKey = new(req.IdempotencyKey)
 	}
 	rec := record{Type: recordSubmit, Job: job, Charge: charge}
 	if p.journal != nil {
@@ -249,30 +251,19 @@ func (p *Provider) Job(id string) (Job, bool) {
 func (p *Provider) Charges() ([]Charge, int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := append([]Charge(nil), p.charges...)
-	var total int64
-	for _, c := range out {
-		total += c.AmountMicros
-	}
-	return out, total
+	return slices.Clone(p.charges), p.micros
 }
 
 // ChargeTotals is how many charges there are and their total, without copying them.
 func (p *Provider) ChargeTotals() (count int, micros int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.charges {
-		micros += c.AmountMicros
-	}
-	return len(p.charges), micros
+	return len(p.charges), p.micros
 }
 
 func requestHash(model string, canonical []byte) string {
-	h := sha256.New()
-	h.Write([]byte(model))
-	h.Write([]byte{0})
-	h.Write(canonical)
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256(append([]byte(model+"\x00"), canonical...))
+	return hex.EncodeToString(sum[:])
 }
 
 // seedFor picks the seed of a request that named none, as the real API does, but from the

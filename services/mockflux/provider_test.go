@@ -90,10 +90,7 @@ func TestPendingThenReady(t *testing.T) {
 func TestReplayFromDataFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "mockflux.jsonl")
-	p, err := mockflux.Open(mockflux.Options{DataFile: path})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := open(t, mockflux.Options{DataFile: path})
 	body := `{"prompt":"fox","width":1024,"height":768}`
 	keyed, _ := submit(t, p, "flux-pro-1.1", "key-1", body)
 	if _, _, err := p.Submit(mockflux.SubmitRequest{Model: "flux-dev", IdempotencyKey: "key-2", IgnoreKey: true, Body: []byte(body)}); err != nil {

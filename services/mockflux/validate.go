@@ -1,6 +1,7 @@
 package mockflux
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,10 +50,7 @@ func validate(model Model, body []byte) (fluxInput, error) {
 	case f.Width == nil || f.Height == nil:
 		return fluxInput{}, errorf(CodeInvalid, "width and height: both are required for %s", model.Name)
 	default:
-		if err := checkSide("width", *f.Width); err != nil {
-			return fluxInput{}, err
-		}
-		if err := checkSide("height", *f.Height); err != nil {
+		if err := cmp.Or(checkSide("width", *f.Width), checkSide("height", *f.Height)); err != nil {
 			return fluxInput{}, err
 		}
 		in.width, in.height = *f.Width, *f.Height

@@ -7,15 +7,16 @@
 package sqltest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,21 +30,14 @@ import (
 // ServerURL is the URL of the test server's maintenance database; the test fails when none is set.
 func ServerURL(t testing.TB) string {
 	t.Helper()
-	for _, k := range []string{"TEST_DATABASE_URL", "DATABASE_URL"} {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
+	if v := cmp.Or(os.Getenv("TEST_DATABASE_URL"), os.Getenv("DATABASE_URL")); v != "" {
+		return v
 	}
 	t.Fatal("sqltest: TEST_DATABASE_URL is not set; run the tests with `make test`, which finds or starts a Postgres")
 	return ""
 }
 
-var templates sync.Map // template name -> *sync.Once-guarded result
-
-type templateResult struct {
-	once sync.Once
-	err  error
-}
+var templates sync.Map // template name -> func() error that builds it once
 
 // NewDatabase creates an empty-of-data database with the given migrations applied and
 // returns its URL. The database is dropped when the test ends.
@@ -57,14 +51,12 @@ func NewDatabase(t testing.TB, prefix string, migrations fs.FS) string {
 	if err != nil {
 		t.Fatalf("sqltest: %v", err)
 	}
-	v, _ := templates.LoadOrStore(tpl, &templateResult{})
-	res := v.(*templateResult)
-	res.once.Do(func() { res.err = ensureTemplate(ctx, server, tpl, migrations) })
-	if res.err != nil {
-		t.Fatalf("sqltest: template %s: %v", tpl, res.err)
+	build, _ := templates.LoadOrStore(tpl, sync.OnceValue(func() error { return ensureTemplate(ctx, server, tpl, migrations) }))
+	if err := build.(func() error)(); err != nil {
+		t.Fatalf("sqltest: template %s: %v", tpl, err)
 	}
 
-	name := prefix + "_test_" + randomHex(6)
+	name := prefix + "_test_" + strings.ToLower(rand.Text())
 	admin, err := pgx.Connect(ctx, server)
 	if err != nil {
 		t.Fatalf("sqltest: connect to %s: %v", redacted(server), err)
@@ -148,20 +140,18 @@ func ensureTemplate(ctx context.Context, server, tpl string, migrations fs.FS) e
 // templateName changes whenever a migration file changes, so a stale template is never used.
 func templateName(prefix string, migrations fs.FS) (string, error) {
 	h := sha256.New()
-	if _, ok := migrations.(emptyFS); !ok {
-		names, err := fs.Glob(migrations, "*.sql")
+	names, err := fs.Glob(migrations, "*.sql") // none in an emptyFS
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		b, err := fs.ReadFile(migrations, n)
 		if err != nil {
 			return "", err
 		}
-		sort.Strings(names)
-		for _, n := range names {
-			b, err := fs.ReadFile(migrations, n)
-			if err != nil {
-				return "", err
-			}
-			fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
-			h.Write(b)
-		}
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(b))
+		h.Write(b)
 	}
 	return fmt.Sprintf("%s_tpl_%x", prefix, h.Sum(nil)[:6]), nil
 }
@@ -181,12 +171,6 @@ func redacted(server string) string {
 		return "the test server"
 	}
 	return u.Redacted()
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 type emptyFS struct{}

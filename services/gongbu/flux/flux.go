@@ -3,6 +3,7 @@
 package flux
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -90,10 +91,7 @@ func newAdapter(cfg Config, transport *http.Transport) (*Adapter, error) {
 	}
 	a := &Adapter{base: base, apiKey: cfg.APIKey, idempotency: cfg.HonoursIdempotency,
 		hc: &http.Client{Transport: httpjson.LimitResponses(transport, maxBody), Timeout: cfg.Timeout, CheckRedirect: refuseRedirect}}
-	self := host{name: hostName(base), port: base.Port()}
-	if self.port == "" {
-		self.port = defaultPort(base.Scheme)
-	}
+	self := host{name: hostName(base), port: cmp.Or(base.Port(), defaultPort(base.Scheme))}
 	a.polling, a.samples = []host{self}, []host{self}
 	for _, list := range []struct {
 		what  string
@@ -139,8 +137,7 @@ func (a *Adapter) Submit(ctx context.Context, key string, d gongbu.Decision) (go
 	args := d.Arguments
 	body := bflapi.FluxRequest{Prompt: args.Prompt, Width: &args.Width, Height: &args.Height, Seed: args.Seed}
 	if args.OutputFormat != nil {
-		f := bflapi.FluxRequestOutputFormat(*args.OutputFormat)
-		body.OutputFormat = &f
+		body.OutputFormat = new(bflapi.FluxRequestOutputFormat(*args.OutputFormat))
 	}
 	resp, err := a.api.SubmitWithResponse(ctx, d.Scope.Model, &bflapi.SubmitParams{IdempotencyKey: &key}, body)
 	if err != nil {
@@ -216,7 +213,8 @@ func (a *Adapter) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, 
 		if r.Result == nil || r.Result.Sample == "" {
 			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: Ready without a sample")
 		}
-		if err := a.checkSample(r.Result.Sample); err != nil {
+		// The sample URL must be on a sample host: Gongbu hands it on, and the router downloads it.
+		if _, err := a.checkURL("sample", r.Result.Sample, a.samples); err != nil {
 			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: %w", err)
 		}
 		return gongbu.PollResult{Status: gongbu.JobReady, ImageURL: r.Result.Sample}, nil
@@ -244,13 +242,6 @@ func (a *Adapter) pollingServer(pollingURL string) (server, id string, err error
 	return u.Scheme + "://" + u.Host + prefix, id, nil
 }
 
-// checkSample refuses a sample URL that is not on a sample host: Gongbu hands it on, and the
-// router downloads it.
-func (a *Adapter) checkSample(sample string) error {
-	_, err := a.checkURL("sample", sample, a.samples)
-	return err
-}
-
 // checkURL parses a URL the provider returned and checks it is the base URL's scheme or https,
 // carries no credentials, and is on one of hosts.
 func (a *Adapter) checkURL(what, raw string, hosts []host) (*url.URL, error) {
@@ -270,14 +261,8 @@ func (a *Adapter) checkURL(what, raw string, hosts []host) (*url.URL, error) {
 type host struct{ name, port string }
 
 func (h host) matches(u *url.URL) bool {
-	port, want := u.Port(), h.port
-	if port == "" {
-		port = defaultPort(u.Scheme)
-	}
-	if want == "" {
-		want = defaultPort(u.Scheme)
-	}
-	return hostName(u) == h.name && port == want
+	port := defaultPort(u.Scheme)
+	return hostName(u) == h.name && cmp.Or(u.Port(), port) == cmp.Or(h.port, port)
 }
 
 func hostName(u *url.URL) string { return strings.ToLower(strings.TrimSuffix(u.Hostname(), ".")) }
@@ -320,13 +305,10 @@ func (h host) String() string {
 func parseHost(s string) (host, error) {
 	bad := fmt.Errorf("%q is not a host name or address with an optional port (such as api.us1.bfl.ai or 127.0.0.1:8080)", s)
 	u, err := url.Parse("//" + strings.TrimSpace(s))
-	if err != nil || u.Host != strings.TrimSpace(s) || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+	if err != nil || u.Host != strings.TrimSpace(s) || strings.HasSuffix(u.Host, ":") || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
 		return host{}, bad
 	}
 	h := host{name: hostName(u), port: u.Port()}
-	if strings.HasSuffix(u.Host, ":") {
-		return host{}, bad
-	}
 	if h.port != "" {
 		if n, err := strconv.Atoi(h.port); err != nil || n < 1 || n > 65535 {
 			return host{}, bad

@@ -75,17 +75,21 @@ func problem(status int, code hubuapi.ErrorCode) hubuapi.Problem {
 	return hubuapi.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: code}
 }
 
-func TestDecision(t *testing.T) {
-	t.Parallel()
-	id := uuid.New()
-	seed := int64(7)
-	issued := hubuapi.Decision{
+// decision is a decision Hubu issued under id.
+func decision(id uuid.UUID) hubuapi.Decision {
+	return hubuapi.Decision{
 		DecisionId: id, PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(), AgentId: uuid.New(), Tool: hubuapi.GenerateImage,
 		Scope:        hubuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x768"},
-		Arguments:    hubuapi.GenerateImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: &seed},
+		Arguments:    hubuapi.GenerateImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: new(int64(7))},
 		AmountMicros: 25_000, Currency: "USD", State: hubuapi.OperationStateDispatching, DispatchAttempts: 2,
 		IssuedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC),
 	}
+}
+
+func TestDecision(t *testing.T) {
+	t.Parallel()
+	id := uuid.New()
+	issued := decision(id)
 	h, c := newHubu(t, http.StatusOK, issued)
 	d, err := c.Decision(context.Background(), id)
 	if err != nil || d.State != "dispatching" || !d.IssuedAt.Equal(issued.IssuedAt) {
@@ -94,7 +98,7 @@ func TestDecision(t *testing.T) {
 	want := gongbu.Decision{
 		DecisionID: id, PublicHandle: issued.PublicHandle, AgentID: issued.AgentId, Tool: "generate_image",
 		Scope:        gongbu.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x768"},
-		Arguments:    gongbu.ImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: &seed},
+		Arguments:    gongbu.ImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: new(int64(7))},
 		AmountMicros: 25_000, Currency: "USD",
 	}
 	if !d.Decision.SameWork(want) {

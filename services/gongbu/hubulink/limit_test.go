@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"hubu.dev/hubu/kit/httpjson"
-	"hubu.dev/hubu/proto/hubuapi"
 )
 
 // Every answer from Hubu is read up to a bound: a Hubu (or whatever answers in its place) that
@@ -19,12 +18,7 @@ import (
 func TestOversizedAnswers(t *testing.T) {
 	t.Parallel()
 	id := uuid.New()
-	issued := hubuapi.Decision{
-		DecisionId: id, PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(), AgentId: uuid.New(), Tool: hubuapi.GenerateImage,
-		Scope:        hubuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"},
-		Arguments:    hubuapi.GenerateImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 1024},
-		AmountMicros: 25_000, Currency: "USD", State: hubuapi.OperationStateDispatching,
-	}
+	issued := decision(id)
 	// A valid answer with an unknown field that carries the bulk: without a cap it decodes.
 	padded := func(v any) map[string]any {
 		raw, err := json.Marshal(v)

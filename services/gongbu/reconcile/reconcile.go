@@ -144,6 +144,7 @@ func Compare(ds []Decision, es []Execution, cs []Charge) Report {
 	for _, d := range ds {
 		decisions[d.ID] = d
 		r.CapturedMicros += d.CapturedMicros
+		dec := fmt.Sprintf("decision %s (%s)", d.ID, d.PublicHandle)
 		e, hasExec := execs[d.ID]
 		final := d.State == "succeeded" || d.State == "failed"
 		handedOff := d.State == "dispatching" || d.State == "executing"
@@ -151,44 +152,41 @@ func Compare(ds []Decision, es []Execution, cs []Charge) Report {
 		gongbuFinal := hasExec && (e.State == "succeeded" || e.State == "failed")
 		switch {
 		case d.Currency != ProviderCurrency && (hasExec || d.CapturedMicros > 0 || charged[d.ID] > 0):
-			add("decision %s (%s) is in %s, but the provider charges micro-%s: compare it by hand",
-				d.ID, d.PublicHandle, d.Currency, ProviderCurrency)
+			add("%s is in %s, but the provider charges micro-%s: compare it by hand", dec, d.Currency, ProviderCurrency)
 		case chargeCount[d.ID] > 1:
-			add("decision %s (%s) was charged %d times by the provider", d.ID, d.PublicHandle, chargeCount[d.ID])
+			add("%s was charged %d times by the provider", dec, chargeCount[d.ID])
 		case !hasExec && (d.CapturedMicros > 0 || charged[d.ID] > 0):
-			add("decision %s (%s) captured %d micros in Hubu but Gongbu has no execution", d.ID, d.PublicHandle, d.CapturedMicros)
+			add("%s captured %d micros in Hubu but Gongbu has no execution", dec, d.CapturedMicros)
 		case hasExec && e.State == "indeterminate":
-			add("decision %s (%s) is indeterminate at Gongbu (provider charged %d micros, Hubu holds %d): an operator must resolve it (gongbu resolve)",
-				d.ID, d.PublicHandle, charged[d.ID], d.HeldMicros)
+			add("%s is indeterminate at Gongbu (provider charged %d micros, Hubu holds %d): an operator must resolve it (gongbu resolve)", dec, charged[d.ID], d.HeldMicros)
 		case final && d.HeldMicros != 0:
-			add("decision %s (%s) is %s in Hubu but still holds %d micros", d.ID, d.PublicHandle, d.State, d.HeldMicros)
+			add("%s is %s in Hubu but still holds %d micros", dec, d.State, d.HeldMicros)
 		case final && d.CapturedMicros != charged[d.ID]:
-			add("decision %s (%s): Hubu captured %d micros, the provider charged %d", d.ID, d.PublicHandle, d.CapturedMicros, charged[d.ID])
+			add("%s: Hubu captured %d micros, the provider charged %d", dec, d.CapturedMicros, charged[d.ID])
 		case final && gongbuFinal && d.CapturedMicros != e.ChargedMicros:
-			add("decision %s (%s): Hubu captured %d micros, Gongbu says the provider charged %d", d.ID, d.PublicHandle, d.CapturedMicros, e.ChargedMicros)
+			add("%s: Hubu captured %d micros, Gongbu says the provider charged %d", dec, d.CapturedMicros, e.ChargedMicros)
 		case final && gongbuFinal && d.State != e.State:
-			add("decision %s (%s) is %s in Hubu but %s at Gongbu", d.ID, d.PublicHandle, d.State, e.State)
+			add("%s is %s in Hubu but %s at Gongbu", dec, d.State, e.State)
 		case final && gongbuOpen:
 			// Gongbu lost its record of a settled decision and runs it again under the same key.
-			inFlight("decision %s (%s): Hubu %s, Gongbu running it again (%s)", d.ID, d.PublicHandle, d.State, e.State)
+			inFlight("%s: Hubu %s, Gongbu running it again (%s)", dec, d.State, e.State)
 		case final:
 			// Settled, and every record agrees (a final Gongbu execution not yet marked
 			// reported is one whose report Hubu took just before this reading).
 		case !final && hasExec && e.Reported:
-			add("decision %s (%s) is %s in Hubu but Gongbu reported it %s", d.ID, d.PublicHandle, d.State, e.State)
+			add("%s is %s in Hubu but Gongbu reported it %s", dec, d.State, e.State)
 		case handedOff && (d.CapturedMicros > 0 || charged[d.ID] > d.HeldMicros):
-			add("decision %s (%s) is %s in Hubu with %d micros captured and %d held, but the provider charged %d",
-				d.ID, d.PublicHandle, d.State, d.CapturedMicros, d.HeldMicros, charged[d.ID])
+			add("%s is %s in Hubu with %d micros captured and %d held, but the provider charged %d", dec, d.State, d.CapturedMicros, d.HeldMicros, charged[d.ID])
 		case handedOff && gongbuOpen:
-			inFlight("decision %s (%s): Hubu %s, Gongbu %s, provider charged %d micros", d.ID, d.PublicHandle, d.State, e.State, charged[d.ID])
+			inFlight("%s: Hubu %s, Gongbu %s, provider charged %d micros", dec, d.State, e.State, charged[d.ID])
 		case handedOff && gongbuFinal:
-			inFlight("decision %s (%s): Hubu %s, Gongbu %s and reporting it", d.ID, d.PublicHandle, d.State, e.State)
+			inFlight("%s: Hubu %s, Gongbu %s and reporting it", dec, d.State, e.State)
 		case d.State == "dispatching" && !hasExec:
-			inFlight("decision %s (%s): Hubu dispatching, not yet at Gongbu", d.ID, d.PublicHandle)
+			inFlight("%s: Hubu dispatching, not yet at Gongbu", dec)
 		case d.State == "executing" && !hasExec:
-			add("decision %s (%s) is executing in Hubu but Gongbu has no execution of it", d.ID, d.PublicHandle)
+			add("%s is executing in Hubu but Gongbu has no execution of it", dec)
 		case hasExec:
-			add("decision %s (%s) is %s in Hubu but Gongbu has an execution (%s)", d.ID, d.PublicHandle, d.State, e.State)
+			add("%s is %s in Hubu but Gongbu has an execution (%s)", dec, d.State, e.State)
 		}
 	}
 	for _, e := range es {
@@ -263,17 +261,10 @@ func (s *HTTPSources) Executions(ctx context.Context) ([]Execution, error) {
 	}
 	out := make([]Execution, 0, len(resp.JSON200.Executions))
 	for _, e := range resp.JSON200.Executions {
-		x := Execution{DecisionID: e.DecisionId, Provider: e.Scope.Provider, State: string(e.State)}
-		if e.ProviderJobId != nil {
-			x.JobID = *e.ProviderJobId
-		}
-		if e.ChargedMicros != nil {
-			x.ChargedMicros = *e.ChargedMicros
-		}
-		if e.Reported != nil {
-			x.Reported = *e.Reported
-		}
-		out = append(out, x)
+		out = append(out, Execution{
+			DecisionID: e.DecisionId, Provider: e.Scope.Provider, State: string(e.State),
+			JobID: deref(e.ProviderJobId), ChargedMicros: deref(e.ChargedMicros), Reported: deref(e.Reported),
+		})
 	}
 	return out, nil
 }
@@ -289,11 +280,16 @@ func (s *HTTPSources) Charges(ctx context.Context) ([]Charge, error) {
 	}
 	out := make([]Charge, 0, len(resp.JSON200.Charges))
 	for _, c := range resp.JSON200.Charges {
-		x := Charge{ID: c.Id, JobID: c.JobId, AmountMicros: c.AmountMicros}
-		if c.IdempotencyKey != nil {
-			x.IdempotencyKey = *c.IdempotencyKey
-		}
-		out = append(out, x)
+		out = append(out, Charge{ID: c.Id, JobID: c.JobId, AmountMicros: c.AmountMicros, IdempotencyKey: deref(c.IdempotencyKey)})
 	}
 	return out, nil
+}
+
+// deref is *p, or the zero value for an absent optional field.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
 }

@@ -12,11 +12,6 @@ import (
 // often and by whichever Gongbu process the decision is submitted, even after Gongbu lost its
 // own record, and it reveals nothing about the decision id.
 func For(provider string, decisionID uuid.UUID) string {
-	h := sha256.New()
-	h.Write([]byte("gongbu/vendor-key/v1"))
-	h.Write([]byte{0})
-	h.Write([]byte(provider))
-	h.Write([]byte{0})
-	h.Write([]byte(decisionID.String()))
-	return hex.EncodeToString(h.Sum(nil))
+	sum := sha256.Sum256([]byte("gongbu/vendor-key/v1\x00" + provider + "\x00" + decisionID.String()))
+	return hex.EncodeToString(sum[:])
 }

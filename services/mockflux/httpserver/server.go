@@ -4,6 +4,7 @@
 package httpserver
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -24,7 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hubu.dev/hubu/proto/bflapi"
-	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
 	"hubu.dev/hubu/services/mockflux/render"
@@ -61,9 +61,7 @@ var _ bflapi.ServerInterface = (*Server)(nil)
 
 // Handler returns the HTTP handler with every route.
 func (s *Server) Handler() http.Handler {
-	if s.Faults == nil {
-		s.Faults = &fault.Set{}
-	}
+	s.Faults = cmp.Or(s.Faults, &fault.Set{})
 	if s.SampleTTL <= 0 {
 		s.SampleTTL = DefaultSampleTTL
 	}
@@ -74,16 +72,11 @@ func (s *Server) Handler() http.Handler {
 	if s.Now == nil {
 		s.Now = time.Now
 	}
-	if s.Logger == nil {
-		s.Logger = slog.Default()
-	}
+	s.Logger = cmp.Or(s.Logger, slog.Default())
 	if s.Ready == nil {
 		s.Ready = s.Provider.Ready
 	}
-	reg := s.Metrics
-	if reg == nil {
-		reg = prometheus.NewRegistry()
-	}
+	reg := cmp.Or(s.Metrics, prometheus.NewRegistry())
 	s.registerMetrics(reg)
 	r := chi.NewRouter()
 	// Instrumented first, so that refusals of the x-key check are counted too.
@@ -218,12 +211,10 @@ func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, pa
 	}
 	effects := s.Faults.Take()
 	if effects.Slow > 0 {
-		t := time.NewTimer(effects.Slow)
 		select {
-		case <-t.C:
+		case <-time.After(effects.Slow):
 		case <-r.Context().Done():
 			// The client left or the server is stopping: nothing was done, and nobody to tell.
-			t.Stop()
 			panic(http.ErrAbortHandler)
 		}
 	}
@@ -231,12 +222,8 @@ func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, pa
 		writeDetail(w, http.StatusInternalServerError, "Internal Server Error (mockflux fault fail_before_charge: nothing was charged)")
 		return
 	}
-	var key string
-	if params.IdempotencyKey != nil {
-		key = *params.IdempotencyKey
-	}
 	job, replayed, err := s.Provider.Submit(mockflux.SubmitRequest{
-		Model: model, Body: body, IdempotencyKey: key, IgnoreKey: effects.IdempotencyOff,
+		Model: model, Body: body, IdempotencyKey: deref(params.IdempotencyKey), IgnoreKey: effects.IdempotencyOff,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -278,22 +265,18 @@ func (s *Server) GetResult(w http.ResponseWriter, r *http.Request, params bflapi
 		return
 	}
 	if !poll.Ready {
-		progress := poll.Progress
-		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: poll.Job.ID, Status: bflapi.Pending, Progress: &progress})
+		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: poll.Job.ID, Status: bflapi.Pending, Progress: new(poll.Progress)})
 		return
 	}
 	job := poll.Job
 	file := job.ID + "." + job.Format
 	exp := poll.ReadyAt.Add(s.SampleTTL).Unix()
 	sample := baseURL(r) + "/samples/" + file + "?exp=" + strconv.FormatInt(exp, 10) + "&sig=" + s.sign(file, exp)
-	start := unixSeconds(job.CreatedAt)
-	end := unixSeconds(poll.ReadyAt)
-	duration := end - start
-	prompt, seed := job.Prompt, job.Seed
+	start, end := unixSeconds(job.CreatedAt), unixSeconds(poll.ReadyAt)
 	writeJSON(w, http.StatusOK, bflapi.ResultResponse{
 		Id:     job.ID,
 		Status: bflapi.Ready,
-		Result: &bflapi.Result{Sample: sample, Prompt: &prompt, Seed: &seed, StartTime: &start, EndTime: &end, Duration: &duration},
+		Result: &bflapi.Result{Sample: sample, Prompt: new(job.Prompt), Seed: new(job.Seed), StartTime: &start, EndTime: &end, Duration: new(end - start)},
 	})
 }
 
@@ -312,15 +295,7 @@ func (s *Server) GetSample(w http.ResponseWriter, r *http.Request, file string, 
 		writeDetail(w, http.StatusNotFound, "no such sample")
 		return
 	}
-	var img []byte
-	var err error
-	contentType := "image/png"
-	if job.Format == contract.FormatJPEG {
-		img, err = render.JPEG(job.Prompt, job.Seed, job.Width, job.Height)
-		contentType = "image/jpeg"
-	} else {
-		img, err = render.PNG(job.Prompt, job.Seed, job.Width, job.Height)
-	}
+	img, contentType, err := render.Encode(job.Format, job.Prompt, job.Seed, job.Width, job.Height)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -355,13 +330,7 @@ func (s *Server) ArmFault(w http.ResponseWriter, r *http.Request) {
 		writeDetail(w, http.StatusUnprocessableEntity, "the body is not a valid FaultRequest: "+err.Error())
 		return
 	}
-	count, delayMS := 0, 0
-	if req.Count != nil {
-		count = *req.Count
-	}
-	if req.DelayMs != nil {
-		delayMS = *req.DelayMs
-	}
+	count, delayMS := deref(req.Count), deref(req.DelayMs)
 	if err := s.Faults.Arm(req.Kind, count, time.Duration(delayMS)*time.Millisecond); err != nil {
 		writeDetail(w, http.StatusUnprocessableEntity, err.Error())
 		return
@@ -381,8 +350,7 @@ func (s *Server) faults() bflapi.Faults {
 	for _, a := range s.Faults.Active() {
 		f := bflapi.Fault{Kind: a.Kind, Count: a.Remaining}
 		if a.Kind == bflapi.Slow {
-			ms := int(a.Delay.Milliseconds())
-			f.DelayMs = &ms
+			f.DelayMs = new(int(a.Delay.Milliseconds()))
 		}
 		if a.Kind == bflapi.IdempotencyOff {
 			out.Idempotency = false
@@ -409,6 +377,15 @@ func baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
+// deref is *p, or the zero value for an absent optional field.
+func deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
 func unixSeconds(t time.Time) float64 {
 	return float64(t.UnixMicro()) / 1e6
 }
@@ -424,11 +401,7 @@ var statusOf = map[mockflux.Code]int{
 // writeError answers {"detail": ...}. Internal errors are logged and their details kept out
 // of the response.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	code := mockflux.ErrorCode(err)
-	status, ok := statusOf[code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
+	status := cmp.Or(statusOf[mockflux.ErrorCode(err)], http.StatusInternalServerError)
 	detail := err.Error()
 	if status == http.StatusInternalServerError {
 		s.Logger.ErrorContext(r.Context(), "internal error", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -30,7 +30,8 @@ type File struct {
 func Open(path string) (*File, []json.RawMessage, error) {
 	_, statErr := os.Stat(path)
 	created := errors.Is(statErr, os.ErrNotExist)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// O_APPEND: every write lands at the end, also after a truncation, so no offset to keep.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -40,14 +41,6 @@ func Open(path string) (*File, []json.RawMessage, error) {
 	}
 	records, good, err := read(f)
 	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if err := f.Truncate(good); err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if _, err := f.Seek(good, io.SeekStart); err != nil {
 		f.Close()
 		return nil, nil, err
 	}
@@ -61,6 +54,7 @@ func Open(path string) (*File, []json.RawMessage, error) {
 	return &File{f: f, size: good}, records, nil
 }
 
+// read returns the records and the length of the good lines, cutting a torn last line off.
 func read(f *os.File) ([]json.RawMessage, int64, error) {
 	var records []json.RawMessage
 	var good int64
@@ -68,7 +62,7 @@ func read(f *os.File) ([]json.RawMessage, int64, error) {
 	for n := 1; ; n++ {
 		line, err := r.ReadBytes('\n')
 		if errors.Is(err, io.EOF) {
-			return records, good, nil // a partial last line, if any, is torn
+			return records, good, f.Truncate(good) // a partial last line, if any, is torn
 		}
 		if err != nil {
 			return nil, 0, err
@@ -106,10 +100,6 @@ func (j *File) Append(v any) error {
 
 func (j *File) rollback(cause error) error {
 	if err := j.f.Truncate(j.size); err != nil {
-		j.broken = fmt.Errorf("journal unusable after a failed append (%v): %w", cause, err)
-		return j.broken
-	}
-	if _, err := j.f.Seek(j.size, io.SeekStart); err != nil {
 		j.broken = fmt.Errorf("journal unusable after a failed append (%v): %w", cause, err)
 		return j.broken
 	}

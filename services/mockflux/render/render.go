@@ -11,6 +11,8 @@ import (
 	"image/color"
 	"image/jpeg"
 	"image/png"
+
+	"hubu.dev/hubu/proto/contract"
 )
 
 // Scale is how much smaller than the requested size the image is drawn; a mock has no
@@ -49,32 +51,21 @@ func Image(prompt string, seed int64, width, height int) *image.NRGBA {
 	return img
 }
 
-// PNG encodes the image for prompt and seed as PNG.
-func PNG(prompt string, seed int64, width, height int) ([]byte, error) {
+// Encode draws the image for prompt and seed in format (contract.FormatPNG or
+// contract.FormatJPEG; PNG for any other) and returns it with its content type.
+func Encode(format, prompt string, seed int64, width, height int) ([]byte, string, error) {
 	var buf bytes.Buffer
-	if err := png.Encode(&buf, Image(prompt, seed, width, height)); err != nil {
-		return nil, err
+	img := Image(prompt, seed, width, height)
+	if format == contract.FormatJPEG {
+		err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 90})
+		return buf.Bytes(), "image/jpeg", err
 	}
-	return buf.Bytes(), nil
-}
-
-// JPEG encodes the image for prompt and seed as JPEG.
-func JPEG(prompt string, seed int64, width, height int) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := jpeg.Encode(&buf, Image(prompt, seed, width, height), &jpeg.Options{Quality: 90}); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	err := png.Encode(&buf, img)
+	return buf.Bytes(), "image/png", err
 }
 
 func digest(prompt string, seed int64) [sha256.Size]byte {
-	h := sha256.New()
-	h.Write([]byte(prompt))
-	h.Write([]byte{0})
-	_ = binary.Write(h, binary.BigEndian, seed)
-	var out [sha256.Size]byte
-	copy(out[:], h.Sum(nil))
-	return out
+	return sha256.Sum256(binary.BigEndian.AppendUint64([]byte(prompt+"\x00"), uint64(seed)))
 }
 
 func lerp(a, b uint8, t float64) uint8 {
