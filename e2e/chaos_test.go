@@ -29,7 +29,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -47,6 +46,7 @@ import (
 
 	harness "hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu/reconcile"
 	"hubu.dev/hubu/services/gongbu/vendorkey"
 	"hubu.dev/hubu/sql/sqltest"
@@ -266,17 +266,9 @@ func (x *explorer) start() {
 	t := x.t
 	server, id, dir, idConfig := stackPlace(t)
 	t.Cleanup(func() { x.keepLogs(dir) }) // after every process stopped, before dir goes
-	ttl := "24h"
-	if x.shortTTL {
-		ttl = "6s"
-	}
 	addrs := map[string]string{}
 	for _, name := range []string{"hubu", "gongbu", "mockflux", "router", "hubu-2", "gongbu-2"} {
-		a, err := harness.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs[name] = a
+		addrs[name] = must(harness.FreeAddr())(t)
 	}
 	x.canary = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("x-key") != "" {
@@ -285,8 +277,7 @@ func (x *explorer) start() {
 		w.WriteHeader(http.StatusNotFound)
 	}))
 	t.Cleanup(x.canary.Close)
-	logger := zerolog.Nop()
-	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), logger)
+	tp := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	for _, name := range []string{"router->hubu", "router->gongbu", "hubu->gongbu", "gongbu->hubu", "gongbu->mockflux"} {
 		to := name[strings.Index(name, ">")+1:]
 		upstreams := []string{addrs[to]}
@@ -296,9 +287,7 @@ func (x *explorer) start() {
 		h := &hop{name: name}
 		for i, upstream := range upstreams {
 			p := toxiproxy.NewProxy(tp, fmt.Sprintf("%s#%d", name, i), "127.0.0.1:0", upstream)
-			if err := p.Start(); err != nil {
-				t.Fatal(err)
-			}
+			noError(t, p.Start())
 			t.Cleanup(p.Stop)
 			target, _ := url.Parse("http://" + p.Listen)
 			rp := httputil.NewSingleHostReverseProxy(target)
@@ -338,14 +327,9 @@ func (x *explorer) start() {
 	}
 	// Hubu and Gongbu reach Postgres through a proxy, which a Postgres restart stops and starts
 	// (the server itself is shared with other runs and tests).
-	pg, err := url.Parse(server)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pg := must(url.Parse(server))(t)
 	x.db = toxiproxy.NewProxy(tp, "postgres", "127.0.0.1:0", pg.Host)
-	if err := x.db.Start(); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, x.db.Start())
 	t.Cleanup(x.db.Stop)
 	su := startSuite(t, harness.Config{
 		Dir: dir, ServerURL: server, HubuDB: "hubu_chaos_" + id, GongbuDB: "gongbu_chaos_" + id, FluxIdempotent: x.idempotent,
@@ -353,7 +337,7 @@ func (x *explorer) start() {
 		Env: map[string][]string{
 			"router": {"ROUTER_IDENTITY_CONFIG=" + idConfig},
 			"gongbu": {"GONGBU_LEASE=1s"},
-			"hubu":   {"HUBU_RETRY_AFTER=1s", "HUBU_APPROVAL_TTL=" + ttl},
+			"hubu":   {"HUBU_RETRY_AFTER=1s", "HUBU_APPROVAL_TTL=" + map[bool]string{false: "24h", true: "6s"}[x.shortTTL]},
 		},
 		Via: func(from, to, u string) string {
 			if to == "postgres" {
@@ -371,13 +355,9 @@ func (x *explorer) start() {
 	if x.replicas {
 		for _, p := range []*harness.Process{su.s.Hubu, su.s.Gongbu} {
 			r := su.s.Replica(p, p.Name+"-2", addrs[p.Name+"-2"])
-			if err := r.Start(); err != nil {
-				t.Fatal(err)
-			}
+			noError(t, r.Start())
 			t.Cleanup(func() { _ = r.Stop(15 * time.Second) })
-			if err := r.WaitHealthy(context.Background(), 30*time.Second); err != nil {
-				t.Fatal(err)
-			}
+			noError(t, r.WaitHealthy(context.Background(), 30*time.Second))
 			x.replica[p.Name] = r
 		}
 	}
@@ -466,14 +446,12 @@ func (x *explorer) session(c *chaosCall) *mcp.ClientSession {
 	return x.routers[x.rng.IntN(len(x.routers))]
 }
 
-// deliver sends the call once and records what it answered.
-func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) result {
-	r, err := x.su.callWithin(cs, "generate_image", args, c.meta, 20*time.Second)
-	if err != nil {
-		return nil // no answer: the router or the connection gave up
+// deliver sends the call once and records what it answered (nothing when the router or the
+// connection gave up).
+func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) {
+	if r, err := x.su.callWithin(cs, "generate_image", args, c.meta, 20*time.Second); err == nil {
+		x.note(c, r)
 	}
-	x.note(c, r)
-	return r
 }
 
 // resume sends resume_operation for the call's operation and records what it answered.
@@ -551,14 +529,11 @@ func (x *explorer) burst(c *chaosCall) {
 	results := make([]result, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := x.su.callWithin(sessions[i], "generate_image", c.args, c.meta, 20*time.Second)
-			if err == nil {
+		wg.Go(func() {
+			if r, err := x.su.callWithin(sessions[i], "generate_image", c.args, c.meta, 20*time.Second); err == nil {
 				results[i] = r
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	for _, r := range results {
@@ -616,11 +591,10 @@ func (x *explorer) operatorChange() {
 		price := chaosPrices[model]
 		x.hubuctl("prices", "set", "--provider", "bfl", "--model", model, "--size", "*", "--amount-micros", strconv.Itoa(price+1+x.rng.IntN(price/4)))
 		defer func() {
-			for i := 0; x.hubuctl("prices", "set", "--provider", "bfl", "--model", model, "--size", "*", "--amount-micros", strconv.Itoa(price)) != nil; i++ {
-				if i == 20 {
-					x.t.Fatalf("could not put the price of %s back", model)
-				}
-				time.Sleep(500 * time.Millisecond)
+			if err := poll(time.Minute, 500*time.Millisecond, func() error {
+				return x.hubuctl("prices", "set", "--provider", "bfl", "--model", model, "--size", "*", "--amount-micros", strconv.Itoa(price))
+			}); err != nil {
+				x.t.Fatalf("could not put the price of %s back: %v", model, err)
 			}
 		}()
 	}
@@ -646,11 +620,8 @@ var chaosDecided = map[string]bool{
 // hubuctl runs an operator command; while Hubu is down or a fault is in place it may fail,
 // and the spend stays held.
 func (x *explorer) hubuctl(args ...string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.Path("hubuctl"), args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, x.su.s.HubuctlEnv()...)
-	return cmd.Run()
+	_, err := x.su.hubuctl(args...)
+	return err
 }
 
 var (
@@ -703,12 +674,7 @@ func (x *explorer) fault() {
 		point := points[x.rng.IntN(len(points))]
 		x.tally.count(&x.tally.faults, "failpoint "+point)
 		p := x.pick(procs[name])
-		_ = p.Stop(15 * time.Second)
-		<-x.dbUp
-		if err := p.Start("HUBU_FAILPOINTS=" + point); err != nil {
-			x.t.Fatal(err)
-		}
-		if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
+		if err := x.relaunch(p, "HUBU_FAILPOINTS="+point); err != nil {
 			if p.Running() || !strings.Contains(err.Error(), "killed") {
 				x.t.Fatal(err)
 			}
@@ -768,18 +734,18 @@ func (x *explorer) pick(p *harness.Process) *harness.Process {
 }
 
 // restart starts a process again (plain: no failpoint, no clock jump) and waits until it is
-// healthy; during a Postgres restart it first waits for Postgres, as an operator would.
+// healthy.
 func (x *explorer) restart(p *harness.Process, extraEnv ...string) {
-	if p.Running() {
-		_ = p.Stop(15 * time.Second)
-	}
+	noError(x.t, x.relaunch(p, extraEnv...))
+}
+
+// relaunch stops p, starts it with extraEnv and waits until it is healthy, returning why not;
+// during a Postgres restart it first waits for Postgres, as an operator would.
+func (x *explorer) relaunch(p *harness.Process, extraEnv ...string) error {
+	_ = p.Stop(15 * time.Second)
 	<-x.dbUp
-	if err := p.Start(extraEnv...); err != nil {
-		x.t.Fatal(err)
-	}
-	if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
-		x.t.Fatal(err)
-	}
+	noError(x.t, p.Start(extraEnv...))
+	return p.WaitHealthy(context.Background(), 30*time.Second)
 }
 
 // moreFault injects one of the faults added after the regression seeds were found, drawn
@@ -863,10 +829,7 @@ func (x *explorer) clearHop(h *hop) {
 // terminateBackends kills every Postgres connection of the stack's two databases.
 func (x *explorer) terminateBackends() {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, sqltest.ServerURL(x.t))
-	if err != nil {
-		x.t.Fatal(err)
-	}
+	conn := must(pgx.Connect(ctx, sqltest.ServerURL(x.t)))(x.t)
 	defer conn.Close(ctx)
 	u1, _ := url.Parse(x.su.s.HubuDBURL)
 	u2, _ := url.Parse(x.su.s.GongbuDBURL)
@@ -1075,12 +1038,8 @@ func (x *explorer) check() {
 
 // chargesByKey is the amount of each of the provider's charges, per idempotency key.
 func (x *explorer) chargesByKey() map[string][]int64 {
-	resp, err := x.su.flux.ListChargesWithResponse(context.Background())
-	if err != nil || resp.JSON200 == nil {
-		x.t.Fatalf("charges: %v", err)
-	}
 	out := map[string][]int64{}
-	for _, c := range resp.JSON200.Charges {
+	for _, c := range x.su.charges().Charges {
 		if c.IdempotencyKey != nil {
 			out[*c.IdempotencyKey] = append(out[*c.IdempotencyKey], c.AmountMicros)
 		}
@@ -1090,25 +1049,22 @@ func (x *explorer) chargesByKey() map[string][]int64 {
 
 // indeterminateCause is the first clause of the execution's error, which names its cause.
 func (x *explorer) indeterminateCause(id uuid.UUID) string {
-	c := x.su.s.Credentials
-	var e struct {
-		Error string `json:"error"`
-	}
+	asHubu := must(gongbuapi.NewClientWithResponses(x.su.s.Gongbu.URL(),
+		gongbuapi.WithHTTPClient(&http.Client{Transport: harness.Bearer(x.su.s.Credentials.HubuAtGongbuToken)})))(x.t)
+	var e string
 	x.eventually("read execution "+id.String(), func() error {
-		req, _ := http.NewRequest(http.MethodGet, x.su.s.Gongbu.URL()+"/v1/executions/"+id.String(), nil)
-		req.Header.Set("Authorization", "Bearer "+c.HubuAtGongbuToken)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		resp, err := asHubu.GetExecutionWithResponse(context.Background(), id)
+		switch {
+		case err != nil:
 			return err
+		case resp.JSON200 == nil:
+			return fmt.Errorf("%s: %s", resp.Status(), resp.Body)
+		case resp.JSON200.Error != nil:
+			e = *resp.JSON200.Error
 		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %s", resp.Status, body)
-		}
-		return json.Unmarshal(body, &e)
+		return nil
 	})
-	cause, _, _ := strings.Cut(e.Error, ": ")
+	cause, _, _ := strings.Cut(e, ": ")
 	cause, _, _ = strings.Cut(cause, " (")
 	cause, _, _ = strings.Cut(cause, ";")
 	return cause

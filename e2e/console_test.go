@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -71,10 +72,7 @@ func TestSuiteConsoleApproval(t *testing.T) {
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
-	dir := os.Getenv("HUBU_TEST_ARTIFACTS")
-	if dir == "" {
-		dir = t.TempDir()
-	}
+	dir := cmp.Or(os.Getenv("HUBU_TEST_ARTIFACTS"), t.TempDir())
 	if err := os.MkdirAll(dir, 0o755); err == nil {
 		_ = os.WriteFile(filepath.Join(dir, "console-pending-e2e.png"), png, 0o644)
 	}
@@ -99,7 +97,7 @@ func TestSuiteConsoleApproval(t *testing.T) {
 		t.Fatalf("resume of the denied spend: %v", r)
 	}
 	su.settleAndReconcile(1)
-	if _, total := su.charges(); total != 60_000 {
+	if total := su.charges().TotalMicros; total != 60_000 {
 		t.Fatalf("charged %d micros, want the approved 60000 only", total)
 	}
 }

@@ -34,11 +34,7 @@ func TestDocsLinks(t *testing.T) {
 		return a
 	}
 	for _, doc := range docs {
-		b, err := os.ReadFile(doc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+		for _, m := range link.FindAllStringSubmatch(string(must(os.ReadFile(doc))(t)), -1) {
 			target := m[1]
 			if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
 				continue

@@ -36,10 +36,7 @@ func TestSpendEndToEnd(t *testing.T) {
 	if err != nil || exec.JSON200 == nil || exec.JSON200.State != gongbuapi.Succeeded || exec.JSON200.Result == nil {
 		t.Fatalf("execution: %v %s", err, exec.Body)
 	}
-	resp, err := http.Get(exec.JSON200.Result.ImageUrl)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := must(http.Get(exec.JSON200.Result.ImageUrl))(t)
 	img, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if _, err := png.Decode(bytes.NewReader(img)); err != nil {
@@ -164,10 +161,7 @@ func TestCrashWhileSubmitting(t *testing.T) {
 				if x.State != gongbuapi.Indeterminate {
 					t.Fatalf("after takeover without idempotency: %+v", x)
 				}
-				for range 3 {
-					s.clock.Advance(lease)
-					s.tick()
-				}
+				s.later(3, lease)
 				// The dead Gongbu's one charge, and no resubmission.
 				s.requireIndeterminateHeld(op)
 				return
@@ -197,8 +191,7 @@ func TestChargeThenNoAnswer(t *testing.T) {
 					if x := s.execution(op); x.State != gongbuapi.Indeterminate {
 						t.Fatalf("without idempotency: %+v", x)
 					}
-					s.clock.Advance(lease)
-					s.tick()
+					s.later(1, lease)
 					s.requireIndeterminateHeld(op)
 					return
 				}

@@ -33,7 +33,7 @@ func TestSuiteWeakAndCollidingCallIDs(t *testing.T) {
 
 	const id = "call_e2e_conversation_0123456"
 	first := su.mustSucceed(stdio, foxArgs, in(id, "thread-e2e-first-3c7a"), "first")
-	charges, _ := su.charges()
+	charges := su.charges().Count
 	authorizations := su.authorizations()
 	for name, cs := range map[string]*mcp.ClientSession{"stdio": stdio, "http": web} {
 		if r := su.mustCall(cs, "generate_image", foxArgs, in(id, "thread-e2e-other-9b21")); r.code() != "identity_conflict" || r.handle() != "" {
@@ -43,7 +43,7 @@ func TestSuiteWeakAndCollidingCallIDs(t *testing.T) {
 			t.Fatalf("%s: the redelivery in its own conversation: %v", name, r)
 		}
 	}
-	if n, _ := su.charges(); n != charges {
+	if n := su.charges().Count; n != charges {
 		t.Fatalf("%d charges after refused calls, was %d", n, charges)
 	}
 	if n := su.authorizations(); n != authorizations {
@@ -58,11 +58,8 @@ func TestSuiteWeakAndCollidingCallIDs(t *testing.T) {
 func (su *suite) httpRouter() *mcp.ClientSession {
 	su.t.Helper()
 	hc := &http.Client{Transport: harness.Bearer(su.s.Credentials.RouterMCPToken)}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-http"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: su.s.Router.URL() + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
-	if err != nil {
-		su.t.Fatal(err)
-	}
+	cs := must(mcp.NewClient(&mcp.Implementation{Name: "e2e-http"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: su.s.Router.URL() + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil))(su.t)
 	su.t.Cleanup(func() { cs.Close() })
 	return cs
 }

@@ -114,7 +114,6 @@ type inProcess struct {
 	gate        *gate  // between Gongbu and mockflux, with inProcessOptions.gate
 	gongbuStore *gongbupg.Store
 	gongbu      *execution.Service
-	flux        *mockflux.Provider
 	faults      *fault.Set
 	gongbuURL   string
 	fluxURL     string
@@ -150,12 +149,9 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	s := &inProcess{t: t, clock: testclock.At(time.Now().UTC().Truncate(time.Second))}
 
 	// mockflux
-	fp, err := mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fp := must(mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now}))(t)
 	t.Cleanup(func() { _ = fp.Close() })
-	s.flux, s.faults = fp, &fault.Set{}
+	s.faults = &fault.Set{}
 	fluxTS := httptest.NewServer((&fluxhttp.Server{Provider: fp, Faults: s.faults, Now: s.clock.Now}).Handler())
 	t.Cleanup(fluxTS.Close)
 	s.fluxURL = fluxTS.URL
@@ -167,10 +163,7 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 
 	// Hubu
 	s.gongbuToken = "hubu-to-gongbu-" + t.Name()
-	gx, err := gongbuexec.New(s.gongbuURL, s.gongbuToken, &http.Client{Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gx := must(gongbuexec.New(s.gongbuURL, s.gongbuToken, &http.Client{Timeout: 30 * time.Second}))(t)
 	s.handoff = &pausable{inner: gx}
 	s.hubu = hubutest.New(t, &hubutest.Options{Clock: s.clock, Executor: s.handoff})
 
@@ -181,32 +174,18 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	// wipeGongbu loses Gongbu's rows as a restore from an older backup would, followed by the
 	// `gongbu renew-epoch` the runbook asks for (dated on the shared clock).
 	s.wipeGongbu = func(t *testing.T) {
-		if _, err := gongbuPool.Exec(ctx, "DELETE FROM executions"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := gongbuPool.Exec(ctx, "UPDATE database_epoch SET id = gen_random_uuid(), began_at = $1", s.clock.Now()); err != nil {
-			t.Fatal(err)
-		}
+		must(gongbuPool.Exec(ctx, "DELETE FROM executions"))(t)
+		must(gongbuPool.Exec(ctx, "UPDATE database_epoch SET id = gen_random_uuid(), began_at = $1", s.clock.Now()))(t)
 	}
-	s.authority, err = hubulink.New(s.hubu.URL, s.hubu.ServiceToken, &http.Client{Timeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.authority = must(hubulink.New(s.hubu.URL, s.hubu.ServiceToken, &http.Client{Timeout: 30 * time.Second}))(t)
 	fluxForGongbu := s.fluxURL
 	if opts.gate {
-		target, err := url.Parse(s.fluxURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.gate = &gate{proxy: httputil.NewSingleHostReverseProxy(target)}
+		s.gate = &gate{proxy: httputil.NewSingleHostReverseProxy(must(url.Parse(s.fluxURL))(t))}
 		gateTS := httptest.NewServer(s.gate)
 		t.Cleanup(gateTS.Close)
 		fluxForGongbu = gateTS.URL
 	}
-	adapter, err := flux.New(fluxForGongbu, "test-key", opts.fluxIdempotent, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	adapter := must(flux.New(fluxForGongbu, "test-key", opts.fluxIdempotent, 30*time.Second))(t)
 	s.gongbu = &execution.Service{
 		Store: s.gongbuStore, Providers: map[string]gongbu.Provider{"bfl": adapter}, Authority: s.authority,
 		Now: s.clock.Now, Lease: lease, PollInterval: pollInterval, PollDeadline: 10 * time.Minute,
@@ -216,20 +195,13 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	gongbuTS.Start()
 
 	// Clients; every response of Hubu and Gongbu is checked against its spec.
-	gongbuDoc, err := gongbuapi.GetSpec()
-	if err != nil {
-		t.Fatal(err)
-	}
-	gongbuHTTP := &http.Client{Transport: apitest.NewTransport(t, gongbuDoc, nil), Timeout: 30 * time.Second}
+	gongbuHTTP := &http.Client{Transport: apitest.NewTransport(t, must(gongbuapi.GetSpec())(t), nil), Timeout: 30 * time.Second}
 	agent, other := s.hubu.NewAgent(t, "agent", nil), s.hubu.NewAgent(t, "other", nil)
 	s.agent = agent.Client
 	s.agentGongbu = mustGongbuClient(t, s.gongbuURL, agent.Token, gongbuHTTP)
 	s.otherGongbu = mustGongbuClient(t, s.gongbuURL, other.Token, gongbuHTTP)
 	s.asHubu = mustGongbuClient(t, s.gongbuURL, s.gongbuToken, gongbuHTTP)
-	s.fluxAdmin, err = bflapi.NewClientWithResponses(s.fluxURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s.fluxAdmin = must(bflapi.NewClientWithResponses(s.fluxURL))(t)
 	if !opts.fluxIdempotent {
 		s.arm(bflapi.IdempotencyOff, 0)
 	}
@@ -237,14 +209,10 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 }
 
 func mustGongbuClient(t *testing.T, url, token string, hc *http.Client) *gongbuapi.ClientWithResponses {
-	c, err := gongbuapi.NewClientWithResponses(url, gongbuapi.WithHTTPClient(hc), gongbuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+	return must(gongbuapi.NewClientWithResponses(url, gongbuapi.WithHTTPClient(hc), gongbuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+token)
 		return nil
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	})))(t)
 }
 
 // spend authorizes a new generate_image call through Hubu as the router would send it.
@@ -257,7 +225,6 @@ func (s *inProcess) spend(model string) hubuapi.Operation {
 	return *resp.JSON201
 }
 
-// operation reads an operation from Hubu.
 func (s *inProcess) operation(handle string) hubuapi.Operation {
 	s.t.Helper()
 	resp, err := s.agent.GetOperationWithResponse(context.Background(), handle)
@@ -270,11 +237,7 @@ func (s *inProcess) operation(handle string) hubuapi.Operation {
 // issued is the decision as Hubu issued it, read as Gongbu reads it.
 func (s *inProcess) issued(op hubuapi.Operation) gongbu.Issued {
 	s.t.Helper()
-	d, err := s.authority.Decision(context.Background(), *op.DecisionId)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return d
+	return must(s.authority.Decision(context.Background(), *op.DecisionId))(s.t)
 }
 
 // decision is the issued decision in the shape Hubu hands to Gongbu.
@@ -342,11 +305,7 @@ func (s *inProcess) submitAtProvider(model, prompt string, size int, key *string
 func (s *inProcess) resendDecisions() int {
 	s.t.Helper()
 	s.clock.Advance(11 * time.Second)
-	n, err := s.hubu.Lifecycle.Recover(context.Background())
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return n
+	return must(s.hubu.Lifecycle.Recover(context.Background()))(s.t)
 }
 
 // requireSettledOnce settles the operation and requires a flux-dev spend charged once: it
@@ -379,26 +338,16 @@ func (s *inProcess) requireIndeterminateHeld(op hubuapi.Operation) {
 
 func (s *inProcess) arm(kind bflapi.FaultKind, count int) {
 	s.t.Helper()
-	if err := s.faults.Arm(kind, count, 0); err != nil {
-		s.t.Fatal(err)
-	}
+	noError(s.t, s.faults.Arm(kind, count, 0))
 }
 
 // reconcile compares Hubu's captures, Gongbu's executions and mockflux's charges.
 func (s *inProcess) reconcile() reconcile.Report {
 	s.t.Helper()
-	src, err := reconcile.NewSources(s.hubu.URL, s.hubu.ServiceToken, s.gongbuURL, s.gongbuToken, s.fluxURL, http.DefaultClient)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	r, err := reconcile.Run(context.Background(), src)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return r
+	src := must(reconcile.NewSources(s.hubu.URL, s.hubu.ServiceToken, s.gongbuURL, s.gongbuToken, s.fluxURL, http.DefaultClient))(s.t)
+	return must(reconcile.Run(context.Background(), src))(s.t)
 }
 
-// mustAgree fails the test unless the three records agree.
 func (s *inProcess) mustAgree() {
 	s.t.Helper()
 	if r := s.reconcile(); len(r.Mismatches) != 0 {
@@ -418,8 +367,15 @@ func (s *inProcess) reconcileCommand() (string, error) {
 // tick runs Gongbu's background pass once.
 func (s *inProcess) tick() {
 	s.t.Helper()
-	if err := s.gongbu.Tick(context.Background()); err != nil {
-		s.t.Fatal(err)
+	noError(s.t, s.gongbu.Tick(context.Background()))
+}
+
+// later advances the clock by step, then runs Gongbu's background pass; n times.
+func (s *inProcess) later(n int, step time.Duration) {
+	s.t.Helper()
+	for range n {
+		s.clock.Advance(step)
+		s.tick()
 	}
 }
 

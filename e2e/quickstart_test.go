@@ -51,10 +51,7 @@ func TestQuickStart(t *testing.T) {
 // readmeQuickStart is the fenced block after the README's quickstart marker.
 func readmeQuickStart(t *testing.T, root string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := must(os.ReadFile(filepath.Join(root, "README.md")))(t)
 	_, rest, ok := strings.Cut(string(b), "<!-- quickstart:")
 	if !ok {
 		t.Fatal("README.md has no <!-- quickstart: ... --> marker")
@@ -70,10 +67,7 @@ func readmeQuickStart(t *testing.T, root string) []string {
 var publicHandle = regexp.MustCompile(`hubu:public-operation:v1:[A-Za-z0-9_-]+`)
 
 func quickStart(t *testing.T, shell string) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
+	root := must(filepath.Abs(".."))(t)
 	lines := readmeQuickStart(t, root)
 	if lines[len(lines)-1] != "make down" {
 		t.Fatalf("the README's quick start should end with make down: %q", lines)
@@ -81,18 +75,12 @@ func quickStart(t *testing.T, shell string) {
 
 	// A checkout made of links to this one, with its own bin/ and .hubu/.
 	work := t.TempDir()
-	entries, err := os.ReadDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
+	for _, e := range must(os.ReadDir(root))(t) {
 		switch e.Name() {
 		case ".git", ".hubu", "bin":
 			continue
 		}
-		if err := os.Symlink(filepath.Join(root, e.Name()), filepath.Join(work, e.Name())); err != nil {
-			t.Fatal(err)
-		}
+		noError(t, os.Symlink(filepath.Join(root, e.Name()), filepath.Join(work, e.Name())))
 	}
 
 	// make up, in the first terminal.
@@ -101,28 +89,19 @@ func quickStart(t *testing.T, shell string) {
 	t.Cleanup(func() { _ = harness.DropDatabases(context.Background(), server, "hubu_"+name, "gongbu_"+name) })
 	// The environment of a person's terminal (HOME, Go's settings), without the test's own
 	// settings, plus where this stack lives; the shell keeps no history.
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TEST_DATABASE_URL=") && !strings.HasPrefix(kv, "HUBU_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
-			env = append(env, kv)
-		}
-	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "TEST_DATABASE_URL=") || strings.HasPrefix(kv, "HUBU_") || strings.HasPrefix(kv, "DATABASE_URL=")
+	})
 	env = append(env, "HISTFILE=/dev/null", "DATABASE_URL="+server, "HUBU_STACK_NAME="+name)
 	for _, k := range []string{"HUBU_STACK_HUBU_ADDR", "HUBU_STACK_GONGBU_ADDR", "HUBU_STACK_MOCKFLUX_ADDR", "HUBU_STACK_ROUTER_ADDR"} {
-		a, err := harness.FreeAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		env = append(env, k+"="+a)
+		env = append(env, k+"="+must(harness.FreeAddr())(t))
 	}
 	up := exec.Command("make", "up")
 	up.Dir, up.Env = work, env
 	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var upOut testlog.Buffer
 	up.Stdout, up.Stderr = &upOut, &upOut
-	if err := up.Start(); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, up.Start())
 	upDone := make(chan error, 1)
 	go func() { upDone <- up.Wait() }()
 	t.Cleanup(func() {
@@ -147,9 +126,7 @@ func quickStart(t *testing.T, shell string) {
 	// The second terminal. A stub claude records what `claude mcp add` was given.
 	stubs := t.TempDir()
 	claudeArgs := filepath.Join(stubs, "claude-args")
-	if err := os.WriteFile(filepath.Join(stubs, "claude"), []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > "+harness.ShellWord(claudeArgs)+"\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, os.WriteFile(filepath.Join(stubs, "claude"), []byte("#!/bin/sh\nprintf '%s\\n' \"$@\" > "+harness.ShellWord(claudeArgs)+"\n"), 0o755))
 	term := startShell(t, shell, work, append(slices.Clone(env), "PATH="+stubs+":"+os.Getenv("PATH")))
 
 	handle := ""
@@ -241,15 +218,11 @@ func codexCommand(t *testing.T, banner string) []string {
 	var command string
 	var args []string
 	for _, l := range strings.Split(banner, "\n") {
-		l = strings.TrimSpace(l)
-		if v, ok := strings.CutPrefix(l, "command = "); ok {
-			if err := json.Unmarshal([]byte(v), &command); err != nil {
-				t.Fatalf("Codex config: command = %s: %v", v, err)
-			}
-		}
-		if v, ok := strings.CutPrefix(l, "args = "); ok {
-			if err := json.Unmarshal([]byte(v), &args); err != nil {
-				t.Fatalf("Codex config: args = %s: %v", v, err)
+		for prefix, into := range map[string]any{"command = ": &command, "args = ": &args} {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), prefix); ok {
+				if err := json.Unmarshal([]byte(v), into); err != nil {
+					t.Fatalf("Codex config: %s%s: %v", prefix, v, err)
+				}
 			}
 		}
 	}
@@ -297,9 +270,7 @@ func readLines(t *testing.T, path string) []string {
 	if os.IsNotExist(err) {
 		return nil
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	noError(t, err)
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
 
@@ -318,18 +289,11 @@ func startShell(t *testing.T, name, dir string, env []string) *interactiveShell 
 	cmd := exec.Command(name, args...)
 	cmd.Dir, cmd.Env = dir, env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // no controlling terminal to take over
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := must(cmd.StdinPipe())(t)
 	pr, pw, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	noError(t, err)
 	cmd.Stdout, cmd.Stderr = pw, pw
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, cmd.Start())
 	pw.Close()
 	t.Cleanup(func() {
 		in.Close()
@@ -388,10 +352,7 @@ func (sh *interactiveShell) run(t *testing.T, line string) string {
 // it: otherwise that process would answer the new stack's health checks.
 func TestStackRefusesATakenPort(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ln := must(net.Listen("tcp", "127.0.0.1:0"))(t)
 	defer ln.Close()
 	server, id, dir, _ := stackPlace(t)
 	t.Cleanup(func() { _ = harness.DropDatabases(context.Background(), server, "hubu_port_"+id, "gongbu_port_"+id) })

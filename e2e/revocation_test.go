@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -26,7 +27,7 @@ func TestSuiteRevokedAgentIsChargedNothing(t *testing.T) {
 	id := su.credentialID(t, hubuapi.CredentialKindAgent, "demo")
 	su.hubuctlOK(t, "credentials", "revoke", id)
 
-	charges, total := su.charges()
+	before := su.charges()
 	operations := su.hubuOperations(t)
 	crane := `{"prompt":"a paper crane","model":"flux-dev","width":1024,"height":1024}`
 	r := su.mustCall(cs, "generate_image", crane, codexMeta("call_after_revocation"))
@@ -34,8 +35,8 @@ func TestSuiteRevokedAgentIsChargedNothing(t *testing.T) {
 	if r.code() != "backend_unavailable" || !strings.Contains(msg, "agent token: an operator revoked it") {
 		t.Fatalf("a revoked agent's spend: %v", r)
 	}
-	if n, m := su.charges(); n != charges || m != total {
-		t.Fatalf("a revoked agent was charged: %d charges (%d micros), was %d (%d)", n, m, charges, total)
+	if after := su.charges(); after.Count != before.Count || after.TotalMicros != before.TotalMicros {
+		t.Fatalf("a revoked agent was charged: %d charges (%d micros), was %d (%d)", after.Count, after.TotalMicros, before.Count, before.TotalMicros)
 	}
 	if n := su.hubuOperations(t); n != operations {
 		t.Fatalf("Hubu recorded %d operations for a revoked agent's request, was %d", n, operations)
@@ -75,9 +76,7 @@ func TestSuiteServiceCredentialRotation(t *testing.T) {
 	}
 	// Gongbu still holds the old token: within the overlap it works.
 	su.mustSucceed(cs, foxArgs, codexMeta("call_with_the_old_token"), "a spend within the overlap, Gongbu on the old token")
-	if err := su.s.Gongbu.Restart(ctx, false, "GONGBU_HUBU_TOKEN="+rot.Token); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, su.s.Gongbu.Restart(ctx, false, "GONGBU_HUBU_TOKEN="+rot.Token))
 	su.extraSecrets = append(su.extraSecrets, su.s.Credentials.GongbuAtHubuToken)
 	su.s.Credentials.GongbuAtHubuToken = rot.Token // what the closing reconciliation uses
 	su.hubuctlOK(t, "credentials", "revoke", id)
@@ -86,29 +85,35 @@ func TestSuiteServiceCredentialRotation(t *testing.T) {
 	su.settleAndReconcile(2)
 }
 
-// hubuctlOK runs hubuctl against the stack as its operator and returns its output.
-func (su *suite) hubuctlOK(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(bin.Path("hubuctl"), args...)
+// hubuctl runs hubuctl against the stack as its operator (bounded) and returns its output; a
+// failure's error carries what it said on stderr.
+func (su *suite) hubuctl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin.Path("hubuctl"), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, su.s.HubuctlEnv()...)
 	out, err := cmd.Output()
-	if err != nil {
-		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
-			stderr = ee.Stderr
-		}
-		t.Fatalf("hubuctl %s: %v %s", strings.Join(args[:min(2, len(args))], " "), err, stderr)
+	if ee, ok := err.(*exec.ExitError); ok {
+		err = fmt.Errorf("%v %s", err, ee.Stderr)
 	}
-	return string(out)
+	return string(out), err
+}
+
+// hubuctlOK is hubuctl that fails the test unless the command succeeds.
+func (su *suite) hubuctlOK(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := su.hubuctl(args...)
+	if err != nil {
+		t.Fatalf("hubuctl %s: %v", strings.Join(args[:min(2, len(args))], " "), err)
+	}
+	return out
 }
 
 // credentialID is the id of the one active credential of that kind and name, from hubuctl.
 func (su *suite) credentialID(t *testing.T, kind hubuapi.CredentialKind, name string) string {
 	t.Helper()
 	var list hubuapi.CredentialList
-	if err := json.Unmarshal([]byte(su.hubuctlOK(t, "credentials", "list", "--json")), &list); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, json.Unmarshal([]byte(su.hubuctlOK(t, "credentials", "list", "--json")), &list))
 	for _, c := range list.Credentials {
 		if c.Kind == kind && c.Name == name && c.State == hubuapi.CredentialStateActive {
 			return c.Id.String()
@@ -122,14 +127,9 @@ func (su *suite) credentialID(t *testing.T, kind hubuapi.CredentialKind, name st
 func (su *suite) hubuOperations(t *testing.T) int {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, su.s.HubuDBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := must(pgx.Connect(ctx, su.s.HubuDBURL))(t)
 	defer conn.Close(ctx)
 	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM operations").Scan(&n); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, conn.QueryRow(ctx, "SELECT count(*) FROM operations").Scan(&n))
 	return n
 }

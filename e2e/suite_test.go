@@ -70,10 +70,7 @@ func newSuiteWith(t *testing.T, idempotent bool) *suite {
 // for secrets and drops the stack's databases.
 func startSuite(t *testing.T, cfg harness.Config) *suite {
 	t.Helper()
-	s, err := harness.Start(context.Background(), bin, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := must(harness.Start(context.Background(), bin, cfg))(t)
 	su := &suite{t: t, s: s}
 	t.Cleanup(func() {
 		s.Stop()
@@ -107,9 +104,7 @@ func stackPlace(t *testing.T) (server, id, dir, idConfig string) {
 	id = strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	dir = t.TempDir()
 	idConfig = filepath.Join(dir, "identity.json")
-	if err := os.WriteFile(idConfig, []byte(`{"platforms":{"acme":{}}}`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, os.WriteFile(idConfig, []byte(`{"platforms":{"acme":{}}}`), 0o600))
 	return server, id, dir, idConfig
 }
 
@@ -120,7 +115,6 @@ func (su *suite) router(extraEnv ...string) *mcp.ClientSession {
 	return su.routerWaiting(20*time.Second, extraEnv...)
 }
 
-// routerWaiting is router with another --wait.
 func (su *suite) routerWaiting(wait time.Duration, extraEnv ...string) *mcp.ClientSession {
 	su.t.Helper()
 	return su.routerFor(su.s.Credentials.AgentToken, wait, nil, extraEnv...)
@@ -133,16 +127,10 @@ func (su *suite) routerFor(agentToken string, wait time.Duration, extraArgs []st
 	args := append(su.s.RouterArgs("--wait", wait.String(), "--identity-config", filepath.Join(su.s.Config.Dir, "identity.json")), extraArgs...)
 	cmd := exec.Command(bin.Path("hubu-unified-mcp"), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HUBU_AGENT_TOKEN=" + agentToken}, extraEnv...)
-	logf, err := os.OpenFile(filepath.Join(su.s.Config.Dir, "router-stdio.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		su.t.Fatal(err)
-	}
+	logf := must(os.OpenFile(filepath.Join(su.s.Config.Dir, "router-stdio.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600))(su.t)
 	su.t.Cleanup(func() { logf.Close() })
 	cmd.Stderr = logf
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil)
-	if err != nil {
-		su.t.Fatal(err)
-	}
+	cs := must(mcp.NewClient(&mcp.Implementation{Name: "e2e"}, nil).Connect(context.Background(), &mcp.CommandTransport{Command: cmd}, nil))(su.t)
 	su.t.Cleanup(func() { cs.Close() })
 	return cs
 }
@@ -163,7 +151,6 @@ func (su *suite) call(cs *mcp.ClientSession, tool, args string, meta map[string]
 	return su.callWithin(cs, tool, args, meta, 60*time.Second)
 }
 
-// callWithin is call with a bound of its own.
 func (su *suite) callWithin(cs *mcp.ClientSession, tool, args string, meta map[string]any, bound time.Duration) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
@@ -204,24 +191,21 @@ func (su *suite) mustSucceed(cs *mcp.ClientSession, args string, meta map[string
 	return r
 }
 
-// charges is mockflux's ledger: how many charges and their total.
-func (su *suite) charges() (int, int64) {
+// charges is mockflux's ledger.
+func (su *suite) charges() bflapi.Charges {
 	su.t.Helper()
 	resp, err := su.flux.ListChargesWithResponse(context.Background())
 	if err != nil || resp.JSON200 == nil {
 		su.t.Fatalf("charges: %v", err)
 	}
-	return resp.JSON200.Count, resp.JSON200.TotalMicros
+	return *resp.JSON200
 }
 
 // authorizations counts the authorization requests Hubu has served since its last start,
 // from its Prometheus metrics.
 func (su *suite) authorizations() int {
 	su.t.Helper()
-	resp, err := http.Get(su.s.Hubu.URL() + "/metrics")
-	if err != nil {
-		su.t.Fatal(err)
-	}
+	resp := must(http.Get(su.s.Hubu.URL() + "/metrics"))(su.t)
 	defer resp.Body.Close()
 	n := 0
 	sc := bufio.NewScanner(resp.Body)
@@ -271,6 +255,23 @@ func (su *suite) settleAndReconcile(want int) {
 	}
 }
 
+// must returns v, failing the test at once when err is set: must(f())(t).
+func must[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		noError(t, err)
+		return v
+	}
+}
+
+// noError fails the test at once when err is set.
+func noError(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // poll calls f until it returns nil or bound has passed, pausing between calls; it returns
 // f's last error.
 func poll(bound, pause time.Duration, f func() error) error {
@@ -288,12 +289,8 @@ func poll(bound, pause time.Duration, f func() error) error {
 func (su *suite) sources() *reconcile.HTTPSources {
 	su.t.Helper()
 	c := su.s.Credentials
-	src, err := reconcile.NewSources(su.s.Hubu.URL(), c.GongbuAtHubuToken, su.s.Gongbu.URL(), c.HubuAtGongbuToken, su.s.Flux.URL(),
-		&http.Client{Timeout: 10 * time.Second})
-	if err != nil {
-		su.t.Fatal(err)
-	}
-	return src
+	return must(reconcile.NewSources(su.s.Hubu.URL(), c.GongbuAtHubuToken, su.s.Gongbu.URL(), c.HubuAtGongbuToken, su.s.Flux.URL(),
+		&http.Client{Timeout: 10 * time.Second}))(su.t)
 }
 
 // reconcileReport compares the three records, as `gongbu reconcile` does.
@@ -320,18 +317,14 @@ func (su *suite) scanForSecrets() {
 	c := su.s.Credentials
 	secrets := append([]string{c.OperatorToken, c.GongbuAtHubuToken, c.HubuAtGongbuToken, c.RouterMCPToken, c.AgentToken, c.FluxKey}, su.extraSecrets...)
 	// Every process's log (replicas' too: hubu-2.log, say), then every MCP response.
-	logs := []string{"hubu.log", "gongbu.log", "mockflux.log", "router.log", "router-stdio.log"}
-	replicas, _ := filepath.Glob(filepath.Join(su.s.Config.Dir, "*-[0-9].log"))
-	for _, path := range replicas {
-		logs = append(logs, filepath.Base(path))
-	}
+	logs, _ := filepath.Glob(filepath.Join(su.s.Config.Dir, "*.log"))
 	var texts, where []string
-	for _, name := range logs {
-		_, raw, err := harness.LogLines(filepath.Join(su.s.Config.Dir, name))
+	for _, path := range logs {
+		_, raw, err := harness.LogLines(path)
 		if err != nil {
 			su.t.Error(err)
 		}
-		texts, where = append(texts, raw), append(where, name)
+		texts, where = append(texts, raw), append(where, filepath.Base(path))
 	}
 	su.mu.Lock()
 	for i, text := range su.texts {
@@ -393,7 +386,7 @@ func TestSuiteRedeliveryAndNewCalls(t *testing.T) {
 	if after := su.authorizations(); after != before {
 		t.Fatalf("redeliveries reached Hubu: %d authorizations, want %d", after, before)
 	}
-	if n, _ := su.charges(); n != 1 {
+	if n := su.charges().Count; n != 1 {
 		t.Fatalf("%d charges after redeliveries", n)
 	}
 	if r := su.mustCall(cs, "generate_image", foxArgs, codexMeta("call_r2SC98iSYjStjFbImSym16zu")); r["status"] != "succeeded" || r.handle() == first.handle() {
@@ -475,7 +468,7 @@ func TestSuiteApproval(t *testing.T) {
 	if r := su.mustCall(cs, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, handle), nil); r.code() != "approval_required" {
 		t.Fatalf("resume before approval: %v", r)
 	}
-	if n, _ := su.charges(); n != 0 {
+	if n := su.charges().Count; n != 0 {
 		t.Fatal("a held spend was charged")
 	}
 	su.hubuctlOK(t, "approve", handle)
@@ -485,7 +478,7 @@ func TestSuiteApproval(t *testing.T) {
 	su.mustCall(cs, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, handle), nil)
 	su.mustCall(cs, "generate_image", ultra, codexMeta("call_bigv9JUqrQ1pHBTXkF8mF1vn"))
 	su.settleAndReconcile(1)
-	if _, total := su.charges(); total != 60_000 {
+	if total := su.charges().TotalMicros; total != 60_000 {
 		t.Fatalf("charged %d micros, want the one 60000", total)
 	}
 }
@@ -512,21 +505,14 @@ func TestSuiteRouterCrashes(t *testing.T) {
 // waits for the service to die there; then it restarts the service without the failpoint.
 func (su *suite) crashAt(p *harness.Process, point, callID string) {
 	su.t.Helper()
-	if err := p.Restart(context.Background(), false, "HUBU_FAILPOINTS="+point); err != nil {
-		su.t.Fatal(err)
-	}
+	noError(su.t, p.Restart(context.Background(), false, "HUBU_FAILPOINTS="+point))
 	cs := su.routerWaiting(2 * time.Second)
 	r, err := su.call(cs, "generate_image", foxArgs, codexMeta(callID))
 	if exitErr := p.WaitExit(30 * time.Second); exitErr == nil || !strings.Contains(exitErr.Error(), "killed") {
 		su.t.Fatalf("%s: %s did not crash at the failpoint (%v); the call answered %v %v", point, p.Name, exitErr, r, err)
 	}
 	su.requireFailpointIn(p.LogPath, point)
-	if err := p.Start(); err != nil {
-		su.t.Fatal(err)
-	}
-	if err := p.WaitHealthy(context.Background(), 30*time.Second); err != nil {
-		su.t.Fatal(err)
-	}
+	noError(su.t, p.Restart(context.Background(), false))
 }
 
 // requireFailpointIn fails unless the log says the process died at point: a process killed
@@ -659,12 +645,9 @@ func TestSuiteDemo(t *testing.T) {
 	t.Parallel()
 	su := newSuite(t)
 	envFile := filepath.Join(su.s.Config.Dir, "stack.env")
-	if err := su.s.WriteEnvFile(envFile); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, su.s.WriteEnvFile(envFile))
 	png := filepath.Join(t.TempDir(), "demo.png")
-	cmd := exec.Command(bin.Path("hubu-demo"), "--env", envFile, "--out", png)
-	out, err := cmd.CombinedOutput()
+	out, err := exec.Command(bin.Path("hubu-demo"), "--env", envFile, "--out", png).CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}

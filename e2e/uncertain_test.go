@@ -33,10 +33,7 @@ func TestRefusedResubmissionKeepsTheHold(t *testing.T) {
 			// the refusal.
 			s.gate.refuseNext(http.StatusServiceUnavailable)
 			s.gate.refuseNext(status)
-			for range 3 {
-				s.clock.Advance(lease + pollInterval)
-				s.tick()
-			}
+			s.later(3, lease+pollInterval)
 			x := s.execution(op)
 			if x.State != gongbuapi.Indeterminate || x.Reported == nil || *x.Reported || x.ChargedMicros != nil {
 				t.Fatalf("after the refused resubmission: %+v", x)
@@ -86,10 +83,7 @@ func TestKeyReusedIsNoRefusal(t *testing.T) {
 	if o := s.operation(op.PublicHandle); o.HeldMicros != 25_000 || o.State == hubuapi.OperationStateFailed {
 		t.Fatalf("Hubu after the 422: %+v", o)
 	}
-	for range 12 {
-		s.clock.Advance(lease + pollInterval)
-		s.tick()
-	}
+	s.later(12, lease+pollInterval)
 	x := s.execution(op)
 	if x.State != gongbuapi.Indeterminate || x.Error == nil || !strings.Contains(*x.Error, "resubmissions") {
 		t.Fatalf("after the takeovers: %+v", x)

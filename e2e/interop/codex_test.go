@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -48,12 +47,9 @@ func TestCodex(t *testing.T) {
 func writeCodexConfig(t *testing.T, codexHome, baseURL string, st *interopStack) {
 	t.Helper()
 	path, args := st.routerCommand()
-	// A JSON string is a TOML basic string for these (ASCII) values.
-	q := func(s string) string { b, _ := json.Marshal(s); return string(b) }
-	qs := make([]string, len(args))
-	for i, a := range args {
-		qs[i] = q(a)
-	}
+	// A JSON string is a TOML basic string, and a JSON array of them a TOML array, for these
+	// (ASCII) values.
+	q := func(v any) string { b, _ := json.Marshal(v); return string(b) }
 	config := fmt.Sprintf(`model = "interop-model"
 model_provider = "interop"
 
@@ -66,14 +62,10 @@ stream_max_retries = 0
 
 [mcp_servers.hubu]
 command = %s
-args = [%s]
+args = %s
 env = { HUBU_AGENT_TOKEN = %s }
 default_tools_approval_mode = "approve"
-`, q(baseURL), q(path), strings.Join(qs, ", "), q(st.s.Credentials.AgentToken))
-	if err := os.MkdirAll(codexHome, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, q(baseURL), q(path), q(args), q(st.s.Credentials.AgentToken))
+	noError(t, os.MkdirAll(codexHome, 0o700))
+	noError(t, os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600))
 }

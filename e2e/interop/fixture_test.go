@@ -55,21 +55,15 @@ func (st *interopStack) requireFixture(f fixture) {
 	t := st.t
 	t.Helper()
 	version, err := installedVersion(f.Pkg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noError(t, err)
 	tested := f.Pkg + "@" + version
 	log, err := os.ReadFile(st.metaLog)
-	if err != nil {
-		t.Fatal(err)
-	}
+	noError(t, err)
 	header, _ := json.Marshal(fixtureHeader{Client: f.Client, Note: f.Note, Tested: tested})
 	measured := append(append(header, '\n'), log...)
 	path := filepath.Join(metaFixtures, f.File)
 	if os.Getenv("HUBU_INTEROP_UPDATE") == "1" {
-		if err := os.WriteFile(path, measured, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		noError(t, os.WriteFile(path, measured, 0o644))
 		t.Logf("wrote %s (%s); regenerate docs/support-matrix.md (make interop UPDATE=1 does)", path, tested)
 		return
 	}

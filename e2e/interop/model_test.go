@@ -81,7 +81,6 @@ func (s *script) result(id string) string {
 	return s.results[id]
 }
 
-// serve starts a loopback server for h.
 func serve(t *testing.T, h http.Handler) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(h)

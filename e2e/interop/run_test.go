@@ -67,9 +67,7 @@ func runHarness(t *testing.T, home string, env []string, name string, args ...st
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	work := filepath.Join(home, "work")
-	if err := os.MkdirAll(work, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	noError(t, os.MkdirAll(work, 0o700))
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = work
 	cmd.Env = append([]string{
@@ -91,4 +89,12 @@ func runHarness(t *testing.T, home string, env []string, name string, args ...st
 		t.Fatalf("%s: %v\n%s", filepath.Base(name), err, out.String())
 	}
 	return out.String()
+}
+
+// noError fails the test at once when err is set.
+func noError(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }

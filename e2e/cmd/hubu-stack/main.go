@@ -6,6 +6,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,20 +45,14 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	addr := func(key, def string) string {
-		if v := getenv(key); v != "" {
-			return v
-		}
-		return def
-	}
 	hubuDB, gongbuDB, err := databaseNames(getenv("HUBU_STACK_NAME"))
 	if err != nil {
 		return err
 	}
 	s, err := stack.Start(ctx, bin, stack.Config{
 		Dir: dir, ServerURL: serverURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: true, Progress: out,
-		HubuAddr: addr("HUBU_STACK_HUBU_ADDR", "127.0.0.1:8081"), GongbuAddr: addr("HUBU_STACK_GONGBU_ADDR", "127.0.0.1:8082"),
-		FluxAddr: addr("HUBU_STACK_MOCKFLUX_ADDR", "127.0.0.1:8083"), RouterAddr: addr("HUBU_STACK_ROUTER_ADDR", "127.0.0.1:8090"),
+		HubuAddr: cmp.Or(getenv("HUBU_STACK_HUBU_ADDR"), "127.0.0.1:8081"), GongbuAddr: cmp.Or(getenv("HUBU_STACK_GONGBU_ADDR"), "127.0.0.1:8082"),
+		FluxAddr: cmp.Or(getenv("HUBU_STACK_MOCKFLUX_ADDR"), "127.0.0.1:8083"), RouterAddr: cmp.Or(getenv("HUBU_STACK_ROUTER_ADDR"), "127.0.0.1:8090"),
 	})
 	if err != nil {
 		return err
