@@ -6,16 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"regexp"
+	"strings"
 	"time"
 
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/sql/router/prealloc"
 	"hubu.dev/hubu/sql/router/prealloc/preallocdb"
 )
 
-// codexKeyRE is the only key shape a preallocated file may hold: only codex identities may
-// start new operations in preallocated mode.
-var codexKeyRE = regexp.MustCompile(`^hubu:operation:v1:codex:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+// isCodexKey says whether k is the only key shape a preallocated file may hold: only codex
+// identities may start new operations in preallocated mode.
+func isCodexKey(k string) bool {
+	return contract.IsOperationKey(k) && strings.HasPrefix(k, contract.OperationKeyPrefix+"codex:")
+}
 
 // PreallocatedKeys claims operation keys from an operator's file, one per new call, atomically
 // across every router process sharing the file. A key is claimed (and committed) before the
@@ -67,7 +70,7 @@ func (p *PreallocatedKeys) Add(ctx context.Context, keys []string) error {
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
 	for _, k := range keys {
-		if !codexKeyRE.MatchString(k) {
+		if !isCodexKey(k) {
 			return errors.New("a preallocated key must look like hubu:operation:v1:codex:<uuid>")
 		}
 		if err := p.q.AddKey(ctx, tx, k); err != nil {
@@ -95,7 +98,7 @@ func (p *PreallocatedKeys) NewKey(ctx context.Context, platform string) (string,
 	if err != nil {
 		return "", fmt.Errorf("claim a preallocated key: %w", err)
 	}
-	if !codexKeyRE.MatchString(key) {
+	if !isCodexKey(key) {
 		return "", errors.New("the preallocated keys file holds a key of the wrong shape")
 	}
 	return key, nil
