@@ -30,6 +30,7 @@ const (
 	FailBeforeCharge FaultKind = "fail_before_charge"
 	IdempotencyOff   FaultKind = "idempotency_off"
 	Slow             FaultKind = "slow"
+	WebhookDrop      FaultKind = "webhook_drop"
 )
 
 // Valid indicates whether the value is a known member of the FaultKind enum.
@@ -44,6 +45,8 @@ func (e FaultKind) Valid() bool {
 	case IdempotencyOff:
 		return true
 	case Slow:
+		return true
+	case WebhookDrop:
 		return true
 	default:
 		return false
@@ -116,14 +119,24 @@ func (e ResultStatus) Valid() bool {
 // Charge defines model for Charge.
 type Charge struct {
 	// AmountMicros The price in micro-US-dollars.
-	AmountMicros int64     `json:"amount_micros"`
-	CreatedAt    time.Time `json:"created_at"`
-	Id           string    `json:"id"`
+	AmountMicros int64 `json:"amount_micros"`
+
+	// CreatedAt When the task was accepted and charged (RFC 3339, nanoseconds).
+	CreatedAt time.Time `json:"created_at"`
+	Id        string    `json:"id"`
 
 	// IdempotencyKey The Idempotency-Key the submit carried, if any (also when idempotency was off).
 	IdempotencyKey *string `json:"idempotency_key"`
 	JobId          string  `json:"job_id"`
 	Model          string  `json:"model"`
+
+	// ReadyAt When the task became Ready (RFC 3339, nanoseconds): `created_at` plus the render
+	// time, once that has passed, when its pending polls were used up by then (always with
+	// `--pending-polls 0`); otherwise the time of the first poll that answered Ready.
+	// Absent while not known. `ready_at - created_at` is then the provider's own time for
+	// the task. Kept in memory only: after a restart it is known again once the task is
+	// Ready again.
+	ReadyAt *time.Time `json:"ready_at,omitempty"`
 }
 
 // Charges defines model for Charges.
@@ -140,7 +153,7 @@ type ErrorDetail struct {
 
 // Fault defines model for Fault.
 type Fault struct {
-	// Count Submit requests it still applies to; 0 until cleared.
+	// Count Submit requests (webhooks, for webhook_drop) it still applies to; 0 until cleared.
 	Count   int       `json:"count"`
 	DelayMs *int      `json:"delay_ms,omitempty"`
 	Kind    FaultKind `json:"kind"`
@@ -151,7 +164,7 @@ type FaultKind string
 
 // FaultRequest defines model for FaultRequest.
 type FaultRequest struct {
-	// Count How many of the next submit requests it applies to; 0 or absent until cleared.
+	// Count How many of the next submit requests (webhooks, for webhook_drop) it applies to; 0 or absent until cleared.
 	Count *int `json:"count,omitempty"`
 
 	// DelayMs For slow, how long each request waits before it is handled.
@@ -168,7 +181,8 @@ type Faults struct {
 }
 
 // FluxRequest The generation request. The real API accepts more fields (aspect_ratio, raw, image_prompt,
-// webhook_url, ...); they are allowed and, in mockflux, part of the idempotency comparison.
+// ...); they are allowed and, in mockflux, part of the idempotency comparison. The webhook
+// fields are not: see the `submit` operation.
 type FluxRequest struct {
 	// Height Required by mockflux except for flux-pro-1.1-ultra.
 	Height *int `json:"height,omitempty"`
@@ -179,6 +193,12 @@ type FluxRequest struct {
 	PromptUpsampling *bool                    `json:"prompt_upsampling,omitempty"`
 	SafetyTolerance  *int                     `json:"safety_tolerance,omitempty"`
 	Seed             *int64                   `json:"seed,omitempty"`
+
+	// WebhookSecret The HMAC key of the `taskReady` callback's signature, in bytes of its UTF-8 form. Send it with `webhook_url` or not at all. Not part of the idempotency comparison; mockflux never logs it (with `--data` it is kept in the journal, to deliver after a restart).
+	WebhookSecret *string `json:"webhook_secret,omitempty"`
+
+	// WebhookUrl An absolute http or https URL that receives the `taskReady` callback. Send it with `webhook_secret` or not at all. Not part of the idempotency comparison.
+	WebhookUrl *string `json:"webhook_url,omitempty"`
 
 	// Width Required by mockflux except for flux-pro-1.1-ultra.
 	Width                *int                   `json:"width,omitempty"`
@@ -232,6 +252,13 @@ type SubmitResponse struct {
 	PollingUrl string `json:"polling_url"`
 }
 
+// WebhookEvent The body of the `taskReady` callback.
+type WebhookEvent struct {
+	// Id The task id, as `SubmitResponse.id`.
+	Id     string       `json:"id"`
+	Status ResultStatus `json:"status"`
+}
+
 // GetSampleParams defines parameters for GetSample.
 type GetSampleParams struct {
 	// Exp Unix time (seconds) after which the URL is refused.
@@ -252,11 +279,23 @@ type SubmitParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// TaskReadyParams defines parameters for TaskReady.
+type TaskReadyParams struct {
+	// XMockfluxTimestamp Unix time in whole seconds, decimal, of this attempt.
+	XMockfluxTimestamp string `json:"X-Mockflux-Timestamp"`
+
+	// XMockfluxSignature `sha256=` + lowercase hex HMAC-SHA256(webhook_secret, timestamp + "." + body).
+	XMockfluxSignature string `json:"X-Mockflux-Signature"`
+}
+
 // ArmFaultJSONRequestBody defines body for ArmFault for application/json ContentType.
 type ArmFaultJSONRequestBody = FaultRequest
 
 // SubmitJSONRequestBody defines body for Submit for application/json ContentType.
 type SubmitJSONRequestBody = FluxRequest
+
+// TaskReadyJSONRequestBody defines body for TaskReady for application/json ContentType.
+type TaskReadyJSONRequestBody = WebhookEvent
 
 // Getter for additional properties for FluxRequest. Returns the specified
 // element and whether it was found
@@ -331,6 +370,22 @@ func (a *FluxRequest) UnmarshalJSON(b []byte) error {
 		delete(object, "seed")
 	}
 
+	if raw, found := object["webhook_secret"]; found {
+		err = json.Unmarshal(raw, &a.WebhookSecret)
+		if err != nil {
+			return fmt.Errorf("error reading 'webhook_secret': %w", err)
+		}
+		delete(object, "webhook_secret")
+	}
+
+	if raw, found := object["webhook_url"]; found {
+		err = json.Unmarshal(raw, &a.WebhookUrl)
+		if err != nil {
+			return fmt.Errorf("error reading 'webhook_url': %w", err)
+		}
+		delete(object, "webhook_url")
+	}
+
 	if raw, found := object["width"]; found {
 		err = json.Unmarshal(raw, &a.Width)
 		if err != nil {
@@ -395,6 +450,20 @@ func (a FluxRequest) MarshalJSON() ([]byte, error) {
 		object["seed"], err = json.Marshal(a.Seed)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'seed': %w", err)
+		}
+	}
+
+	if a.WebhookSecret != nil {
+		object["webhook_secret"], err = json.Marshal(a.WebhookSecret)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'webhook_secret': %w", err)
+		}
+	}
+
+	if a.WebhookUrl != nil {
+		object["webhook_url"], err = json.Marshal(a.WebhookUrl)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'webhook_url': %w", err)
 		}
 	}
 
@@ -503,20 +572,24 @@ type ClientInterface interface {
 	// Corresponds with GET /_mock/faults (the `GetFaults` operationId).
 	GetFaults(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ArmFaultWithBody Arm a fault for the next `count` submit requests (0 or absent until cleared).
+	// ArmFaultWithBody Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 	//
 	// Every authenticated submit request consumes one unit of each armed fault, whatever its
-	// outcome. Arming a kind that is already armed replaces it.
+	// outcome, except `webhook_drop`: that one is consumed by webhooks, each one due to be
+	// sent is dropped instead (never sent, not retried, not sent after a restart) while it is
+	// armed. Arming a kind that is already armed replaces it.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /_mock/faults (the `ArmFault` operationId).
 	ArmFaultWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ArmFault Arm a fault for the next `count` submit requests (0 or absent until cleared).
+	// ArmFault Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 	//
 	// Every authenticated submit request consumes one unit of each armed fault, whatever its
-	// outcome. Arming a kind that is already armed replaces it.
+	// outcome, except `webhook_drop`: that one is consumed by webhooks, each one due to be
+	// sent is dropped instead (never sent, not retried, not sent after a restart) while it is
+	// armed. Arming a kind that is already armed replaces it.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -553,6 +626,13 @@ type ClientInterface interface {
 	// Every accepted submit is charged the model's whole price at submit time. With an
 	// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
 	// task and charges nothing; the same key with another model or body answers 422.
+	// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
+	// report the task, not what to make. A resubmission under the same key with another
+	// webhook (a caller that restarted with a new secret, say) answers the first task, and
+	// the first task's webhook is the one delivered.
+	//
+	// A task is `Ready` once mockflux's render time (`--render-time`, default 0) has passed
+	// since it was accepted and its pending polls (`--pending-polls`) are used up.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -564,6 +644,13 @@ type ClientInterface interface {
 	// Every accepted submit is charged the model's whole price at submit time. With an
 	// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
 	// task and charges nothing; the same key with another model or body answers 422.
+	// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
+	// report the task, not what to make. A resubmission under the same key with another
+	// webhook (a caller that restarted with a new secret, say) answers the first task, and
+	// the first task's webhook is the one delivered.
+	//
+	// A task is `Ready` once mockflux's render time (`--render-time`, default 0) has passed
+	// since it was accepted and its pending polls (`--pending-polls`) are used up.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -616,10 +703,12 @@ func (c *Client) GetFaults(ctx context.Context, reqEditors ...RequestEditorFn) (
 	return c.Client.Do(req)
 }
 
-// ArmFaultWithBody Arm a fault for the next `count` submit requests (0 or absent until cleared).
+// ArmFaultWithBody Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 //
 // Every authenticated submit request consumes one unit of each armed fault, whatever its
-// outcome. Arming a kind that is already armed replaces it.
+// outcome, except `webhook_drop`: that one is consumed by webhooks, each one due to be
+// sent is dropped instead (never sent, not retried, not sent after a restart) while it is
+// armed. Arming a kind that is already armed replaces it.
 //
 // Takes any type of body and a specified content type.
 //
@@ -636,10 +725,12 @@ func (c *Client) ArmFaultWithBody(ctx context.Context, contentType string, body 
 	return c.Client.Do(req)
 }
 
-// ArmFault Arm a fault for the next `count` submit requests (0 or absent until cleared).
+// ArmFault Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 //
 // Every authenticated submit request consumes one unit of each armed fault, whatever its
-// outcome. Arming a kind that is already armed replaces it.
+// outcome, except `webhook_drop`: that one is consumed by webhooks, each one due to be
+// sent is dropped instead (never sent, not retried, not sent after a restart) while it is
+// armed. Arming a kind that is already armed replaces it.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -726,6 +817,13 @@ func (c *Client) GetResult(ctx context.Context, params *GetResultParams, reqEdit
 // Every accepted submit is charged the model's whole price at submit time. With an
 // `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
 // task and charges nothing; the same key with another model or body answers 422.
+// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
+// report the task, not what to make. A resubmission under the same key with another
+// webhook (a caller that restarted with a new secret, say) answers the first task, and
+// the first task's webhook is the one delivered.
+//
+// A task is `Ready` once mockflux's render time (`--render-time`, default 0) has passed
+// since it was accepted and its pending polls (`--pending-polls`) are used up.
 //
 // Takes any type of body and a specified content type.
 //
@@ -747,6 +845,13 @@ func (c *Client) SubmitWithBody(ctx context.Context, model string, params *Submi
 // Every accepted submit is charged the model's whole price at submit time. With an
 // `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
 // task and charges nothing; the same key with another model or body answers 422.
+// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
+// report the task, not what to make. A resubmission under the same key with another
+// webhook (a caller that restarted with a new secret, say) answers the first task, and
+// the first task's webhook is the one delivered.
+//
+// A task is `Ready` once mockflux's render time (`--render-time`, default 0) has passed
+// since it was accepted and its pending polls (`--pending-polls`) are used up.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -1180,20 +1285,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /_mock/faults (the `GetFaults` operationId).
 	GetFaultsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetFaultsHTTPResponse, error)
 
-	// ArmFaultWithBodyWithResponse Arm a fault for the next `count` submit requests (0 or absent until cleared).
+	// ArmFaultWithBodyWithResponse Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 	//
 	// Every authenticated submit request consumes one unit of each armed fault, whatever its
-	// outcome. Arming a kind that is already armed replaces it.
+	// outcome, except `webhook_drop`: that one is consumed by webhooks, each one due to be
+	// sent is dropped instead (never sent, not retried, not sent after a restart) while it is
+	// armed. Arming a kind that is already armed replaces it.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /_mock/faults (the `ArmFault` operationId).
 	ArmFaultWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ArmFaultHTTPResponse, error)
 
-	// ArmFaultWithResponse Arm a fault for the next `count` submit requests (0 or absent until cleared).
+	// ArmFaultWithResponse Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 	//
 	// Every authenticated submit request consumes one unit of each armed fault, whatever its
-	// outcome. Arming a kind that is already armed replaces it.
+	// outcome, except `webhook_drop`: that one is consumed by webhooks, each one due to be
+	// sent is dropped instead (never sent, not retried, not sent after a restart) while it is
+	// armed. Arming a kind that is already armed replaces it.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1238,6 +1347,13 @@ type ClientWithResponsesInterface interface {
 	// Every accepted submit is charged the model's whole price at submit time. With an
 	// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
 	// task and charges nothing; the same key with another model or body answers 422.
+	// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
+	// report the task, not what to make. A resubmission under the same key with another
+	// webhook (a caller that restarted with a new secret, say) answers the first task, and
+	// the first task's webhook is the one delivered.
+	//
+	// A task is `Ready` once mockflux's render time (`--render-time`, default 0) has passed
+	// since it was accepted and its pending polls (`--pending-polls`) are used up.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1249,6 +1365,13 @@ type ClientWithResponsesInterface interface {
 	// Every accepted submit is charged the model's whole price at submit time. With an
 	// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
 	// task and charges nothing; the same key with another model or body answers 422.
+	// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
+	// report the task, not what to make. A resubmission under the same key with another
+	// webhook (a caller that restarted with a new secret, say) answers the first task, and
+	// the first task's webhook is the one delivered.
+	//
+	// A task is `Ready` once mockflux's render time (`--render-time`, default 0) has passed
+	// since it was accepted and its pending polls (`--pending-polls`) are used up.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -1755,10 +1878,12 @@ func (c *ClientWithResponses) GetFaultsWithResponse(ctx context.Context, reqEdit
 	return ParseGetFaultsHTTPResponse(rsp)
 }
 
-// ArmFaultWithBodyWithResponse Arm a fault for the next `count` submit requests (0 or absent until cleared).
+// ArmFaultWithBodyWithResponse Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 //
 // Every authenticated submit request consumes one unit of each armed fault, whatever its
-// outcome. Arming a kind that is already armed replaces it.
+// outcome, except `webhook_drop`: that one is consumed by webhooks, each one due to be
+// sent is dropped instead (never sent, not retried, not sent after a restart) while it is
+// armed. Arming a kind that is already armed replaces it.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1771,10 +1896,12 @@ func (c *ClientWithResponses) ArmFaultWithBodyWithResponse(ctx context.Context, 
 	return ParseArmFaultHTTPResponse(rsp)
 }
 
-// ArmFaultWithResponse Arm a fault for the next `count` submit requests (0 or absent until cleared).
+// ArmFaultWithResponse Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 //
 // Every authenticated submit request consumes one unit of each armed fault, whatever its
-// outcome. Arming a kind that is already armed replaces it.
+// outcome, except `webhook_drop`: that one is consumed by webhooks, each one due to be
+// sent is dropped instead (never sent, not retried, not sent after a restart) while it is
+// armed. Arming a kind that is already armed replaces it.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1849,6 +1976,13 @@ func (c *ClientWithResponses) GetResultWithResponse(ctx context.Context, params 
 // Every accepted submit is charged the model's whole price at submit time. With an
 // `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
 // task and charges nothing; the same key with another model or body answers 422.
+// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
+// report the task, not what to make. A resubmission under the same key with another
+// webhook (a caller that restarted with a new secret, say) answers the first task, and
+// the first task's webhook is the one delivered.
+//
+// A task is `Ready` once mockflux's render time (`--render-time`, default 0) has passed
+// since it was accepted and its pending polls (`--pending-polls`) are used up.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -1866,6 +2000,13 @@ func (c *ClientWithResponses) SubmitWithBodyWithResponse(ctx context.Context, mo
 // Every accepted submit is charged the model's whole price at submit time. With an
 // `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
 // task and charges nothing; the same key with another model or body answers 422.
+// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
+// report the task, not what to make. A resubmission under the same key with another
+// webhook (a caller that restarted with a new secret, say) answers the first task, and
+// the first task's webhook is the one delivered.
+//
+// A task is `Ready` once mockflux's render time (`--render-time`, default 0) has passed
+// since it was accepted and its pending polls (`--pending-polls`) are used up.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -2203,6 +2344,155 @@ func ParseSubmitHTTPResponse(rsp *http.Response) (*SubmitHTTPResponse, error) {
 	return response, nil
 }
 
+// CallbackInitiator sends OpenAPI callback requests to target URLs.
+// Modeled on the generated Client, but with no stored Server -- the full
+// target URL is provided per-call by the caller (typically discovered
+// from a callback expression on the parent operation's request body,
+// e.g. `{$request.body#/callbackUrl}`).
+type CallbackInitiator struct {
+	// Doer for performing requests, typically a *http.Client with any
+	// customized settings, such as certificate chains.
+	Client HttpRequestDoer
+
+	// A list of callbacks for modifying requests which are generated before sending over
+	// the network.
+	RequestEditors []RequestEditorFn
+}
+
+// CallbackInitiatorOption allows setting custom parameters during construction.
+type CallbackInitiatorOption func(*CallbackInitiator) error
+
+// NewCallbackInitiator creates a new CallbackInitiator with reasonable defaults.
+func NewCallbackInitiator(opts ...CallbackInitiatorOption) (*CallbackInitiator, error) {
+	initiator := CallbackInitiator{}
+	for _, o := range opts {
+		if err := o(&initiator); err != nil {
+			return nil, err
+		}
+	}
+	if initiator.Client == nil {
+		initiator.Client = &http.Client{}
+	}
+	return &initiator, nil
+}
+
+// WithCallbackHTTPClient allows overriding the default Doer, which is
+// automatically created using http.Client. This is useful for tests.
+func WithCallbackHTTPClient(doer HttpRequestDoer) CallbackInitiatorOption {
+	return func(p *CallbackInitiator) error {
+		p.Client = doer
+		return nil
+	}
+}
+
+// WithCallbackRequestEditorFn allows setting up a callback function, which
+// will be called right before sending the callback request. This can be
+// used to mutate the request, e.g. to add signature headers.
+func WithCallbackRequestEditorFn(fn RequestEditorFn) CallbackInitiatorOption {
+	return func(p *CallbackInitiator) error {
+		p.RequestEditors = append(p.RequestEditors, fn)
+		return nil
+	}
+}
+
+func (p *CallbackInitiator) applyCallbackEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
+	for _, r := range p.RequestEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	for _, r := range additionalEditors {
+		if err := r(ctx, req); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CallbackInitiatorInterface is the interface specification for the callback initiator.
+type CallbackInitiatorInterface interface {
+	// TaskReadyWithBody fires the taskReady callback with any body
+	TaskReadyWithBody(ctx context.Context, targetURL string, params *TaskReadyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	TaskReady(ctx context.Context, targetURL string, params *TaskReadyParams, body TaskReadyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+func (p *CallbackInitiator) TaskReadyWithBody(ctx context.Context, targetURL string, params *TaskReadyParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTaskReadyCallbackRequestWithBody(targetURL, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+func (p *CallbackInitiator) TaskReady(ctx context.Context, targetURL string, params *TaskReadyParams, body TaskReadyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTaskReadyCallbackRequest(targetURL, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := p.applyCallbackEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return p.Client.Do(req)
+}
+
+// NewTaskReadyCallbackRequest builds a application/json POST request for the taskReady callback
+func NewTaskReadyCallbackRequest(targetURL string, params *TaskReadyParams, body TaskReadyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewTaskReadyCallbackRequestWithBody(targetURL, params, "application/json", bodyReader)
+}
+
+// NewTaskReadyCallbackRequestWithBody builds a POST request for the taskReady callback with any body
+func NewTaskReadyCallbackRequestWithBody(targetURL string, params *TaskReadyParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+	_ = err
+
+	reqURL, err := url.Parse(targetURL)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, reqURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		var headerParam0 string
+
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Mockflux-Timestamp", params.XMockfluxTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Mockflux-Timestamp", headerParam0)
+
+		var headerParam1 string
+
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Mockflux-Signature", params.XMockfluxSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		if err != nil {
+			return nil, err
+		}
+
+		req.Header.Set("X-Mockflux-Signature", headerParam1)
+
+	}
+	return req, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 	// ListCharges Every charge mockflux has made, oldest first.
@@ -2214,7 +2504,7 @@ type ServerInterface interface {
 	// GetFaults The armed faults.
 	// (GET /_mock/faults)
 	GetFaults(w http.ResponseWriter, r *http.Request)
-	// ArmFault Arm a fault for the next `count` submit requests (0 or absent until cleared).
+	// ArmFault Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 	// (POST /_mock/faults)
 	ArmFault(w http.ResponseWriter, r *http.Request)
 
@@ -2256,7 +2546,7 @@ func (_ Unimplemented) GetFaults(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ArmFault Arm a fault for the next `count` submit requests (0 or absent until cleared).
+// ArmFault Arm a fault for the next `count` submit requests, or webhooks for webhook_drop (0 or absent until cleared).
 // (POST /_mock/faults)
 func (_ Unimplemented) ArmFault(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2666,63 +2956,178 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	return r
 }
 
+// CallbackReceiverInterface represents handlers for receiving inbound
+// callback requests. Each callback becomes a Handle*Callback
+// method that the implementation fills in. The caller mounts the per-
+// callback http.Handler returned by {Op}CallbackHandler at
+// whatever URL path they advertise to senders.
+type CallbackReceiverInterface interface {
+	// The task has finished rendering (sent only when the submit named a webhook).
+	// HandleTaskReadyCallback handles the POST callback for taskReady.
+	HandleTaskReadyCallback(w http.ResponseWriter, r *http.Request, params TaskReadyParams)
+}
+
+// CallbackReceiverMiddlewareFunc wraps an http.Handler with cross-
+// cutting behavior (signature verification, logging, rate limiting, ...).
+type CallbackReceiverMiddlewareFunc func(http.Handler) http.Handler
+
+// TaskReadyCallbackHandler returns the http.Handler for the taskReady callback.
+// Mount this at the URL path advertised to callback senders. errHandler
+// may be nil; if so, parameter-binding errors return 400 with the error
+// message. Middlewares are applied in the order provided -- the last
+// argument becomes the outermost wrapper.
+func TaskReadyCallbackHandler(si CallbackReceiverInterface, errHandler func(w http.ResponseWriter, r *http.Request, err error), middlewares ...CallbackReceiverMiddlewareFunc) http.Handler {
+	if errHandler == nil {
+		errHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	}
+	var h http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var err error
+		_ = err
+
+		// Parameter object where we will unmarshal all parameters from the request.
+		var params TaskReadyParams
+
+		// ------------- Required header parameter "X-Mockflux-Timestamp" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("X-Mockflux-Timestamp")]; found {
+			var XMockfluxTimestamp string
+			n := len(valueList)
+			if n != 1 {
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "X-Mockflux-Timestamp", Count: n})
+				return
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Mockflux-Timestamp", valueList[0], &XMockfluxTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "X-Mockflux-Timestamp", Err: err})
+				return
+			}
+			params.XMockfluxTimestamp = XMockfluxTimestamp
+
+		} else {
+			err := fmt.Errorf("Header parameter X-Mockflux-Timestamp is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "X-Mockflux-Timestamp", Err: err})
+			return
+		}
+
+		// ------------- Required header parameter "X-Mockflux-Signature" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("X-Mockflux-Signature")]; found {
+			var XMockfluxSignature string
+			n := len(valueList)
+			if n != 1 {
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "X-Mockflux-Signature", Count: n})
+				return
+			}
+
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Mockflux-Signature", valueList[0], &XMockfluxSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			if err != nil {
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "X-Mockflux-Signature", Err: err})
+				return
+			}
+			params.XMockfluxSignature = XMockfluxSignature
+
+		} else {
+			err := fmt.Errorf("Header parameter X-Mockflux-Signature is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "X-Mockflux-Signature", Err: err})
+			return
+		}
+
+		si.HandleTaskReadyCallback(w, r, params)
+	})
+	for _, mw := range middlewares {
+		h = mw(h)
+	}
+	return h
+}
+
 // Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
 // Stored as a slice of fixed-width chunks rather than one concatenated
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"zFp9b9tG0v8qAz4PUPtAU7Lzcj0Zh4ObNkmRFA3iBD2gCsQVORQ3Wu6yu0vLaqDvfphdkiIpyo5zaa/+",
-	"yyL3ZXZmfr95WX4KElWUSqK0Jph9CjSaUkmD7scPWiv9PVrGBf1MlLQoLf3LylLwhFmu5OSjUZKemSTH",
-	"gtF//68xC2bB/032a0/8WzPprrnb7cIgRZNoXtJSwSy4koA0IgroXT2J1nyWM71Ct3eachrNxButStSW",
-	"k7QZEwbDoOw8+hSwQlXSLgqeaOUe9Dd7lyOUmicIXIIbdPb++ixVQjBtoiAMMqULZoNZwKV9+jgIA7st",
-	"0f/EFepgFwaJRmYxXTCnl3ZCyiyeWV7gfpKxmssVzeEpjR15jEWpLMpku1jjdlzeH/eDzl7hFmyOYKpl",
-	"wS0kTGuOaQg8Aya3cMKEUbDJUUJnadgwAyrLTumAshKCLQUGM6srHBH1o1oujohbqBTFyJtdGGj8reIa",
-	"02D2Kx22XaaZFA4sc3j2nmI/tIKp5UdMLO3u/cE80CGS/SxusTD3eWvtdbtWAKY12zq7k/yd03dcwirL",
-	"RMfp7vWigcYaIZtNBiuOaWOA1P6h0/b53Zaqx42t/5xVwj5U142G+k587Z2VNkZjDXALxnIhwHEKGrDq",
-	"EqZQScsFJAKZxjQahV6Kgm0X3oiHb9dcpveZ1x3rFQ0c6sLNbgxwVCOv6j1QVgXNyhgXiyVmSuPCW5HW",
-	"cP8sbI5ykWpVDh49mU6DMDBCbQYwUFnW2XmPO7fzW6++r2OSl2oDBTGGyhyfSLy1Dal07dS3kNLAlgal",
-	"PbRVwSUvSCXT++zWF+S50kCaCCFXGxBKrgBZkjdCwIZxa8ArmATiBnImU1Hvym79rk+n9HefGF/BQY46",
-	"xkN5iSWW3+Bn05KH4wgrdfznULu/5Ghz1AchhLSopKo0pnDixINNzgXCwBtpINMFpqcdPC6VEsjkgX7q",
-	"E/VFGtWXqG7v9WYfnQ6j4QolapeGND4SAT3XyARcvfkRWJJgaQ0U5DEZR5EaOGGmxMQu3MQQNNuEwAu2",
-	"wkWpVVHacC43uMyVWi8qLUKIouj0koCxBaYRmBBqgykwSaFWQqGSdSaq2xBKpm2DoW7EJQsyzY2S0VwG",
-	"Q9vnyFf5CCrf1tqE5bbdA/CWzgOZ0kC/z0qtzs6j87NKWM16IDh//LgLgYsnT8OgqITlpcCfs2D26GIM",
-	"FKqyZWUXTcgaytTKkWLm/BysglKuaOeGBEu5oohf4mqUvryOaemCy9coVzYPZudHBy6q0rCiFPRwz/Ot",
-	"14WBYRna7cIqgZrJxIFozwT3kYBBTD8rRofBhqck6l/ATAOo1RodA9dLZMIL/QAyMpbZynTjmlqPmHIg",
-	"RT1rTIq3aOr0YZhvDhKVymN5JGnARMmUqN9uECUYy7RdUH5NMASUqfvRy9lTVdFOrTyyKpbeks3ww33e",
-	"S34LbtkT47c8dWi2zKwh45Kb3Meaz9hl7+gHru08emT7KzB8JTGF929ft0RCzHRJ0Q5vS67RwMn5FAou",
-	"K4uGnK6GYpeUOzt9vn/vdfpAvbiJn6mWodN4RRx3mrd1PXqY1R6pSkqtVhpNP/FupTlS7+yNpltXvSv+",
-	"1g7tlVZj5f7x137saIF0L3quD0D5BmXKHde+RZZSyeSqgCAM3pFVpCL+qVwaW8dX+EmlFC6Rnj3z1Xzn",
-	"2Rhb+2z94VZQghib4udoHqLRBQ4lRAjxvJpOHyW5Mtb9h5Ob88kK7cLb4l88/acfwVP/Po72RMuk2aCm",
-	"7NSA2khgaUrWd+F6nwUUbFuPBAYaV44HgXaEkzi3tjSzyYSVPKrMebTMRMT4JIqi+DSkTCjJIRGcDOok",
-	"Bi6NRZY2AF0ygw6wvtJ2WWn3+TfG70S5bc4IwCRsyTRpP1UF43IEumNO0tXqoac4tCeV5nZ7TX5XZ5Yl",
-	"f+V7CZx0nyNLkXxEMsJ5cHvmq+0mkfSjXWOGy0yN9yBMtTTYZjrfCZas4bnS5GGv2dLA89fv/+30bnNm",
-	"4WW1rKAyaFy2RGd3djE5K3HWlBlsLju5nFUQv/n5+h2QK3xyPYNd3NiiMTnz7MNdJgYMau2Qyi/dj7mM",
-	"X/zg1+i7U1xXLK534nBFNosdjOJLyNAm+Z57IdOq8GMdOYdz6Zi43osOFfu1I09ncTSXc7lPC2mqUAmd",
-	"2TKZnnEZkp8a2JB6eo6aKjQOualKqgKlnQGTcxkPUvYYvB33ebvgayQdsC3NorVCp5ZKsorKTMsTwjjE",
-	"kwUJNvlbPJdauRBiFe2fOsvUrQc31SrgklwLfKrnF7SuZ6aWaCCe5C69+D12b+IJLbP9PZ7LE/r9RquC",
-	"Co7KQIFW88QAsxBP6h+xjyDKlSQG9Q1PkMq5G4zAERkVGziX8ad53ZmYBzOYB1EUzYNd7DNpyy2ReXCH",
-	"D54w4+iin6GdBmFwg9p4pz6PptHUpb8lSlbyYBY8iqbRI8Ics7kDUq24TgdphS5QEB06t/0xDWbBa27s",
-	"s7aB02unXkynX62N2mwx0kIlhNZSRj1WCGa/fggDUxUF09tgFvxwg3pbD90zak76YimGoERK6sy4NtYx",
-	"FFsZ4iIaGnyglWudZG3Jm6JAi4daeSaQ6boy/gO1Uu9wRCmudq2dGVhmUTsPTHImVwgnUkk8vVtj7hiA",
-	"Tm9uHTipOUkYBbbS0vQKvyV5pZKnI9oLx93nBdq/kpruVsfh6JFjlsqMFJLe9/rc1O84QaKkqQo0oCRC",
-	"JbkLOK4d1NkzdCRKFiH+mktV2UQVGMGVLoigGay5Yy3m4jITjqPqFTSWgiUuIHs66dviShe+0eJDMRr7",
-	"nUq3X9cKTedj1w/4lJ3u/ppAiYgnH19cHNuilXlw1XPcja50AazGE1XMbQsydv3K+KAVeXK0+Xh6hKfq",
-	"QHWUtV+gfVkP+QO1XlfjR7ReapWgcamIC4dyNYa+kcP5sNs5W3/tJ9NHoGSCLsB/VJWm3PckPjtLmWXx",
-	"KWjMKoOUQW00t66vmqhKpC4P0ZTwEo3NatrztpjLjRtC8IWMcRGCUTQhJ9AlTMKyCUJpbaE2wHBKAJua",
-	"cQR2L9C+9Sf6n5jCVzxmeAjKaDQmSqdU6e5CUuvXg0DTmm2VRLtbtm4jOZy0r5QU22N+7hNQM/mUcYG7",
-	"u9z92lfelOBoVqBFTWsNfaeuzepE25dfUSlXMQFw9OXHElcxSefKDcqe9sUGCRUMaS7sWOygBvqcPoQn",
-	"KB+HiTpcTm4at25F+a1Cvd3LgrflnaJ8xqXdwTUK3sLLn66enV2/vLp48hTUTU2cdG7fp7otj8lj+OpB",
-	"qvlwLzhc8TJxfdgeLNqTLblkejtaevq5pXzw1FFmc6v5uPFg0NCcx18PaN+rjRSKEdvV9SamdZlnc62q",
-	"Ve5oct+G6wItRcGJBGuw9erKo/R7JaGSa6k2kkpV7ss7JuHlu3dv/LcOM3e3Vle1F9MpbLjNm8I07jdz",
-	"4tCXejbHuWzKxgh+cfc1bUdOV9IMq9u6XRRfNsGgU/OGczkoYV2y1O1Gugyq7kAeZW3js6UBpYy5u+tn",
-	"fE1v//JQMGg0HvFh0us3xim0ceXzL3DlL3D/B6daFJumXwCZFiRvKOj79krX/Sn67F2/bsu4luBdKb67",
-	"gNtn99y0IZUc1C3yjYFNrkTzMQ5rL59dTx9+ITiMt0HaqHjq2yyGFQhr3HoItU/cLo6Blyrdtlhr3s+l",
-	"Qw29b8JtncpcjqzKpKpjNS2qdH/NxxcXY/DwWcURbPSjZPOJzH8RJn9iazTdT4MMy9A3eqze7rV2Oew+",
-	"+aYTHR9MleR1m+m0DVrD9uHAIEFXyoLdNtd7F0+ehHdf93mE/wFFVud2+U+usQat8zt4xX2S1QLlROkQ",
-	"KpnWyYNzvm5TYY3bsOkxI9OCo4a6dfEnstKDg/KXMdnji3/82exXf6DEuh8X+Ps/Kjpr2J+4a12T5BKF",
-	"CP0lb4o3Ye+6Nxy5/D0dY9R+wrJv2v/6gXBB1WDDF+5CJeheWfjrioBIYP9yNpmcX/w9mkbT6Hz27fTb",
-	"R8FuXzuOtfQ77dJeT8YxXuxuCWL/xWCdypPkh8Rz7RMGn0RQ3lDfxFAiwWylsXHcRGNKuzDRWbTNrw4X",
-	"7lU/4bCtHfq+gWsONIWaTLjgznpRl1uTdbD7sPtPAAAA//8=",
+	"zFttc9tGkv4rXditMnkBIVq2c1mqtq603iTOxdl1WU4lVYFPGAJNYiJgBjszEMV16b9fdc8ABElQlnPO",
+	"3vqLRXIwLz398vTTjQ9RrutGK1TORosPkUHbaGWRP3xtjDZ/RSdkRR9zrRwqR3+KpqlkLpzU6uxXqxV9",
+	"Z/MSa0F//dHgKlpEfzjbzX3mf7Vnwznv7+/jqECbG9nQVNEiulSANCKJ6LfwEM35shRmjbx2UUgaLao3",
+	"RjdonKTdrkRlMY6awVcfIlHrVrnrWuZG8xf7i70rERojcwSpgAfNfryaFbqqhLFJFEcrbWrhokUklfvy",
+	"eRRHbtug/4hrNNF9HOUGhcPiWrjj+X8qUYErEZywN7ARFkSeY+OwAKEKyPlIBUzefvMSnj179qcYlFDa",
+	"Yq5VYad7GyiEw5mTNe42YZ2Rak17kAWtPfI11o12qPLt9Q1ux8//3W7Q7Hvc8nZtu6ylg1wYI7GIQa5A",
+	"qC1MRGU1bOhQg6n5XHq14v2qtqrEssJo4UyLI1v9VS+vT2y31gVWo78YFMX2ERJeYi5qhLc0/JRUF5Dt",
+	"riyDpmotT2BQFWhSRTKOQascwZXCQSksNMJakoM/urPQoCqkWkOjq8rCBg1Ca7GAtoEli1CRsDZia2Ej",
+	"XZmqbDYLz8z8M/NsegHalWg20qI/gqwR9Ir/XkljHU/vdyGUpVUKf7YkVZdLi8rBppQVgtIObpTeqASy",
+	"TlYwg+E5pfXbcqzy+lYWaJ5Y0Bvl111pOnsQZALfY+PYKLDWZgtaVdsFiJVDAwIMWieMA+loWl4YxFpI",
+	"1YktXIe0qfJ3wb8mqXqkRvOV/6OVBoto8Qupd684nZrEB7Z9rO17pvm+X0Mvf8XckVZ5j2I/0aXku6ek",
+	"w9p+zN8Fv3Xfb0AYI7bsOWj/A30fOBWnnagGbuujfuhAYt0mu0UOZhyTxoGv3z900X//8E2FcWPzfyPa",
+	"yn2qrDsJ7Rv9lXdPtDBaZ2GywWWp9Y2NSY0hfLoujG6mpKTWyaoCDllowekLmEOrnKwgr1AYLJJRz15g",
+	"JbbX/oaPf72RqvjY3fOZv6eBh4Lip7vbOSmu78MaqNqanloJWV0vcaUNXvsrpjn4j2uybj7ywVcv5vMo",
+	"jmylNwc2olerKI6GwhpsZOd7eSNvvag/z/W90huoKZ4EX6fwznUh59F3un+b2oDwDvHoXmupZE3im3/s",
+	"jvd3+Y02QFKLodQbqLRaA4q87HYIG0GBwF9G8ISlUEUVVhV3ftUv5/TvY9v4DMp0Uok+1cGJ3MlbfLR/",
+	"83Y94t4GujYatyn2HaEPkqJWuqVQN+HthRB3oLk0UJgai+nAdpdaVyjUkXzCifa3NCqvqr37qKp7YHMM",
+	"pNao0DAi7nQkgXcMLEQFl2++C9jPQk0as5JYFRYmwjaYu2t+MAYjNjHIWqzxujG6blycqiRJphdkKFsQ",
+	"BkFUld54ABlzhNb5zapq72JoKCYHmxriM7o0YaTVym8o2FKqwh5oVqXdAiz64J15Y8yADs0n8qF7X09K",
+	"lOtyxLzfBskTEuo2B3hHZ2dTps+zxujZ0+TprK2cEXsG8/T586G5nL/4Mo7qtnKyqfDvq2jx7HzMgHTr",
+	"mtZdd3HycE/9PgpcsU2A09CoNa3cOddGrQlmNLge9YP+PmjqWqrXqNaujBZPTw68bhsr6qaiL3fxo9fQ",
+	"OLJihW577XSFRqicDW7nNT7mMCxi8ShgsPPwFnODbjwJePXD5Uu4wd4lZ4TfGLplkIuqWor85okFK9dK",
+	"uNYga95y65CQPyPiH999M/uK7rdO4ApVQS6RoC9k3fqtqTJy1ARWCdFWVQJ/0+4Ranux0yOFt2ig0mtL",
+	"C0z8CrNZIZzIOjwaoCvN96tujRJVTNddYCXp4QMUOw3a112pV7jBFX85cseDMx0L9FJRMNJV6xBK5xo6",
+	"NP1v4ce3rz2cN5ijvEV7UtinhOgv8TfKcS+hbI08OPj8+VdjR5UF/fpvYOUHXj0Y5Jgff4Wi8pv+hLhn",
+	"nXCtHcItfTPiCQ52EZ4a28VbtAHyHmbFB+C69U52BOj6nBWW6DaIClhhrzlfE6oAVAV/2CcKdEsr9ftR",
+	"bb30jqAbfrzOj0re+TRw0qXJuyxuJZW0pYc1j1hl5yePVIkd4sjyl+xYsGD76DSYguAFGQDeNdKghcnT",
+	"OdRSteR0ltvOkw/j/2Clx7vHnUw/US784CPFcqg0XhCnleZtYOGOM7ET3Elj9Nqg3U8W+92cYGV2l2Z6",
+	"VX0I6gWF9kILtvLx8Vd+7GhS/1HruToyyjeeRolohCgozefMNYqjd3Qr5BVXuuXsKkA5+EEXhGOQvnvp",
+	"OczBd2PB3meYn34LuqKAPx4WfirRIOMOXVUxZGk7nz/LS20d/4Vnt0/P1uiu/V38lyz+7EfIwv+eJTtH",
+	"6+kgy5GX2ZeioNu/CExWAJy12IaRHO7W7AeBVoRJxhFpcXYmGpm09mmyXFWJkGdJkmTTmEB3XkJeSbpQ",
+	"z0NJZR2KojPQpbDIBhtIscAw9d8/sX4lSqNKQQbMxJkwJP1C10Kq5HHMz1CqY5ryk4+NX9923PRDPv8Y",
+	"+yx18SDuSY6Qr7/945k86VXEICxk+yqUyCIb91S/tyWxN8xbI932imYLSV4jv/eMsKTdlygKJBtSgvxg",
+	"dDfzDFqX0/nRTNdLtdLjx7ft0mIPQf5SifwGvtEEs+C1WFr45vWPP7NeMgR61S5baC1axpKkG6y3thQN",
+	"Ljo6QKRqkFY5Ddmbv1+9AzKVD8wD3medrnYmIbpr4BApIGgPqeQFf0hV9u3Xfo59c8sCecAMOIuTdDrz",
+	"6nABK3R5uYtNsDK69mM5eMWp4kgV1qJDZX7uxLv7LElVql7LG9yz0hhEd1qyV7oAEAeo2Z/kEAQOYLEr",
+	"UaWKZEMCCNFUaSdz9jgs8N5W+whWCttH98B/0+4nh3lgqvpE8Int7WLPWAjy0SN4J3LCrIYZ5ZqZ64IZ",
+	"FKfhFo1cbUG6KYtil7nSk5XO6fqdUMVMqphcmoUNbXzPpxUaLTv5QudtjcotQKhUZQdEQgZepXdsQkWC",
+	"F9CILT0VJK8KaJVoSXxO5hQOIDu7po2d/UeWKqMZbThN6xespIFZ5UedBqnIysAnlX7CwLAv0UJ2VjIS",
+	"/ae/wuyMyfl/Zqma0Oc3RtfoSmwt1OiMzC0B+uwsfMg82OAiAVg0tzJHC6W4xQQ45nHqnqrsQxqI1zRa",
+	"QBolSZJG95nP2Z10FPejB8xxIixr0j6Yn0ZxdIvGevt+msyTOSfaDSrRyGgRPUvmyTPyjcKV7FOC4AYE",
+	"+drnm732fFdEi+i1tO5lz0/v1RvP5/PPVmfslhipMZKzCrtM9hxktPjlfRzZtq6F2UaL6OtbNNswdGds",
+	"ZDa1KDAGXRUkTi7WsHcXa0semYZG72nmIJNVT8QVWKHDY6m8rFCYwNf9jlIJK5wQCjNqQZlDnuy8rNQa",
+	"YaK0wunDEuNjALLceB6YBPdcWQ2uNcruJafsSLSajkgvHlefb9H9O4npYXEcjx45ZqPtCC3jdW/fN+2T",
+	"5JBrZdsaLWiF0CrJsZdJ6sGaMTtRpk2ks6nSrct1jXGXrGdDaj1b+FhBE0rbLcB+YcfH8wo0omg5uiwx",
+	"Vcy9Sws0SYNFDxYnnrChn2N224Z8Gxb+Az91yMd0hK/j+iGfJIFLU1NoEnAj2cUKXk1UxpcX+bgGm0rk",
+	"DDS979tXnEtTe67aoye07i+62H5elenI4/t9jEZZ1/2/p1Un5NSfn5+fWqLf80HjxmmdvzQ1iGD8HSzg",
+	"Ek/G9aDssNQTw66+Y4+KPTA5Wd2ZnnC5IeaeDEDfonsVhvyOdxI4qBN30hido2WAyZFdrcccycjhPIIY",
+	"nG1/7hfzZ74IT1glsJ8w6RjSKRhccaOCgI2Rjq0s121VeNukNI888iJ4cH9TqdrwEO4fWAlZxWA1PVCS",
+	"SeZCwRL7XhZ/Q32slLazayzGjPJbdG/9if5frsInafbwEATODObaFFiwgbyYP/t8BtLVvnoh0epO3PSg",
+	"BCb9T1pV21N67tMKe/ZhJSu8f0jdrzzfRFjNiBodGprrUHcCIxHSJ086JI1aM9s8+uOvDa45reUkkoDg",
+	"LoWkTUWHTjAe3NhR5v8Y9s27Lw8pyLFwpmU7te638o8WzXa3F7xrHtzKI9orjorYeMdVk9nVq8vzF1+C",
+	"vg1ulc7t2dm75tR+rFx/kmjef9Q4OCU94+LVnln0J1tKJcx2lHDxzzbqkx8d9Ww8m48qn2w09Mzzz2do",
+	"f9UbVWlB3i6wCIRMOHl3pdHtumQ3uSOfh4YWykXbYGx7bMFJ93upoFW+IUoWpJhcpFHw6t27N76vccHN",
+	"C4GrOJ/PfX0n0A3ZPoWZxT5rdSWmqsuAE/iJ8VGfxZtW2UPOIpCk2UUXDAZMRpyqA2KCodSQg2d8FXj3",
+	"k17beix14FLG1J0Jqs+p7b89FBzQ6yd0mOT6xLJAO1V++htU+Teo/ycDMYpN899gMr2RvKGg70mzofpT",
+	"9NmpfiDbmAgP2UpHA/n2qI4Jog8f/tj1Pyx1sf3D2YDK2pvhsNal3H7/4BMbSCkfBHaNmGBl0Oq9ltqJ",
+	"CBP4lsvhs/NpAm/2ejYL7VkkrMQWpFt4mOoZMyu29rj+1c0o1ToOOYpnF/149iSkMIyORFfiNWBLRk8n",
+	"qccdeeY/wyRQgaFtzRP4vUl3o1PVy6gWUvHJhiec+maPcCS28I24wVnbxKGKzuSSqrawEVtwOlUEq5XP",
+	"xNrKsacKwKjimgFzgnvpYoD59DcX5LWCpjWNtjglMaRKMF2IBm4QG9uTsXRtjDSt0w2TgT/tKMOYOwv4",
+	"nPTHIlUzJukXkH1II1mk0SKNRuBIGsVp4MF5CCtkGt1nMPHdCf999fe/UeIJzgjJ+1C4qaTC6QWtkYXa",
+	"0OzdtsEFHDqZzA/6efZDAGezd7ImbFv7tBlhB1ikgk2pK4QAXJjjLjCXNTnxq5fffReDXqUKwJV0Nc5h",
+	"3TiY+OQ9fJJ9aBIrg7acHm3gquvHyBaQ2VKcv/jyz6QgoUXItyIDfTC5sAgl3tGaA9wSww1usfBRaNf6",
+	"/cQetxxMdm0evvNDWJqM8rJp3LH+rhNJ4F+fWLgVVcsd1QhZksFkfnf+9XRHlRqx6VJBmo6rMcJ25lOw",
+	"crzruOOFJ2K753jwJBdNg8U0ZsheN63zLoR7WgiWpSrbbesLSKMkjeALftjzsr5DAvtuC3q6336Jd3R5",
+	"uVbWCeX4hKmaZGUt8uTrf7SiyqYXAYCSH+1XWrWGYb4rBRnVCjd9+ZpLB1vdGsgrnd/EqfKIdklR3+4a",
+	"Dsl6Gsf0dbDjYI9MdWyxuAhN3QYDT06HemJTlcki81bGJtJXHb3l8w8BA5B8/xqwzgKEg5ps/VmnhTYe",
+	"9KMHBxvvcnqx1K2Dp/M51MyJp+pF+DuwOpQvtgYvCAV1ik3fWfIVgixR2UYb59FRHCRIk05egJ2mipJ/",
+	"te3Ajd6J9PzuDiYGC2kwd30XW6/90wQue67DldIUqQqb2WVea27CaRtWg9BVlMBPw64i2lIQPk2/xUBb",
+	"bbjk0s9EjoyJLztktZjm4PTXXrAFbEpNahJkG94c4Di1EdtUccXWGHmL4DYyP4olfNFkHA3/LyyUwtQV",
+	"2gDTHszvHnJPwTcFO965pD6DOawQjrnBB1FeQzMamup/fpnP/vT+iz+OJSNHOWnv1b7Y92NDJzbZd1Ux",
+	"nDL36WOO0zvVxx4nbJFOJWar9x++fH4/drb3vw/vuFf9fgzv+PPPY91c3ttesK2FipO3uAm3mimPqqQC",
+	"skqfcjORmxzAyXcfLy4yziPY0RUjAyFIV8HMlD8RVxqO8XngxTvQF56VtidvaEaGq09s0HL/ipfom8y5",
+	"Z8pb+XjtsOdfpt7VWVEjt0fuwiR9w6uw6/BRK2R13e8eoQ3e9LIdaXYxMqtQOrBCNClhn+Gcz8/Pk1Qd",
+	"V4WPonTnBnfdgMINWgAXvpHYChY/96MQrmUP3CFez8370quGWtxgApccLpa1tFZqFVzWyUOkKmwLJj0A",
+	"DH2PgQsMwwmAQWe1Vmyne0L0QcdviWPL/pd0v2GZ0HvCRQkfywJyuOzeROqyX58hdPd7kGJMstnMf+YX",
+	"k7K46zKD+XSQf6RqPAERqhh5O2xy+O5XNuVbCi+MjeXXnpY8kVzv02zd21D/B57tB3ETOlGDfVixQl/0",
+	"dma7M4aLw0q8L8CTVoNt8zJgptNO9sDOouEu9zpwX8QPN1n/Xr502P//Ly7hHHScPUBMHCS9BJoOzHFY",
+	"YL3BbdyZBwpTSTQQyrj/Qlrjk1m930aFPD//07+aPgnvoonh6x+eNiDgGrz5hIGFzUuFBML5U4G38V6X",
+	"dDzSMz0do2T2Gc9dL9cv78kuLJrbzl9wH2I07PTzXX4ROYHdj4uzs6fn/5nMk3nydPHV/Ktn0f2u+DTW",
+	"6TVoHdmrT/tedW4ey/zrwKEWQDs/djxXPrv1LCT8+PZ1aGDsXzPoFDc3WNAqohpM2hO0xxPvlU/iwxYf",
+	"/0aZ49fMukqPymUl/asuQ9+a30T37+//NwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

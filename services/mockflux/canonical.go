@@ -9,11 +9,8 @@ import (
 	"strconv"
 )
 
-// canonicalObject parses body as one JSON object and re-encodes it canonically: keys sorted
-// at every depth, no insignificant space, and numbers in one spelling (1, 1.0 and 1e0 are the
-// same number), so that two submits mean the same request exactly when their canonical forms
-// are equal.
-func canonicalObject(body []byte) ([]byte, error) {
+// parseObject parses body as exactly one JSON object, keeping its numbers as written.
+func parseObject(body []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
@@ -27,6 +24,13 @@ func canonicalObject(body []byte) ([]byte, error) {
 	if !ok {
 		return nil, errors.New("the body must be a JSON object")
 	}
+	return obj, nil
+}
+
+// canonicalJSON encodes an object from parseObject canonically: keys sorted at every depth,
+// no insignificant space, and numbers in one spelling (1, 1.0 and 1e0 are the same number),
+// so that two submits mean the same request exactly when their canonical forms are equal.
+func canonicalJSON(obj map[string]any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -1,12 +1,14 @@
 // Package mockflux is a stand-in for the Black Forest Labs FLUX API: it accepts generation
 // tasks, charges each accepted one exactly once (honouring an Idempotency-Key like a payment
-// API), keeps its jobs and charges in an fsynced journal when given a data file, and lets
-// tests read the charges and inject faults. The HTTP side lives in package httpserver.
+// API), takes a configurable render time per task, keeps its jobs, charges and webhook
+// outcomes in an fsynced journal when given a data file, and lets tests read the charges and
+// inject faults. The HTTP side lives in package httpserver, webhook delivery in package webhook.
 package mockflux
 
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -38,11 +40,42 @@ type Job struct {
 	// IdempotencyKey is the key this job answers to; empty when the submit had none or
 	// idempotency was off.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// RequestHash is the hex SHA-256 of the model, a zero byte and the canonical JSON body:
-	// what a later submit under the same key must match.
+	// RequestHash is the hex SHA-256 of the model, a zero byte and the canonical JSON body
+	// without its webhook fields: what a later submit under the same key must match.
 	RequestHash string    `json:"request_hash"`
 	CreatedAt   time.Time `json:"created_at"`
+	// RenderedAt is when the job finishes rendering: CreatedAt plus the render time in force
+	// when it was accepted, so a restart with another --render-time does not move it. Jobs
+	// journaled before render times existed have none; they are replayed as rendered at once.
+	RenderedAt time.Time `json:"rendered_at,omitzero"`
+	// Webhook is where to report the job once rendered; the zero value when the submit named
+	// none.
+	Webhook Webhook `json:"webhook,omitzero"`
 }
+
+// Webhook is a submit's webhook_url and webhook_secret.
+type Webhook struct {
+	URL    string `json:"url"`
+	Secret Secret `json:"secret"`
+}
+
+// Secret is a webhook secret. It is journaled as written (a restarted mockflux must still
+// sign with it) but prints as [redacted] through fmt and slog, so that no log line can carry
+// it by accident.
+type Secret string
+
+const redacted = "[redacted]"
+
+func (Secret) String() string       { return redacted }
+func (Secret) GoString() string     { return redacted }
+func (Secret) LogValue() slog.Value { return slog.StringValue(redacted) }
+
+// Limits of the webhook fields, in bytes.
+const (
+	MaxWebhookURL    = 2048
+	MinWebhookSecret = 16
+	MaxWebhookSecret = 256
+)
 
 // Charge is money taken for one job.
 type Charge struct {
@@ -53,6 +86,10 @@ type Charge struct {
 	// IdempotencyKey is the key the submit carried, also when it was ignored.
 	IdempotencyKey *string   `json:"idempotency_key"`
 	CreatedAt      time.Time `json:"created_at"`
+	// ReadyAt is when the charge's job became Ready, zero while not known. It is worked out
+	// when the charges are listed (Provider.Charges), never journaled: it depends on polls,
+	// which are not.
+	ReadyAt time.Time `json:"-"`
 }
 
 // Code classifies an Error; package httpserver maps each to an HTTP status.

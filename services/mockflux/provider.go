@@ -19,23 +19,28 @@ import (
 // MaxIdempotencyKey is the longest Idempotency-Key accepted, in bytes.
 const MaxIdempotencyKey = 255
 
-// Options configure a Provider. The zero value keeps everything in memory, reports every
-// job Ready at its first poll, and uses the wall clock.
+// Options configure a Provider. The zero value keeps everything in memory, renders every
+// job at once, reports it Ready at its first poll, and uses the wall clock.
 type Options struct {
 	// DataFile, when set, is the journal every job and charge is appended (and fsynced) to
-	// before a submit is answered, and replayed from at Open.
+	// before a submit is answered, and every webhook outcome once known; replayed at Open.
 	DataFile string
-	// PendingPolls is how many polls of a job answer Pending before it is Ready.
+	// PendingPolls is how many polls of a job answer Pending before it can be Ready.
 	PendingPolls int
+	// RenderTime is how long a job takes: it is Ready no sooner than RenderTime after it was
+	// accepted (and its pending polls used up), and its webhook is due then.
+	RenderTime time.Duration
 	// Now is the clock.
 	Now func() time.Time
 }
 
-// Provider is the mock's bookkeeping: jobs, their idempotency keys and their charges. It is
-// safe for concurrent use; submits are serialised, so a key can never be charged twice.
+// Provider is the mock's bookkeeping: jobs, their idempotency keys, their charges and
+// whether their webhooks were dealt with. It is safe for concurrent use; submits are
+// serialised, so a key can never be charged twice.
 type Provider struct {
 	now          func() time.Time
 	pendingPolls int
+	renderTime   time.Duration
 	journal      *journal.File
 
 	mu      sync.Mutex
@@ -45,30 +50,50 @@ type Provider struct {
 	micros  int64 // the sum of charges
 }
 
+// jobState is a job and what polls and webhooks did to it. Only the job and its webhook
+// outcome are journaled; polls start again after a restart, as a client's would.
 type jobState struct {
-	job     Job
-	polls   int
-	readyAt time.Time // zero until the first poll that answered Ready
+	job   Job
+	polls int
+	// renderBound is true when the job's pending polls were used up before it rendered (or
+	// there are none): its render time, not a poll, is then what made it Ready.
+	renderBound bool
+	// firstReady is when a poll first answered Ready; zero until then.
+	firstReady time.Time
+	// webhookOutcome is how the job's webhook ended (delivered, failed, dropped); empty
+	// while it is due or under way, and for a job without one.
+	webhookOutcome string
 }
 
-// record is one journal line: a job and the charge for it, written together so a charge
-// never exists without its job or the other way round.
+// record is one journal line. A "submit" record holds a job and the charge for it, written
+// together so a charge never exists without its job or the other way round; a "webhook"
+// record says how a job's webhook ended, so that a restart delivers only the ones that never
+// were.
 type record struct {
-	Type   string `json:"type"`
-	Job    Job    `json:"job"`
-	Charge Charge `json:"charge"`
+	Type    string `json:"type"`
+	Job     Job    `json:"job,omitzero"`
+	Charge  Charge `json:"charge,omitzero"`
+	JobID   string `json:"job_id,omitempty"`
+	Outcome string `json:"outcome,omitempty"`
 }
 
-const recordSubmit = "submit"
+const (
+	recordSubmit  = "submit"
+	recordWebhook = "webhook"
+)
 
 // Open returns a Provider, replaying the data file's journal if there is one.
 func Open(opts Options) (*Provider, error) {
 	if opts.PendingPolls < 0 {
 		return nil, errors.New("PendingPolls must not be negative")
 	}
+	if opts.RenderTime < 0 {
+		return nil, errors.New("RenderTime must not be negative")
+	}
 	p := &Provider{
 		now:          opts.Now,
 		pendingPolls: opts.PendingPolls,
+		renderTime:   opts.RenderTime,
 		jobs:         make(map[string]*jobState),
 		byKey:        make(map[string]string),
 	}
@@ -97,21 +122,39 @@ func (p *Provider) replay(line json.RawMessage) error {
 	if err := json.Unmarshal(line, &rec); err != nil {
 		return err
 	}
-	if rec.Type != recordSubmit {
+	switch rec.Type {
+	case recordSubmit:
+		if rec.Job.ID == "" || rec.Charge.JobID != rec.Job.ID {
+			return errors.New("a charge that does not belong to its job")
+		}
+		if _, dup := p.jobs[rec.Job.ID]; dup {
+			return fmt.Errorf("job %s recorded twice", rec.Job.ID)
+		}
+		if rec.Job.RenderedAt.IsZero() {
+			rec.Job.RenderedAt = rec.Job.CreatedAt
+		}
+		p.apply(rec)
+	case recordWebhook:
+		st, ok := p.jobs[rec.JobID]
+		switch {
+		case !ok:
+			return fmt.Errorf("a webhook outcome for job %q, which is not recorded before it", rec.JobID)
+		case st.job.Webhook.URL == "":
+			return fmt.Errorf("a webhook outcome for job %s, which has no webhook", rec.JobID)
+		case st.webhookOutcome != "":
+			return fmt.Errorf("job %s's webhook outcome recorded twice", rec.JobID)
+		case rec.Outcome == "":
+			return fmt.Errorf("job %s's webhook outcome is empty", rec.JobID)
+		}
+		st.webhookOutcome = rec.Outcome
+	default:
 		return fmt.Errorf("unknown record type %q", rec.Type)
 	}
-	if rec.Job.ID == "" || rec.Charge.JobID != rec.Job.ID {
-		return errors.New("a charge that does not belong to its job")
-	}
-	if _, dup := p.jobs[rec.Job.ID]; dup {
-		return fmt.Errorf("job %s recorded twice", rec.Job.ID)
-	}
-	p.apply(rec)
 	return nil
 }
 
 func (p *Provider) apply(rec record) {
-	p.jobs[rec.Job.ID] = &jobState{job: rec.Job}
+	p.jobs[rec.Job.ID] = &jobState{job: rec.Job, renderBound: p.pendingPolls == 0}
 	if rec.Job.IdempotencyKey != "" {
 		if _, taken := p.byKey[rec.Job.IdempotencyKey]; !taken {
 			p.byKey[rec.Job.IdempotencyKey] = rec.Job.ID
@@ -150,7 +193,9 @@ type SubmitRequest struct {
 }
 
 // Submit accepts a task and charges for it, or, for a key already used with the same model
-// and body, returns the earlier job and charges nothing (replayed is then true).
+// and body, returns the earlier job and charges nothing (replayed is then true). The body's
+// webhook fields are not part of "the same body": a replay answers the earlier job, whose
+// webhook (if any) is the one delivered.
 func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error) {
 	model, ok := Models[req.Model]
 	if !ok {
@@ -159,7 +204,15 @@ func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error)
 	if len(req.IdempotencyKey) > MaxIdempotencyKey {
 		return Job{}, false, errorf(CodeInvalid, "Idempotency-Key is longer than %d bytes", MaxIdempotencyKey)
 	}
-	canonical, err := canonicalObject(req.Body)
+	obj, err := parseObject(req.Body)
+	if err != nil {
+		return Job{}, false, errorf(CodeInvalid, "%v", err)
+	}
+	hook, err := takeWebhook(obj)
+	if err != nil {
+		return Job{}, false, err
+	}
+	canonical, err := canonicalJSON(obj)
 	if err != nil {
 		return Job{}, false, errorf(CodeInvalid, "%v", err)
 	}
@@ -190,6 +243,7 @@ func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error)
 	job = Job{
 		ID: uuid.NewString(), Model: model.Name, Prompt: in.prompt, Width: in.width, Height: in.height,
 		Format: in.format, IdempotencyKey: key, RequestHash: hash, CreatedAt: now,
+		RenderedAt: now.Add(p.renderTime), Webhook: hook,
 	}
 	if in.seed != nil {
 		job.Seed = *in.seed
@@ -212,13 +266,21 @@ func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error)
 
 // Poll is a job's state as one poll of it sees it.
 type Poll struct {
-	Job      Job
-	Ready    bool
-	Progress float64   // while pending, the share of the pending polls already made
-	ReadyAt  time.Time // when the job was first reported Ready
+	Job   Job
+	Ready bool
+	// Progress, while pending, is the smaller of the share of its pending polls already made
+	// and the share of its render time already past.
+	Progress float64
+	// ReadyAt is when the job became Ready (see Provider.Charges).
+	ReadyAt time.Time
+	// FirstReady is when a poll first answered Ready: a sample URL works for a while from
+	// then, however long the job waited to be polled.
+	FirstReady time.Time
 }
 
-// Poll counts one poll of the job and reports its state; ok is false for an unknown id.
+// Poll counts one poll of the job and reports its state; ok is false for an unknown id. A job
+// is Ready once its render time has passed and its pending polls are used up; every poll
+// counts towards them, also one made while the job renders.
 func (p *Provider) Poll(id string) (poll Poll, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -226,14 +288,83 @@ func (p *Provider) Poll(id string) (poll Poll, ok bool) {
 	if !ok {
 		return Poll{}, false
 	}
+	now := p.now().UTC()
 	st.polls++
-	if st.polls <= p.pendingPolls {
-		return Poll{Job: st.job, Progress: float64(st.polls-1) / float64(p.pendingPolls)}, true
+	if st.polls == p.pendingPolls {
+		st.renderBound = now.Before(st.job.RenderedAt)
 	}
-	if st.readyAt.IsZero() {
-		st.readyAt = p.now().UTC()
+	if st.polls <= p.pendingPolls || now.Before(st.job.RenderedAt) {
+		return Poll{Job: st.job, Progress: p.progress(st, now)}, true
 	}
-	return Poll{Job: st.job, Ready: true, ReadyAt: st.readyAt}, true
+	if st.firstReady.IsZero() {
+		st.firstReady = now
+	}
+	return Poll{Job: st.job, Ready: true, ReadyAt: readyAt(st, now), FirstReady: st.firstReady}, true
+}
+
+// progress is a pending job's progress: the smaller of its two shares, below 1.
+func (p *Provider) progress(st *jobState, now time.Time) float64 {
+	share := 1.0
+	if p.pendingPolls > 0 {
+		share = min(share, float64(st.polls-1)/float64(p.pendingPolls))
+	}
+	if total := st.job.RenderedAt.Sub(st.job.CreatedAt); total > 0 {
+		share = min(share, float64(now.Sub(st.job.CreatedAt))/float64(total))
+	}
+	return max(share, 0)
+}
+
+// readyAt is when the job became Ready, zero while it is not known: its RenderedAt, once past,
+// when its pending polls were used up before it (always without pending polls); otherwise,
+// when polls held it back, the time of the first poll that answered Ready.
+func readyAt(st *jobState, now time.Time) time.Time {
+	if !st.renderBound {
+		return st.firstReady
+	}
+	if now.Before(st.job.RenderedAt) {
+		return time.Time{}
+	}
+	return st.job.RenderedAt
+}
+
+// PendingWebhooks returns the jobs whose webhook has no outcome yet, oldest first: after a
+// restart with a data file, the ones to deliver again.
+func (p *Provider) PendingWebhooks() []Job {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Job
+	for _, c := range p.charges { // the charges keep the jobs' order
+		if st := p.jobs[c.JobID]; st.job.Webhook.URL != "" && st.webhookOutcome == "" {
+			out = append(out, st.job)
+		}
+	}
+	return out
+}
+
+// RecordWebhook notes (and journals) how a job's webhook ended. A job's first outcome stands:
+// a later one is ignored. An error means the outcome could not be journaled: it holds in
+// memory, and a restart would deliver the webhook again.
+func (p *Provider) RecordWebhook(jobID, outcome string) error {
+	if outcome == "" {
+		return errors.New("an empty webhook outcome")
+	}
+	p.mu.Lock()
+	st, ok := p.jobs[jobID]
+	if !ok || st.job.Webhook.URL == "" {
+		p.mu.Unlock()
+		return fmt.Errorf("job %q has no webhook", jobID)
+	}
+	first := st.webhookOutcome == ""
+	if first {
+		st.webhookOutcome = outcome
+	}
+	p.mu.Unlock()
+	if !first || p.journal == nil {
+		return nil
+	}
+	// Outside p.mu, so that submits and polls do not wait for this fsync; the job's own
+	// record is already in the journal (a job is known only once it is), so this one follows it.
+	return p.journal.Append(record{Type: recordWebhook, JobID: jobID, Outcome: outcome})
 }
 
 // Job returns a job by id without counting a poll.
@@ -247,11 +378,17 @@ func (p *Provider) Job(id string) (Job, bool) {
 	return st.job, true
 }
 
-// Charges returns every charge, oldest first, and their total.
+// Charges returns every charge, oldest first, with the time its job became Ready (ReadyAt,
+// zero while not known), and their total.
 func (p *Provider) Charges() ([]Charge, int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.charges), p.micros
+	now := p.now().UTC()
+	out := slices.Clone(p.charges)
+	for i := range out {
+		out[i].ReadyAt = readyAt(p.jobs[out[i].JobID], now)
+	}
+	return out, p.micros
 }
 
 // ChargeTotals is how many charges there are and their total, without copying them.

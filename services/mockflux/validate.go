@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"hubu.dev/hubu/proto/contract"
@@ -85,4 +86,50 @@ func jsonKind(goKind string) string {
 	default:
 		return fmt.Sprintf("of another type (%s)", goKind)
 	}
+}
+
+// takeWebhook removes webhook_url and webhook_secret from a parsed body, before the body is
+// hashed (they say where to report a task, not what to make, so a resubmission with another
+// webhook is the same request), and checks them: both or neither, an absolute http(s) URL
+// and a secret of MinWebhookSecret to MaxWebhookSecret bytes. Null is absent, as for the other
+// optional fields. The secret's value never reaches an error detail.
+func takeWebhook(obj map[string]any) (Webhook, error) {
+	rawURL, hasURL, err := takeString(obj, "webhook_url")
+	if err != nil {
+		return Webhook{}, err
+	}
+	secret, hasSecret, err := takeString(obj, "webhook_secret")
+	if err != nil {
+		return Webhook{}, err
+	}
+	switch {
+	case !hasURL && !hasSecret:
+		return Webhook{}, nil
+	case !hasURL || !hasSecret:
+		return Webhook{}, errorf(CodeInvalid, "webhook_url and webhook_secret: send both or neither")
+	case len(rawURL) > MaxWebhookURL:
+		return Webhook{}, errorf(CodeInvalid, "webhook_url: must be at most %d bytes", MaxWebhookURL)
+	case len(secret) < MinWebhookSecret || len(secret) > MaxWebhookSecret:
+		return Webhook{}, errorf(CodeInvalid, "webhook_secret: must be %d to %d bytes, not %d", MinWebhookSecret, MaxWebhookSecret, len(secret))
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return Webhook{}, errorf(CodeInvalid, "webhook_url: must be an absolute http or https URL")
+	}
+	return Webhook{URL: rawURL, Secret: Secret(secret)}, nil
+}
+
+// takeString removes key from obj and returns its string value; present is false when the key
+// is absent or null.
+func takeString(obj map[string]any, key string) (value string, present bool, err error) {
+	v, ok := obj[key]
+	delete(obj, key)
+	if !ok || v == nil {
+		return "", false, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", false, errorf(CodeInvalid, "%s: must be a string", key)
+	}
+	return s, true, nil
 }

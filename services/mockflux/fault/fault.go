@@ -1,5 +1,5 @@
 // Package fault holds the faults a test arms in mockflux through POST /_mock/faults, and
-// hands each submit request the effects it must suffer.
+// hands each submit request the effects it must suffer, and each webhook whether it is dropped.
 package fault
 
 import (
@@ -17,6 +17,7 @@ var Kinds = []bflapi.FaultKind{
 	bflapi.IdempotencyOff,
 	bflapi.ChargeThenDrop,
 	bflapi.ChargeThen500,
+	bflapi.WebhookDrop,
 }
 
 // MaxDelay bounds a slow fault, so a mistaken delay cannot hang a test run.
@@ -87,7 +88,9 @@ func (s *Set) Active() []Armed {
 }
 
 // Take returns the effects for one submit request and uses up one unit of every armed
-// fault with a count, disarming those that reach zero.
+// submit fault with a count, disarming those that reach zero. webhook_drop is not a submit
+// fault: webhooks use it up (TakeWebhookDrop), so that a test can arm it for exactly the next
+// N notices however many submits come first.
 func (s *Set) Take() Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -104,15 +107,36 @@ func (s *Set) Take() Effects {
 			e.ChargeThenDrop = true
 		case bflapi.ChargeThen500:
 			e.ChargeThen500 = true
+		case bflapi.WebhookDrop:
+			continue
 		}
-		if a.Remaining > 0 {
-			a.Remaining--
-			if a.Remaining == 0 {
-				delete(s.armed, k)
-			} else {
-				s.armed[k] = a
-			}
-		}
+		s.useUp(k)
 	}
 	return e
+}
+
+// TakeWebhookDrop reports whether the webhook about to be sent must be dropped, using up one
+// unit of an armed webhook_drop.
+func (s *Set) TakeWebhookDrop() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.armed[bflapi.WebhookDrop]; !ok {
+		return false
+	}
+	s.useUp(bflapi.WebhookDrop)
+	return true
+}
+
+// useUp counts one use of the armed fault kind; s.mu is held.
+func (s *Set) useUp(kind bflapi.FaultKind) {
+	a := s.armed[kind]
+	if a.Remaining == 0 {
+		return // until cleared
+	}
+	a.Remaining--
+	if a.Remaining == 0 {
+		delete(s.armed, kind)
+	} else {
+		s.armed[kind] = a
+	}
 }

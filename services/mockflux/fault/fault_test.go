@@ -41,6 +41,41 @@ func TestCountsAndClear(t *testing.T) {
 	}
 }
 
+// webhook_drop is used up by webhooks only, and submit faults by submits only: arming both
+// for one webhook and one submit drops exactly one notice whatever the order of events.
+func TestWebhookDropIsCountedByWebhooks(t *testing.T) {
+	t.Parallel()
+	var s fault.Set
+	if s.TakeWebhookDrop() {
+		t.Fatal("a webhook was dropped with nothing armed")
+	}
+	must(t, s.Arm(bflapi.WebhookDrop, 2, 0))
+	must(t, s.Arm(bflapi.ChargeThen500, 1, 0))
+	for range 3 {
+		if e := s.Take(); e != (fault.Effects{ChargeThen500: e.ChargeThen500}) {
+			t.Fatalf("a submit suffered %+v", e)
+		}
+	}
+	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.WebhookDrop, Remaining: 2}}) {
+		t.Fatalf("submits used up webhook_drop: %+v", got)
+	}
+	for i, want := range []bool{true, true, false} {
+		if got := s.TakeWebhookDrop(); got != want {
+			t.Fatalf("webhook %d: dropped %v, want %v", i+1, got, want)
+		}
+	}
+	must(t, s.Arm(bflapi.WebhookDrop, 0, 0)) // until cleared
+	for range 5 {
+		if !s.TakeWebhookDrop() {
+			t.Fatal("an until-cleared webhook_drop let a webhook through")
+		}
+	}
+	s.Clear()
+	if s.TakeWebhookDrop() {
+		t.Fatal("dropped after clear")
+	}
+}
+
 func TestArmReplacesTheSameKind(t *testing.T) {
 	t.Parallel()
 	var s fault.Set

@@ -17,17 +17,21 @@ import (
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/httpserver"
+	"hubu.dev/hubu/services/mockflux/internal/timertest"
 )
 
 type config struct {
 	apiKey       string
 	pendingPolls int
+	renderTime   time.Duration
 	ready        func() error // nil: the provider's own readiness
 }
 
 type bundle struct {
-	url        string
-	clock      *testclock.Clock
+	url   string
+	clock *testclock.Clock
+	// timers are the clock's, for webhooks; move the clock with timers.Advance.
+	timers     *timertest.Timers
 	validator  *apitest.Transport
 	signingKey []byte
 	logs       *testlog.Buffer
@@ -38,14 +42,15 @@ type bundle struct {
 
 const testKey = "test-api-key"
 
-// setup starts mockflux over real HTTP with an in-memory provider, a controlled clock and
-// one pending poll per job.
+// setup starts mockflux over real HTTP with an in-memory provider, a controlled clock, one
+// pending poll per job and no render time.
 func setup(t *testing.T) *bundle { return setupWith(t, config{pendingPolls: 1}) }
 
 func setupWith(t *testing.T, cfg config) *bundle {
 	t.Helper()
 	clk := testclock.New()
-	provider, err := mockflux.Open(mockflux.Options{PendingPolls: cfg.pendingPolls, Now: clk.Now})
+	timers := timertest.New(clk)
+	provider, err := mockflux.Open(mockflux.Options{PendingPolls: cfg.pendingPolls, RenderTime: cfg.renderTime, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,17 +58,18 @@ func setupWith(t *testing.T, cfg config) *bundle {
 	logs := &testlog.Buffer{}
 	srv := &httpserver.Server{
 		Provider: provider, APIKey: cfg.apiKey, SampleTTL: 10 * time.Minute,
-		SigningKey: []byte("test signing key"), Now: clk.Now,
+		SigningKey: []byte("test signing key"), Now: clk.Now, After: timers.After,
 		Logger: slog.New(slog.NewJSONHandler(logs, nil)), Ready: cfg.ready,
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
+	t.Cleanup(srv.Close) // first: no webhook goroutine outlives the test
 
 	doc, err := bflapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bundle{url: ts.URL, clock: clk, signingKey: srv.SigningKey, logs: logs,
+	b := &bundle{url: ts.URL, clock: clk, timers: timers, signingKey: srv.SigningKey, logs: logs,
 		validator: apitest.NewTransport(t, doc, http.DefaultTransport)}
 	b.client = b.newClient(t, testKey)
 	if cfg.apiKey != "" {
@@ -220,3 +226,27 @@ func detail(t *testing.T, body []byte) string {
 }
 
 const fox = `{"prompt":"a red fox in the snow","width":1024,"height":768,"seed":42}`
+
+// metrics is the /metrics text (not in the spec, so not through the validating transport).
+func (b *bundle) metrics(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(b.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
+// awaitMetric waits (at most 10 s) until /metrics has line, for what goroutines count.
+func (b *bundle) awaitMetric(t *testing.T, line string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(b.metrics(t), line+"\n") {
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %q after 10s:\n%s", line, b.metrics(t))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,6 +1,7 @@
 // Package httpserver serves mockflux over HTTP: the chi server interface generated from
-// proto/bfl.openapi.yaml, x-key authentication, signed sample URLs, and the fault effects
-// (slow, fail before charging, charge then drop the connection, charge then 500).
+// proto/bfl.openapi.yaml, x-key authentication, signed sample URLs, the fault effects
+// (slow, fail before charging, charge then drop the connection, charge then 500), and the
+// tasks' webhooks (package webhook sends them).
 package httpserver
 
 import (
@@ -28,6 +29,7 @@ import (
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
 	"hubu.dev/hubu/services/mockflux/render"
+	"hubu.dev/hubu/services/mockflux/webhook"
 )
 
 // MaxBody bounds a request body.
@@ -53,13 +55,23 @@ type Server struct {
 	Ready func() error
 	// Metrics is where the server registers its metrics and what /metrics serves; nil is a
 	// registry of its own.
-	Metrics  *prometheus.Registry
+	Metrics *prometheus.Registry
+	// After makes timers on Now's clock for webhooks (their render time, their retries); nil
+	// is time.After, right for the wall clock.
+	After func(time.Duration) <-chan time.Time
+	// WebhookClient sends webhooks; nil is webhook's own (no redirects followed).
+	WebhookClient *http.Client
+
 	requests *prometheus.CounterVec
+	webhooks *prometheus.CounterVec
+	notices  *webhook.Dispatcher
 }
 
 var _ bflapi.ServerInterface = (*Server)(nil)
 
-// Handler returns the HTTP handler with every route.
+// Handler returns the HTTP handler with every route, and starts delivering webhooks: those
+// of jobs submitted from now on, and those the provider's journal says are still due. Close
+// stops the deliveries.
 func (s *Server) Handler() http.Handler {
 	s.Faults = cmp.Or(s.Faults, &fault.Set{})
 	if s.SampleTTL <= 0 {
@@ -78,6 +90,13 @@ func (s *Server) Handler() http.Handler {
 	}
 	reg := cmp.Or(s.Metrics, prometheus.NewRegistry())
 	s.registerMetrics(reg)
+	s.notices = webhook.New(webhook.Options{
+		Now: s.Now, After: s.After, Client: s.WebhookClient, Logger: s.Logger,
+		Drop: s.Faults.TakeWebhookDrop, Done: s.webhookDone,
+	})
+	for _, job := range s.Provider.PendingWebhooks() {
+		s.notify(job)
+	}
 	r := chi.NewRouter()
 	// Instrumented first, so that refusals of the x-key check are counted too.
 	r.Use(s.instrument, s.authenticate)
@@ -98,6 +117,28 @@ func (s *Server) Handler() http.Handler {
 			writeDetail(w, http.StatusUnprocessableEntity, paramProblem(err))
 		},
 	})
+}
+
+// Close stops the webhooks not yet sent or under way (a restart with a data file sends them)
+// and waits for their goroutines. Call it once the server no longer takes submits.
+func (s *Server) Close() {
+	if s.notices != nil {
+		s.notices.Close()
+	}
+}
+
+func (s *Server) notify(job mockflux.Job) {
+	s.notices.Send(webhook.Notice{JobID: job.ID, URL: job.Webhook.URL, Secret: []byte(job.Webhook.Secret), Due: job.RenderedAt})
+}
+
+// webhookDone counts and journals how a webhook ended. A journal that refuses the record
+// leaves the webhook due after a restart: sent twice rather than never, which receivers
+// must bear anyway.
+func (s *Server) webhookDone(jobID string, o webhook.Outcome) {
+	s.webhooks.WithLabelValues(string(o)).Inc()
+	if err := s.Provider.RecordWebhook(jobID, string(o)); err != nil {
+		s.Logger.Error("cannot record the webhook's outcome; a restart will send it again", "job_id", jobID, "outcome", o, "err", err)
+	}
 }
 
 // authenticate guards the FLUX API (/v1/); samples carry their own signature and the
@@ -143,7 +184,13 @@ func (s *Server) registerMetrics(reg prometheus.Registerer) {
 	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mockflux_http_requests_total", Help: "HTTP requests by route pattern, method and status.",
 	}, []string{"route", "method", "status"})
-	reg.MustRegister(s.requests,
+	s.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mockflux_webhooks_total", Help: "Webhooks by how they ended: delivered, failed (every attempt), dropped (fault).",
+	}, []string{"outcome"})
+	for _, o := range webhook.Outcomes {
+		s.webhooks.WithLabelValues(string(o)) // listed at 0 before the first
+	}
+	reg.MustRegister(s.requests, s.webhooks,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "mockflux_charges_total", Help: "Charges made (a replayed idempotency key makes none).",
 		}, func() float64 {
@@ -232,9 +279,15 @@ func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, pa
 	var charged int64
 	if !replayed {
 		charged = mockflux.Models[job.Model].PriceMicros
+		if job.Webhook.URL != "" {
+			// Also when a fault then hides the answer: the job exists and renders.
+			s.notify(job)
+		}
 	}
-	// The idempotency key is not logged: it is the caller's, and the job id identifies the call.
-	s.Logger.InfoContext(r.Context(), "submit", "job_id", job.ID, "model", job.Model, "replayed", replayed, "charged_micros", charged)
+	// The idempotency key and the webhook are not logged: they are the caller's, and the job
+	// id identifies the call.
+	s.Logger.InfoContext(r.Context(), "submit", "job_id", job.ID, "model", job.Model, "replayed", replayed,
+		"charged_micros", charged, "webhook", job.Webhook.URL != "")
 	if effects.ChargeThenDrop {
 		s.drop(w)
 		return
@@ -270,7 +323,9 @@ func (s *Server) GetResult(w http.ResponseWriter, r *http.Request, params bflapi
 	}
 	job := poll.Job
 	file := job.ID + "." + job.Format
-	exp := poll.ReadyAt.Add(s.SampleTTL).Unix()
+	// From the first Ready answer, not from when the job rendered: a job polled late (after
+	// a restart, or by a caller that lost its webhook) still gets a URL that works.
+	exp := poll.FirstReady.Add(s.SampleTTL).Unix()
 	sample := baseURL(r) + "/samples/" + file + "?exp=" + strconv.FormatInt(exp, 10) + "&sig=" + s.sign(file, exp)
 	start, end := unixSeconds(job.CreatedAt), unixSeconds(poll.ReadyAt)
 	writeJSON(w, http.StatusOK, bflapi.ResultResponse{
@@ -313,6 +368,9 @@ func (s *Server) ListCharges(w http.ResponseWriter, r *http.Request) {
 		out.Charges[i] = bflapi.Charge{
 			Id: c.ID, JobId: c.JobID, Model: c.Model, AmountMicros: c.AmountMicros,
 			IdempotencyKey: c.IdempotencyKey, CreatedAt: c.CreatedAt,
+		}
+		if !c.ReadyAt.IsZero() {
+			out.Charges[i].ReadyAt = new(c.ReadyAt)
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -7,6 +7,7 @@ import (
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
+	"hubu.dev/hubu/services/mockflux/webhook"
 )
 
 // The spec is valid OpenAPI, and the limits mockflux enforces are the ones it publishes (the
@@ -27,5 +28,22 @@ func TestSpecMatchesTheServer(t *testing.T) {
 	delay := doc.Components.Schemas["FaultRequest"].Value.Properties["delay_ms"].Value
 	if *delay.Max != float64(fault.MaxDelay.Milliseconds()) {
 		t.Errorf("delay_ms maximum %v", *delay.Max)
+	}
+	flux := doc.Components.Schemas["FluxRequest"].Value.Properties
+	if u := flux["webhook_url"].Value; u.MaxLength == nil || *u.MaxLength != mockflux.MaxWebhookURL {
+		t.Errorf("webhook_url maxLength %v", u.MaxLength)
+	}
+	if s := flux["webhook_secret"].Value; s.MinLength != mockflux.MinWebhookSecret || s.MaxLength == nil || *s.MaxLength != mockflux.MaxWebhookSecret {
+		t.Errorf("webhook_secret length %d..%v", s.MinLength, s.MaxLength)
+	}
+	// The callback names the headers webhook sends.
+	callback := doc.Paths.Find("/v1/{model}").Post.Callbacks["taskReady"].Value.Value("{$request.body#/webhook_url}")
+	if callback == nil || callback.Post == nil {
+		t.Fatal("the submit operation has no taskReady callback")
+	}
+	for _, h := range []string{webhook.TimestampHeader, webhook.SignatureHeader} {
+		if p := callback.Post.Parameters.GetByInAndName("header", h); p == nil || !p.Required {
+			t.Errorf("the callback does not require header %s", h)
+		}
 	}
 }

@@ -22,10 +22,12 @@ import (
 )
 
 const usage = `usage:
-  mockflux serve --listen ADDR [--data FILE] [--api-key KEY] [--pending-polls N] [--sample-ttl 10m]
-Settings fall back to MOCKFLUX_LISTEN, MOCKFLUX_DATA, MOCKFLUX_API_KEY, MOCKFLUX_PENDING_POLLS
-and MOCKFLUX_SAMPLE_TTL; the API key may instead be in a file named by MOCKFLUX_API_KEY_FILE.
-Without an API key any non-empty x-key header is accepted.`
+  mockflux serve --listen ADDR [--data FILE] [--api-key KEY] [--pending-polls N] [--render-time 0s] [--sample-ttl 10m]
+Settings fall back to MOCKFLUX_LISTEN, MOCKFLUX_DATA, MOCKFLUX_API_KEY, MOCKFLUX_PENDING_POLLS,
+MOCKFLUX_RENDER_TIME and MOCKFLUX_SAMPLE_TTL; the API key may instead be in a file named by
+MOCKFLUX_API_KEY_FILE. Without an API key any non-empty x-key header is accepted.
+A task is Ready once its render time has passed and its pending polls are used up; a submit
+with webhook_url and webhook_secret gets a signed POST when the render time has passed.`
 
 func main() { command.Main("mockflux", run) }
 
@@ -42,7 +44,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	data := fs.String("data", "MOCKFLUX_DATA", "", "journal file that keeps jobs and charges across restarts; empty keeps them in memory")
 	apiKey := fs.Secret("api-key", "MOCKFLUX_API_KEY", "the only x-key accepted; empty accepts any non-empty key")
 	// Text rather than number and duration flags, so that a bad value says what a good one looks like.
-	pollsText := fs.String("pending-polls", "MOCKFLUX_PENDING_POLLS", "1", "polls that answer Pending before a task is Ready")
+	pollsText := fs.String("pending-polls", "MOCKFLUX_PENDING_POLLS", "1", "polls that answer Pending before a task can be Ready")
+	renderText := fs.String("render-time", "MOCKFLUX_RENDER_TIME", "0s", "how long a task takes from submit to Ready (and to its webhook), such as 2s")
 	ttlText := fs.String("sample-ttl", "MOCKFLUX_SAMPLE_TTL", "10m", "how long a sample URL works after the task is Ready")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), usage)
@@ -58,13 +61,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil || polls < 0 {
 		return fmt.Errorf("--pending-polls %q is not a whole number of polls (0 or more)", *pollsText)
 	}
+	renderTime, err := time.ParseDuration(*renderText)
+	if err != nil || renderTime < 0 {
+		return fmt.Errorf("--render-time %q is not a duration of 0 or more, such as 2s", *renderText)
+	}
 	ttl, err := time.ParseDuration(*ttlText)
 	if err != nil || ttl <= 0 {
 		return fmt.Errorf("--sample-ttl %q is not a positive duration such as 10m", *ttlText)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "mockflux")
 
-	provider, err := mockflux.Open(mockflux.Options{DataFile: *data, PendingPolls: polls, Now: time.Now})
+	provider, err := mockflux.Open(mockflux.Options{DataFile: *data, PendingPolls: polls, RenderTime: renderTime, Now: time.Now})
 	if err != nil {
 		return fmt.Errorf("cannot use --data %s: %v", *data, err)
 	}
@@ -78,10 +85,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil {
 		return err
 	}
+	// Handler starts the webhooks still due from the journal, so only once mockflux can serve.
+	// Deferred after provider.Close, so it runs first: webhooks stop once the server has
+	// stopped (the last submit answered) and before the journal closes; one not yet sent
+	// stays due for the next start.
 	httpSrv := command.NewHTTPServer(srv.Handler())
+	defer srv.Close()
 	httpSrv.WriteTimeout = fault.MaxDelay + time.Minute // a slow fault holds its answer that long
 	// Requests see the process's context, so a slow fault stops waiting at SIGTERM.
 	httpSrv.BaseContext = func(net.Listener) context.Context { return ctx }
-	logger.Info("listening", "addr", ln.Addr().String(), "data", *data, "charges", len(charges), "api_key_required", *apiKey != "")
+	logger.Info("listening", "addr", ln.Addr().String(), "data", *data, "charges", len(charges), "api_key_required", *apiKey != "",
+		"pending_polls", polls, "render_time", renderTime.String())
 	return command.Serve(ctx, httpSrv, ln, logger, command.ShutdownGrace, nil)
 }

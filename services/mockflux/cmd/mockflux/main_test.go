@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"hubu.dev/hubu/kit/command/commandtest"
 	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/mockflux/internal/hooktest"
 	"hubu.dev/hubu/services/mockflux/journal"
 )
 
@@ -54,6 +56,8 @@ func TestBadSettings(t *testing.T) {
 		{"bad pending polls", nil, []string{"serve", "--pending-polls", "-1"}, "--pending-polls"},
 		{"bad pending polls from env", map[string]string{"MOCKFLUX_PENDING_POLLS": "many"}, []string{"serve"}, `--pending-polls "many"`},
 		{"bad sample ttl", nil, []string{"serve", "--sample-ttl", "0s"}, "--sample-ttl"},
+		{"negative render time", nil, []string{"serve", "--render-time", "-5ms"}, `--render-time "-5ms" is not a duration of 0 or more`},
+		{"render time without a unit", nil, []string{"serve", "--render-time", "10"}, `--render-time "10"`},
 		{"bad listen address", nil, []string{"serve", "--listen", "no-such-host.invalid:x"}, "cannot listen on no-such-host.invalid:x"},
 		{"data in a missing directory", nil, []string{"serve", "--listen", "127.0.0.1:0", "--data", filepath.Join(dir, "nope", "d.jsonl")}, "cannot use --data"},
 		{"corrupt data", map[string]string{"MOCKFLUX_DATA": corrupt}, []string{"serve", "--listen", "127.0.0.1:0"}, "record 1"},
@@ -79,7 +83,8 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("--help: %q %v", out, err)
 	}
 	_, errOut, err := runMockflux(nil, "serve", "--help")
-	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "-pending-polls") {
+	if !errors.Is(err, flag.ErrHelp) || !strings.Contains(errOut, "-pending-polls") || !strings.Contains(errOut, "-render-time") ||
+		!strings.Contains(errOut, "MOCKFLUX_RENDER_TIME") {
 		t.Fatalf("serve --help: %q %v", errOut, err)
 	}
 	cmd := exec.Command(binary, "serve", "--help")
@@ -198,8 +203,11 @@ func TestNoTestHelpersInBinaries(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	if strings.Contains(string(out), "hubu.dev/hubu/proto/apitest\n") {
-		t.Error("a binary imports hubu.dev/hubu/proto/apitest")
+	for _, helper := range []string{"hubu.dev/hubu/proto/apitest", "hubu.dev/hubu/kit/testclock",
+		"hubu.dev/hubu/services/mockflux/internal/hooktest", "hubu.dev/hubu/services/mockflux/internal/timertest"} {
+		if strings.Contains(string(out), helper+"\n") {
+			t.Errorf("a binary imports %s", helper)
+		}
 	}
 }
 
@@ -225,4 +233,59 @@ func TestProbesAndMetrics(t *testing.T) {
 		}
 	}
 	proctest.Stop(t, p.Process)
+}
+
+// A webhook still under way when mockflux stops (its receiver hangs) stays due, and the next
+// start on the same data file sends it, signed with the secret kept in the journal (and never
+// logged). --render-time from the environment holds it back and sets ready_at.
+func TestWebhookDueAfterARestart(t *testing.T) {
+	t.Parallel()
+	const render = time.Second
+	rcv := hooktest.New(t, func(n int) int {
+		if n == 1 {
+			return hooktest.Hang
+		}
+		return http.StatusNoContent
+	})
+	data := filepath.Join(t.TempDir(), "mockflux.jsonl")
+	env := []string{"MOCKFLUX_LISTEN=127.0.0.1:0", "MOCKFLUX_DATA=" + data, "MOCKFLUX_RENDER_TIME=" + render.String(), "MOCKFLUX_PENDING_POLLS=0"}
+	const secret = "whsec-restart-0123456789"
+	w, h := 512, 512
+	body := bflapi.FluxRequest{Prompt: "a red fox", Width: &w, Height: &h,
+		WebhookUrl: new(rcv.URL + "/hook?token=query-credential"), WebhookSecret: new(secret)}
+
+	first := start(t, env)
+	sub, err := first.client("k").SubmitWithResponse(context.Background(), "flux-dev", &bflapi.SubmitParams{}, body)
+	if err != nil || sub.JSON200 == nil {
+		t.Fatalf("submit: %v %v", err, sub)
+	}
+	hung := rcv.Await(t, 1)[0]
+	proctest.Stop(t, first.Process)
+
+	second := start(t, env)
+	got := rcv.Await(t, 2)[1]
+	if string(got.Body) != string(hung.Body) {
+		t.Fatalf("the restart sent %s, the first process %s", got.Body, hung.Body)
+	}
+	ts, err := strconv.ParseInt(got.Params.XMockfluxTimestamp, 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooktest.Check(t, got, secret, sub.JSON200.Id, time.Unix(ts, 0))
+	charge := second.charges().Charges[0]
+	if charge.ReadyAt == nil || !charge.ReadyAt.Equal(charge.CreatedAt.Add(render)) {
+		t.Fatalf("charge %+v, want ready_at %v", charge, charge.CreatedAt.Add(render))
+	}
+	if ts < charge.ReadyAt.Unix() {
+		t.Fatalf("sent at %d, before the render deadline %v", ts, charge.ReadyAt)
+	}
+	proctest.Stop(t, second.Process)
+	for _, log := range []string{first.Log(), second.Log()} {
+		if strings.Contains(log, secret) || strings.Contains(log, "query-credential") {
+			t.Fatalf("the secret or the URL's query reached the log: %s", log)
+		}
+	}
+	if !strings.Contains(second.Log(), "webhook delivered") {
+		t.Fatalf("the second process did not log the delivery: %s", second.Log())
+	}
 }

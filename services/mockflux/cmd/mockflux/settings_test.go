@@ -15,6 +15,9 @@ func TestBadValuesInTheEnvironment(t *testing.T) {
 	for _, c := range []struct{ env, want string }{
 		{"MOCKFLUX_PENDING_POLLS=5x", `--pending-polls "5x" is not a whole number of polls (0 or more)`},
 		{"MOCKFLUX_SAMPLE_TTL=5x", `--sample-ttl "5x" is not a positive duration such as 10m`},
+		{"MOCKFLUX_RENDER_TIME=5x", `--render-time "5x" is not a duration of 0 or more, such as 2s`},
+		{"MOCKFLUX_RENDER_TIME=-1s", `--render-time "-1s" is not a duration of 0 or more, such as 2s`},
+		{"MOCKFLUX_RENDER_TIME=2", `--render-time "2" is not a duration of 0 or more, such as 2s`},
 	} {
 		commandtest.Refuses(t, run, []string{c.env, "MOCKFLUX_LISTEN=127.0.0.1:0"}, []string{"serve"}, c.want)
 	}
