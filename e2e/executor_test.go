@@ -32,7 +32,7 @@ func TestSpendEndToEnd(t *testing.T) {
 	if c := s.charges(); c.Count != 1 || c.TotalMicros != 25_000 || *c.Charges[0].IdempotencyKey != vendorkey.For("bfl", *op.DecisionId) {
 		t.Fatalf("charges: %+v", c)
 	}
-	exec, err := s.agentGongbu.GetOperationExecutionWithResponse(ctx, op.PublicHandle)
+	exec, err := s.agentGongbu.GetOperationExecutionWithResponse(ctx, op.PublicHandle, nil)
 	if err != nil || exec.JSON200 == nil || exec.JSON200.State != gongbuapi.Succeeded || exec.JSON200.Result == nil {
 		t.Fatalf("execution: %v %s", err, exec.Body)
 	}
@@ -42,7 +42,7 @@ func TestSpendEndToEnd(t *testing.T) {
 	if _, err := png.Decode(bytes.NewReader(img)); err != nil {
 		t.Fatalf("the result is not a PNG: %v", err)
 	}
-	if r, _ := s.otherGongbu.GetOperationExecutionWithResponse(ctx, op.PublicHandle); r.StatusCode() != http.StatusNotFound {
+	if r, _ := s.otherGongbu.GetOperationExecutionWithResponse(ctx, op.PublicHandle, nil); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("another agent reading the execution: %d", r.StatusCode())
 	}
 	s.mustAgree()

@@ -152,7 +152,9 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	fp := must(mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now}))(t)
 	t.Cleanup(func() { _ = fp.Close() })
 	s.faults = &fault.Set{}
-	fluxTS := httptest.NewServer((&fluxhttp.Server{Provider: fp, Faults: s.faults, Now: s.clock.Now}).Handler())
+	fluxSrv := &fluxhttp.Server{Provider: fp, Faults: s.faults, Now: s.clock.Now}
+	t.Cleanup(fluxSrv.Close) // stops any webhook still being sent
+	fluxTS := httptest.NewServer(fluxSrv.Handler())
 	t.Cleanup(fluxTS.Close)
 	s.fluxURL = fluxTS.URL
 
@@ -189,6 +191,7 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	s.gongbu = &execution.Service{
 		Store: s.gongbuStore, Providers: map[string]gongbu.Provider{"bfl": adapter}, Authority: s.authority,
 		Now: s.clock.Now, Lease: lease, PollInterval: pollInterval, PollDeadline: 10 * time.Minute,
+		FirstPoll: -1, // the suite drives every poll through Tick and its clock
 	}
 	gongbuTS.Config.Handler = (&gongbuhttp.Server{Executions: s.gongbu, Authority: s.authority, ServiceToken: s.gongbuToken, Ping: s.gongbuStore.Ping}).
 		Handler(prometheus.NewRegistry())

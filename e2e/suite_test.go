@@ -205,16 +205,30 @@ func (su *suite) charges() bflapi.Charges {
 // from its Prometheus metrics.
 func (su *suite) authorizations() int {
 	su.t.Helper()
-	resp := must(http.Get(su.s.Hubu.URL() + "/metrics"))(su.t)
+	return metricSum(su.t, su.s.Hubu.URL(), "hubu_http_requests_total", `route="/v1/authorizations"`)
+}
+
+// metricSum adds up the samples of a counter a process at baseURL serves on /metrics, over
+// the series whose labels contain every one of labels.
+func metricSum(t testing.TB, baseURL, name string, labels ...string) int {
+	t.Helper()
+	resp := must(http.Get(baseURL + "/metrics"))(t)
 	defer resp.Body.Close()
 	n := 0
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		line := sc.Text()
-		if strings.HasPrefix(line, "hubu_http_requests_total{") && strings.Contains(line, `route="/v1/authorizations"`) {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		matches := true
+		for _, l := range labels {
+			matches = matches && strings.Contains(line, l)
+		}
+		if matches {
 			f := strings.Fields(line)
-			v, _ := strconv.Atoi(f[len(f)-1])
-			n += v
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			n += int(v)
 		}
 	}
 	return n

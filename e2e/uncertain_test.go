@@ -183,7 +183,7 @@ func TestChargedFailureIsCapturedAsFailed(t *testing.T) {
 	}
 	// The agent reads its failed execution, and so does an operator (Hubu lets both read it).
 	for _, c := range []*gongbuapi.ClientWithResponses{s.agentGongbu, mustGongbuClient(t, s.gongbuURL, s.hubu.OperatorToken, http.DefaultClient)} {
-		r, err := c.GetOperationExecutionWithResponse(context.Background(), op.PublicHandle)
+		r, err := c.GetOperationExecutionWithResponse(context.Background(), op.PublicHandle, nil)
 		if err != nil || r.JSON200 == nil || r.JSON200.State != gongbuapi.Failed {
 			t.Fatalf("read the execution: %v %s", err, r.Body)
 		}

@@ -54,7 +54,8 @@ type Config struct {
 	HubuAddr, GongbuAddr, FluxAddr, RouterAddr string
 	// FluxIdempotent tells Gongbu that mockflux honours Idempotency-Key.
 	FluxIdempotent bool
-	// Env adds environment entries per process name (hubu, gongbu, mockflux, router).
+	// Env adds environment entries per process name (hubu, gongbu, mockflux, router); an
+	// entry overrides the stack's own setting of the same variable.
 	Env map[string][]string
 	// Progress receives one line per step; nil is silent.
 	Progress io.Writer
@@ -84,6 +85,7 @@ type Credentials struct {
 	AgentToken        string `json:"agent_token"`      // the demo agent's token
 	AgentID           string `json:"agent_id"`
 	FluxKey           string `json:"flux_key"`
+	WebhookKey        string `json:"webhook_key"` // derives the secrets mockflux signs its webhooks to Gongbu with
 }
 
 // Stack is a running stack.
@@ -161,10 +163,11 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 	s.Flux = &Process{Name: "mockflux", Path: bin.Path("mockflux"), Addr: cfg.FluxAddr, LogPath: logs("mockflux"),
 		Args: []string{"serve", "--listen", cfg.FluxAddr, "--data", filepath.Join(cfg.Dir, "mockflux.jsonl")}, Env: env("mockflux")}
 	s.Gongbu = &Process{Name: "gongbu", Path: bin.Path("gongbu"), Addr: cfg.GongbuAddr, LogPath: logs("gongbu"),
-		Args: []string{"serve", "--listen", cfg.GongbuAddr, "--poll-interval", "200ms"},
-		Env: env("gongbu", "GONGBU_DATABASE_URL="+cfg.via("gongbu", "postgres", s.GongbuDBURL), "GONGBU_HUBU_URL="+cfg.url("gongbu", "hubu", cfg.HubuAddr),
+		Args: []string{"serve", "--listen", cfg.GongbuAddr},
+		Env: env("gongbu", "GONGBU_POLL_INTERVAL=200ms", "GONGBU_DATABASE_URL="+cfg.via("gongbu", "postgres", s.GongbuDBURL), "GONGBU_HUBU_URL="+cfg.url("gongbu", "hubu", cfg.HubuAddr),
 			"GONGBU_HUBU_TOKEN="+s.Credentials.GongbuAtHubuToken, "GONGBU_SERVICE_TOKEN="+s.Credentials.HubuAtGongbuToken,
 			"GONGBU_FLUX_URL="+cfg.url("gongbu", "mockflux", cfg.FluxAddr), "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
+			"GONGBU_WEBHOOK_URL="+cfg.url("mockflux", "gongbu", cfg.GongbuAddr)+"/v1/webhooks/bfl", "GONGBU_WEBHOOK_KEY="+s.Credentials.WebhookKey,
 			fmt.Sprintf("GONGBU_FLUX_IDEMPOTENT=%v", cfg.FluxIdempotent))}
 	s.Hubu = &Process{Name: "hubu", Path: bin.Path("hubu"), Addr: cfg.HubuAddr, LogPath: logs("hubu"),
 		Args: []string{"serve", "--listen", cfg.HubuAddr},
@@ -259,9 +262,17 @@ func (s *Stack) output(ctx context.Context, name string, env []string, args ...s
 func (s *Stack) loadOrMakeCredentials(ctx context.Context) error {
 	path := filepath.Join(s.Config.Dir, "credentials.json")
 	if b, err := os.ReadFile(path); err == nil {
-		return json.Unmarshal(b, &s.Credentials)
+		if err := json.Unmarshal(b, &s.Credentials); err != nil {
+			return err
+		}
+		if s.Credentials.WebhookKey != "" {
+			return nil
+		}
+		s.Credentials.WebhookKey = randomToken("webhook-") // a state directory from before webhooks
+		return s.saveCredentials()
 	}
-	c := Credentials{HubuAtGongbuToken: randomToken("hubu-to-gongbu-"), RouterMCPToken: randomToken("router-"), FluxKey: randomToken("flux-")}
+	c := Credentials{HubuAtGongbuToken: randomToken("hubu-to-gongbu-"), RouterMCPToken: randomToken("router-"), FluxKey: randomToken("flux-"),
+		WebhookKey: randomToken("webhook-")}
 	var err error
 	if c.OperatorToken, err = s.output(ctx, "hubu", nil, "operator", "create", "--name", "operator", "--database-url", s.HubuDBURL); err != nil {
 		return err

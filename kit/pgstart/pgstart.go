@@ -23,14 +23,14 @@ func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	defer cancel()
 	if err := pool.Ping(pingCtx); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("cannot reach the database: %v", summary(err))
+		return nil, fmt.Errorf("cannot reach the database: %v", Summary(err))
 	}
 	return pool, nil
 }
 
-// summary keeps a connection error to its last cause, without the driver's account of
+// Summary keeps a connection error to its last cause, without the driver's account of
 // where it connected.
-func summary(err error) string {
+func Summary(err error) string {
 	msg := strings.Join(strings.Fields(err.Error()), " ")
 	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg, "failed to connect") {
 		return "failed to connect: " + msg[i+2:]

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -243,8 +244,27 @@ type Scope struct {
 	Size     string `json:"size"`
 }
 
+// GetOperationExecutionParams defines parameters for GetOperationExecution.
+type GetOperationExecutionParams struct {
+	// Wait Seconds to hold the answer until the execution changes (0 answers at once).
+	Wait *int `form:"wait,omitempty" json:"wait,omitempty"`
+
+	// State The state the caller last saw; with `wait`, the answer waits while the execution is still in it.
+	State *ExecutionState `form:"state,omitempty" json:"state,omitempty"`
+}
+
+// ProviderWebhookJSONBody defines parameters for ProviderWebhook.
+type ProviderWebhookJSONBody struct {
+	// Id The provider's job id.
+	Id     string  `json:"id"`
+	Status *string `json:"status,omitempty"`
+}
+
 // ExecuteJSONRequestBody defines body for Execute for application/json ContentType.
 type ExecuteJSONRequestBody = ExecutionRequest
+
+// ProviderWebhookJSONRequestBody defines body for ProviderWebhook for application/json ContentType.
+type ProviderWebhookJSONRequestBody ProviderWebhookJSONBody
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -378,8 +398,41 @@ type ClientInterface interface {
 	// answers only what Hubu lets that token read: an agent its own operations (another
 	// agent's answers 404), an operator any.
 	//
+	// With `wait`, the answer is held until the execution changes, or `wait` seconds pass:
+	// until it exists, or, with `state`, until its state is another than `state`. Whichever
+	// replica holds the request is woken the moment any replica records the change (Postgres
+	// LISTEN/NOTIFY), and reads again every few seconds besides, so a lost notification costs
+	// latency, never the answer. When the time is up the execution is answered as it stands
+	// (404 while it still does not exist). Without `wait` the answer is immediate.
+	//
 	// Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
-	GetOperationExecution(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetOperationExecution(ctx context.Context, publicHandle string, params *GetOperationExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProviderWebhookWithBody A provider's signed notice that a job is done (FLUX's `webhook_url`).
+	//
+	// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
+	// with `--webhook-url`. The notice is checked against that job's secret (an HMAC over the
+	// timestamp and the body, within five minutes of Gongbu's clock) and then only wakes Gongbu
+	// to poll the job at once: the result always comes from the provider's own API, so a forged or
+	// replayed notice can cost a poll, never a result. Repeats are harmless.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/webhooks/{provider} (the `ProviderWebhook` operationId).
+	ProviderWebhookWithBody(ctx context.Context, provider string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ProviderWebhook A provider's signed notice that a job is done (FLUX's `webhook_url`).
+	//
+	// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
+	// with `--webhook-url`. The notice is checked against that job's secret (an HMAC over the
+	// timestamp and the body, within five minutes of Gongbu's clock) and then only wakes Gongbu
+	// to poll the job at once: the result always comes from the provider's own API, so a forged or
+	// replayed notice can cost a poll, never a result. Repeats are harmless.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/webhooks/{provider} (the `ProviderWebhook` operationId).
+	ProviderWebhook(ctx context.Context, provider string, body ProviderWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetHealthz performs a GET /healthz (the `GetHealthz` operationId) request.
@@ -500,9 +553,62 @@ func (c *Client) GetExecution(ctx context.Context, decisionId openapi_types.UUID
 // answers only what Hubu lets that token read: an agent its own operations (another
 // agent's answers 404), an operator any.
 //
+// With `wait`, the answer is held until the execution changes, or `wait` seconds pass:
+// until it exists, or, with `state`, until its state is another than `state`. Whichever
+// replica holds the request is woken the moment any replica records the change (Postgres
+// LISTEN/NOTIFY), and reads again every few seconds besides, so a lost notification costs
+// latency, never the answer. When the time is up the execution is answered as it stands
+// (404 while it still does not exist). Without `wait` the answer is immediate.
+//
 // Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
-func (c *Client) GetOperationExecution(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetOperationExecutionRequest(c.Server, publicHandle)
+func (c *Client) GetOperationExecution(ctx context.Context, publicHandle string, params *GetOperationExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOperationExecutionRequest(c.Server, publicHandle, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProviderWebhookWithBody A provider's signed notice that a job is done (FLUX's `webhook_url`).
+//
+// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
+// with `--webhook-url`. The notice is checked against that job's secret (an HMAC over the
+// timestamp and the body, within five minutes of Gongbu's clock) and then only wakes Gongbu
+// to poll the job at once: the result always comes from the provider's own API, so a forged or
+// replayed notice can cost a poll, never a result. Repeats are harmless.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/webhooks/{provider} (the `ProviderWebhook` operationId).
+func (c *Client) ProviderWebhookWithBody(ctx context.Context, provider string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProviderWebhookRequestWithBody(c.Server, provider, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ProviderWebhook A provider's signed notice that a job is done (FLUX's `webhook_url`).
+//
+// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
+// with `--webhook-url`. The notice is checked against that job's secret (an HMAC over the
+// timestamp and the body, within five minutes of Gongbu's clock) and then only wakes Gongbu
+// to poll the job at once: the result always comes from the provider's own API, so a forged or
+// replayed notice can cost a poll, never a result. Repeats are harmless.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/webhooks/{provider} (the `ProviderWebhook` operationId).
+func (c *Client) ProviderWebhook(ctx context.Context, provider string, body ProviderWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewProviderWebhookRequest(c.Server, provider, body)
 	if err != nil {
 		return nil, err
 	}
@@ -669,7 +775,7 @@ func NewGetExecutionRequest(server string, decisionId openapi_types.UUID) (*http
 }
 
 // NewGetOperationExecutionRequest constructs an http.Request for the GetOperationExecution method
-func NewGetOperationExecutionRequest(server string, publicHandle string) (*http.Request, error) {
+func NewGetOperationExecutionRequest(server string, publicHandle string, params *GetOperationExecutionParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -694,10 +800,96 @@ func NewGetOperationExecutionRequest(server string, publicHandle string) (*http.
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.State != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewProviderWebhookRequest calls the generic ProviderWebhook builder with application/json body
+func NewProviderWebhookRequest(server string, provider string, body ProviderWebhookJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewProviderWebhookRequestWithBody(server, provider, "application/json", bodyReader)
+}
+
+// NewProviderWebhookRequestWithBody constructs an http.Request for the ProviderWebhook method, with any body, and a specified content type
+func NewProviderWebhookRequestWithBody(server string, provider string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "provider", provider, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/webhooks/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -812,10 +1004,43 @@ type ClientWithResponsesInterface interface {
 	// answers only what Hubu lets that token read: an agent its own operations (another
 	// agent's answers 404), an operator any.
 	//
+	// With `wait`, the answer is held until the execution changes, or `wait` seconds pass:
+	// until it exists, or, with `state`, until its state is another than `state`. Whichever
+	// replica holds the request is woken the moment any replica records the change (Postgres
+	// LISTEN/NOTIFY), and reads again every few seconds besides, so a lost notification costs
+	// latency, never the answer. When the time is up the execution is answered as it stands
+	// (404 while it still does not exist). Without `wait` the answer is immediate.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
-	GetOperationExecutionWithResponse(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*GetOperationExecutionResponse, error)
+	GetOperationExecutionWithResponse(ctx context.Context, publicHandle string, params *GetOperationExecutionParams, reqEditors ...RequestEditorFn) (*GetOperationExecutionResponse, error)
+
+	// ProviderWebhookWithBodyWithResponse A provider's signed notice that a job is done (FLUX's `webhook_url`).
+	//
+	// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
+	// with `--webhook-url`. The notice is checked against that job's secret (an HMAC over the
+	// timestamp and the body, within five minutes of Gongbu's clock) and then only wakes Gongbu
+	// to poll the job at once: the result always comes from the provider's own API, so a forged or
+	// replayed notice can cost a poll, never a result. Repeats are harmless.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhooks/{provider} (the `ProviderWebhook` operationId).
+	ProviderWebhookWithBodyWithResponse(ctx context.Context, provider string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProviderWebhookResponse, error)
+
+	// ProviderWebhookWithResponse A provider's signed notice that a job is done (FLUX's `webhook_url`).
+	//
+	// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
+	// with `--webhook-url`. The notice is checked against that job's secret (an HMAC over the
+	// timestamp and the body, within five minutes of Gongbu's clock) and then only wakes Gongbu
+	// to poll the job at once: the result always comes from the provider's own API, so a forged or
+	// replayed notice can cost a poll, never a result. Repeats are harmless.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/webhooks/{provider} (the `ProviderWebhook` operationId).
+	ProviderWebhookWithResponse(ctx context.Context, provider string, body ProviderWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ProviderWebhookResponse, error)
 }
 
 type GetHealthzResponse struct {
@@ -1232,6 +1457,82 @@ func (r GetOperationExecutionResponse) ContentType() string {
 	return ""
 }
 
+type ProviderWebhookResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ProviderWebhookResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ProviderWebhookResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ProviderWebhookResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r ProviderWebhookResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ProviderWebhookResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ProviderWebhookResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ProviderWebhookResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ProviderWebhookResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ProviderWebhookResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ProviderWebhookResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetHealthzWithResponse performs a GET /healthz (the `GetHealthz` operationId) request.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -1334,15 +1635,60 @@ func (c *ClientWithResponses) GetExecutionWithResponse(ctx context.Context, deci
 // answers only what Hubu lets that token read: an agent its own operations (another
 // agent's answers 404), an operator any.
 //
+// With `wait`, the answer is held until the execution changes, or `wait` seconds pass:
+// until it exists, or, with `state`, until its state is another than `state`. Whichever
+// replica holds the request is woken the moment any replica records the change (Postgres
+// LISTEN/NOTIFY), and reads again every few seconds besides, so a lost notification costs
+// latency, never the answer. When the time is up the execution is answered as it stands
+// (404 while it still does not exist). Without `wait` the answer is immediate.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
-func (c *ClientWithResponses) GetOperationExecutionWithResponse(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*GetOperationExecutionResponse, error) {
-	rsp, err := c.GetOperationExecution(ctx, publicHandle, reqEditors...)
+func (c *ClientWithResponses) GetOperationExecutionWithResponse(ctx context.Context, publicHandle string, params *GetOperationExecutionParams, reqEditors ...RequestEditorFn) (*GetOperationExecutionResponse, error) {
+	rsp, err := c.GetOperationExecution(ctx, publicHandle, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseGetOperationExecutionResponse(rsp)
+}
+
+// ProviderWebhookWithBodyWithResponse A provider's signed notice that a job is done (FLUX's `webhook_url`).
+//
+// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
+// with `--webhook-url`. The notice is checked against that job's secret (an HMAC over the
+// timestamp and the body, within five minutes of Gongbu's clock) and then only wakes Gongbu
+// to poll the job at once: the result always comes from the provider's own API, so a forged or
+// replayed notice can cost a poll, never a result. Repeats are harmless.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhooks/{provider} (the `ProviderWebhook` operationId).
+func (c *ClientWithResponses) ProviderWebhookWithBodyWithResponse(ctx context.Context, provider string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ProviderWebhookResponse, error) {
+	rsp, err := c.ProviderWebhookWithBody(ctx, provider, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProviderWebhookResponse(rsp)
+}
+
+// ProviderWebhookWithResponse A provider's signed notice that a job is done (FLUX's `webhook_url`).
+//
+// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
+// with `--webhook-url`. The notice is checked against that job's secret (an HMAC over the
+// timestamp and the body, within five minutes of Gongbu's clock) and then only wakes Gongbu
+// to poll the job at once: the result always comes from the provider's own API, so a forged or
+// replayed notice can cost a poll, never a result. Repeats are harmless.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/webhooks/{provider} (the `ProviderWebhook` operationId).
+func (c *ClientWithResponses) ProviderWebhookWithResponse(ctx context.Context, provider string, body ProviderWebhookJSONRequestBody, reqEditors ...RequestEditorFn) (*ProviderWebhookResponse, error) {
+	rsp, err := c.ProviderWebhook(ctx, provider, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseProviderWebhookResponse(rsp)
 }
 
 // ParseGetHealthzResponse parses an HTTP response from a GetHealthzWithResponse call
@@ -1669,6 +2015,70 @@ func ParseGetOperationExecutionResponse(rsp *http.Response) (*GetOperationExecut
 	return response, nil
 }
 
+// ParseProviderWebhookResponse parses an HTTP response from a ProviderWebhookWithResponse call
+func ParseProviderWebhookResponse(rsp *http.Response) (*ProviderWebhookResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ProviderWebhookResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
 
@@ -1688,7 +2098,10 @@ type ServerInterface interface {
 	GetExecution(w http.ResponseWriter, r *http.Request, decisionId openapi_types.UUID)
 	// GetOperationExecution The execution of an operation, by public handle (an agent's own, or any for an operator).
 	// (GET /v1/operations/{public_handle}/execution)
-	GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string)
+	GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string, params GetOperationExecutionParams)
+	// ProviderWebhook A provider's signed notice that a job is done (FLUX's `webhook_url`).
+	// (POST /v1/webhooks/{provider})
+	ProviderWebhook(w http.ResponseWriter, r *http.Request, provider string)
 }
 
 // Unimplemented server implementation that returns http.StatusNotImplemented for each endpoint.
@@ -1725,7 +2138,13 @@ func (_ Unimplemented) GetExecution(w http.ResponseWriter, r *http.Request, deci
 
 // GetOperationExecution The execution of an operation, by public handle (an agent's own, or any for an operator).
 // (GET /v1/operations/{public_handle}/execution)
-func (_ Unimplemented) GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string) {
+func (_ Unimplemented) GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string, params GetOperationExecutionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ProviderWebhook A provider's signed notice that a job is done (FLUX's `webhook_url`).
+// (POST /v1/webhooks/{provider})
+func (_ Unimplemented) ProviderWebhook(w http.ResponseWriter, r *http.Request, provider string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -1835,8 +2254,63 @@ func (siw *ServerInterfaceWrapper) GetOperationExecution(w http.ResponseWriter, 
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetOperationExecutionParams
+
+	// ------------- Optional query parameter "wait" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "wait", r.URL.Query(), &params.Wait, runtime.BindQueryParameterOptions{Type: "integer", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "wait"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "wait", Err: err})
+		}
+		return
+	}
+
+	// ------------- Optional query parameter "state" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "state", r.URL.Query(), &params.State, runtime.BindQueryParameterOptions{Type: "string", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "state"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "state", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetOperationExecution(w, r, publicHandle)
+		siw.Handler.GetOperationExecution(w, r, publicHandle, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ProviderWebhook operation middleware
+func (siw *ServerInterfaceWrapper) ProviderWebhook(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "provider" -------------
+	var provider string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "provider", chi.URLParam(r, "provider"), &provider, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "provider", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ProviderWebhook(w, r, provider)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -1977,6 +2451,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/operations/{public_handle}/execution", wrapper.GetOperationExecution)
 	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/webhooks/{provider}", wrapper.ProviderWebhook)
+	})
 
 	return r
 }
@@ -1986,45 +2463,57 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"5Fndb9s4Ev9XBroFmuAUW06dbeM85Q69doECu2h7uIc4Z9Pi2GIjkVqSsusG/t8PQ+rTVj58u90t7p4s",
-	"U8PhfP5mhroPYpXlSqK0JpjcBxpNrqRB9+cXrRYpZvQYK2lRWnpkeZ6KmFmh5DD3FH/9bJSkdyZOMGP0",
-	"9IPGZTAJ/jJs+A/9WzOs+O52uzDgaGItcmIXTIJrCai10iEwAx/+8Xe4HF+8gvIY4GiZSA1shE2AgbFs",
-	"kSLMY8VxPgiIW3kESfDmC8aFZ3sfMM4FPbP0F61y1FaQikuWGgyDvLV0H7AVSjsTnJ6XSmfMBpOgKAQP",
-	"wsBucwwmgbFayFWwCwOWqULaWSZirUxnh5D2x3GzRUiLK9Ruj7WY5d7eh2/jhOkV8hbLroX+lTALNkEy",
-	"ylpw1FDucCZ7q+RqUYDGXGlrQFiwCt4Vi4J+Y5bbQuMgCJ8jZqyRWeQzZjt6cWbxzIoM+8wRF1qjjLct",
-	"1ZqXHGNhhJLPta0LhF5Oleqzz2pRcjukKRapiGcJkzxFosjJ7ppM+O+kWBQTT3BGrnfBPFmPJjfR2SU7",
-	"W97ev96d1c/jZzyPznc/9OngHYH80I/OKQkzsECUYFXKnVdVYWOVOR+VzBZKpcik52ZUuq59sh8YKIFJ",
-	"8AopDRW144tVNsBSqwyE5GhRZ0Iy2w2IR/2r0RSpfSq/68z74MldXqocn9r30RERtWUWn33KR0e9C4Mi",
-	"50dGrFPp10Jo8tBNJ0L3IyhsgKFSpxJ0HwZaedDK9k5GdYS9reVSi88YO4PV2r0Xxh6JYLWv3T9hMTPP",
-	"NiadXQrDtGbbAxu1mD8q9wf8tcBniN4N4k8JQuUFwjOXJcKYAjkIS4H6TcE6E1JkRRZMol7g1qsiqyrl",
-	"Y9b8KWMrvK6pf29g/D6g7biUtkqlLjYlmfcmWKEk4XAmyFatUPqtqekOajK08dkjWfpEIFeYd0QKOq1m",
-	"hU4PcfpTq3a/MMAxFWvUW/jnh/dXVLDxSy40msGTaNWc8aj8Hysw7YphikUmrBVyNQGNsdKcWohOYyGo",
-	"OAm5gpilKfIrKPcgn3QJqYzRwme1uJpKU8QxIkcOTHJYMpHShqWQLL3qFp49NhnbQsLWWHU0br/vaKYy",
-	"ZlIqC3dSbUIwiiy1EWkKtKjR6u2VB4s7xNxLk1BNLaQVaV9ZpOZoKk/mq6pjcqvz0xA2iYgTyNido4FG",
-	"nZNSrlNQutQLTuj8an0wlUFYh3hjYYrHynTuueRIddexCcKgY5iefAiDd8hSmxwZiFShCtPOPHX3dLaV",
-	"u/riag/bjpMmQbFKXC5l7ItH2tF4HLWA9/zixz7ozRTHtBc8VWHzws4q0Gz0zJ3dP+e46rVmrlWWV6K8",
-	"R7ki046jyAtTLYz6gA+R91ePSqfLKHo1urw8vxi/GkeXl6OnCstGcO/Yo6yy57NSocpWFdewMnqfM1sT",
-	"XtdRNFK1jSnkmqWCz9pwWkhW2ERp8dVHstILwTlSCkhFHikkrWdoE8VntMTSVG0ccQ3nmTAZszHJmbNt",
-	"qhifWaVmKSWUO8MUuW+hZxlywWZOh9BZQUuWejnWTKQ0C/Z62k+NvcHTZMehU6ywvroe7PIL90/kUCmo",
-	"Z1MfFXrT9jnjY1VQj0ioh/OiQtV+vcXXZ2hQs2hiym08FN5lRVxoYbcfqfJ74RbINOrrwse2awncQOOW",
-	"m/KWWJv7uwAhl+qwUpUzrS20NMCa9rDTG0qrgFnIlLGgJELOBG+NyCxNB/CzbM1BU4lfhLEGctQNT8Gv",
-	"OjXphQHBMcuVpUYB7nBLVZGjFjRY+VHKDuANjaoGmMapnD90QTLvvbcIqTgVkuqaBK0Ki3AyjsYwr3No",
-	"fuoKIZtKn0rASjqu0Lj6Z9md23UB88Nsm4f+3Pk1/Z+fgpBxWnDkvlqVYV5Z2dtHkXvWqI33wGgQDSIH",
-	"tjlKlotgErwcRIOXLmlt4pw9TFx5+krPK3TAWvefP3E6AO27kiTs3jOdR9Ejd0zH3S2VRbLnaqnsu2I0",
-	"hnxoUK+FXA06wRtMbm7p/1Aj49tHdfngKf40VTizbMEMki4aWZxQTA3ISRfRy4dY17K27uB6tF+Pht0Z",
-	"stcINJm+aci+oSW6w/ADBmkkdlYYR6MjrED0L4+iv/D6HWHlIsuY3gaT4I3r92t5Q1ApR2NhKbSxcEK4",
-	"9qIM0Bgh1shRWkHd89L1r7GSsUiFs+SpUzZXxvZPGp6n9sO4299C0DjB+M74VtomDlDDchgwe7dGzEzl",
-	"vOlo56HDVNNt4B1MSbNBbeA8Oh/AtdxCyizqjgS0x7AMp7IZ9etdkZdl/3TXiVsmuXGnSFyXsN4VYTCV",
-	"1/VZm0QZBDcJUsde9y7AxXKJ2sP3JmG2W0oon5aFQe4kmcr5QbMyH8D1Xh2iURQ5KBJrgUulEU6ENVCn",
-	"DPHNmbHET5ic2Hg7Ku05xDScIoeM9tqERhaJju+ZWi5PaclW97s0cElVugrUkkanqXSzk7tOrKcNYKmD",
-	"sgnZz2nWvCok+axyxkGdUzLdTuUmQSdOe9pTUhXaEJEJnTeUTVBvhMF6koR5Z57xpU8V1rlMyNVUdrwG",
-	"F9FL2CRYGrOc9RbokY3sqivVCbqTwgUhcLWRV1QByZQgjOMqayF8geuClocSDHyng8b+TfHt7w9U1e3X",
-	"rttTWV3g7o8AyidBsgoMcF0Qcgcj59H5HyPKNUjctITZMEPZrStBxkeB67cH+3E0PpL+8jj60ZHyjC6+",
-	"YbH6b1qIprj5BHuoUX+4ujnAOfX9WLcDGd63bv92jzVlTdB9F0n2PxHLv6HR6QxcsNi256xHIqHsaZhm",
-	"GZUQE0xu7gNB1qVpIwgDydwg2b0T7qJs2HLmExfqu9sy4upwMsP7zg3zrgnGVvT1TqnM3PmvFi8MzN++",
-	"+QSPM5433Y67ZKWB06o79yWPT2XVFlFqtDqVFK3x/YCnJSSf0Bzp7sHB9R0b2fQeBk6YdEV6Kh3JC1N3",
-	"XONofBp2LkiZ3PZVzrdof64W/j/zbPy9Ym63sqtl4043Xiy24KMOfNRRNEAVB2ojXQ/K5NaPB00kPDcP",
-	"97/GPJyJf8KHqt3t3ojbvZe6ud3d0mu9rhR0H23cpdRkOBydvxpEg2gwmryOXp8Hu9vdfwIAAP//",
+	"5Fptc9u2sv4rO7ydiT2XlilHbmr5k28nbTKT22bidHLvWD4SRKxE2CTAAqAVxaP/fmYBvkr0i06bNnPO",
+	"l5amAHBfn312kfsgVlmuJEprgvF9oNHkShp0f7zXap5iRo+xkhalpUeW56mImRVKHud+xX/fGCXpNxMn",
+	"mDF6+k7jIhgH/3XcnH/sfzXH1bmbzSYMOJpYi5yOC8bBhQTUWukQmIEPP/0IZ6PTV1B+BjhaJlIDK2ET",
+	"YGAsm6cIs1hxnA0COq38BEnw+jPGhT/2PmCcC3pm6XutctRWkIoLlhoMg7z16j5gS5R2Kjg9L5TOmA3G",
+	"QVEIHoSBXecYjANjtZDLYBMGLFOFtNNMxFqZzg4h7fejZouQFpeo3R5rMcu9vXd/jROml8hbR3Yt9Clh",
+	"FmyCZJQ7wVFDucOZ7Gcll/MCNOZKWwPCglXwppgX9P+Y5bbQOAjC54gZa2QW+ZTZjl6cWTyyIsM+c8SF",
+	"1ijjdUu15keOsTBCyefa1gVC70mV6tMbNS9P211TzFMRTxMmeYq0Iie7azLhP5JiXoz9giNyvQvm8d1w",
+	"fBUdnbGjxfX9D5uj+nn0jOfhyea7Ph28I5Dv+tE5JWEG5ogSrEq586oqbKwy56PysLlSKTLpTzMqvat9",
+	"sh0YKIFJ8AopDdVqdy5W2QALrTIQkqNFnQnJbDcgHvWvRlOk9qn8rjPvg1/u8lLl+NS+S7eIVltm8dlf",
+	"uXSrN2FQ5HzPiHUq/V4ITR666kTodgSFDTBU6lSCbsNAKw9a2d7JqI6w17Vcan6DsTNYrd07YeyeCFb7",
+	"2v0lLGbm2cakb5fCMK3ZesdGrcMflfsD/l7gM0TvBvHHBKHyAuGZyxJhTIEchKVA/apgnQkpsiILxlEv",
+	"cOtlkVWV8jFrvs3YEi/q1X82MH4b0LZfSlulUhebksx7FSxRknA4FWSrVij90dR0H2oytPHZI1n6RCBX",
+	"mLdHCjqtpoVOd3H6Y6t2vzDAMRV3qNfw24d351Sw8XMuNJrBk2jVfONR+S8rMO2KYYp5JqwVcjkGjbHS",
+	"nChEh1gIKk5CLiFmaYr8HMo9yMfdhVTG6MWNmp9PpCniGJEjByY5LJhIacNCSJaedwvP1jEZW0PC7rBi",
+	"NG6/ZzQTGTMplYVbqVYhGEWWWok0BXqp0er1uQeLW8TcS5NQTS2kFWlfWSRyNJEHs2XFmNzb2WEIq0TE",
+	"CWTs1q2BRp2DUq5DULrUCw7o+9X7wUQGYR3ijYUpHivTuefyRKq77pggDDqG6cmHMHiDLLXJnoFIFaow",
+	"7cxTt09nW7mrL662sG0/aRIUy8TlUsY+e6QdjkZRC3hPTr/vg95McUx7wVMVNi/stALNRs/c2f0mx2Wv",
+	"NXOtsrwS5R3KJZl2FEVemOrFsA/4EHl/9ah0OouiV8Ozs5PT0atRdHY2fKqwrAT3jt3LKls+KxWqbFWd",
+	"GlZG73Nmq8PrOopaqrYxhbxjqeDTNpwWkhU2UVp88ZGs9FxwjpQCUpFHCknvM7SJ4lN6xdJUrdziGs4z",
+	"YTJmY5IzZ+tUMT61Sk1TSij3DVPknkJPM+SCTZ0OobOCliz1ctwxkVIv2Otp3zX2Bk+THbtOscL66rqz",
+	"y7+4fyKHSkH9MfWnQm/aPmdcVgV1j4R6OC8qVO3XW3x5hgb1EU1MuY27wrusiAst7PqSKr8Xbo5Mo74o",
+	"fGw7SuAaGve6KW+JtbmfBQi5ULuVquxpbaGlAdbQww43lFYBs5ApY0FJhJwJ3mqRWZoO4FfZ6oMmEj8L",
+	"Yw3kqJszBT/v1KQXBgTHLFeWiALc4pqqIkctqLHyrZQdwGtqVQ0wjRM5e2hAMuudW4RUnApJdU2CVoVF",
+	"OBhFI5jVOTQ7dIWQTaRPJWDlOq7QuPpn2a3bdQqz3Wybhf67swv6e3YIQsZpwZH7alWGeWVlbx9F7rlD",
+	"bbwHhoNoEDmwzVGyXATj4OUgGrx0SWsT5+zjxJWnL/S8RAesNf98y+kDaN+US8LunOkkih6ZMe03WyqL",
+	"ZM9oqeRdMRpDPjSo74RcDjrBG4yvrunvY42Mrx/V5YNf8bepwpllc2aQdNHI4oRiakBOOo1ePnR0LWtr",
+	"Btej/d3wuNtD9hqBOtPXzbKvaIluM/yAQRqJnRVG0XAPK9D6l3utP/X67WHlIsuYXgfj4LXj+7W8IaiU",
+	"o7GwENpYOCBce1EGaIwQa+QorSD2vHD8NVYyFqlwljx0yubK2P5Ow5+pfTPu9rcQNE4wvjWeStvEAWpY",
+	"NgNma2rEzETOGkY7Cx2mmi6BdzAlzQq1gZPoZAAXcg0ps6g7EtAewzKcyKbVr3dFXpbtrzsmbpnkxn1F",
+	"4l0J610RBhN5UX9rlSiD4DpBYuw1dwEuFgvUHr5XCbPdUkL5tCgMcifJRM52yMpsABdbdYhaUeSgSKw5",
+	"LpRGOBDWQJ0ydG7OjKXzhMnpGG9Hpf0JMTWnyCGjvTahlkWiO/dILRaH9MpW811quKQqXQVqQa3TRLre",
+	"yY0T624DWOqgbEz2c5o1PxWSfFY5Y6fOKZmuJ3KVoBOn3e0pqQptaJEJnTeUTVCvhMG6k4RZp5/xpU8V",
+	"1rlMyOVEdrwGp9FLWCVYGrPs9ebokY3sqivVCbqTwgUhcLWS51QByZQgjDtV1kL4AtcFLQ8lGHimg8b+",
+	"j+LrPx+oqunXpsuprC5w81cA5ZMgWQUGOBaE3MHISXTy14hyARJXLWFWzFB260qQ0V7g+vXBfhSN9lx/",
+	"tt/64Z7yDE+/YrH6VyhEU9x8gj1E1B+ubg5wDj0f6zKQ4/vW9G/zGClrgu6bSLJ/i1j+A0Sn03DBfN3u",
+	"sx6JhJLTMM0yKiEmGF/dB4KsS91GEAaSuUayOxPuomzYcuYTA/XNdRlxdTiZ4/vOhHnTBGMr+nq7VGZu",
+	"/a3FCwOzn19/hMcPnjVsxw1ZqeG06tbd5PGJrGgRpUaLqaRojecDfi0h+Zj6SDcHB8c7VrLhHgYOmHRF",
+	"eiLdkhemZlyjaHQYdgakTK4HEzmRn1zXuGLCzvxg2G+hCpxgPVrtErU4YXKJxrEavxUM8VXuyI8ZT6Tf",
+	"5ebc1H7TyqpBdbdpsxCqJa4mWNfhlOJ7XlQuHMCnRMQJMcGJ1OjS2Q19PSWsWKAwsHJWopeZIgZIKkK1",
+	"o813vfhw8F4Zu9RoJvLd28uPr385/uXXj29/+v9DT3fI3AbYkgkJ6Lj8Ale1nnM0gpMJjAIGqTKWGIpY",
+	"lGADsTLWTCTRYhmvw5LKNvYltUpprcic9kW+ZWZR+Y8YXosbT6SbHawSkaJ/K9K0mRM4kx8O4FNJxkoP",
+	"dX0rMjdos9hHn35G+2v1og22W8naTY3L0jJW+Zl863uPxBAcRHWQMgtKxng4cJO/YBz8XqBeN0hAegTt",
+	"lK8HqS+jx4evm7Cva/Jx12QlpMxYMGx1XobqblbQG1NafsdZ3g9ClneYfSpUV8l71qDy8ntz/Z9U8Ebf",
+	"KvnpUmy1aHDV9fnzNXj4Bw//BMtQAbJaSQebhE2uT28g+bkFcfta9OGS+DfcGNdldoXzRKlbqoVl/7fx",
+	"Ij2pXjOPfpZmV+zoyzX9Jzo6O7q+j8KXw37BHhqglDXdoBs7QCk4/PbhnR91QI766EbNCfs1llMU6lh9",
+	"A24c1XFtre++YyUXYllo5BPpceToqDz0qNDpbAAUQFQtYof7bj5DEE+lxlhf8m/U3LEm90UKoDf/e/Gj",
+	"HzzYBCeSioaxLMudjARFc8XXvsYKCQtxh5AJWVg0FKFexxcG4lTFt4fVJllyDncLWt3BWgW5StPqrreC",
+	"5XFZb02RWmDpiq1J1QyNn7BszdOJmVy8f1vWx4VyN72qLOFsjbwyQMx8sSQ7qzStKiUrvzSAD5gjs27s",
+	"DgnTWYrG9BWt9+XHP3lT/4Hef+uSnz95u09WEnzQ++8ntu+eHrrm530XLs8YK4x6pGO3KMe1/6jtJtNS",
+	"X6Y0SH/NXc5TDr9JMN+3U/764N8anrdLwUU7DIxYyiawXRozHxsGuJIIBz+9++3/qGUo4WBKcOCa4e4n",
+	"updqV9eEXdRAVajp/sWJu1EbHx8PT14NokE0GI5/iH44CTbXm38GAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

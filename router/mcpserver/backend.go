@@ -156,55 +156,50 @@ func executionFailed(charged *int64) string {
 	}
 }
 
-// awaitImage polls Gongbu for the execution until it has a result or Wait runs out. Hubu has
-// authorized the operation (base is its record), so Gongbu being down or answering errors is
-// no refusal: the spend is under way, Hubu keeps handing the decision to Gongbu, and the
-// answer is "running", saying that Gongbu could not be read.
+// awaitImage waits for the execution's result until it is final or Wait runs out. Each look
+// at Gongbu is held there until the execution changes (a long-poll that Gongbu ends the
+// moment any of its replicas records the change), so the answer comes as soon as the result
+// exists, without a fixed polling interval. Hubu has authorized the operation (base is its
+// record), so Gongbu being down or answering errors is no refusal: the spend is under way,
+// Hubu keeps handing the decision to Gongbu, and the answer is "running", saying that Gongbu
+// could not be read.
 func (r *Router) awaitImage(ctx context.Context, base answer) answer {
 	deadline := r.cfg.Now().Add(r.cfg.Wait)
 	unread := "" // why the last look at Gongbu failed; empty when it answered
+	var seen *gongbuapi.ExecutionState
 	for {
-		resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, base.PublicHandle)
+		wait := min(int(deadline.Sub(r.cfg.Now())/time.Second), maxGongbuWait)
+		asked := r.cfg.Now()
+		resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, base.PublicHandle,
+			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen})
+		// A look that failed, or that came back unchanged before its wait was up (a Gongbu that
+		// does not hold requests, or a last look with less than a second left), is followed by
+		// a pause, not at once by the next.
+		early := func() bool { return wait == 0 || r.cfg.Now().Sub(asked) < time.Duration(wait)*time.Second }
+		pause := true
 		switch {
 		case err != nil:
 			unread = "Gongbu could not be reached"
 		case resp.JSON200 != nil:
 			unread = ""
 			e := resp.JSON200
-			a := base
-			a.gongbu = e
-			switch e.State {
-			case gongbuapi.Succeeded:
-				a.Status = "succeeded"
-				a.ChargedMicros = e.ChargedMicros
-				switch {
-				case e.Result != nil:
-					a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
-					a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
-					a.Message = "image generated"
-				case e.ResolvedAt != nil:
-					a.Message = resolvedCharged(e.ChargedMicros)
-				default:
-					a.Message = "the execution succeeded but Gongbu has no image for it yet: call get_execution with the public handle later"
-				}
-				return a
-			case gongbuapi.Failed:
-				a.Status = "failed"
-				a.ChargedMicros = e.ChargedMicros
-				a.Message = "the provider could not produce the image; " + executionFailed(e.ChargedMicros)
-				return a
-			case gongbuapi.Indeterminate:
-				a.Status = "indeterminate"
-				a.Message = "the provider's outcome is unknown; an operator is reconciling it, and nothing will be charged twice"
+			if a, done := r.executed(ctx, base, e); done {
 				return a
 			}
+			pause = seen != nil && *seen == e.State && early()
+			seen = &e.State
 		case resp.StatusCode() == http.StatusNotFound:
 			unread = "" // Hubu has not handed the decision over yet
+			pause = seen == nil && early()
+			seen = nil
 		default:
 			unread = fmt.Sprintf("Gongbu answered %d", resp.StatusCode())
 		}
 		if !r.cfg.Now().Before(deadline) {
 			return running(base, unread)
+		}
+		if !pause {
+			continue
 		}
 		t := time.NewTimer(r.cfg.PollEvery)
 		select {
@@ -214,6 +209,43 @@ func (r *Router) awaitImage(ctx context.Context, base answer) answer {
 		case <-t.C:
 		}
 	}
+}
+
+// maxGongbuWait is the longest, in seconds, that one look asks Gongbu to hold its answer
+// (Gongbu's own limit is 30).
+const maxGongbuWait = 25
+
+// executed is the answer for an execution Gongbu reports, and whether it is the last word of
+// the wait: the execution succeeded, failed or became indeterminate.
+func (r *Router) executed(ctx context.Context, base answer, e *gongbuapi.Execution) (answer, bool) {
+	a := base
+	a.gongbu = e
+	switch e.State {
+	case gongbuapi.Succeeded:
+		a.Status = "succeeded"
+		a.ChargedMicros = e.ChargedMicros
+		switch {
+		case e.Result != nil:
+			a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
+			a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
+			a.Message = "image generated"
+		case e.ResolvedAt != nil:
+			a.Message = resolvedCharged(e.ChargedMicros)
+		default:
+			a.Message = "the execution succeeded but Gongbu has no image for it yet: call get_execution with the public handle later"
+		}
+		return a, true
+	case gongbuapi.Failed:
+		a.Status = "failed"
+		a.ChargedMicros = e.ChargedMicros
+		a.Message = "the provider could not produce the image; " + executionFailed(e.ChargedMicros)
+		return a, true
+	case gongbuapi.Indeterminate:
+		a.Status = "indeterminate"
+		a.Message = "the provider's outcome is unknown; an operator is reconciling it, and nothing will be charged twice"
+		return a, true
+	}
+	return a, false
 }
 
 // running is the answer for a spend Hubu authorized whose result is not there yet; unread

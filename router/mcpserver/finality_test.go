@@ -87,7 +87,7 @@ func (g *scriptedGongbu) calls() (exec, img int) {
 	return g.execCalls, g.imgCalls
 }
 
-func (g *scriptedGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string) {
+func (g *scriptedGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string, _ gongbuapi.GetOperationExecutionParams) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.execCalls++

@@ -30,7 +30,8 @@ type Config struct {
 	Diagnose io.Writer
 	// Wait is how long a spend waits for its image before answering "running".
 	Wait time.Duration
-	// PollEvery is the pause between two looks at a running execution.
+	// PollEvery is the pause after a look at Gongbu that failed, or that Gongbu answered
+	// unchanged without holding it (a look is otherwise held until the execution changes).
 	PollEvery time.Duration
 	// ImageLimit is the largest image embedded as MCP image content; larger ones are linked.
 	ImageLimit int64

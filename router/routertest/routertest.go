@@ -275,7 +275,7 @@ type fakeGongbu struct {
 	b *Backend
 }
 
-func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string) {
+func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string, _ gongbuapi.GetOperationExecutionParams) {
 	f.b.count("execution")
 	now := time.Now()
 	f.b.mu.Lock()

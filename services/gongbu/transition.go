@@ -53,7 +53,7 @@ var transitions = []transition{
 	{StateSubmitting, EventFinish, StateFailed, "definite refusal of the decision's first submission (nothing charged)"},
 	{StateSubmitting, EventFinish, StateIndeterminate, "provider ignores keys and the outcome is unknown or the decision possibly submitted before (then not submitted), refusal of a resubmission, over 10 takeovers or 30 min, no adapter"},
 
-	{StateSubmitted, EventClaim, StateSubmitted, "job pending, poll failed, or a polling or sample URL on a host not allowed (next poll after --poll-interval, under a new lease)"},
+	{StateSubmitted, EventClaim, StateSubmitted, "job pending, poll failed, or a polling or sample URL on a host not allowed (looked at again by its worker, or by the background pass after --poll-interval under a new lease)"},
 	{StateSubmitted, EventFinish, StateSucceeded, "job Ready (charged = decision amount)"},
 	{StateSubmitted, EventFinish, StateFailed, "provider failed the job (charged = decision amount)"},
 	{StateSubmitted, EventFinish, StateIndeterminate, "provider no longer knows the job, --poll-deadline passed, or no adapter"},

@@ -34,6 +34,7 @@ const (
 	DefaultMaxTakeovers   = 10
 	DefaultSubmitDeadline = 30 * time.Minute
 	DefaultCallTimeout    = 60 * time.Second
+	DefaultFirstPoll      = 10 * time.Millisecond
 )
 
 // recordTimeout bounds each step around a provider call: recording the submission before it,
@@ -51,8 +52,14 @@ type Service struct {
 	// Lease is how long a worker owns an open execution before another may take it over.
 	// It must be longer than SubmissionBound, or a submission in flight could be taken over.
 	Lease time.Duration
-	// PollInterval is the wait between two polls of one job.
+	// PollInterval is how often the background pass (Tick) polls a job, and how long a worker
+	// that watches a job it submitted holds it between two looks.
 	PollInterval time.Duration
+	// FirstPoll is how soon after submitting a job its worker first looks at it; each look that
+	// finds it pending doubles the wait, until the wait reaches PollInterval and the background
+	// pass takes over. 0 means DefaultFirstPoll; negative leaves every poll to the background
+	// pass (tests that drive Tick with a controllable clock).
+	FirstPoll time.Duration
 	// PollDeadline is how long a job may stay pending before it becomes indeterminate.
 	PollDeadline time.Duration
 	// MaxTakeovers bounds how often a submission whose outcome stays unknown is re-sent under
@@ -65,11 +72,14 @@ type Service struct {
 	// CallTimeout bounds one provider call of a submission (the adapter's own HTTP timeout
 	// bounds it too; set this at least as long). 0 means DefaultCallTimeout.
 	CallTimeout time.Duration
+	// Metrics, when set, counts polls.
+	Metrics *Metrics
 
 	mu       sync.Mutex
 	inflight int           // Execute calls from their insert on
 	draining bool          // Drain was called: no new execution starts
 	idle     chan struct{} // closed when inflight drops to 0 while draining
+	stop     chan struct{} // closed by Drain: watchers stop waiting for their next look
 }
 
 // executableStates are the Hubu operation states in which a decision may run: handed off,
@@ -157,7 +167,10 @@ func (s *Service) SubmissionBound() time.Duration {
 // server stopped and before it closes the database.
 func (s *Service) Drain(ctx context.Context) error {
 	s.mu.Lock()
-	s.draining = true
+	if !s.draining {
+		s.draining = true
+		close(s.stopping())
+	}
 	if s.inflight == 0 {
 		s.mu.Unlock()
 		return nil
@@ -173,6 +186,14 @@ func (s *Service) Drain(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("executions still in flight: %w", ctx.Err())
 	}
+}
+
+// stopping is closed once Drain is called. The caller holds s.mu.
+func (s *Service) stopping() chan struct{} {
+	if s.stop == nil {
+		s.stop = make(chan struct{})
+	}
+	return s.stop
 }
 
 func (s *Service) begin() bool {
@@ -211,8 +232,15 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 	defer cancel()
 	switch {
 	case err == nil:
+		// A worker that watches its job keeps the lease for a poll interval; should it die,
+		// the background pass takes the job over when the lease runs out. Without a watcher,
+		// the background pass polls it from now on.
 		now := s.Now()
-		next, err := s.Store.MarkSubmitted(ctx, exec, job, now.Add(s.PollDeadline), now, now)
+		nextPoll := now
+		if s.FirstPoll >= 0 {
+			nextPoll = now.Add(s.PollInterval)
+		}
+		next, err := s.Store.MarkSubmitted(ctx, exec, job, now.Add(s.PollDeadline), nextPoll, now)
 		if err != nil {
 			// The job exists but is not recorded here. Either another worker took the
 			// execution over (it resubmits under the same key, or decides it is
@@ -220,6 +248,7 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 			s.logger().ErrorContext(ctx, "could not record a submitted job", "decision_id", exec.DecisionID, "err", err)
 			return s.current(ctx, exec)
 		}
+		s.watch(provider, next)
 		return next
 	case gongbu.IsRejected(err) && first:
 		return s.finish(ctx, exec, gongbu.Failed(err.Error(), 0))
@@ -292,7 +321,7 @@ func (s *Service) Tick(ctx context.Context) error {
 		case gongbu.StateSubmitting:
 			s.recoverSubmission(ctx, provider, exec)
 		case gongbu.StateSubmitted:
-			s.poll(ctx, provider, exec)
+			s.poll(ctx, provider, exec, TriggerPass)
 		}
 	}
 	unreported, err := s.Store.ListUnreported(ctx, 100)
@@ -328,11 +357,15 @@ func (s *Service) recoverSubmission(ctx context.Context, provider gongbu.Provide
 	}
 }
 
-func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution) {
+// poll looks at a submitted job once, under exec's lease, and records what it finds: an
+// outcome, or (still pending) the lease extended to the next poll interval. pending is true
+// only in that last case, when the worker still holds the job.
+func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution, trigger string) (pending bool) {
 	job := gongbu.Job{ID: deref(exec.ProviderJobID), PollingURL: deref(exec.PollingURL)}
 	res, err := provider.Poll(ctx, job)
 	now := s.Now()
 	pastDeadline := exec.PollDeadline != nil && !now.Before(*exec.PollDeadline)
+	s.countPoll(trigger, res, err)
 	switch {
 	case err == nil && res.Status == gongbu.JobReady:
 		s.finish(ctx, exec, gongbu.Succeeded(res.ImageURL, exec.AmountMicros))
@@ -348,9 +381,73 @@ func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongb
 			s.logger().WarnContext(ctx, "poll failed; will retry", "decision_id", exec.DecisionID, "err", err)
 		}
 		if err := s.Store.ExtendLease(ctx, exec, now.Add(s.PollInterval), now); err != nil {
-			s.logger().WarnContext(ctx, "could not schedule the next poll", "decision_id", exec.DecisionID, "err", err)
+			if !errors.Is(err, gongbu.ErrLeaseLost) {
+				s.logger().WarnContext(ctx, "could not schedule the next poll", "decision_id", exec.DecisionID, "err", err)
+			}
+			return false
 		}
+		return true
 	}
+	return false
+}
+
+// watch looks at a job this worker has just submitted (or was told is done), soon and then
+// less and less often, so that a quick provider's result is recorded within milliseconds
+// rather than on the next background pass. It holds the execution's lease throughout (each
+// pending look extends it by PollInterval), so no other worker polls the job meanwhile; when
+// the wait between looks reaches PollInterval it leaves the job to the background pass, and
+// should this process die, the lease runs out and the background pass, here or in another
+// replica, takes the job over. A provider's webhook (Nudge) may claim the job first: the
+// watcher then loses its lease, writes nothing, and stops.
+func (s *Service) watch(provider gongbu.Provider, exec gongbu.Execution) {
+	if s.FirstPoll < 0 || !s.begin() {
+		return
+	}
+	s.mu.Lock()
+	stop := s.stopping()
+	s.mu.Unlock()
+	go func() {
+		defer s.end()
+		for wait := orDefault(s.FirstPoll, DefaultFirstPoll); wait < s.PollInterval; wait *= 2 {
+			t := time.NewTimer(wait)
+			select {
+			case <-stop:
+				t.Stop()
+				return // shutting down: the lease runs out and another worker takes over
+			case <-t.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), orDefault(s.CallTimeout, DefaultCallTimeout)+recordTimeout)
+			pending := s.poll(ctx, provider, exec, TriggerWatch)
+			cancel()
+			if !pending {
+				return
+			}
+		}
+	}()
+}
+
+// Nudge polls the job of a submitted execution at once, because its provider said the job is
+// done (a signed webhook), and goes on watching it should it still be pending. It takes the
+// lease from whichever worker holds it (see postgres.Store.ClaimSubmitted). An execution no
+// longer submitted needs nothing: ok is then false.
+func (s *Service) Nudge(ctx context.Context, exec gongbu.Execution) (ok bool, err error) {
+	provider, found := s.Providers[exec.Scope.Provider]
+	if !found {
+		return false, gongbu.Errorf(gongbu.CodeInvalidArguments, "no adapter for provider %q", exec.Scope.Provider)
+	}
+	// Like a submission, the poll and the record of its outcome do not end with the webhook's
+	// request: the provider may hang up once it has delivered.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), orDefault(s.CallTimeout, DefaultCallTimeout)+recordTimeout)
+	defer cancel()
+	now := s.Now()
+	claimed, ok, err := s.Store.ClaimSubmitted(ctx, exec.DecisionID, now.Add(s.PollInterval), now)
+	if err != nil || !ok {
+		return false, err
+	}
+	if s.poll(ctx, provider, claimed, TriggerWebhook) {
+		s.watch(provider, claimed)
+	}
+	return true, nil
 }
 
 // report tells Hubu a final outcome: what was charged is captured, the rest released; a

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -29,6 +30,8 @@ type Adapter struct {
 	idempotency bool
 	polling     []host // where the API key may go to poll, the base URL's host first
 	samples     []host // where a sample URL may point, the base URL's host first
+	webhookURL  string // where the provider tells Gongbu that a job is done; empty: it is not told
+	webhookKey  []byte // derives each job's webhook secret
 }
 
 var _ gongbu.Provider = (*Adapter)(nil)
@@ -51,6 +54,12 @@ type Config struct {
 	// SampleHosts are hosts besides the base URL's that a result's sample URL may be on (the
 	// real API's are such as delivery-us1.bfl.ai). Default: none.
 	SampleHosts []string
+	// WebhookURL, when set, is sent with every submission: the provider POSTs there, signed,
+	// when the job is done, and Gongbu polls it at once instead of at its next look.
+	// WebhookKey (required with it, at least 32 bytes, the same in every replica) derives each
+	// job's signing secret.
+	WebhookURL string
+	WebhookKey []byte
 }
 
 // maxBody bounds every body read from the provider; its answers are small JSON.
@@ -89,7 +98,16 @@ func newAdapter(cfg Config, transport *http.Transport) (*Adapter, error) {
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("the FLUX base URL %q is not an http(s) URL", cfg.BaseURL)
 	}
-	a := &Adapter{base: base, apiKey: cfg.APIKey, idempotency: cfg.HonoursIdempotency,
+	if cfg.WebhookURL != "" {
+		u, err := url.Parse(cfg.WebhookURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("the webhook URL %q is not an http(s) URL", cfg.WebhookURL)
+		}
+		if len(cfg.WebhookKey) < 32 {
+			return nil, errors.New("a webhook URL needs a webhook key of at least 32 bytes")
+		}
+	}
+	a := &Adapter{base: base, apiKey: cfg.APIKey, idempotency: cfg.HonoursIdempotency, webhookURL: cfg.WebhookURL, webhookKey: cfg.WebhookKey,
 		hc: &http.Client{Transport: httpjson.LimitResponses(transport, maxBody), Timeout: cfg.Timeout, CheckRedirect: refuseRedirect}}
 	self := host{name: hostName(base), port: cmp.Or(base.Port(), defaultPort(base.Scheme))}
 	a.polling, a.samples = []host{self}, []host{self}
@@ -138,6 +156,9 @@ func (a *Adapter) Submit(ctx context.Context, key string, d gongbu.Decision) (go
 	body := bflapi.FluxRequest{Prompt: args.Prompt, Width: &args.Width, Height: &args.Height, Seed: args.Seed}
 	if args.OutputFormat != nil {
 		body.OutputFormat = new(bflapi.FluxRequestOutputFormat(*args.OutputFormat))
+	}
+	if a.webhookURL != "" {
+		body.WebhookUrl, body.WebhookSecret = &a.webhookURL, new(a.webhookSecret(d.DecisionID))
 	}
 	resp, err := a.api.SubmitWithResponse(ctx, d.Scope.Model, &bflapi.SubmitParams{IdempotencyKey: &key}, body)
 	if err != nil {

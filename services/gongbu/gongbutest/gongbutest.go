@@ -391,6 +391,8 @@ func (e *Env) NewService(p gongbu.Provider) *execution.Service {
 		Store: e.Store, Providers: map[string]gongbu.Provider{p.Name(): p}, Authority: e.Authority,
 		Logger: slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Now:    e.Clock.Now, Lease: Lease, PollInterval: PollInterval, PollDeadline: PollDeadline,
+		// The tests drive every poll through Tick and the controllable clock.
+		FirstPoll: -1,
 	}
 }
 

@@ -43,8 +43,8 @@ type bundle struct {
 }
 
 // setup serves Gongbu over real HTTP on its own database, with a fake Hubu and a fake
-// provider that honours idempotency keys.
-func setup(t *testing.T) *bundle {
+// provider that honours idempotency keys; options change the server before it serves.
+func setup(t *testing.T, options ...func(*httpserver.Server, *gongbutest.Env)) *bundle {
 	t.Helper()
 	env := gongbutest.New(t, true)
 	b := &bundle{env: env}
@@ -56,6 +56,9 @@ func setup(t *testing.T) *bundle {
 			}
 			return env.Store.Ping(ctx)
 		},
+	}
+	for _, o := range options {
+		o(srv, env)
 	}
 	ts := httptest.NewServer(srv.Handler(prometheus.NewRegistry()))
 	t.Cleanup(ts.Close)

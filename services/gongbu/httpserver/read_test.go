@@ -98,7 +98,7 @@ func TestOperationExecutionForAgents(t *testing.T) {
 	b.execute(t, b.service, d)
 	agent := b.client(t, agentA)
 
-	got, err := agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle)
+	got, err := agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle, nil)
 	if err != nil || got.JSON200 == nil || got.JSON200.DecisionId != d.DecisionID || got.JSON200.State != gongbuapi.Submitted {
 		t.Fatalf("own operation: %v %d %s", err, got.StatusCode(), got.Body)
 	}
@@ -122,7 +122,7 @@ func TestOperationExecutionForAgents(t *testing.T) {
 		{"a malformed handle", agent, "hubu:public-operation:v1:not-a-uuid", http.StatusBadRequest, "invalid_arguments"},
 		{"a private operation key", agent, "hubu:operation:v1:codex:" + uuid.NewString(), http.StatusBadRequest, "invalid_arguments"},
 	} {
-		resp, err := c.client.GetOperationExecutionWithResponse(ctx, c.handle)
+		resp, err := c.client.GetOperationExecutionWithResponse(ctx, c.handle, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +135,7 @@ func TestOperationExecutionForAgents(t *testing.T) {
 	}
 
 	b.env.Authority.SetDown(true)
-	resp, err := agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle)
+	resp, err := agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle, nil)
 	if err != nil || resp.StatusCode() != http.StatusServiceUnavailable || problemCode(t, resp.Body) != "unavailable" {
 		t.Fatalf("Hubu down: %v %d %s", err, resp.StatusCode(), resp.Body)
 	}

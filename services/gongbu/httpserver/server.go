@@ -3,10 +3,12 @@
 package httpserver
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -22,6 +24,7 @@ import (
 	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/changefeed"
 	"hubu.dev/hubu/services/gongbu/execution"
 )
 
@@ -33,8 +36,36 @@ type Server struct {
 	ServiceToken string
 	Logger       *slog.Logger
 	Ping         func(context.Context) error
-	requests     *prometheus.CounterVec
+	// Changes wakes requests that wait for an execution to change (GET …/execution?wait=N);
+	// nil leaves them to WaitBackstop alone.
+	Changes *changefeed.Feed
+	// WaitBackstop is how often a waiting request reads the execution again even without a
+	// wake-up; 0 is DefaultWaitBackstop.
+	WaitBackstop time.Duration
+	// Webhooks are the providers that may tell Gongbu a job is done, by provider name.
+	Webhooks map[string]Webhook
+	// Now is the clock webhooks' timestamps are checked against; nil is time.Now.
+	Now      func() time.Time
+	requests *prometheus.CounterVec
 }
+
+// Webhook is a provider adapter the provider can tell, with a signed notice, that a job is done.
+type Webhook interface {
+	// WebhookJob returns the job a notice names, not yet trusted.
+	WebhookJob(body []byte) (string, error)
+	// VerifyWebhook checks a notice's signature with the secret of the decision whose job it names.
+	VerifyWebhook(header http.Header, body []byte, decisionID uuid.UUID, now time.Time) error
+}
+
+// maxWebhookBody bounds a provider's notice; the real ones are a few dozen bytes.
+const maxWebhookBody = 4 << 10
+
+// DefaultWaitBackstop is how often a waiting request reads its execution again on its own: a
+// lost notification costs at most this much latency.
+const DefaultWaitBackstop = 2 * time.Second
+
+// MaxWait is the longest a request may wait for an execution to change, in seconds.
+const MaxWait = 30
 
 var _ gongbuapi.ServerInterface = (*Server)(nil)
 
@@ -180,8 +211,9 @@ func (s *Server) GetExecution(w http.ResponseWriter, r *http.Request, id uuid.UU
 }
 
 // GetOperationExecution serves an agent its own operation's execution. Hubu, asked with the
-// agent's token, decides what is the agent's; any other operation is not found.
-func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string) {
+// agent's token, decides what is the agent's; any other operation is not found. With wait,
+// the answer waits for the execution to change (see awaitChange).
+func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string, params gongbuapi.GetOperationExecutionParams) {
 	token := bearerToken(r)
 	if token == "" {
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required"))
@@ -189,6 +221,18 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 	}
 	if !contract.IsPublicHandle(handle) {
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>"))
+		return
+	}
+	wait := 0
+	if params.Wait != nil {
+		wait = *params.Wait
+	}
+	if wait < 0 || wait > MaxWait {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "wait must be between 0 and %d seconds", MaxWait))
+		return
+	}
+	if params.State != nil && !params.State.Valid() {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "state must be one of the execution states"))
 		return
 	}
 	owns, err := s.Authority.Owns(r.Context(), token, handle)
@@ -204,12 +248,86 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeNotFound, "no execution for that operation"))
 		return
 	}
-	exec, err := s.Executions.Store.GetByHandle(r.Context(), handle)
+	exec, err := s.awaitChange(r.Context(), handle, time.Duration(wait)*time.Second, params.State)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusOK, executionOf(exec))
+}
+
+// awaitChange reads the execution of handle, and while it does not exist, or is still in
+// state seen, waits up to wait for it to change: woken by Changes the moment any replica
+// records a change, and reading again every WaitBackstop besides.
+func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState) (gongbu.Execution, error) {
+	if wait <= 0 {
+		return s.Executions.Store.GetByHandle(ctx, handle)
+	}
+	var woken <-chan struct{}
+	if s.Changes != nil {
+		var unsubscribe func()
+		woken, unsubscribe = s.Changes.Subscribe(handle) // before the read: no change goes unseen
+		defer unsubscribe()
+	}
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	backstop := time.NewTicker(cmp.Or(s.WaitBackstop, DefaultWaitBackstop))
+	defer backstop.Stop()
+	for {
+		exec, err := s.Executions.Store.GetByHandle(ctx, handle)
+		switch {
+		case err != nil && gongbu.ErrorCode(err) != gongbu.CodeNotFound:
+			return exec, err
+		case err == nil && (seen == nil || exec.State != gongbu.State(*seen)):
+			return exec, nil
+		}
+		select {
+		case <-woken:
+		case <-backstop.C:
+		case <-deadline.C:
+			return exec, err
+		case <-ctx.Done():
+			return exec, err // the caller left; nobody reads the answer
+		}
+	}
+}
+
+// ProviderWebhook takes a provider's signed notice that a job is done and polls the job at
+// once. The notice is only a wake-up (the result comes from polling), so its answer says
+// nothing about the job: a notice about a job already finished is taken as well.
+func (s *Server) ProviderWebhook(w http.ResponseWriter, r *http.Request, provider string) {
+	hook, ok := s.Webhooks[provider]
+	if !ok {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeNotFound, "this Gongbu takes no webhooks from %q", provider))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxWebhookBody))
+	if err != nil {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodePayloadTooLarge, "the notice is larger than %d bytes", maxWebhookBody))
+		return
+	}
+	job, err := hook.WebhookJob(body)
+	if err != nil {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "%s", err.Error()))
+		return
+	}
+	exec, err := s.Executions.Store.GetByJob(r.Context(), provider, job)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := hook.VerifyWebhook(r.Header, body, exec.DecisionID, s.now()); err != nil {
+		s.logger().WarnContext(r.Context(), "webhook refused", "provider", provider, "decision_id", exec.DecisionID, "err", err)
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnauthorized, "%s", err.Error()))
+		return
+	}
+	if exec.State == gongbu.StateSubmitted {
+		if _, err := s.Executions.Nudge(r.Context(), exec); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
@@ -323,4 +441,11 @@ func (s *Server) logger() *slog.Logger {
 		return slog.Default()
 	}
 	return s.Logger
+}
+
+func (s *Server) now() time.Time {
+	if s.Now == nil {
+		return time.Now()
+	}
+	return s.Now()
 }

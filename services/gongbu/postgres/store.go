@@ -87,6 +87,18 @@ func (s *Store) GetByHandle(ctx context.Context, handle string) (gongbu.Executio
 	return executionOf(row)
 }
 
+// GetByJob returns the execution whose provider job is jobID.
+func (s *Store) GetByJob(ctx context.Context, provider, jobID string) (gongbu.Execution, error) {
+	row, err := s.q.GetExecutionByJob(ctx, s.pool, gongbudb.GetExecutionByJobParams{Provider: provider, ProviderJobID: &jobID})
+	if isNoRows(err) {
+		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeNotFound, "no execution for that job")
+	}
+	if err != nil {
+		return gongbu.Execution{}, fmt.Errorf("get execution: %w", err)
+	}
+	return executionOf(row)
+}
+
 // List returns every execution, oldest first.
 func (s *Store) List(ctx context.Context) ([]gongbu.Execution, error) {
 	rows, err := s.q.ListExecutions(ctx, s.pool)
@@ -122,6 +134,21 @@ func (s *Store) Claim(ctx context.Context, id uuid.UUID, state gongbu.State, lea
 		return gongbu.Execution{}, false, err
 	}
 	row, err := s.q.ClaimExecution(ctx, s.pool, gongbudb.ClaimExecutionParams{DecisionID: id, State: string(state), LeaseUntil: leaseUntil, Now: now})
+	if isNoRows(err) {
+		return gongbu.Execution{}, false, nil
+	}
+	if err != nil {
+		return gongbu.Execution{}, false, fmt.Errorf("claim execution: %w", err)
+	}
+	e, err := executionOf(row)
+	return e, err == nil, err
+}
+
+// ClaimSubmitted takes the lease of a submitted execution now, even from a worker that holds
+// it: a poll is a read, and the fence on every outcome write keeps the worker that lost the
+// lease from recording anything. ok is false when the execution is no longer submitted.
+func (s *Store) ClaimSubmitted(ctx context.Context, id uuid.UUID, leaseUntil, now time.Time) (gongbu.Execution, bool, error) {
+	row, err := s.q.ClaimSubmitted(ctx, s.pool, gongbudb.ClaimSubmittedParams{DecisionID: id, LeaseUntil: leaseUntil, Now: now})
 	if isNoRows(err) {
 		return gongbu.Execution{}, false, nil
 	}

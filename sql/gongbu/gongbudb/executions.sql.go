@@ -66,6 +66,55 @@ func (q *Queries) ClaimExecution(ctx context.Context, db DBTX, arg ClaimExecutio
 	return i, err
 }
 
+const claimSubmitted = `-- name: ClaimSubmitted :one
+UPDATE executions
+SET lease_until = $1, attempts = attempts + 1, lease_generation = lease_generation + 1,
+    updated_at = $2
+WHERE decision_id = $3 AND state = 'submitted'
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
+`
+
+type ClaimSubmittedParams struct {
+	LeaseUntil time.Time
+	Now        time.Time
+	DecisionID uuid.UUID
+}
+
+// Takes the lease of a submitted execution now, whoever holds it: a provider said the job is
+// done, so it is polled at once. Polling is a read; a worker that was about to poll it loses
+// its lease and writes nothing (every outcome write is fenced), so two never both record.
+func (q *Queries) ClaimSubmitted(ctx context.Context, db DBTX, arg ClaimSubmittedParams) (Execution, error) {
+	row := db.QueryRow(ctx, claimSubmitted, arg.LeaseUntil, arg.Now, arg.DecisionID)
+	var i Execution
+	err := row.Scan(
+		&i.DecisionID,
+		&i.PublicHandle,
+		&i.AgentID,
+		&i.Provider,
+		&i.Model,
+		&i.Size,
+		&i.Arguments,
+		&i.AmountMicros,
+		&i.Currency,
+		&i.VendorKey,
+		&i.State,
+		&i.ProviderJobID,
+		&i.PollingUrl,
+		&i.ResultUrl,
+		&i.Error,
+		&i.Attempts,
+		&i.LeaseUntil,
+		&i.PollDeadline,
+		&i.ChargedMicros,
+		&i.ReportedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ResolvedAt,
+		&i.LeaseGeneration,
+	)
+	return i, err
+}
+
 const deferReport = `-- name: DeferReport :exec
 UPDATE executions SET updated_at = $2 WHERE decision_id = $1 AND reported_at IS NULL
 `
@@ -224,6 +273,47 @@ SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, a
 
 func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandle string) (Execution, error) {
 	row := db.QueryRow(ctx, getExecutionByHandle, publicHandle)
+	var i Execution
+	err := row.Scan(
+		&i.DecisionID,
+		&i.PublicHandle,
+		&i.AgentID,
+		&i.Provider,
+		&i.Model,
+		&i.Size,
+		&i.Arguments,
+		&i.AmountMicros,
+		&i.Currency,
+		&i.VendorKey,
+		&i.State,
+		&i.ProviderJobID,
+		&i.PollingUrl,
+		&i.ResultUrl,
+		&i.Error,
+		&i.Attempts,
+		&i.LeaseUntil,
+		&i.PollDeadline,
+		&i.ChargedMicros,
+		&i.ReportedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ResolvedAt,
+		&i.LeaseGeneration,
+	)
+	return i, err
+}
+
+const getExecutionByJob = `-- name: GetExecutionByJob :one
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions WHERE provider = $1 AND provider_job_id = $2
+`
+
+type GetExecutionByJobParams struct {
+	Provider      string
+	ProviderJobID *string
+}
+
+func (q *Queries) GetExecutionByJob(ctx context.Context, db DBTX, arg GetExecutionByJobParams) (Execution, error) {
+	row := db.QueryRow(ctx, getExecutionByJob, arg.Provider, arg.ProviderJobID)
 	var i Execution
 	err := row.Scan(
 		&i.DecisionID,

@@ -88,3 +88,16 @@ SELECT id, began_at FROM database_epoch;
 -- the record is unbroken only from now on.
 UPDATE database_epoch SET id = gen_random_uuid(), began_at = clock_timestamp()
 RETURNING id, began_at;
+
+-- name: GetExecutionByJob :one
+SELECT * FROM executions WHERE provider = $1 AND provider_job_id = $2;
+
+-- name: ClaimSubmitted :one
+-- Takes the lease of a submitted execution now, whoever holds it: a provider said the job is
+-- done, so it is polled at once. Polling is a read; a worker that was about to poll it loses
+-- its lease and writes nothing (every outcome write is fenced), so two never both record.
+UPDATE executions
+SET lease_until = sqlc.arg(lease_until), attempts = attempts + 1, lease_generation = lease_generation + 1,
+    updated_at = sqlc.arg(now)
+WHERE decision_id = sqlc.arg(decision_id) AND state = 'submitted'
+RETURNING *;

@@ -18,8 +18,10 @@ import (
 
 	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/failpoint"
+	"hubu.dev/hubu/kit/pglisten"
 	"hubu.dev/hubu/kit/pgstart"
 	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/changefeed"
 	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/flux"
 	"hubu.dev/hubu/services/gongbu/httpserver"
@@ -34,16 +36,17 @@ const usage = `usage:
   gongbu serve --listen ADDR --database-url URL --hubu-url URL --hubu-token TOKEN --service-token TOKEN
                --flux-url URL --flux-key KEY [--flux-idempotent] [--flux-timeout 60s]
                [--flux-polling-hosts HOST,...] [--flux-sample-hosts HOST,...]
-               [--poll-interval 1s] [--poll-deadline 10m] [--lease DURATION]
+               [--poll-interval 1s] [--first-poll 10ms] [--poll-deadline 10m] [--lease DURATION]
+               [--webhook-url URL --webhook-key KEY]
   gongbu migrate up|down|version --database-url URL
   gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL [--require-final]
   gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged)
   gongbu renew-epoch --database-url URL   (after restoring the database from a backup)
 Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
 GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT, GONGBU_FLUX_TIMEOUT,
-GONGBU_FLUX_POLLING_HOSTS, GONGBU_FLUX_SAMPLE_HOSTS, GONGBU_POLL_INTERVAL, GONGBU_POLL_DEADLINE,
-GONGBU_LEASE and GONGBU_URL. The secrets (GONGBU_DATABASE_URL, GONGBU_HUBU_TOKEN,
-GONGBU_SERVICE_TOKEN, GONGBU_FLUX_KEY) may instead be in a file named by the variable with _FILE
+GONGBU_FLUX_POLLING_HOSTS, GONGBU_FLUX_SAMPLE_HOSTS, GONGBU_POLL_INTERVAL, GONGBU_FIRST_POLL, GONGBU_POLL_DEADLINE,
+GONGBU_LEASE, GONGBU_WEBHOOK_URL, GONGBU_WEBHOOK_KEY and GONGBU_URL. The secrets (GONGBU_DATABASE_URL,
+GONGBU_HUBU_TOKEN, GONGBU_SERVICE_TOKEN, GONGBU_FLUX_KEY, GONGBU_WEBHOOK_KEY) may instead be in a file named by the variable with _FILE
 appended, such as GONGBU_FLUX_KEY_FILE.`
 
 func main() { command.Main("gongbu", run) }
@@ -90,7 +93,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	sampleHosts := fs.String("flux-sample-hosts", "GONGBU_FLUX_SAMPLE_HOSTS", "",
 		"comma-separated hosts (host or host:port, exact) besides --flux-url's that a result's image URL may be on, "+
 			"such as delivery-us1.bfl.ai,delivery-eu1.bfl.ai; a result elsewhere is refused")
-	pollInterval := fs.Duration("poll-interval", "GONGBU_POLL_INTERVAL", time.Second, "wait between two polls of a job; also how often the background pass runs")
+	pollInterval := fs.Duration("poll-interval", "GONGBU_POLL_INTERVAL", time.Second, "how often the background pass runs and polls each open job")
+	firstPoll := fs.Duration("first-poll", "GONGBU_FIRST_POLL", execution.DefaultFirstPoll,
+		"how soon after submitting a job Gongbu first looks at it; the wait doubles after each pending look until it reaches --poll-interval")
+	webhookURL := fs.String("webhook-url", "GONGBU_WEBHOOK_URL", "",
+		"this Gongbu's /v1/webhooks/bfl URL as the provider reaches it; sent with every submission so the provider says when a job is done "+
+			"(Gongbu then polls it at once). Empty: Gongbu only polls")
+	webhookKey := fs.Secret("webhook-key", "GONGBU_WEBHOOK_KEY", "at least 32 bytes, the same in every replica: derives each job's webhook secret (required with --webhook-url)")
 	pollDeadline := fs.Duration("poll-deadline", "GONGBU_POLL_DEADLINE", 10*time.Minute, "how long a job may stay pending before it is indeterminate")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -108,8 +117,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			return fmt.Errorf("--%s is required", f.name)
 		}
 	}
-	if *pollInterval <= 0 || *pollDeadline <= 0 {
-		return errors.New("--poll-interval and --poll-deadline must be positive")
+	if *pollInterval <= 0 || *pollDeadline <= 0 || *firstPoll <= 0 {
+		return errors.New("--poll-interval, --poll-deadline and --first-poll must be positive")
+	}
+	if *webhookURL != "" {
+		if err := command.RequireHTTPURL("webhook-url", *webhookURL); err != nil {
+			return err
+		}
+		if len(*webhookKey) < 32 {
+			return errors.New("--webhook-url needs --webhook-key (or GONGBU_WEBHOOK_KEY) of at least 32 bytes")
+		}
 	}
 	if *lease < 0 {
 		return errors.New("--lease must not be negative")
@@ -138,13 +155,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	adapter, err := flux.NewAdapter(flux.Config{BaseURL: *fluxURL, APIKey: *fluxKey, HonoursIdempotency: *fluxIdempotent, Timeout: *fluxTimeout,
-		PollingHosts: fluxPolling, SampleHosts: fluxSamples})
+		PollingHosts: fluxPolling, SampleHosts: fluxSamples, WebhookURL: *webhookURL, WebhookKey: []byte(*webhookKey)})
 	if err != nil {
 		return err
 	}
 	svc := &execution.Service{
 		Store: store, Providers: map[string]gongbu.Provider{adapter.Name(): adapter}, Authority: authority,
-		Logger: logger, Now: failpoint.Clock(), PollInterval: *pollInterval, PollDeadline: *pollDeadline, CallTimeout: *fluxTimeout,
+		Logger: logger, Now: failpoint.Clock(), PollInterval: *pollInterval, FirstPoll: *firstPoll, PollDeadline: *pollDeadline, CallTimeout: *fluxTimeout,
 	}
 	// A worker's lease outlasts any submission it makes, so no other worker takes a live
 	// submission over. --lease may shorten it (the e2e suite does, against mockflux).
@@ -152,9 +169,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if *lease > 0 {
 		svc.Lease = *lease
 	}
-	srv := &httpserver.Server{Executions: svc, Authority: authority, ServiceToken: *serviceToken, Logger: logger, Ping: store.Ping}
+	// Every replica hears of every execution's change through Postgres, and wakes the
+	// requests waiting for it; a gap in the listener wakes them all to read again.
+	changes := &changefeed.Feed{}
+	listener := pglisten.New(*dbURL, logger)
+	listener.Handle(changefeed.Channel, changes.Notify)
+	listener.OnGap(changes.NotifyAll)
+	srv := &httpserver.Server{Executions: svc, Authority: authority, ServiceToken: *serviceToken, Logger: logger, Ping: store.Ping, Changes: changes}
+	if *webhookURL != "" {
+		srv.Webhooks = map[string]httpserver.Webhook{adapter.Name(): adapter}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	svc.Metrics = execution.NewMetrics(reg)
 
 	ln, err := command.Listen(*listen)
 	if err != nil {
@@ -164,13 +191,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	// An execution answers once Hubu has confirmed the decision and the provider answered.
 	httpSrv.WriteTimeout = time.Minute + svc.SubmissionBound()
 	logger.Info("listening", "addr", ln.Addr().String(), "flux_idempotent", *fluxIdempotent,
-		"flux_polling_hosts", fluxPolling, "flux_sample_hosts", fluxSamples)
+		"flux_polling_hosts", fluxPolling, "flux_sample_hosts", fluxSamples, "webhook", *webhookURL != "")
 
 	bg, stopBG := context.WithCancel(ctx)
 	workerDone := make(chan struct{})
 	go func() {
 		defer close(workerDone)
 		svc.Run(bg, *pollInterval)
+	}()
+	listenerDone := make(chan struct{})
+	go func() {
+		defer close(listenerDone)
+		listener.Run(bg)
 	}()
 	// Nothing that calls the provider may outlive the pool: a charged job whose answer is not
 	// recorded is lost to Gongbu. So the HTTP server stops first, waiting for its requests,
@@ -184,6 +216,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		}
 		stopBG()
 		<-workerDone
+		<-listenerDone
 		return err
 	})
 }

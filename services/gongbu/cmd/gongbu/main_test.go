@@ -89,6 +89,10 @@ func TestBadSettings(t *testing.T) {
 		{"a poll deadline in the environment that is no duration", append(db(migrated), "GONGBU_POLL_DEADLINE=10"), []string{"serve"}, "GONGBU_POLL_DEADLINE must be a duration"},
 		{"a lease in the environment that is no duration", append(db(migrated), "GONGBU_LEASE=long"), []string{"serve"}, "GONGBU_LEASE must be a duration"},
 		{"a negative lease", db(migrated), []string{"serve", "--lease", "-1s"}, "--lease must not be negative"},
+		{"a zero first poll", append(db(migrated), "GONGBU_FIRST_POLL=0s"), []string{"serve"}, "--first-poll must be positive"},
+		{"a webhook URL that is no URL", db(migrated), []string{"serve", "--webhook-url", "127.0.0.1:8082/v1/webhooks/bfl"}, "--webhook-url must be an http(s) URL"},
+		{"a webhook URL without a key", append(db(migrated), "GONGBU_WEBHOOK_URL=http://127.0.0.1:8082/v1/webhooks/bfl"), []string{"serve"}, "--webhook-url needs --webhook-key"},
+		{"a webhook key too short", append(db(migrated), "GONGBU_WEBHOOK_URL=http://127.0.0.1:8082/v1/webhooks/bfl", "GONGBU_WEBHOOK_KEY=short"), []string{"serve"}, "of at least 32 bytes"},
 		{"a FLUX timeout that is no duration", append(db(migrated), "GONGBU_FLUX_TIMEOUT=long"), []string{"serve"}, "GONGBU_FLUX_TIMEOUT must be a duration"},
 		{"a zero FLUX timeout", db(migrated), []string{"serve", "--flux-timeout", "0s"}, "--flux-timeout must be positive"},
 		{"an idempotency setting that is no boolean", append(db(migrated), "GONGBU_FLUX_IDEMPOTENT=maybe"), []string{"serve"}, "GONGBU_FLUX_IDEMPOTENT must be true or false"},
@@ -158,13 +162,13 @@ func TestMigrate(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate", "version"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 3\n"},
-		{[]string{"migrate", "up"}, "version 3\n"},
-		{[]string{"migrate", "version"}, "version 3\n"},
-		{[]string{"migrate", "down"}, "version 2\n"},
-		{[]string{"migrate", "up"}, "version 3\n"},
+		{[]string{"migrate", "up"}, "version 4\n"},
+		{[]string{"migrate", "up"}, "version 4\n"},
+		{[]string{"migrate", "version"}, "version 4\n"},
+		{[]string{"migrate", "down"}, "version 3\n"},
+		{[]string{"migrate", "up"}, "version 4\n"},
 		{[]string{"migrate", "down", "--steps", "0"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 3\n"},
+		{[]string{"migrate", "up"}, "version 4\n"},
 	} {
 		out, _, err := runGongbu(t, env, step.args...)
 		if err != nil || out != step.want {

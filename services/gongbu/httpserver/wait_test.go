@@ -1,0 +1,149 @@
+package httpserver_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/kit/pglisten"
+	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/changefeed"
+	"hubu.dev/hubu/services/gongbu/gongbutest"
+	"hubu.dev/hubu/services/gongbu/httpserver"
+)
+
+// waiting starts a request that waits up to 30 s for the operation's execution to leave state
+// seen (nil: to exist), and returns once Gongbu holds it, with a channel for its answer.
+func waiting(t *testing.T, b *bundle, feed *changefeed.Feed, handle string, seen *gongbuapi.ExecutionState) <-chan *gongbuapi.GetOperationExecutionResponse {
+	t.Helper()
+	before := feed.Waiters()
+	answer := make(chan *gongbuapi.GetOperationExecutionResponse, 1)
+	go func() {
+		wait := 30
+		resp, err := b.client(t, agentA).GetOperationExecutionWithResponse(context.Background(), handle,
+			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen})
+		if err != nil {
+			t.Error(err)
+		}
+		answer <- resp
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for feed.Waiters() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the request never began to wait")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return answer
+}
+
+// answered takes the waiting request's answer; the wait is 30 s, so an answer within 20 s
+// came from a change, not from the time running out.
+func answered(t *testing.T, answer <-chan *gongbuapi.GetOperationExecutionResponse) *gongbuapi.GetOperationExecutionResponse {
+	t.Helper()
+	select {
+	case resp := <-answer:
+		return resp
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting request was not woken by the change")
+		return nil
+	}
+}
+
+func withFeed(feed *changefeed.Feed, backstop time.Duration) func(*httpserver.Server, *gongbutest.Env) {
+	return func(s *httpserver.Server, _ *gongbutest.Env) { s.Changes, s.WaitBackstop = feed, backstop }
+}
+
+// A change recorded anywhere (here: by a worker on the same database, through Postgres
+// LISTEN/NOTIFY) ends the wait at once; the backstop is an hour, so only the notification can.
+func TestWaitEndsWhenTheExecutionChanges(t *testing.T) {
+	t.Parallel()
+	feed := &changefeed.Feed{}
+	b := setup(t, withFeed(feed, time.Hour))
+	listener := pglisten.New(b.env.DBURL, nil)
+	listener.Handle(changefeed.Channel, feed.Notify)
+	listener.OnGap(feed.NotifyAll)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); listener.Run(ctx) }()
+	t.Cleanup(func() { stop(); <-done })
+	for !listener.Connected() {
+		time.Sleep(time.Millisecond)
+	}
+
+	// Waiting for an execution that does not exist yet: its insert ends the wait.
+	d := b.env.Issue(agentA)
+	answer := waiting(t, b, feed, d.PublicHandle, nil)
+	b.execute(t, b.service, d)
+	if resp := answered(t, answer); resp.JSON200 == nil || (resp.JSON200.State != gongbuapi.Submitting && resp.JSON200.State != gongbuapi.Submitted) {
+		t.Fatalf("waiting for the execution to exist: %d %s", resp.StatusCode(), resp.Body)
+	}
+
+	// Waiting while it is submitted: the poll that finds the image ends the wait.
+	seen := gongbuapi.Submitted
+	answer = waiting(t, b, feed, d.PublicHandle, &seen)
+	b.env.Provider.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.env.Clock.Advance(gongbutest.PollInterval)
+	b.env.Tick(t)
+	if resp := answered(t, answer); resp.JSON200 == nil || resp.JSON200.State != gongbuapi.Succeeded || resp.JSON200.Result == nil {
+		t.Fatalf("waiting for the result: %d %s", resp.StatusCode(), resp.Body)
+	}
+}
+
+// A lost notification (here: nothing feeds the feed at all) costs latency, never the answer:
+// the waiting request reads again on its backstop interval.
+func TestWaitSurvivesALostNotification(t *testing.T) {
+	t.Parallel()
+	feed := &changefeed.Feed{}
+	b := setup(t, withFeed(feed, 50*time.Millisecond))
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+
+	seen := gongbuapi.Submitted
+	answer := waiting(t, b, feed, d.PublicHandle, &seen)
+	b.env.Provider.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.env.Clock.Advance(gongbutest.PollInterval)
+	b.env.Tick(t)
+	if resp := answered(t, answer); resp.JSON200 == nil || resp.JSON200.State != gongbuapi.Succeeded {
+		t.Fatalf("after the backstop: %d %s", resp.StatusCode(), resp.Body)
+	}
+}
+
+// Without a change the answer comes when the wait is up, as the execution stands; and the
+// wait's bounds are checked.
+func TestWaitEndsWithTheExecutionAsItStands(t *testing.T) {
+	t.Parallel()
+	b := setup(t, withFeed(&changefeed.Feed{}, time.Hour))
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+	agent := b.client(t, agentA)
+	ctx := context.Background()
+
+	one, seen := 1, gongbuapi.Submitted
+	resp, err := agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle, &gongbuapi.GetOperationExecutionParams{Wait: &one, State: &seen})
+	if err != nil || resp.JSON200 == nil || resp.JSON200.State != gongbuapi.Submitted {
+		t.Fatalf("unchanged: %v %d %s", err, resp.StatusCode(), resp.Body)
+	}
+	notYet := b.env.Issue(agentA)
+	resp, err = agent.GetOperationExecutionWithResponse(ctx, notYet.PublicHandle, &gongbuapi.GetOperationExecutionParams{Wait: &one})
+	if err != nil || resp.StatusCode() != http.StatusNotFound || problemCode(t, resp.Body) != "not_found" {
+		t.Fatalf("never executed: %v %d %s", err, resp.StatusCode(), resp.Body)
+	}
+	// A state other than the one the caller saw answers at once, whatever the wait.
+	other, thirty := gongbuapi.Submitting, 30
+	start := time.Now()
+	resp, err = agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle, &gongbuapi.GetOperationExecutionParams{Wait: &thirty, State: &other})
+	if err != nil || resp.JSON200 == nil || resp.JSON200.State != gongbuapi.Submitted || time.Since(start) > 20*time.Second {
+		t.Fatalf("already changed: %v %d %s", err, resp.StatusCode(), resp.Body)
+	}
+
+	for _, path := range []string{"?wait=31", "?wait=-1", "?wait=soon", "?wait=1&state=done"} {
+		req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/operations/"+d.PublicHandle+"/execution"+path, nil)
+		req.Header.Set("Authorization", "Bearer "+agentA)
+		if status, body := b.do(t, req); status != http.StatusBadRequest || problemCode(t, body) != "invalid_arguments" {
+			t.Fatalf("%s: %d %s", path, status, body)
+		}
+	}
+}
