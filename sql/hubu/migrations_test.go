@@ -3,6 +3,7 @@ package hubusql_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,7 +92,12 @@ func TestCredentialIDsOnUpgrade(t *testing.T) {
 	if err := migrator.Up(dbURL, hubusql.Migrations()); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrator.Down(dbURL, hubusql.Migrations(), 1); err != nil { // to version 2, before the ids
+	latest, err := migrator.Latest(hubusql.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	toVersion2 := int(latest) - 2 // before the ids
+	if err := migrator.Down(dbURL, hubusql.Migrations(), toVersion2); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -125,11 +131,91 @@ func TestCredentialIDsOnUpgrade(t *testing.T) {
 	if _, err := conn.Exec(ctx, `UPDATE credentials SET expires_at = now() + interval '1 hour' WHERE name = 'alice'`); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrator.Down(dbURL, hubusql.Migrations(), 1); err != nil {
+	if err := migrator.Down(dbURL, hubusql.Migrations(), toVersion2); err != nil {
 		t.Fatal(err)
 	}
 	var aliceRevoked bool
 	if err := conn.QueryRow(ctx, `SELECT revoked_at IS NOT NULL FROM credentials WHERE name = 'alice'`).Scan(&aliceRevoked); err != nil || !aliceRevoked {
 		t.Fatalf("a credential in its rotation's overlap is valid after a rollback: revoked %v, %v", aliceRevoked, err)
 	}
+}
+
+// An operation's budget row exists by the schema: the upgrade gives every operation of a
+// database edited by hand its row (with nothing used), and no row an operation names can be
+// deleted after.
+func TestBudgetUsageReference(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := sqltest.NewEmptyDatabase(t, "hubu")
+	if err := migrator.Up(dbURL, hubusql.Migrations()); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrator.Down(dbURL, hubusql.Migrations(), 2); err != nil { // to version 3
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `
+		INSERT INTO agents (id, name, account, created_at) VALUES ('00000000-0000-0000-0000-000000000001', 'a', 'acct:a', now());
+		INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account,
+		                        provider, model, size, amount_micros, currency, state, budget_day, created_at, updated_at)
+		VALUES ('00000000-0000-0000-0000-000000000002', '00000000-0000-0000-0000-000000000001', 'k', 'h', 'generate_image',
+		        '{}', 'x', 'acct:a', 'bfl', 'flux-dev', '*', 0, 'USD', 'pending_approval', '2026-11-30', now(), now())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrator.Up(dbURL, hubusql.Migrations()); err != nil {
+		t.Fatalf("upgrade with an operation whose budget row is missing: %v", err)
+	}
+	var used int64
+	if err := conn.QueryRow(ctx, `SELECT used_micros FROM budget_usage WHERE day = '2026-11-30'`).Scan(&used); err != nil || used != 0 {
+		t.Fatalf("the missing budget row after the upgrade: %d %v", used, err)
+	}
+	if _, err := conn.Exec(ctx, `DELETE FROM budget_usage`); err == nil {
+		t.Fatal("an operation's budget row could be deleted")
+	}
+}
+
+// Every committed change to credentials or prices is announced on its channel, and nothing
+// of a change that was rolled back.
+func TestChangesAreNotified(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, dbURL := sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	listener, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Close(ctx)
+	for _, ch := range []string{"hubu_credentials", "hubu_prices"} {
+		if _, err := listener.Exec(ctx, "LISTEN "+ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func(what, channel string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		n, err := listener.WaitForNotification(wctx)
+		if err != nil || n.Channel != channel {
+			t.Fatalf("%s: notification %+v, %v; want one on %s", what, n, err, channel)
+		}
+	}
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec(`INSERT INTO credentials (token_hash, kind, name, created_at) VALUES ('\x01', 'operator', 'alice', now())`)
+	next("a new credential", "hubu_credentials")
+	exec(`UPDATE credentials SET revoked_at = now()`)
+	next("a revocation", "hubu_credentials")
+	exec(`UPDATE prices SET amount_micros = amount_micros + 1`)
+	next("a price change", "hubu_prices")
+	exec(`BEGIN; DELETE FROM prices; ROLLBACK`)
+	exec(`DELETE FROM credentials`)
+	next("a deletion after a rolled-back change", "hubu_credentials")
 }

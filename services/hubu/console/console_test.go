@@ -266,5 +266,6 @@ func TestRevokedOperatorLosesTheSession(t *testing.T) {
 	if _, err := b.Pool.Exec(t.Context(), `UPDATE credentials SET revoked_at = now() WHERE name = 'alice'`); err != nil {
 		t.Fatal(err)
 	}
+	b.Cache.Sync(t) // a revocation made by hand reaches Hubu's cache on its notification
 	mustBeSignedOut(t, "a revoked operator", br)
 }

@@ -61,6 +61,7 @@ func removeModel(t *testing.T, b *bundle, model string) {
 	if _, err := b.Pool.Exec(context.Background(), "DELETE FROM prices WHERE provider = 'bfl' AND model = $1", model); err != nil {
 		t.Fatal(err)
 	}
+	b.Cache.Sync(t) // a change made by hand reaches Hubu's cache on its notification
 	if r := authorize(t, b.NewAgent(t, "probe-"+model, nil), newCall(model)); r.StatusCode() != http.StatusBadRequest {
 		t.Fatalf("a new call for the removed model %s: %d %s, want 400", model, r.StatusCode(), r.Body)
 	}

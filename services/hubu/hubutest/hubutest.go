@@ -45,6 +45,13 @@ type Options struct {
 	Executor hubu.Executor
 	// Console serves the approval console too, refreshing every 300ms.
 	Console bool
+	// RoundTrips, when set, counts what Hubu sends to Postgres (see RoundTrips); Hubu's pool
+	// then has one connection.
+	RoundTrips *RoundTrips
+	// NoCache leaves Hubu without its cache of credentials and prices: every request reads
+	// them from Postgres. By default Hubu has one, fed by a listener that is connected before
+	// New returns.
+	NoCache bool
 }
 
 // Env is Hubu over real HTTP on a database of its own.
@@ -62,6 +69,10 @@ type Env struct {
 	// OperatorToken is alice's, an operator; ServiceToken is gongbu's, a service.
 	OperatorToken, ServiceToken string
 	Operator                    *hubuapi.ClientWithResponses // as alice
+	// DatabaseURL is the database's, for another Hubu process on it.
+	DatabaseURL string
+	// Cache is the Store's cache; nil with Options.NoCache.
+	Cache *Cache
 }
 
 // New starts Hubu for t; when t ends, it fails t if Hubu logged a secret or its ledger
@@ -84,8 +95,17 @@ func New(t testing.TB, opts *Options) *Env {
 		e.Executor = &Executor{}
 		exec = e.Executor
 	}
-	e.Pool, _ = sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	if opts.RoundTrips != nil {
+		e.DatabaseURL = sqltest.NewDatabase(t, "hubu", hubusql.Migrations())
+		e.Pool = NewCountedPool(t, e.DatabaseURL, opts.RoundTrips)
+	} else {
+		e.Pool, e.DatabaseURL = sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	}
 	e.Store = postgres.NewStore(e.Pool, ttl)
+	if !opts.NoCache {
+		e.Cache = StartCache(t, e.DatabaseURL, nil)
+		e.Store.Cache = e.Cache.Cache
+	}
 	logger := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	e.Lifecycle = &lifecycle.Service{Store: e.Store, Executor: exec, Logger: logger, Now: e.Clock.Now, RetryAfter: 10 * time.Second}
 	srv := &httpserver.Server{Store: e.Store, Lifecycle: e.Lifecycle, Logger: logger, Now: e.Clock.Now}
@@ -177,6 +197,19 @@ type Call struct {
 func NewCall(model string) Call {
 	return Call{Key: contract.NewOperationKey("codex"), Handle: contract.NewPublicHandle(),
 		Args: hubuapi.GenerateImageArguments{Prompt: "an origami fox", Model: model, Width: 1024, Height: 1024}}
+}
+
+// AuthorizeRequest is the call's authorization request as the Store takes it, for tests
+// that call the Store directly.
+func (c Call) AuthorizeRequest() hubu.AuthorizeRequest {
+	r := c.Request()
+	req := hubu.AuthorizeRequest{OperationKey: r.OperationKey, PublicHandle: r.PublicHandle, Tool: string(r.Tool), RequestHash: r.RequestHash,
+		Arguments: hubu.ImageRequest{Prompt: c.Args.Prompt, Model: c.Args.Model, Width: c.Args.Width, Height: c.Args.Height, Seed: c.Args.Seed}}
+	if f := c.Args.OutputFormat; f != nil {
+		format := string(*f)
+		req.Arguments.OutputFormat = &format
+	}
+	return req
 }
 
 // Request is the call's authorization request, with the hash of its arguments.

@@ -61,7 +61,7 @@ func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operatio
 		return op
 	}
 	d, _ := hubu.DecisionOf(op)
-	counted, ok, err := s.Store.CountDispatchAttempt(ctx, d.DecisionID, s.Now())
+	counted, ok, err := s.Store.CountDispatchAttempt(ctx, op, s.Now())
 	if err != nil {
 		s.logger().WarnContext(ctx, "could not count the hand-off; it will be re-sent",
 			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", err)
@@ -77,7 +77,7 @@ func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operatio
 		return counted
 	}
 	failpoint.Inject(failpoint.HubuAfterGongbuAnswer)
-	next, err := s.Store.MarkExecuting(ctx, d.DecisionID, s.Now())
+	next, err := s.Store.MarkExecuting(ctx, counted, s.Now())
 	if err != nil {
 		s.logger().WarnContext(ctx, "could not record the hand-off; it will be re-sent",
 			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", err)

@@ -34,6 +34,7 @@ func (s *Store) ListCredentials(ctx context.Context) ([]hubu.Credential, error) 
 // refused, and an operator's console sessions signed in with it end on their next request.
 // Revoking a revoked credential answers its record unchanged.
 func (s *Store) RevokeCredential(ctx context.Context, who hubu.Principal, id uuid.UUID, now time.Time) (hubu.Credential, error) {
+	defer s.Cache.credentialsChanged() // also after a failure: the revocation may have committed
 	return withTxV(ctx, s.pool, func(tx pgx.Tx) (hubu.Credential, error) {
 		c, otherLasting, err := s.lockForChange(ctx, tx, id, who)
 		if err != nil {
@@ -55,6 +56,7 @@ func (s *Store) RevokeCredential(ctx context.Context, who hubu.Principal, id uui
 // name and agent, a new token. The replaced credential stays valid for overlap (see
 // hubu.Credential.Rotate).
 func (s *Store) RotateCredential(ctx context.Context, who hubu.Principal, id uuid.UUID, overlap time.Duration, now time.Time) (hubu.Rotation, error) {
+	defer s.Cache.credentialsChanged()
 	return withTxV(ctx, s.pool, func(tx pgx.Tx) (hubu.Rotation, error) {
 		c, _, err := s.lockForChange(ctx, tx, id, who)
 		if err != nil {

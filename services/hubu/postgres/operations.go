@@ -3,11 +3,12 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/policy"
@@ -22,69 +23,75 @@ import (
 // later change to either (even removing the model) cannot turn a redelivery into a refusal.
 // The decision and the budget hold are written in one transaction, under a lock on the
 // agent's policy, so concurrent authorizations of one agent can never overspend its budget.
+//
+// A replay is one read (and the expiry of an operation that waited for people past its
+// deadline). A new operation is three round trips: that read; BEGIN, the policy lock and,
+// once it is held, the state the decision needs (policy, account, budget used, a record that
+// won the lock first); and the record with its ledger hold and budget use, in one statement,
+// and COMMIT. The lock is held for one round trip. The price comes from the catalog, cached.
 func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time) (op hubu.Operation, replayed bool, err error) {
 	scope := hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model, Size: fmt.Sprintf("%dx%d", req.Arguments.Width, req.Arguments.Height)}
 	args, err := marshalArguments(req.Arguments)
 	if err != nil {
 		return hubu.Operation{}, false, fmt.Errorf("encode arguments: %w", err)
 	}
-	want := hubudb.Operation{
-		PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash,
-		Provider: scope.Provider, Model: scope.Model, Size: scope.Size,
+	want := hubu.Operation{PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash, Scope: scope}
+	key := hubudb.GetOperationByKeyParams{AgentID: agentID, OperationKey: req.OperationKey}
+	replay := func(existing hubu.Operation) (hubu.Operation, bool, error) {
+		op, err := s.replay(ctx, existing, want, now)
+		return op, true, err
 	}
 
 	// Fast path for replays, before any pricing: no lock needed to read a record that exists.
-	if existing, err := s.q.GetOperationByKey(ctx, s.pool, hubudb.GetOperationByKeyParams{AgentID: agentID, OperationKey: req.OperationKey}); err == nil {
-		op, err := s.replay(ctx, existing, want, now)
-		return op, true, err
+	if existing, err := s.byKey(ctx, key); err == nil {
+		return replay(existing)
 	} else if !isNoRows(err) {
-		return hubu.Operation{}, false, fmt.Errorf("get operation: %w", err)
+		return hubu.Operation{}, false, err
 	}
 
-	price, err := s.price(ctx, s.pool, scope)
+	price, err := s.price(ctx, scope)
+	if err != nil && hubu.ErrorCode(err) != hubu.CodeInternal {
+		// The request's first delivery may have been recorded since the read above, and the
+		// catalog changed since: a redelivery is a replay, never a refusal.
+		if existing, rerr := s.byKey(ctx, key); rerr == nil {
+			return replay(existing)
+		}
+	}
 	if err != nil {
 		return hubu.Operation{}, false, err
 	}
-	agent, err := s.q.GetAgent(ctx, s.pool, agentID)
-	if err != nil {
-		return hubu.Operation{}, false, fmt.Errorf("get agent: %w", err)
-	}
 
-	type result struct {
-		row      hubudb.Operation // the record already there, when replayed
-		op       hubu.Operation
-		replayed bool
+	day, _ := policy.PeriodStart("day", now)
+	since, until, err := budgetWindows(now)
+	if err != nil {
+		return hubu.Operation{}, false, err
 	}
-	res, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (result, error) {
-		polRow, err := s.q.LockPolicy(ctx, tx, agentID)
-		if err != nil {
+	type result struct {
+		op       hubu.Operation
+		recorded bool // another delivery of the key was recorded first: replay it
+	}
+	res, err := withPipeTx(ctx, s.pool, func(p *pipe) (result, error) {
+		if err := s.q.LockPolicy(ctx, p, agentID); err != nil {
 			return result{}, fmt.Errorf("lock policy: %w", err)
 		}
-		// Another request under the same key may have committed while we waited for the lock.
-		existing, err := s.q.GetOperationByKey(ctx, tx, hubudb.GetOperationByKeyParams{AgentID: agentID, OperationKey: req.OperationKey})
-		if err == nil {
-			return result{row: existing, replayed: true}, nil
-		} else if !isNoRows(err) {
-			return result{}, fmt.Errorf("get operation: %w", err)
+		st, err := s.q.AuthorizationState(ctx, p, hubudb.AuthorizationStateParams{
+			AgentID: agentID, OperationKey: req.OperationKey, Since: since, Until: until,
+		})
+		if err != nil {
+			return result{}, fmt.Errorf("read the agent's state: %w", err)
 		}
-		pol := policyOfRow(polRow)
-		periodStart, err := policy.PeriodStart(pol.BudgetPeriod, now)
+		if st.Recorded {
+			return result{recorded: true}, nil
+		}
+		pol := policyOfRow(st.Policy)
+		used, err := usedIn(pol.BudgetPeriod, st.UsedMicros)
 		if err != nil {
 			return result{}, err
 		}
-		day, _ := policy.PeriodStart("day", now)
-		if err := s.q.EnsureBudgetUsage(ctx, tx, hubudb.EnsureBudgetUsageParams{AgentID: agentID, Day: day}); err != nil {
-			return result{}, fmt.Errorf("budget usage: %w", err)
-		}
-		used, err := s.q.SumBudgetUsage(ctx, tx, hubudb.SumBudgetUsageParams{AgentID: agentID, Since: periodStart, Until: policy.PeriodEnd(pol.BudgetPeriod, periodStart)})
-		if err != nil {
-			return result{}, fmt.Errorf("budget usage: %w", err)
-		}
-
 		verdict := policy.Decide(pol, scope, price.AmountMicros, price.Currency, used)
 		ch, err := hubu.Operation{
 			ID: uuid.New(), AgentID: agentID, PublicHandle: req.PublicHandle, Tool: req.Tool, Arguments: args,
-			RequestHash: req.RequestHash, Account: agent.Account, Scope: scope, AmountMicros: price.AmountMicros,
+			RequestHash: req.RequestHash, Account: st.Account, Scope: scope, AmountMicros: price.AmountMicros,
 			Currency: price.Currency, CreatedAt: now,
 		}.Authorize(authorization[verdict.Action], verdict.Denial, s.ApprovalTTL)
 		if err != nil {
@@ -92,30 +99,36 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 		}
 		o := ch.Operation
 		code, message := denialColumns(o.Denial)
-		row, err := s.q.InsertOperation(ctx, tx, hubudb.InsertOperationParams{
+		l := ledgerColumnsOf(ch.Ledger)
+		p.thenCommit()
+		row, err := s.q.InsertAuthorization(ctx, p, hubudb.InsertAuthorizationParams{
 			ID: o.ID, AgentID: agentID, OperationKey: req.OperationKey, PublicHandle: req.PublicHandle,
 			Tool: req.Tool, Arguments: args, RequestHash: req.RequestHash, Account: o.Account,
 			Provider: scope.Provider, Model: scope.Model, Size: scope.Size, AmountMicros: o.AmountMicros,
 			Currency: o.Currency, State: string(o.State), BudgetDay: day, DecisionID: o.DecisionID,
 			DenialCode: code, DenialMessage: message, ApprovalExpiresAt: o.ApprovalExpiresAt, CreatedAt: now,
+			BudgetDelta: l.budgetDelta, LedgerKinds: l.kinds, LedgerAmounts: l.amounts, LedgerCurrencies: l.currencies,
+			LedgerCreatedAt: l.createdAt,
 		})
-		if uniqueViolation(err, "operations_public_handle_key") {
+		switch {
+		case isNoRows(err): // the key's record exists after all; nothing was written
+			return result{recorded: true}, nil
+		case uniqueViolation(err, "operations_public_handle_key"):
 			return result{}, hubu.Errorf(hubu.CodeConflict, "the public handle belongs to another operation")
-		}
-		if err != nil {
+		case err != nil:
 			return result{}, fmt.Errorf("insert operation: %w", err)
 		}
-		if err := s.writeLedger(ctx, tx, row, ch.Ledger); err != nil {
-			return result{}, err
-		}
-		return result{op: changed(row, ch)}, nil
+		return result{op: changed(hubudb.Operation(row), ch)}, nil
 	})
-	if err != nil {
+	switch {
+	case err != nil:
 		return hubu.Operation{}, false, err
-	}
-	if res.replayed {
-		op, err := s.replay(ctx, res.row, want, now)
-		return op, true, err
+	case res.recorded:
+		existing, err := s.byKey(ctx, key)
+		if err != nil {
+			return hubu.Operation{}, false, fmt.Errorf("read the record that was found: %w", err)
+		}
+		return replay(existing)
 	}
 	return res.op, false, nil
 }
@@ -125,12 +138,36 @@ var authorization = map[policy.Action]hubu.Event{
 	policy.Approve: hubu.EventAutoApprove, policy.Hold: hubu.EventHold, policy.Deny: hubu.EventRefuse,
 }
 
+// budgetPeriods are the periods a policy's budget may have (policies.budget_period).
+var budgetPeriods = []string{"day", "week", "month"}
+
+// budgetWindows are the budget periods that contain now, one for each of budgetPeriods.
+func budgetWindows(now time.Time) (since, until []time.Time, err error) {
+	for _, period := range budgetPeriods {
+		start, err := policy.PeriodStart(period, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		since, until = append(since, start), append(until, policy.PeriodEnd(period, start))
+	}
+	return since, until, nil
+}
+
+// usedIn picks period's budget use from used, one for each of budgetPeriods.
+func usedIn(period string, used []int64) (int64, error) {
+	i := slices.Index(budgetPeriods, period)
+	if i < 0 || len(used) != len(budgetPeriods) {
+		return 0, fmt.Errorf("budget use of period %q: %d windows read", period, len(used))
+	}
+	return used[i], nil
+}
+
 // replay checks that a re-sent request asks for exactly the work the record holds. The
 // arguments are compared as well as their hash, so a router bug cannot pass off other work
 // under a matching hash. The amount, currency and account are not compared: the request
 // carries none of them, and what the catalog or the agent's account says now has no bearing
 // on an operation already decided.
-func (s *Store) replay(ctx context.Context, existing, want hubudb.Operation, now time.Time) (hubu.Operation, error) {
+func (s *Store) replay(ctx context.Context, existing, want hubu.Operation, now time.Time) (hubu.Operation, error) {
 	if existing.PublicHandle != want.PublicHandle {
 		return hubu.Operation{}, hubu.Errorf(hubu.CodeConflict, "this operation key was authorized under another public handle")
 	}
@@ -146,43 +183,35 @@ func (s *Store) replay(ctx context.Context, existing, want hubudb.Operation, now
 		{"arguments", string(storedArgs), string(want.Arguments)},
 		{"tool", existing.Tool, want.Tool},
 		{"request hash", existing.RequestHash, want.RequestHash},
-		{"provider", existing.Provider, want.Provider},
-		{"model", existing.Model, want.Model},
-		{"size", existing.Size, want.Size},
+		{"provider", existing.Scope.Provider, want.Scope.Provider},
+		{"model", existing.Scope.Model, want.Scope.Model},
+		{"size", existing.Scope.Size, want.Scope.Size},
 	} {
 		if d.got != d.want {
 			return hubu.Operation{}, hubu.Errorf(hubu.CodeCreateNewOperation,
 				"this operation key was authorized for a request with other %s; a changed request needs a new operation", d.field)
 		}
 	}
-	if waitsForPeople(existing) {
-		return s.expireIfDue(ctx, existing.ID, now)
-	}
-	return s.operation(ctx, s.pool, existing)
+	return s.current(ctx, existing, now)
 }
 
 // GetOperation returns an operation by public handle. An agent sees only its own: any
 // other is not_found, so handles of other agents cannot be probed.
 func (s *Store) GetOperation(ctx context.Context, who hubu.Principal, handle string, now time.Time) (hubu.Operation, error) {
-	row, err := s.visible(ctx, who, handle)
+	op, err := s.byHandle(who, handle).read(ctx, s.pool)
 	if err != nil {
 		return hubu.Operation{}, err
 	}
-	if waitsForPeople(row) {
-		return s.expireIfDue(ctx, row.ID, now)
-	}
-	return s.operation(ctx, s.pool, row)
+	return s.current(ctx, op, now)
 }
 
-func (s *Store) visible(ctx context.Context, who hubu.Principal, handle string) (hubudb.Operation, error) {
-	row, err := s.q.GetOperationByHandle(ctx, s.pool, handle)
-	if isNoRows(err) || (err == nil && who.Role == hubu.RoleAgent && row.AgentID != who.AgentID) {
-		return hubudb.Operation{}, hubu.Errorf(hubu.CodeNotFound, "no operation with that public handle")
+// current is op as a read at now finds it: one that waited for people past its deadline is
+// expired by the read (under the operation's lock); any other is answered as read.
+func (s *Store) current(ctx context.Context, op hubu.Operation, now time.Time) (hubu.Operation, error) {
+	if ch, err := op.Expire(now); err == nil && ch.Event == "" {
+		return op, nil
 	}
-	if err != nil {
-		return hubudb.Operation{}, fmt.Errorf("get operation: %w", err)
-	}
-	return row, nil
+	return s.expireIfDue(ctx, op.ID, now)
 }
 
 // Ledger returns an operation's ledger entries.
@@ -230,57 +259,47 @@ func (s *Store) Deny(ctx context.Context, operator, handle, reason string, now t
 // decide runs an operator's decision, expiring the operation first when its approval window
 // has passed.
 func (s *Store) decide(ctx context.Context, handle string, now time.Time, decision event) (hubu.Operation, error) {
-	row, err := s.visible(ctx, hubu.Principal{Role: hubu.RoleOperator}, handle)
-	if err != nil {
-		return hubu.Operation{}, err
-	}
-	return s.transition(ctx, row.ID, expire(now), decision)
+	return s.transition(ctx, s.byHandle(hubu.Principal{Role: hubu.RoleOperator}, handle), expire(now), decision)
 }
 
 // Resume moves an approved operation to dispatching, once. In any other state it changes
 // nothing and returns the operation as it is: re-sending can never skip an approval.
 func (s *Store) Resume(ctx context.Context, who hubu.Principal, handle string, now time.Time) (hubu.Operation, error) {
-	row, err := s.visible(ctx, who, handle)
-	if err != nil {
-		return hubu.Operation{}, err
-	}
-	return s.transition(ctx, row.ID, expire(now), func(op hubu.Operation) (hubu.Change, error) {
+	return s.transition(ctx, s.byHandle(who, handle), expire(now), func(op hubu.Operation) (hubu.Change, error) {
 		return op.Resume(now), nil
 	})
 }
 
-// MarkExecuting records that the executor accepted a decision. It is a no-op when the
-// operation moved on already (the executor may settle before this is recorded).
-func (s *Store) MarkExecuting(ctx context.Context, decisionID uuid.UUID, now time.Time) (hubu.Operation, error) {
-	return s.onDecision(ctx, decisionID, func(op hubu.Operation) (hubu.Change, error) {
+// MarkExecuting records that the executor accepted the decision of op, the operation as the
+// caller last read it. It is a no-op when the operation moved on already (the executor may
+// settle before this is recorded).
+func (s *Store) MarkExecuting(ctx context.Context, op hubu.Operation, now time.Time) (hubu.Operation, error) {
+	return s.move(ctx, op, func(op hubu.Operation) (hubu.Change, error) {
 		return op.Accept(now), nil
 	})
 }
 
-// CountDispatchAttempt records one more try to hand a dispatching decision to the executor
-// (for operators: it is no evidence that the executor got it). ok is false, and nothing
-// changes, when the operation is no longer dispatching: it needs no hand-off.
-func (s *Store) CountDispatchAttempt(ctx context.Context, decisionID uuid.UUID, now time.Time) (op hubu.Operation, ok bool, err error) {
-	op, err = s.onDecision(ctx, decisionID, func(op hubu.Operation) (hubu.Change, error) {
+// CountDispatchAttempt records one more try to hand the decision of op, the operation as the
+// caller last read it, to the executor (for operators: it is no evidence that the executor got
+// it). ok is false, and nothing changes, when the operation is no longer dispatching: it needs
+// no hand-off.
+func (s *Store) CountDispatchAttempt(ctx context.Context, op hubu.Operation, now time.Time) (counted hubu.Operation, ok bool, err error) {
+	counted, err = s.move(ctx, op, func(op hubu.Operation) (hubu.Change, error) {
 		return op.HandOff(now), nil
 	})
 	// A hand-off leaves a dispatching operation dispatching, and changes no other.
-	return op, err == nil && op.State == hubu.StateDispatching, err
+	return counted, err == nil && counted.State == hubu.StateDispatching, err
 }
 
 // GetDecision returns the operation a decision belongs to.
 func (s *Store) GetDecision(ctx context.Context, decisionID uuid.UUID) (hubu.Operation, error) {
-	row, err := s.byDecision(ctx, decisionID)
-	if err != nil {
-		return hubu.Operation{}, err
-	}
-	return s.operation(ctx, s.pool, row)
+	return s.byDecision(decisionID).read(ctx, s.pool)
 }
 
 // Settle captures what an execution cost and releases the rest of the hold
 // (hubu.Operation.Settle).
 func (s *Store) Settle(ctx context.Context, decisionID uuid.UUID, amount int64, failed bool, reason string, now time.Time) (hubu.Operation, error) {
-	return s.onDecision(ctx, decisionID, func(op hubu.Operation) (hubu.Change, error) {
+	return s.transition(ctx, s.byDecision(decisionID), func(op hubu.Operation) (hubu.Change, error) {
 		return op.Settle(amount, failed, reason, now)
 	})
 }
@@ -288,18 +307,9 @@ func (s *Store) Settle(ctx context.Context, decisionID uuid.UUID, amount int64, 
 // Release releases the whole hold of an execution that charged nothing; the operation fails
 // (hubu.Operation.Release).
 func (s *Store) Release(ctx context.Context, decisionID uuid.UUID, reason string, now time.Time) (hubu.Operation, error) {
-	return s.onDecision(ctx, decisionID, func(op hubu.Operation) (hubu.Change, error) {
+	return s.transition(ctx, s.byDecision(decisionID), func(op hubu.Operation) (hubu.Change, error) {
 		return op.Release(reason, now)
 	})
-}
-
-// onDecision runs a report about a decision on its operation.
-func (s *Store) onDecision(ctx context.Context, decisionID uuid.UUID, report event) (hubu.Operation, error) {
-	row, err := s.byDecision(ctx, decisionID)
-	if err != nil {
-		return hubu.Operation{}, err
-	}
-	return s.transition(ctx, row.ID, report)
 }
 
 // ExpireApprovals closes operations that waited for people past their deadline and releases
@@ -335,11 +345,7 @@ func (s *Store) ListDispatching(ctx context.Context, olderThan time.Time, limit 
 }
 
 func (s *Store) expireIfDue(ctx context.Context, id uuid.UUID, now time.Time) (hubu.Operation, error) {
-	return s.transition(ctx, id, expire(now))
-}
-
-func waitsForPeople(row hubudb.Operation) bool {
-	return row.State == string(hubu.StatePendingApproval) || row.State == string(hubu.StateApproved)
+	return s.transition(ctx, s.byID(id), expire(now))
 }
 
 // event is one of the operation's transitions (hubu.Operation's methods) with its arguments.
@@ -351,37 +357,119 @@ func expire(now time.Time) event {
 	return func(op hubu.Operation) (hubu.Change, error) { return op.Expire(now) }
 }
 
-// transition runs events one after the other on the operation id, which it holds locked,
-// and writes what each changes. A refusal (a *hubu.Error) stops the run and is returned
-// after what the events before it changed (an expiry) is committed.
-func (s *Store) transition(ctx context.Context, id uuid.UUID, events ...event) (hubu.Operation, error) {
+// locator finds one operation: lock takes its row lock, read reads it with its ledger totals.
+// Both refuse what the caller may not see as not_found.
+type locator struct {
+	lock func(context.Context, hubudb.DBTX) error
+	read func(context.Context, hubudb.DBTX) (hubu.Operation, error)
+}
+
+func (s *Store) byID(id uuid.UUID) locator {
+	return locator{
+		lock: func(ctx context.Context, db hubudb.DBTX) error { return s.q.LockOperationByID(ctx, db, id) },
+		read: func(ctx context.Context, db hubudb.DBTX) (hubu.Operation, error) {
+			r, err := s.q.GetOperationByID(ctx, db, id)
+			if err != nil {
+				return hubu.Operation{}, queryError(err, "get operation", hubu.Errorf(hubu.CodeNotFound, "no operation %s", id))
+			}
+			return operationOf(r.Operation, r.Held, r.Captured, r.Released), nil
+		},
+	}
+}
+
+// byHandle finds an operation by public handle for who. An agent sees only its own: any
+// other is not_found, so handles of other agents cannot be probed.
+func (s *Store) byHandle(who hubu.Principal, handle string) locator {
+	return locator{
+		lock: func(ctx context.Context, db hubudb.DBTX) error { return s.q.LockOperationByHandle(ctx, db, handle) },
+		read: func(ctx context.Context, db hubudb.DBTX) (hubu.Operation, error) {
+			r, err := s.q.GetOperationByHandle(ctx, db, handle)
+			if isNoRows(err) || (err == nil && who.Role == hubu.RoleAgent && r.Operation.AgentID != who.AgentID) {
+				return hubu.Operation{}, hubu.Errorf(hubu.CodeNotFound, "no operation with that public handle")
+			}
+			if err != nil {
+				return hubu.Operation{}, fmt.Errorf("get operation: %w", err)
+			}
+			return operationOf(r.Operation, r.Held, r.Captured, r.Released), nil
+		},
+	}
+}
+
+func (s *Store) byDecision(id uuid.UUID) locator {
+	return locator{
+		lock: func(ctx context.Context, db hubudb.DBTX) error { return s.q.LockOperationByDecision(ctx, db, &id) },
+		read: func(ctx context.Context, db hubudb.DBTX) (hubu.Operation, error) {
+			r, err := s.q.GetOperationByDecision(ctx, db, &id)
+			if err != nil {
+				return hubu.Operation{}, queryError(err, "get decision", hubu.Errorf(hubu.CodeNotFound, "no decision %s", id))
+			}
+			return operationOf(r.Operation, r.Held, r.Captured, r.Released), nil
+		},
+	}
+}
+
+// byKey reads the record under an agent's operation key; pgx.ErrNoRows when there is none.
+func (s *Store) byKey(ctx context.Context, key hubudb.GetOperationByKeyParams) (hubu.Operation, error) {
+	r, err := s.q.GetOperationByKey(ctx, s.pool, key)
+	if isNoRows(err) {
+		return hubu.Operation{}, err
+	}
+	if err != nil {
+		return hubu.Operation{}, fmt.Errorf("get operation: %w", err)
+	}
+	return operationOf(r.Operation, r.Held, r.Captured, r.Released), nil
+}
+
+// transition runs events one after the other on the operation at locates, which it holds
+// locked, and writes what each changes. A refusal (a *hubu.Error) stops the run and is
+// returned after what the events before it changed (an expiry) is committed.
+//
+// Two round trips: BEGIN, the lock and, once it is held, the row with its ledger totals; then
+// the change (state, ledger entries, budget use) in one statement, with COMMIT.
+func (s *Store) transition(ctx context.Context, at locator, events ...event) (hubu.Operation, error) {
 	type out struct {
 		op      hubu.Operation
 		refusal error
 	}
-	res, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (out, error) {
-		row, err := s.q.LockOperation(ctx, tx, id)
-		if err != nil {
+	res, err := withPipeTx(ctx, s.pool, func(p *pipe) (out, error) {
+		if err := at.lock(ctx, p); err != nil {
 			return out{}, fmt.Errorf("lock operation: %w", err)
 		}
-		// Read after the lock: every ledger entry of an operation is written under it.
-		op, err := s.operation(ctx, tx, row)
+		// Read after the lock, in a statement of its own: every ledger entry of an operation is
+		// written under it.
+		op, err := at.read(ctx, p)
 		if err != nil {
 			return out{}, err
 		}
+		type change struct {
+			from hubu.Operation
+			ch   hubu.Change
+		}
+		var changes []change
+		var refusal error
 		for _, ev := range events {
 			ch, err := ev(op)
 			if err != nil && hubu.ErrorCode(err) != hubu.CodeInternal {
-				return out{refusal: err}, nil
+				refusal = err
+				break
 			}
 			if err != nil {
 				return out{}, err
 			}
-			if op, err = s.write(ctx, tx, ch); err != nil {
+			if ch.Event != "" {
+				changes = append(changes, change{op, ch})
+			}
+			op = ch.Operation
+		}
+		for i, c := range changes {
+			if i == len(changes)-1 {
+				p.thenCommit()
+			}
+			if op, err = s.write(ctx, p, c.from, c.ch); err != nil {
 				return out{}, err
 			}
 		}
-		return out{op: op}, nil
+		return out{op: op, refusal: refusal}, nil
 	})
 	if err != nil {
 		return hubu.Operation{}, err
@@ -389,62 +477,67 @@ func (s *Store) transition(ctx context.Context, id uuid.UUID, events ...event) (
 	return res.op, res.refusal
 }
 
-// write stores a change computed under the operation's lock: its new state, guarded by the
-// state it was computed from, and its ledger entries.
-func (s *Store) write(ctx context.Context, tx pgx.Tx, ch hubu.Change) (hubu.Operation, error) {
-	if ch.Event == "" {
-		return ch.Operation, nil
+// move runs ev on op as the caller read it, without the operation's lock, when the change is a
+// step of a hand-off (counting a try, the executor's acceptance): one guarded statement. It is
+// safe because a dispatching operation changes in no other way than by hand-offs, each of which
+// raises its dispatch_attempts, and never becomes dispatching again once it moved on; so a row
+// still dispatching with the count op has is op, column for column and ledger entry for ledger
+// entry, and the change computed from op is the one the lock would have computed. When the row
+// moved on (the guard fails), or the change is anything else, ev runs under the lock.
+func (s *Store) move(ctx context.Context, op hubu.Operation, ev event) (hubu.Operation, error) {
+	if ch, err := ev(op); err == nil && ch.Event != "" && ch.From == hubu.StateDispatching && len(ch.Ledger) == 0 {
+		next, err := s.write(ctx, s.pool, op, ch)
+		if !errors.Is(err, errMovedOn) {
+			return next, err
+		}
 	}
+	return s.transition(ctx, s.byID(op.ID), ev)
+}
+
+// errMovedOn is a change that was not written because the row is no longer in the state, or
+// at the hand-off count, the change was computed from.
+var errMovedOn = errors.New("the operation moved on")
+
+// write stores ch, computed from the operation from: its new state, guarded by from's state and
+// hand-off count, its ledger entries and the budget use they move, in one statement.
+func (s *Store) write(ctx context.Context, db hubudb.DBTX, from hubu.Operation, ch hubu.Change) (hubu.Operation, error) {
 	o := ch.Operation
 	code, message := denialColumns(o.Denial)
-	row, err := s.q.UpdateOperation(ctx, tx, hubudb.UpdateOperationParams{
-		ID: o.ID, FromState: string(ch.From), ToState: string(o.State), DecisionID: o.DecisionID,
-		DecidedBy: o.DecidedBy, DecidedAt: o.DecidedAt, ApprovalExpiresAt: o.ApprovalExpiresAt,
-		DenialCode: code, DenialMessage: message, FailureReason: o.FailureReason,
+	l := ledgerColumnsOf(ch.Ledger)
+	row, err := s.q.WriteChange(ctx, db, hubudb.WriteChangeParams{
+		ID: o.ID, FromState: string(from.State), FromDispatchAttempts: int32(from.DispatchAttempts),
+		ToState: string(o.State), DecisionID: o.DecisionID, DecidedBy: o.DecidedBy, DecidedAt: o.DecidedAt,
+		ApprovalExpiresAt: o.ApprovalExpiresAt, DenialCode: code, DenialMessage: message, FailureReason: o.FailureReason,
 		DispatchAttempts: int32(o.DispatchAttempts), Now: o.UpdatedAt,
+		BudgetDelta: l.budgetDelta, LedgerKinds: l.kinds, LedgerAmounts: l.amounts, LedgerCurrencies: l.currencies,
+		LedgerCreatedAt: l.createdAt,
 	})
+	if isNoRows(err) {
+		err = errMovedOn
+	}
 	if err != nil {
 		return hubu.Operation{}, fmt.Errorf("%s operation: %w", ch.Event, err)
 	}
-	if err := s.writeLedger(ctx, tx, row, ch.Ledger); err != nil {
-		return hubu.Operation{}, err
-	}
-	return changed(row, ch), nil
+	return changed(hubudb.Operation(row), ch), nil
 }
 
-// writeLedger appends entries to an operation's ledger and moves its agent's budget use
-// (of the day it was authorized) with them.
-func (s *Store) writeLedger(ctx context.Context, tx pgx.Tx, row hubudb.Operation, entries []hubu.LedgerEntry) error {
+// ledgerColumns are a change's ledger entries as WriteChange and InsertAuthorization take
+// them, with what they move the budget use by.
+type ledgerColumns struct {
+	kinds, currencies []string
+	amounts           []int64
+	createdAt         []time.Time
+	budgetDelta       int64
+}
+
+func ledgerColumnsOf(entries []hubu.LedgerEntry) ledgerColumns {
+	var l ledgerColumns
 	for _, e := range entries {
-		if _, err := s.q.InsertLedgerEntry(ctx, tx, hubudb.InsertLedgerEntryParams{
-			OperationID: row.ID, Kind: e.Kind, AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt,
-		}); err != nil {
-			return fmt.Errorf("ledger %s: %w", e.Kind, err)
-		}
-		if delta := e.BudgetDelta(); delta != 0 {
-			if _, err := s.q.AddBudgetUsage(ctx, tx, hubudb.AddBudgetUsageParams{AgentID: row.AgentID, Day: row.BudgetDay, Delta: delta}); err != nil {
-				return fmt.Errorf("budget %s: %w", e.Kind, err)
-			}
-		}
+		l.kinds, l.amounts = append(l.kinds, e.Kind), append(l.amounts, e.AmountMicros)
+		l.currencies, l.createdAt = append(l.currencies, e.Currency), append(l.createdAt, e.CreatedAt)
+		l.budgetDelta += e.BudgetDelta()
 	}
-	return nil
-}
-
-func (s *Store) byDecision(ctx context.Context, decisionID uuid.UUID) (hubudb.Operation, error) {
-	row, err := s.q.GetOperationByDecision(ctx, s.pool, &decisionID)
-	if err != nil {
-		return row, queryError(err, "get decision", hubu.Errorf(hubu.CodeNotFound, "no decision %s", decisionID))
-	}
-	return row, nil
-}
-
-// operation adds its ledger totals to a row.
-func (s *Store) operation(ctx context.Context, db hubudb.DBTX, r hubudb.Operation) (hubu.Operation, error) {
-	t, err := s.q.LedgerTotals(ctx, db, r.ID)
-	if err != nil {
-		return hubu.Operation{}, fmt.Errorf("ledger totals: %w", err)
-	}
-	return operationOf(r, t.Held, t.Captured, t.Released), nil
+	return l
 }
 
 // changed is a row as a change left it, with the ledger totals the change computed: no one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,6 +24,9 @@ type Store struct {
 	q    *hubudb.Queries
 	// ApprovalTTL is how long a held operation waits for a human before it expires.
 	ApprovalTTL time.Duration
+	// Cache, when set, keeps credentials and prices between requests (see Cache). Set it
+	// before the Store is used; nil reads them from Postgres every time.
+	Cache *Cache
 }
 
 // NewStore returns a Store on pool.
@@ -34,8 +38,9 @@ func NewStore(pool *pgxpool.Pool, approvalTTL time.Duration) *Store {
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Authenticate returns the principal a bearer token belongs to, refusing a token that is
-// unknown, revoked, or expired at now. Every request looks the credential up again, so a
-// revocation takes effect on its holder's next request.
+// unknown, revoked, or expired at now. A revocation takes effect on its holder's next request:
+// every request looks the credential up again, in Postgres or in a Cache that the revocation
+// emptied (at once in the process that revoked, on its notification in the others).
 func (s *Store) Authenticate(ctx context.Context, token string, now time.Time) (hubu.Principal, error) {
 	return s.AuthenticateHash(ctx, credential.Hash(token), now)
 }
@@ -43,7 +48,9 @@ func (s *Store) Authenticate(ctx context.Context, token string, now time.Time) (
 // AuthenticateHash is Authenticate for a token known only by its hash (credential.Hash):
 // the console keeps the hash, never the token, to see a revoked credential at once.
 func (s *Store) AuthenticateHash(ctx context.Context, tokenHash []byte, now time.Time) (hubu.Principal, error) {
-	c, err := s.q.GetCredentialByHash(ctx, s.pool, tokenHash)
+	c, err := load(s.Cache, s.Cache.credentialEntries(), string(tokenHash), func() (hubudb.Credential, error) {
+		return s.q.GetCredentialByHash(ctx, s.pool, tokenHash)
+	})
 	if err != nil {
 		return hubu.Principal{}, queryError(err, "look up credential", hubu.Errorf(hubu.CodeUnauthorized, "the bearer token is not valid"))
 	}
@@ -66,6 +73,7 @@ func (s *Store) CreateCredential(ctx context.Context, role hubu.Role, name strin
 		return "", hubu.Errorf(hubu.CodeInvalidArguments, "a credential needs a name")
 	}
 	token := credential.New(tokenPrefix[role])
+	defer s.Cache.credentialsChanged()
 	err := s.q.InsertCredential(ctx, s.pool, hubudb.InsertCredentialParams{
 		ID: uuid.New(), TokenHash: credential.Hash(token), Kind: string(role), Name: name, CreatedAt: now,
 	})
@@ -78,6 +86,7 @@ func (s *Store) CreateCredential(ctx context.Context, role hubu.Role, name strin
 // CreateAgent makes an agent, its policy and its token in one transaction.
 func (s *Store) CreateAgent(ctx context.Context, name, account string, pol hubu.Policy, now time.Time) (hubu.Agent, string, error) {
 	token := credential.New(credential.PrefixAgent)
+	defer s.Cache.credentialsChanged()
 	agent, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (hubu.Agent, error) {
 		a, err := s.q.InsertAgent(ctx, tx, hubudb.InsertAgentParams{ID: uuid.New(), Name: name, Account: account, CreatedAt: now})
 		if uniqueViolation(err, "agents_name_key") {
@@ -167,16 +176,25 @@ func (s *Store) SetAccount(ctx context.Context, id uuid.UUID, account string) (h
 
 // ListPrices returns the catalog.
 func (s *Store) ListPrices(ctx context.Context) ([]hubu.Price, error) {
-	rows, err := s.q.ListPrices(ctx, s.pool)
-	if err != nil {
-		return nil, fmt.Errorf("list prices: %w", err)
-	}
-	return each(rows, priceOf), nil
+	c, err := s.catalog(ctx)
+	return slices.Clone(c), err // the cached catalog is shared
+}
+
+// catalog is the price list, from the Cache when it has it.
+func (s *Store) catalog(ctx context.Context) (hubu.Catalog, error) {
+	return load(s.Cache, s.Cache.priceEntries(), struct{}{}, func() (hubu.Catalog, error) {
+		rows, err := s.q.ListPrices(ctx, s.pool)
+		if err != nil {
+			return nil, fmt.Errorf("list prices: %w", err)
+		}
+		return each(rows, priceOf), nil
+	})
 }
 
 // SetPrice creates or changes one catalog entry. Operations already recorded keep the
 // amount they were authorized for.
 func (s *Store) SetPrice(ctx context.Context, p hubu.Price, now time.Time) (hubu.Price, error) {
+	defer s.Cache.pricesChanged()
 	r, err := s.q.UpsertPrice(ctx, s.pool, hubudb.UpsertPriceParams{
 		Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: now,
 	})
@@ -187,22 +205,12 @@ func (s *Store) SetPrice(ctx context.Context, p hubu.Price, now time.Time) (hubu
 }
 
 // price computes what a scope costs from the catalog; the request never names an amount.
-func (s *Store) price(ctx context.Context, db hubudb.DBTX, scope hubu.Scope) (hubudb.Price, error) {
-	p, err := s.q.LookupPrice(ctx, db, hubudb.LookupPriceParams{Provider: scope.Provider, Model: scope.Model, Size: scope.Size})
-	if isNoRows(err) {
-		n, cerr := s.q.CountModelPrices(ctx, db, hubudb.CountModelPricesParams{Provider: scope.Provider, Model: scope.Model})
-		if cerr != nil {
-			return hubudb.Price{}, fmt.Errorf("count prices: %w", cerr)
-		}
-		if n == 0 {
-			return hubudb.Price{}, hubu.Errorf(hubu.CodeInvalidArguments, "unknown model %q", scope.Model)
-		}
-		return hubudb.Price{}, hubu.Errorf(hubu.CodeInvalidArguments, "model %q has no price for size %s", scope.Model, scope.Size)
-	}
+func (s *Store) price(ctx context.Context, scope hubu.Scope) (hubu.Price, error) {
+	c, err := s.catalog(ctx)
 	if err != nil {
-		return hubudb.Price{}, fmt.Errorf("look up price: %w", err)
+		return hubu.Price{}, err
 	}
-	return p, nil
+	return c.PriceOf(scope)
 }
 
 // Capabilities returns what an agent may do now: the prices its policy allows (a held price

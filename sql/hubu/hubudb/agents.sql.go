@@ -23,6 +23,64 @@ func (q *Queries) AgentHasOperations(ctx context.Context, db DBTX, agentID uuid.
 	return exists, err
 }
 
+const authorizationState = `-- name: AuthorizationState :one
+SELECT p.agent_id, p.currency, p.per_operation_ceiling_micros, p.auto_approve_limit_micros, p.budget_micros, p.budget_period, p.allowed_providers, p.allowed_models, p.updated_at, a.account,
+    ARRAY(
+        SELECT coalesce(sum(b.used_micros), 0)::bigint
+        FROM generate_subscripts($1::timestamptz[], 1) AS w
+        LEFT JOIN budget_usage b ON b.agent_id = p.agent_id
+            AND b.day >= ($1::timestamptz[])[w] AND b.day < ($2::timestamptz[])[w]
+        GROUP BY w
+        ORDER BY w
+    )::bigint[] AS used_micros,
+    EXISTS (SELECT 1 FROM operations o WHERE o.agent_id = p.agent_id AND o.operation_key = $3) AS recorded
+FROM policies p JOIN agents a ON a.id = p.agent_id
+WHERE p.agent_id = $4
+`
+
+type AuthorizationStateParams struct {
+	Since        []time.Time
+	Until        []time.Time
+	OperationKey string
+	AgentID      uuid.UUID
+}
+
+type AuthorizationStateRow struct {
+	Policy     Policy
+	Account    string
+	UsedMicros []int64
+	Recorded   bool
+}
+
+// What a new authorization of one agent is decided on, read under LockPolicy: the policy, the
+// agent's account, its budget use in each window [since[i], until[i]) (the caller passes the
+// budget periods that contain now, and picks the policy's), and whether a record under the key
+// was committed while this one waited for the lock.
+func (q *Queries) AuthorizationState(ctx context.Context, db DBTX, arg AuthorizationStateParams) (AuthorizationStateRow, error) {
+	row := db.QueryRow(ctx, authorizationState,
+		arg.Since,
+		arg.Until,
+		arg.OperationKey,
+		arg.AgentID,
+	)
+	var i AuthorizationStateRow
+	err := row.Scan(
+		&i.Policy.AgentID,
+		&i.Policy.Currency,
+		&i.Policy.PerOperationCeilingMicros,
+		&i.Policy.AutoApproveLimitMicros,
+		&i.Policy.BudgetMicros,
+		&i.Policy.BudgetPeriod,
+		&i.Policy.AllowedProviders,
+		&i.Policy.AllowedModels,
+		&i.Policy.UpdatedAt,
+		&i.Account,
+		&i.UsedMicros,
+		&i.Recorded,
+	)
+	return i, err
+}
+
 const getAgent = `-- name: GetAgent :one
 SELECT id, name, account, created_at FROM agents WHERE id = $1
 `
@@ -153,26 +211,16 @@ func (q *Queries) ListPolicies(ctx context.Context, db DBTX) ([]Policy, error) {
 	return items, nil
 }
 
-const lockPolicy = `-- name: LockPolicy :one
-SELECT agent_id, currency, per_operation_ceiling_micros, auto_approve_limit_micros, budget_micros, budget_period, allowed_providers, allowed_models, updated_at FROM policies WHERE agent_id = $1 FOR UPDATE
+const lockPolicy = `-- name: LockPolicy :exec
+SELECT 1 FROM policies WHERE agent_id = $1 FOR UPDATE
 `
 
-// LockPolicy serializes every decision that spends one agent's budget.
-func (q *Queries) LockPolicy(ctx context.Context, db DBTX, agentID uuid.UUID) (Policy, error) {
-	row := db.QueryRow(ctx, lockPolicy, agentID)
-	var i Policy
-	err := row.Scan(
-		&i.AgentID,
-		&i.Currency,
-		&i.PerOperationCeilingMicros,
-		&i.AutoApproveLimitMicros,
-		&i.BudgetMicros,
-		&i.BudgetPeriod,
-		&i.AllowedProviders,
-		&i.AllowedModels,
-		&i.UpdatedAt,
-	)
-	return i, err
+// LockPolicy serializes every decision that spends one agent's budget. It is sent in one
+// round trip with AuthorizationState, a statement of its own so that its snapshot is taken
+// once the lock is held and sees every decision committed before.
+func (q *Queries) LockPolicy(ctx context.Context, db DBTX, agentID uuid.UUID) error {
+	_, err := db.Exec(ctx, lockPolicy, agentID)
+	return err
 }
 
 const setAgentAccount = `-- name: SetAgentAccount :one

@@ -13,81 +13,177 @@ import (
 )
 
 const getOperationByDecision = `-- name: GetOperationByDecision :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE decision_id = $1
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.decision_id = $1
 `
 
-func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionID *uuid.UUID) (Operation, error) {
+type GetOperationByDecisionRow struct {
+	Operation Operation
+	Held      int64
+	Captured  int64
+	Released  int64
+}
+
+func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionID *uuid.UUID) (GetOperationByDecisionRow, error) {
 	row := db.QueryRow(ctx, getOperationByDecision, decisionID)
-	var i Operation
+	var i GetOperationByDecisionRow
 	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.OperationKey,
-		&i.PublicHandle,
-		&i.Tool,
-		&i.Arguments,
-		&i.RequestHash,
-		&i.Account,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.State,
-		&i.BudgetDay,
-		&i.DecisionID,
-		&i.DenialCode,
-		&i.DenialMessage,
-		&i.ApprovalExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DispatchAttempts,
+		&i.Operation.ID,
+		&i.Operation.AgentID,
+		&i.Operation.OperationKey,
+		&i.Operation.PublicHandle,
+		&i.Operation.Tool,
+		&i.Operation.Arguments,
+		&i.Operation.RequestHash,
+		&i.Operation.Account,
+		&i.Operation.Provider,
+		&i.Operation.Model,
+		&i.Operation.Size,
+		&i.Operation.AmountMicros,
+		&i.Operation.Currency,
+		&i.Operation.State,
+		&i.Operation.BudgetDay,
+		&i.Operation.DecisionID,
+		&i.Operation.DenialCode,
+		&i.Operation.DenialMessage,
+		&i.Operation.ApprovalExpiresAt,
+		&i.Operation.DecidedBy,
+		&i.Operation.DecidedAt,
+		&i.Operation.FailureReason,
+		&i.Operation.CreatedAt,
+		&i.Operation.UpdatedAt,
+		&i.Operation.DispatchAttempts,
+		&i.Held,
+		&i.Captured,
+		&i.Released,
 	)
 	return i, err
 }
 
 const getOperationByHandle = `-- name: GetOperationByHandle :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE public_handle = $1
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.public_handle = $1
 `
 
-func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandle string) (Operation, error) {
+type GetOperationByHandleRow struct {
+	Operation Operation
+	Held      int64
+	Captured  int64
+	Released  int64
+}
+
+func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandle string) (GetOperationByHandleRow, error) {
 	row := db.QueryRow(ctx, getOperationByHandle, publicHandle)
-	var i Operation
+	var i GetOperationByHandleRow
 	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.OperationKey,
-		&i.PublicHandle,
-		&i.Tool,
-		&i.Arguments,
-		&i.RequestHash,
-		&i.Account,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.State,
-		&i.BudgetDay,
-		&i.DecisionID,
-		&i.DenialCode,
-		&i.DenialMessage,
-		&i.ApprovalExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DispatchAttempts,
+		&i.Operation.ID,
+		&i.Operation.AgentID,
+		&i.Operation.OperationKey,
+		&i.Operation.PublicHandle,
+		&i.Operation.Tool,
+		&i.Operation.Arguments,
+		&i.Operation.RequestHash,
+		&i.Operation.Account,
+		&i.Operation.Provider,
+		&i.Operation.Model,
+		&i.Operation.Size,
+		&i.Operation.AmountMicros,
+		&i.Operation.Currency,
+		&i.Operation.State,
+		&i.Operation.BudgetDay,
+		&i.Operation.DecisionID,
+		&i.Operation.DenialCode,
+		&i.Operation.DenialMessage,
+		&i.Operation.ApprovalExpiresAt,
+		&i.Operation.DecidedBy,
+		&i.Operation.DecidedAt,
+		&i.Operation.FailureReason,
+		&i.Operation.CreatedAt,
+		&i.Operation.UpdatedAt,
+		&i.Operation.DispatchAttempts,
+		&i.Held,
+		&i.Captured,
+		&i.Released,
+	)
+	return i, err
+}
+
+const getOperationByID = `-- name: GetOperationByID :one
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.id = $1
+`
+
+type GetOperationByIDRow struct {
+	Operation Operation
+	Held      int64
+	Captured  int64
+	Released  int64
+}
+
+func (q *Queries) GetOperationByID(ctx context.Context, db DBTX, id uuid.UUID) (GetOperationByIDRow, error) {
+	row := db.QueryRow(ctx, getOperationByID, id)
+	var i GetOperationByIDRow
+	err := row.Scan(
+		&i.Operation.ID,
+		&i.Operation.AgentID,
+		&i.Operation.OperationKey,
+		&i.Operation.PublicHandle,
+		&i.Operation.Tool,
+		&i.Operation.Arguments,
+		&i.Operation.RequestHash,
+		&i.Operation.Account,
+		&i.Operation.Provider,
+		&i.Operation.Model,
+		&i.Operation.Size,
+		&i.Operation.AmountMicros,
+		&i.Operation.Currency,
+		&i.Operation.State,
+		&i.Operation.BudgetDay,
+		&i.Operation.DecisionID,
+		&i.Operation.DenialCode,
+		&i.Operation.DenialMessage,
+		&i.Operation.ApprovalExpiresAt,
+		&i.Operation.DecidedBy,
+		&i.Operation.DecidedAt,
+		&i.Operation.FailureReason,
+		&i.Operation.CreatedAt,
+		&i.Operation.UpdatedAt,
+		&i.Operation.DispatchAttempts,
+		&i.Held,
+		&i.Captured,
+		&i.Released,
 	)
 	return i, err
 }
 
 const getOperationByKey = `-- name: GetOperationByKey :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE agent_id = $1 AND operation_key = $2
+
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.agent_id = $1 AND o.operation_key = $2
 `
 
 type GetOperationByKeyParams struct {
@@ -95,49 +191,80 @@ type GetOperationByKeyParams struct {
 	OperationKey string
 }
 
-func (q *Queries) GetOperationByKey(ctx context.Context, db DBTX, arg GetOperationByKeyParams) (Operation, error) {
+type GetOperationByKeyRow struct {
+	Operation Operation
+	Held      int64
+	Captured  int64
+	Released  int64
+}
+
+// Every read of an operation carries its ledger totals (held counts every hold, including what
+// was captured or released since), in the same statement and so from the same snapshot.
+func (q *Queries) GetOperationByKey(ctx context.Context, db DBTX, arg GetOperationByKeyParams) (GetOperationByKeyRow, error) {
 	row := db.QueryRow(ctx, getOperationByKey, arg.AgentID, arg.OperationKey)
-	var i Operation
+	var i GetOperationByKeyRow
 	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.OperationKey,
-		&i.PublicHandle,
-		&i.Tool,
-		&i.Arguments,
-		&i.RequestHash,
-		&i.Account,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.State,
-		&i.BudgetDay,
-		&i.DecisionID,
-		&i.DenialCode,
-		&i.DenialMessage,
-		&i.ApprovalExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DispatchAttempts,
+		&i.Operation.ID,
+		&i.Operation.AgentID,
+		&i.Operation.OperationKey,
+		&i.Operation.PublicHandle,
+		&i.Operation.Tool,
+		&i.Operation.Arguments,
+		&i.Operation.RequestHash,
+		&i.Operation.Account,
+		&i.Operation.Provider,
+		&i.Operation.Model,
+		&i.Operation.Size,
+		&i.Operation.AmountMicros,
+		&i.Operation.Currency,
+		&i.Operation.State,
+		&i.Operation.BudgetDay,
+		&i.Operation.DecisionID,
+		&i.Operation.DenialCode,
+		&i.Operation.DenialMessage,
+		&i.Operation.ApprovalExpiresAt,
+		&i.Operation.DecidedBy,
+		&i.Operation.DecidedAt,
+		&i.Operation.FailureReason,
+		&i.Operation.CreatedAt,
+		&i.Operation.UpdatedAt,
+		&i.Operation.DispatchAttempts,
+		&i.Held,
+		&i.Captured,
+		&i.Released,
 	)
 	return i, err
 }
 
-const insertOperation = `-- name: InsertOperation :one
-INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
-                        account, provider, model, size, amount_micros, currency, state,
-                        budget_day, decision_id, denial_code, denial_message,
-                        approval_expires_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20)
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
+const insertAuthorization = `-- name: InsertAuthorization :one
+WITH op AS (
+    INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
+                            account, provider, model, size, amount_micros, currency, state,
+                            budget_day, decision_id, denial_code, denial_message,
+                            approval_expires_at, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5,
+            $6, $7, $8, $9, $10,
+            $11, $12, $13, $14, $15,
+            $16, $17, $18, $19,
+            $20, $20)
+    ON CONFLICT (agent_id, operation_key) DO NOTHING
+    RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
+), budget AS (
+    INSERT INTO budget_usage (agent_id, day, used_micros)
+    SELECT op.agent_id, op.budget_day, $21::bigint FROM op
+    ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = budget_usage.used_micros + EXCLUDED.used_micros
+    WHERE EXCLUDED.used_micros <> 0
+), entries AS (
+    INSERT INTO ledger_entries (operation_id, kind, amount_micros, currency, created_at)
+    SELECT op.id, ($22::text[])[i], ($23::bigint[])[i],
+           ($24::text[])[i], ($25::timestamptz[])[i]
+    FROM op, generate_subscripts($22::text[], 1) AS i
+    ORDER BY i
+)
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM op
 `
 
-type InsertOperationParams struct {
+type InsertAuthorizationParams struct {
 	ID                uuid.UUID
 	AgentID           uuid.UUID
 	OperationKey      string
@@ -158,10 +285,48 @@ type InsertOperationParams struct {
 	DenialMessage     *string
 	ApprovalExpiresAt *time.Time
 	CreatedAt         time.Time
+	BudgetDelta       int64
+	LedgerKinds       []string
+	LedgerAmounts     []int64
+	LedgerCurrencies  []string
+	LedgerCreatedAt   []time.Time
 }
 
-func (q *Queries) InsertOperation(ctx context.Context, db DBTX, arg InsertOperationParams) (Operation, error) {
-	row := db.QueryRow(ctx, insertOperation,
+type InsertAuthorizationRow struct {
+	ID                uuid.UUID
+	AgentID           uuid.UUID
+	OperationKey      string
+	PublicHandle      string
+	Tool              string
+	Arguments         []byte
+	RequestHash       string
+	Account           string
+	Provider          string
+	Model             string
+	Size              string
+	AmountMicros      int64
+	Currency          string
+	State             string
+	BudgetDay         time.Time
+	DecisionID        *uuid.UUID
+	DenialCode        *string
+	DenialMessage     *string
+	ApprovalExpiresAt *time.Time
+	DecidedBy         *string
+	DecidedAt         *time.Time
+	FailureReason     *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	DispatchAttempts  int32
+}
+
+// Records a new operation as its first move (a hubu.Change) left it, together with its ledger
+// entries and what they add to the budget use of its agent's day, in one statement. The
+// budget row is created if it is the day's first (operations reference it). The caller holds
+// the agent's policy lock and found no record under the key; should one exist all the same,
+// nothing is written and no row comes back.
+func (q *Queries) InsertAuthorization(ctx context.Context, db DBTX, arg InsertAuthorizationParams) (InsertAuthorizationRow, error) {
+	row := db.QueryRow(ctx, insertAuthorization,
 		arg.ID,
 		arg.AgentID,
 		arg.OperationKey,
@@ -182,8 +347,13 @@ func (q *Queries) InsertOperation(ctx context.Context, db DBTX, arg InsertOperat
 		arg.DenialMessage,
 		arg.ApprovalExpiresAt,
 		arg.CreatedAt,
+		arg.BudgetDelta,
+		arg.LedgerKinds,
+		arg.LedgerAmounts,
+		arg.LedgerCurrencies,
+		arg.LedgerCreatedAt,
 	)
-	var i Operation
+	var i InsertAuthorizationRow
 	err := row.Scan(
 		&i.ID,
 		&i.AgentID,
@@ -391,7 +561,6 @@ type ListPendingApprovalsRow struct {
 	Released  int64
 }
 
-// Each listing of operations carries their ledger totals (as LedgerTotals), in one query.
 func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]ListPendingApprovalsRow, error) {
 	rows, err := db.Query(ctx, listPendingApprovals)
 	if err != nil {
@@ -510,74 +679,118 @@ func (q *Queries) ListRecentOperations(ctx context.Context, db DBTX, limit int32
 	return items, nil
 }
 
-const lockOperation = `-- name: LockOperation :one
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM operations WHERE id = $1 FOR UPDATE
+const lockOperationByDecision = `-- name: LockOperationByDecision :exec
+SELECT 1 FROM operations WHERE decision_id = $1 FOR UPDATE
 `
 
-func (q *Queries) LockOperation(ctx context.Context, db DBTX, id uuid.UUID) (Operation, error) {
-	row := db.QueryRow(ctx, lockOperation, id)
-	var i Operation
-	err := row.Scan(
-		&i.ID,
-		&i.AgentID,
-		&i.OperationKey,
-		&i.PublicHandle,
-		&i.Tool,
-		&i.Arguments,
-		&i.RequestHash,
-		&i.Account,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.State,
-		&i.BudgetDay,
-		&i.DecisionID,
-		&i.DenialCode,
-		&i.DenialMessage,
-		&i.ApprovalExpiresAt,
-		&i.DecidedBy,
-		&i.DecidedAt,
-		&i.FailureReason,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.DispatchAttempts,
-	)
-	return i, err
+func (q *Queries) LockOperationByDecision(ctx context.Context, db DBTX, decisionID *uuid.UUID) error {
+	_, err := db.Exec(ctx, lockOperationByDecision, decisionID)
+	return err
 }
 
-const updateOperation = `-- name: UpdateOperation :one
-UPDATE operations
-SET state = $1, decision_id = $2, decided_by = $3,
-    decided_at = $4, approval_expires_at = $5,
-    denial_code = $6, denial_message = $7,
-    failure_reason = $8, dispatch_attempts = $9,
-    updated_at = $10
-WHERE id = $11 AND state = $12
-RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
+const lockOperationByHandle = `-- name: LockOperationByHandle :exec
+SELECT 1 FROM operations WHERE public_handle = $1 FOR UPDATE
 `
 
-type UpdateOperationParams struct {
-	ToState           string
+func (q *Queries) LockOperationByHandle(ctx context.Context, db DBTX, publicHandle string) error {
+	_, err := db.Exec(ctx, lockOperationByHandle, publicHandle)
+	return err
+}
+
+const lockOperationByID = `-- name: LockOperationByID :exec
+SELECT 1 FROM operations WHERE id = $1 FOR UPDATE
+`
+
+// The locks a change of an operation is computed under. Each is a statement of its own, sent
+// in one round trip with the read that follows it (GetOperationBy…): under READ COMMITTED a
+// statement reads from a snapshot taken when it starts, so a read in the locking statement
+// itself would miss what the previous holder of the lock committed while this one waited.
+func (q *Queries) LockOperationByID(ctx context.Context, db DBTX, id uuid.UUID) error {
+	_, err := db.Exec(ctx, lockOperationByID, id)
+	return err
+}
+
+const writeChange = `-- name: WriteChange :one
+WITH op AS (
+    UPDATE operations o
+    SET state = $1, decision_id = $2, decided_by = $3,
+        decided_at = $4, approval_expires_at = $5,
+        denial_code = $6, denial_message = $7,
+        failure_reason = $8, dispatch_attempts = $9,
+        updated_at = $10
+    WHERE o.id = $11 AND o.state = $12 AND o.dispatch_attempts = $13
+    RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
+), budget AS (
+    UPDATE budget_usage b SET used_micros = b.used_micros + $14::bigint
+    FROM op
+    WHERE $14::bigint <> 0 AND b.agent_id = op.agent_id AND b.day = op.budget_day
+), entries AS (
+    INSERT INTO ledger_entries (operation_id, kind, amount_micros, currency, created_at)
+    SELECT op.id, ($15::text[])[i], ($16::bigint[])[i],
+           ($17::text[])[i], ($18::timestamptz[])[i]
+    FROM op, generate_subscripts($15::text[], 1) AS i
+    ORDER BY i
+)
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM op
+`
+
+type WriteChangeParams struct {
+	ToState              string
+	DecisionID           *uuid.UUID
+	DecidedBy            *string
+	DecidedAt            *time.Time
+	ApprovalExpiresAt    *time.Time
+	DenialCode           *string
+	DenialMessage        *string
+	FailureReason        *string
+	DispatchAttempts     int32
+	Now                  time.Time
+	ID                   uuid.UUID
+	FromState            string
+	FromDispatchAttempts int32
+	BudgetDelta          int64
+	LedgerKinds          []string
+	LedgerAmounts        []int64
+	LedgerCurrencies     []string
+	LedgerCreatedAt      []time.Time
+}
+
+type WriteChangeRow struct {
+	ID                uuid.UUID
+	AgentID           uuid.UUID
+	OperationKey      string
+	PublicHandle      string
+	Tool              string
+	Arguments         []byte
+	RequestHash       string
+	Account           string
+	Provider          string
+	Model             string
+	Size              string
+	AmountMicros      int64
+	Currency          string
+	State             string
+	BudgetDay         time.Time
 	DecisionID        *uuid.UUID
-	DecidedBy         *string
-	DecidedAt         *time.Time
-	ApprovalExpiresAt *time.Time
 	DenialCode        *string
 	DenialMessage     *string
+	ApprovalExpiresAt *time.Time
+	DecidedBy         *string
+	DecidedAt         *time.Time
 	FailureReason     *string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 	DispatchAttempts  int32
-	Now               time.Time
-	ID                uuid.UUID
-	FromState         string
 }
 
 // Writes one transition of an operation (a hubu.Change) over every column a transition may
-// change. The caller holds the row locked; the state guard still refuses to write a change
-// computed from a state the row is no longer in.
-func (q *Queries) UpdateOperation(ctx context.Context, db DBTX, arg UpdateOperationParams) (Operation, error) {
-	row := db.QueryRow(ctx, updateOperation,
+// change, with its ledger entries and what they move the budget use of the operation's day by,
+// in one statement. The guard refuses a change computed from another version of the row: the
+// state and the hand-off count it was computed from. Under the operation's lock it always
+// holds; without the lock (a hand-off step, see Store.move) a row that moved on meanwhile is
+// left as it is, nothing is written, and no row comes back.
+func (q *Queries) WriteChange(ctx context.Context, db DBTX, arg WriteChangeParams) (WriteChangeRow, error) {
+	row := db.QueryRow(ctx, writeChange,
 		arg.ToState,
 		arg.DecisionID,
 		arg.DecidedBy,
@@ -590,8 +803,14 @@ func (q *Queries) UpdateOperation(ctx context.Context, db DBTX, arg UpdateOperat
 		arg.Now,
 		arg.ID,
 		arg.FromState,
+		arg.FromDispatchAttempts,
+		arg.BudgetDelta,
+		arg.LedgerKinds,
+		arg.LedgerAmounts,
+		arg.LedgerCurrencies,
+		arg.LedgerCreatedAt,
 	)
-	var i Operation
+	var i WriteChangeRow
 	err := row.Scan(
 		&i.ID,
 		&i.AgentID,

@@ -10,22 +10,6 @@ import (
 	"time"
 )
 
-const countModelPrices = `-- name: CountModelPrices :one
-SELECT count(*) FROM prices WHERE provider = $1 AND model = $2
-`
-
-type CountModelPricesParams struct {
-	Provider string
-	Model    string
-}
-
-func (q *Queries) CountModelPrices(ctx context.Context, db DBTX, arg CountModelPricesParams) (int64, error) {
-	row := db.QueryRow(ctx, countModelPrices, arg.Provider, arg.Model)
-	var count int64
-	err := row.Scan(&count)
-	return count, err
-}
-
 const listPrices = `-- name: ListPrices :many
 SELECT provider, model, size, amount_micros, currency, updated_at FROM prices ORDER BY provider, model, size
 `
@@ -55,34 +39,6 @@ func (q *Queries) ListPrices(ctx context.Context, db DBTX) ([]Price, error) {
 		return nil, err
 	}
 	return items, nil
-}
-
-const lookupPrice = `-- name: LookupPrice :one
-SELECT provider, model, size, amount_micros, currency, updated_at FROM prices
-WHERE provider = $1 AND model = $2 AND size IN ($3::text, '*')
-ORDER BY size = '*'
-LIMIT 1
-`
-
-type LookupPriceParams struct {
-	Provider string
-	Model    string
-	Size     string
-}
-
-// LookupPrice prefers the entry for the exact size over the model's "*" entry.
-func (q *Queries) LookupPrice(ctx context.Context, db DBTX, arg LookupPriceParams) (Price, error) {
-	row := db.QueryRow(ctx, lookupPrice, arg.Provider, arg.Model, arg.Size)
-	var i Price
-	err := row.Scan(
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.UpdatedAt,
-	)
-	return i, err
 }
 
 const upsertPrice = `-- name: UpsertPrice :one

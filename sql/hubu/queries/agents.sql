@@ -34,9 +34,29 @@ SELECT * FROM policies WHERE agent_id = $1;
 -- name: ListPolicies :many
 SELECT * FROM policies;
 
--- LockPolicy serializes every decision that spends one agent's budget.
--- name: LockPolicy :one
-SELECT * FROM policies WHERE agent_id = $1 FOR UPDATE;
+-- name: LockPolicy :exec
+-- LockPolicy serializes every decision that spends one agent's budget. It is sent in one
+-- round trip with AuthorizationState, a statement of its own so that its snapshot is taken
+-- once the lock is held and sees every decision committed before.
+SELECT 1 FROM policies WHERE agent_id = $1 FOR UPDATE;
+
+-- name: AuthorizationState :one
+-- What a new authorization of one agent is decided on, read under LockPolicy: the policy, the
+-- agent's account, its budget use in each window [since[i], until[i]) (the caller passes the
+-- budget periods that contain now, and picks the policy's), and whether a record under the key
+-- was committed while this one waited for the lock.
+SELECT sqlc.embed(p), a.account,
+    ARRAY(
+        SELECT coalesce(sum(b.used_micros), 0)::bigint
+        FROM generate_subscripts(sqlc.arg(since)::timestamptz[], 1) AS w
+        LEFT JOIN budget_usage b ON b.agent_id = p.agent_id
+            AND b.day >= (sqlc.arg(since)::timestamptz[])[w] AND b.day < (sqlc.arg(until)::timestamptz[])[w]
+        GROUP BY w
+        ORDER BY w
+    )::bigint[] AS used_micros,
+    EXISTS (SELECT 1 FROM operations o WHERE o.agent_id = p.agent_id AND o.operation_key = sqlc.arg(operation_key)) AS recorded
+FROM policies p JOIN agents a ON a.id = p.agent_id
+WHERE p.agent_id = sqlc.arg(agent_id);
 
 -- name: AgentHasOperations :one
 SELECT EXISTS (SELECT 1 FROM operations WHERE agent_id = $1);

@@ -1,38 +1,121 @@
--- name: InsertOperation :one
-INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
-                        account, provider, model, size, amount_micros, currency, state,
-                        budget_day, decision_id, denial_code, denial_message,
-                        approval_expires_at, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $20)
-RETURNING *;
+-- Every read of an operation carries its ledger totals (held counts every hold, including what
+-- was captured or released since), in the same statement and so from the same snapshot.
 
 -- name: GetOperationByKey :one
-SELECT * FROM operations WHERE agent_id = $1 AND operation_key = $2;
+SELECT sqlc.embed(o), t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.agent_id = $1 AND o.operation_key = $2;
 
 -- name: GetOperationByHandle :one
-SELECT * FROM operations WHERE public_handle = $1;
+SELECT sqlc.embed(o), t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.public_handle = $1;
 
 -- name: GetOperationByDecision :one
-SELECT * FROM operations WHERE decision_id = $1;
+SELECT sqlc.embed(o), t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.decision_id = $1;
 
--- name: LockOperation :one
-SELECT * FROM operations WHERE id = $1 FOR UPDATE;
+-- name: GetOperationByID :one
+SELECT sqlc.embed(o), t.held, t.captured, t.released
+FROM operations o, LATERAL (
+    SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
+           coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
+    FROM ledger_entries l WHERE l.operation_id = o.id
+) t
+WHERE o.id = $1;
 
--- name: UpdateOperation :one
+-- name: LockOperationByID :exec
+-- The locks a change of an operation is computed under. Each is a statement of its own, sent
+-- in one round trip with the read that follows it (GetOperationBy…): under READ COMMITTED a
+-- statement reads from a snapshot taken when it starts, so a read in the locking statement
+-- itself would miss what the previous holder of the lock committed while this one waited.
+SELECT 1 FROM operations WHERE id = $1 FOR UPDATE;
+
+-- name: LockOperationByHandle :exec
+SELECT 1 FROM operations WHERE public_handle = $1 FOR UPDATE;
+
+-- name: LockOperationByDecision :exec
+SELECT 1 FROM operations WHERE decision_id = $1 FOR UPDATE;
+
+-- name: InsertAuthorization :one
+-- Records a new operation as its first move (a hubu.Change) left it, together with its ledger
+-- entries and what they add to the budget use of its agent's day, in one statement. The
+-- budget row is created if it is the day's first (operations reference it). The caller holds
+-- the agent's policy lock and found no record under the key; should one exist all the same,
+-- nothing is written and no row comes back.
+WITH op AS (
+    INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
+                            account, provider, model, size, amount_micros, currency, state,
+                            budget_day, decision_id, denial_code, denial_message,
+                            approval_expires_at, created_at, updated_at)
+    VALUES (sqlc.arg(id), sqlc.arg(agent_id), sqlc.arg(operation_key), sqlc.arg(public_handle), sqlc.arg(tool),
+            sqlc.arg(arguments), sqlc.arg(request_hash), sqlc.arg(account), sqlc.arg(provider), sqlc.arg(model),
+            sqlc.arg(size), sqlc.arg(amount_micros), sqlc.arg(currency), sqlc.arg(state), sqlc.arg(budget_day),
+            sqlc.narg(decision_id), sqlc.narg(denial_code), sqlc.narg(denial_message), sqlc.narg(approval_expires_at),
+            sqlc.arg(created_at), sqlc.arg(created_at))
+    ON CONFLICT (agent_id, operation_key) DO NOTHING
+    RETURNING *
+), budget AS (
+    INSERT INTO budget_usage (agent_id, day, used_micros)
+    SELECT op.agent_id, op.budget_day, sqlc.arg(budget_delta)::bigint FROM op
+    ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = budget_usage.used_micros + EXCLUDED.used_micros
+    WHERE EXCLUDED.used_micros <> 0
+), entries AS (
+    INSERT INTO ledger_entries (operation_id, kind, amount_micros, currency, created_at)
+    SELECT op.id, (sqlc.arg(ledger_kinds)::text[])[i], (sqlc.arg(ledger_amounts)::bigint[])[i],
+           (sqlc.arg(ledger_currencies)::text[])[i], (sqlc.arg(ledger_created_at)::timestamptz[])[i]
+    FROM op, generate_subscripts(sqlc.arg(ledger_kinds)::text[], 1) AS i
+    ORDER BY i
+)
+SELECT * FROM op;
+
+-- name: WriteChange :one
 -- Writes one transition of an operation (a hubu.Change) over every column a transition may
--- change. The caller holds the row locked; the state guard still refuses to write a change
--- computed from a state the row is no longer in.
-UPDATE operations
-SET state = sqlc.arg(to_state), decision_id = sqlc.narg(decision_id), decided_by = sqlc.narg(decided_by),
-    decided_at = sqlc.narg(decided_at), approval_expires_at = sqlc.narg(approval_expires_at),
-    denial_code = sqlc.narg(denial_code), denial_message = sqlc.narg(denial_message),
-    failure_reason = sqlc.narg(failure_reason), dispatch_attempts = sqlc.arg(dispatch_attempts),
-    updated_at = sqlc.arg(now)
-WHERE id = sqlc.arg(id) AND state = sqlc.arg(from_state)
-RETURNING *;
+-- change, with its ledger entries and what they move the budget use of the operation's day by,
+-- in one statement. The guard refuses a change computed from another version of the row: the
+-- state and the hand-off count it was computed from. Under the operation's lock it always
+-- holds; without the lock (a hand-off step, see Store.move) a row that moved on meanwhile is
+-- left as it is, nothing is written, and no row comes back.
+WITH op AS (
+    UPDATE operations o
+    SET state = sqlc.arg(to_state), decision_id = sqlc.narg(decision_id), decided_by = sqlc.narg(decided_by),
+        decided_at = sqlc.narg(decided_at), approval_expires_at = sqlc.narg(approval_expires_at),
+        denial_code = sqlc.narg(denial_code), denial_message = sqlc.narg(denial_message),
+        failure_reason = sqlc.narg(failure_reason), dispatch_attempts = sqlc.arg(dispatch_attempts),
+        updated_at = sqlc.arg(now)
+    WHERE o.id = sqlc.arg(id) AND o.state = sqlc.arg(from_state) AND o.dispatch_attempts = sqlc.arg(from_dispatch_attempts)
+    RETURNING *
+), budget AS (
+    UPDATE budget_usage b SET used_micros = b.used_micros + sqlc.arg(budget_delta)::bigint
+    FROM op
+    WHERE sqlc.arg(budget_delta)::bigint <> 0 AND b.agent_id = op.agent_id AND b.day = op.budget_day
+), entries AS (
+    INSERT INTO ledger_entries (operation_id, kind, amount_micros, currency, created_at)
+    SELECT op.id, (sqlc.arg(ledger_kinds)::text[])[i], (sqlc.arg(ledger_amounts)::bigint[])[i],
+           (sqlc.arg(ledger_currencies)::text[])[i], (sqlc.arg(ledger_created_at)::timestamptz[])[i]
+    FROM op, generate_subscripts(sqlc.arg(ledger_kinds)::text[], 1) AS i
+    ORDER BY i
+)
+SELECT * FROM op;
 
 -- name: ListPendingApprovals :many
--- Each listing of operations carries their ledger totals (as LedgerTotals), in one query.
 SELECT sqlc.embed(o), t.held, t.captured, t.released
 FROM operations o, LATERAL (
     SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,

@@ -9,13 +9,3 @@ ON CONFLICT (provider, model, size) DO UPDATE SET
     currency = EXCLUDED.currency,
     updated_at = EXCLUDED.updated_at
 RETURNING *;
-
--- LookupPrice prefers the entry for the exact size over the model's "*" entry.
--- name: LookupPrice :one
-SELECT * FROM prices
-WHERE provider = sqlc.arg(provider) AND model = sqlc.arg(model) AND size IN (sqlc.arg(size)::text, '*')
-ORDER BY size = '*'
-LIMIT 1;
-
--- name: CountModelPrices :one
-SELECT count(*) FROM prices WHERE provider = $1 AND model = $2;

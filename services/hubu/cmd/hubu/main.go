@@ -16,6 +16,8 @@ import (
 
 	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/failpoint"
+	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/pglisten"
 	"hubu.dev/hubu/kit/pgstart"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/console"
@@ -28,12 +30,12 @@ import (
 )
 
 const usage = `usage:
-  hubu serve --listen ADDR --database-url URL [--approval-ttl 24h] [--gongbu-url URL --gongbu-token TOKEN]
+  hubu serve --listen ADDR --database-url URL [--approval-ttl 24h] [--gongbu-url URL --gongbu-token TOKEN] [--cache-ttl 5s]
   hubu migrate up|down|version --database-url URL
   hubu operator create --name NAME --database-url URL
   hubu service create --name NAME --database-url URL
 Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL, HUBU_APPROVAL_TTL, HUBU_RETRY_AFTER,
-HUBU_GONGBU_URL and HUBU_GONGBU_TOKEN; the secrets (HUBU_DATABASE_URL, HUBU_GONGBU_TOKEN) may
+HUBU_GONGBU_URL, HUBU_GONGBU_TOKEN and HUBU_CACHE_TTL; the secrets (HUBU_DATABASE_URL, HUBU_GONGBU_TOKEN) may
 instead be in a file named by HUBU_DATABASE_URL_FILE or HUBU_GONGBU_TOKEN_FILE. hubu serve also
 serves the approval console at /console (sign in with an operator token).`
 
@@ -70,6 +72,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	retryAfter := fs.Duration("retry-after", "HUBU_RETRY_AFTER", 10*time.Second, "re-send a decision the executor has not acknowledged after this long")
 	gongbuURL := fs.String("gongbu-url", "HUBU_GONGBU_URL", "", "Gongbu's base URL; without it decisions wait in dispatching")
 	gongbuToken := fs.Secret("gongbu-token", "HUBU_GONGBU_TOKEN", "the service token Gongbu accepts from Hubu")
+	cacheTTL := fs.Duration("cache-ttl", "HUBU_CACHE_TTL", 5*time.Second,
+		"the longest a cached credential or price is served (a change reaches the cache on its notification); 0 turns the cache off")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -84,7 +88,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if err := command.RequireHTTPURL("gongbu-url", *gongbuURL); err != nil {
 			return err
 		}
-		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Timeout: 30 * time.Second})
+		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Transport: httpjson.PooledTransport(), Timeout: 30 * time.Second})
 		if err != nil {
 			return fmt.Errorf("--gongbu-url: %v", err)
 		}
@@ -92,6 +96,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	if *retryAfter <= 0 {
 		return errors.New("--retry-after must be positive")
+	}
+	if *cacheTTL < 0 {
+		return errors.New("--cache-ttl must not be negative (0 turns the cache off)")
 	}
 	ttl, err := time.ParseDuration(*ttlText)
 	if err != nil || ttl <= 0 {
@@ -108,8 +115,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 
+	bg, stopBG := context.WithCancel(ctx)
+	defer stopBG()
 	now := failpoint.Clock()
 	store := postgres.NewStore(pool, ttl)
+	if *cacheTTL > 0 {
+		// The listener has a connection of its own; it is stopped, and waited for, on shutdown.
+		listener := pglisten.New(*dbURL, logger)
+		store.Cache = postgres.NewCache(listener, &postgres.CacheOptions{TTL: *cacheTTL})
+		listening := make(chan struct{})
+		go func() {
+			defer close(listening)
+			listener.Run(bg)
+		}()
+		defer func() {
+			stopBG()
+			<-listening
+		}()
+	}
 	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: *retryAfter}
 	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now,
 		Console: console.New(store, &console.Options{Logger: logger, Now: now})}
@@ -122,8 +145,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger.Info("listening", "addr", ln.Addr().String())
 
-	bg, stopBG := context.WithCancel(ctx)
-	defer stopBG()
 	go life.Run(bg, min(5*time.Second, *retryAfter))
 	return command.Serve(ctx, command.NewHTTPServer(srv.Handler(reg)), ln, logger, command.ShutdownGrace, nil)
 }

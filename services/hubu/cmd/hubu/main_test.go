@@ -37,6 +37,7 @@ func TestBadSettings(t *testing.T) {
 		{"no database", nil, []string{"serve"}, "--database-url (or HUBU_DATABASE_URL) is required"},
 		{"not a postgres URL", nil, []string{"serve", "--database-url", "mysql://x"}, "must be a postgres:// URL"},
 		{"bad approval ttl", []string{"HUBU_DATABASE_URL=" + empty}, []string{"serve", "--approval-ttl", "soon"}, "--approval-ttl"},
+		{"negative cache ttl", []string{"HUBU_DATABASE_URL=" + empty}, []string{"serve", "--cache-ttl", "-1s"}, "--cache-ttl must not be negative"},
 		{"gongbu without its token", []string{"HUBU_DATABASE_URL=" + empty, "HUBU_GONGBU_URL=http://127.0.0.1:1"}, []string{"serve"}, "--gongbu-token (or HUBU_GONGBU_TOKEN) is required"},
 		{"gongbu not a URL", []string{"HUBU_DATABASE_URL=" + empty}, []string{"serve", "--gongbu-url", "gongbu:8082", "--gongbu-token", "t"}, "--gongbu-url must be an http(s) URL"},
 		{"unmigrated database", []string{"HUBU_DATABASE_URL=" + empty}, []string{"serve", "--listen", "127.0.0.1:0"}, "run `hubu migrate up`"},
@@ -62,10 +63,10 @@ func TestMigrateAndCredentials(t *testing.T) {
 	if out, _, err := runHubu(t, env, "migrate", "version"); err != nil || out != "version 0\n" {
 		t.Fatalf("version before: %q %v", out, err)
 	}
-	if out, _, err := runHubu(t, env, "migrate", "up"); err != nil || out != "version 3\n" {
+	if out, _, err := runHubu(t, env, "migrate", "up"); err != nil || out != "version 5\n" {
 		t.Fatalf("up: %q %v", out, err)
 	}
-	if out, _, err := runHubu(t, env, "migrate", "down"); err != nil || out != "version 2\n" {
+	if out, _, err := runHubu(t, env, "migrate", "down"); err != nil || out != "version 4\n" {
 		t.Fatalf("down: %q %v", out, err)
 	}
 	if _, _, err := runHubu(t, env, "migrate", "up"); err != nil {

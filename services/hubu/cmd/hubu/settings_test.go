@@ -15,6 +15,7 @@ func TestBadValuesInTheEnvironment(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ env, want string }{
 		{"HUBU_RETRY_AFTER=5x", `HUBU_RETRY_AFTER must be a duration such as 90s or 10m, not "5x"`},
+		{"HUBU_CACHE_TTL=5x", `HUBU_CACHE_TTL must be a duration such as 90s or 10m, not "5x"`},
 		// Read as text and checked after, with one message for the flag and the variable.
 		{"HUBU_APPROVAL_TTL=5x", `--approval-ttl "5x" is not a positive duration such as 24h`},
 	} {
@@ -27,7 +28,7 @@ func TestBadValuesInTheEnvironment(t *testing.T) {
 func TestSecretsFromFiles(t *testing.T) {
 	t.Parallel()
 	urlFile := commandtest.File(t, sqltest.NewDatabase(t, "hubu", hubusql.Migrations())+"\n")
-	if out, _, err := runHubu(t, []string{"HUBU_DATABASE_URL_FILE=" + urlFile}, "migrate", "version"); err != nil || out != "version 3\n" {
+	if out, _, err := runHubu(t, []string{"HUBU_DATABASE_URL_FILE=" + urlFile}, "migrate", "version"); err != nil || out != "version 5\n" {
 		t.Fatalf("migrate with HUBU_DATABASE_URL_FILE: %q %v", out, err)
 	}
 	const password, token = "pw-not-to-show-7d1f", "hubu_service_not-to-show-93ab"

@@ -1,0 +1,115 @@
+package hubutest
+
+import (
+	"context"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// RoundTrips counts what Hubu's pool sends to Postgres: round trips as the wire sees them (a
+// read that answers what was written since the last one) and statements as pgx sends them
+// (a batch's each, BEGIN and COMMIT included). It is deterministic: the pool it configures has
+// one connection, so pgx's statement cache is warm after a path's first run, and never pings it.
+type RoundTrips struct {
+	mu                sync.Mutex
+	trips, statements int
+	written           bool // something was written since the last counted read
+}
+
+// Reset starts the counts over.
+func (r *RoundTrips) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.trips, r.statements = 0, 0
+}
+
+// Counts returns the round trips and statements since the last Reset.
+func (r *RoundTrips) Counts() (trips, statements int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.trips, r.statements
+}
+
+// configure makes cfg's pool one connection whose traffic r counts.
+func (r *RoundTrips) configure(cfg *pgxpool.Config) {
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	dial := cfg.ConnConfig.DialFunc
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &countingConn{Conn: c, r: r}, nil
+	}
+	cfg.ConnConfig.Tracer = r
+}
+
+func (r *RoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.mu.Lock()
+	r.statements++
+	r.mu.Unlock()
+	return ctx
+}
+
+func (r *RoundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func (r *RoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+
+func (r *RoundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
+	r.mu.Lock()
+	r.statements++
+	r.mu.Unlock()
+}
+
+func (r *RoundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// countingConn counts a round trip at each read that returns data after a write.
+type countingConn struct {
+	net.Conn
+	r *RoundTrips
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if n > 0 {
+		c.r.mu.Lock()
+		c.r.written = true
+		c.r.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *countingConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 {
+		c.r.mu.Lock()
+		if c.r.written {
+			c.r.trips, c.r.written = c.r.trips+1, false
+		}
+		c.r.mu.Unlock()
+	}
+	return n, err
+}
+
+// NewCountedPool is a pool on dbURL whose traffic r counts, closed when the test ends.
+func NewCountedPool(t testing.TB, dbURL string, r *RoundTrips) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.configure(cfg)
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}

@@ -1,0 +1,1 @@
+ALTER TABLE operations DROP CONSTRAINT operations_budget_usage_fkey;
