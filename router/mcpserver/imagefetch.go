@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"hubu.dev/hubu/kit/httpjson"
 )
 
 // ImageClient is the client the router downloads generated images with. An image URL comes
@@ -29,7 +31,7 @@ func ImageClient(allowPrivate bool, timeout time.Duration, logger *slog.Logger) 
 	if !allowPrivate {
 		dialer.Control = refusePrivate
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport := httpjson.PooledTransport()
 	// Through a proxy the address dialed is the proxy's, and the guard would judge nothing.
 	transport.Proxy = nil
 	transport.DialContext = dialer.DialContext

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,6 +90,11 @@ type Registry struct {
 	installationID string
 	keys           KeySource
 	now            func() time.Time
+	// writes queues this process's writers in Go. SQLite lets one writer in at a time and
+	// makes the others retry on a timer (busy_timeout), which under a few hundred concurrent
+	// calls is unfair enough to starve one past its timeout; queued here, each waits its
+	// turn, and only writers in other processes still meet the busy timeout.
+	writes sync.Mutex
 }
 
 // Options configure Open. Nil fields take defaults.
@@ -164,33 +170,24 @@ func (r *Registry) Close() error { return r.db.Close() }
 func (r *Registry) InstallationID() string { return r.installationID }
 
 // Resolve looks a delivery up and, for a new call, commits its row with fresh keys before
-// returning. It is the only place a call's keys are made.
+// returning. It is the only place a call's keys are made. A call seen before is resolved by
+// a read alone; only a call not found takes the write lock, and looks again under it.
 func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Resolution, error) {
+	if e, res, found, err := r.resolveSeen(ctx, r.db, c); found || err != nil {
+		return e, res, err
+	}
+	r.writes.Lock()
+	defer r.writes.Unlock()
 	tx, err := r.db.BeginTx(ctx, nil) // IMMEDIATE (see the DSN): one writer decides at a time
 	if err != nil {
 		return Entry{}, 0, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
 
-	row, err := r.q.GetCall(ctx, tx, routerdb.GetCallParams{Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID})
-	switch {
-	case err == nil:
-		e := entryOf(row)
-		// A row recorded without a scope (before scopes were recorded) is never refused for one.
-		if row.ScopeDigest != "" && row.ScopeDigest != c.Scope {
-			return Entry{}, ScopeConflict, nil
-		}
-		if row.RequestHash != c.RequestHash || row.Tool != c.Tool {
-			return Entry{}, Conflict, nil
-		}
-		if e.Result != nil {
-			return e, Replay, nil
-		}
-		return e, Continue, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return Entry{}, 0, fmt.Errorf("look the call up: %w", err)
+	// Another delivery of the call, in this process or another, may have recorded it since.
+	if e, res, found, err := r.resolveSeen(ctx, tx, c); found || err != nil {
+		return e, res, err
 	}
-
 	key, err := r.keys.NewKey(ctx, c.Platform)
 	if err != nil {
 		return Entry{}, 0, err
@@ -213,6 +210,8 @@ func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Resolution, erro
 // Finish records a call's final result; later deliveries replay it without a backend.
 // A result recorded before is kept.
 func (r *Registry) Finish(ctx context.Context, c Call, result []byte) error {
+	r.writes.Lock()
+	defer r.writes.Unlock()
 	s := string(result)
 	err := r.q.SetResult(ctx, r.db, routerdb.SetResultParams{
 		Result: &s, UpdatedAt: r.now().UnixMilli(), Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID,
@@ -221,6 +220,28 @@ func (r *Registry) Finish(ctx context.Context, c Call, result []byte) error {
 		return fmt.Errorf("record the result: %w", err)
 	}
 	return nil
+}
+
+// resolveSeen resolves a call the registry has recorded; found is false for one it has not.
+func (r *Registry) resolveSeen(ctx context.Context, db routerdb.DBTX, c Call) (e Entry, res Resolution, found bool, err error) {
+	row, err := r.q.GetCall(ctx, db, routerdb.GetCallParams{Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Entry{}, 0, false, nil
+	case err != nil:
+		return Entry{}, 0, false, fmt.Errorf("look the call up: %w", err)
+	}
+	e = entryOf(row)
+	switch {
+	// A row recorded without a scope (before scopes were recorded) is never refused for one.
+	case row.ScopeDigest != "" && row.ScopeDigest != c.Scope:
+		return Entry{}, ScopeConflict, true, nil
+	case row.RequestHash != c.RequestHash || row.Tool != c.Tool:
+		return Entry{}, Conflict, true, nil
+	case e.Result != nil:
+		return e, Replay, true, nil
+	}
+	return e, Continue, true, nil
 }
 
 // OperationKeyFor returns the private key behind a public handle made by this registry,

@@ -22,6 +22,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"hubu.dev/hubu/kit/command"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
@@ -168,7 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			diagOut = f
 		}
 	}
-	hc := &http.Client{Timeout: 60 * time.Second}
+	hc := &http.Client{Transport: httpjson.PooledTransport(), Timeout: 60 * time.Second}
 	auth := func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+agentToken)
 		return nil

@@ -55,10 +55,11 @@ type Service struct {
 	// PollInterval is how often the background pass (Tick) polls a job, and how long a worker
 	// that watches a job it submitted holds it between two looks.
 	PollInterval time.Duration
-	// FirstPoll is how soon after submitting a job its worker first looks at it; each look that
-	// finds it pending doubles the wait, until the wait reaches PollInterval and the background
-	// pass takes over. 0 means DefaultFirstPoll; negative leaves every poll to the background
-	// pass (tests that drive Tick with a controllable clock).
+	// FirstPoll is the wait before the second look at a job its worker submitted (the first
+	// is at once); each look that finds it pending doubles the wait, until the wait reaches
+	// PollInterval and the background pass takes over. 0 means DefaultFirstPoll; negative
+	// leaves every poll to the background pass (tests that drive Tick with a controllable
+	// clock).
 	FirstPoll time.Duration
 	// PollDeadline is how long a job may stay pending before it becomes indeterminate.
 	PollDeadline time.Duration
@@ -408,13 +409,17 @@ func (s *Service) watch(provider gongbu.Provider, exec gongbu.Execution) {
 	s.mu.Unlock()
 	go func() {
 		defer s.end()
-		for wait := orDefault(s.FirstPoll, DefaultFirstPoll); wait < s.PollInterval; wait *= 2 {
-			t := time.NewTimer(wait)
-			select {
-			case <-stop:
-				t.Stop()
-				return // shutting down: the lease runs out and another worker takes over
-			case <-t.C:
+		// The first look is at once (a quick provider may be done already), the next after
+		// FirstPoll, then after twice as long each time.
+		for wait := time.Duration(0); wait < s.PollInterval; wait = max(2*wait, orDefault(s.FirstPoll, DefaultFirstPoll)) {
+			if wait > 0 {
+				t := time.NewTimer(wait)
+				select {
+				case <-stop:
+					t.Stop()
+					return // shutting down: the lease runs out and another worker takes over
+				case <-t.C:
+				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), orDefault(s.CallTimeout, DefaultCallTimeout)+recordTimeout)
 			pending := s.poll(ctx, provider, exec, TriggerWatch)

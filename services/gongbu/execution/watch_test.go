@@ -51,14 +51,21 @@ func TestSubmitterWatchesItsJobUntilReady(t *testing.T) {
 func TestBackgroundPassTakesOverAJobItsWatcherLeft(t *testing.T) {
 	t.Parallel()
 	env := gongbutest.New(t, true)
-	env.Service.FirstPoll = time.Hour // the watcher never looks before it is stopped
-	env.Provider.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	env.Service.FirstPoll = time.Hour // after its first look, the watcher waits past the test
+	env.Provider.OnPoll(gongbutest.Answer(gongbu.JobPending, "", ""), gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
 	d := env.Issue("agent-a")
 	mustExecute(t, env, d)
+	deadline := time.Now().Add(10 * time.Second)
+	for env.Provider.Polls() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the watcher never made its first look")
+		}
+		time.Sleep(time.Millisecond)
+	}
 
 	env.Tick(t)
-	if env.Provider.Polls() != 0 {
-		t.Fatalf("the pass polled a job its watcher holds: %d polls", env.Provider.Polls())
+	if n := env.Provider.Polls(); n != 1 {
+		t.Fatalf("the pass polled a job its watcher holds: %d polls", n)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -70,7 +77,7 @@ func TestBackgroundPassTakesOverAJobItsWatcherLeft(t *testing.T) {
 	if err := next.Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := env.Get(t, d.DecisionID); got.State != gongbu.StateSucceeded || !got.Reported || env.Provider.Polls() != 1 {
+	if got := env.Get(t, d.DecisionID); got.State != gongbu.StateSucceeded || !got.Reported || env.Provider.Polls() != 2 {
 		t.Fatalf("after the pass: %s, reported %v, %d polls", got.State, got.Reported, env.Provider.Polls())
 	}
 }

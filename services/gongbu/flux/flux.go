@@ -84,7 +84,7 @@ func NewAdapter(cfg Config) (*Adapter, error) {
 // the key is honoured, so for any other provider the adapter never reuses a connection and
 // never speaks HTTP/2 (an empty, non-nil TLSNextProto turns it off).
 func newTransport(honoursIdempotency bool) *http.Transport {
-	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport := httpjson.PooledTransport()
 	if !honoursIdempotency {
 		transport.DisableKeepAlives = true
 		transport.ForceAttemptHTTP2 = false

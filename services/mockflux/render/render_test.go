@@ -45,3 +45,20 @@ func TestEncodeIsDeterministicAndSeedDependent(t *testing.T) {
 		}
 	}
 }
+
+// The pooled encoder writes exactly what png.Encode writes, image after image.
+func TestPooledEncoderMatchesPNGEncode(t *testing.T) {
+	for i := range 3 {
+		b, _, err := render.Encode("png", "a red fox", int64(i), 512, 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want bytes.Buffer
+		if err := png.Encode(&want, render.Image("a red fox", int64(i), 512, 512)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(b, want.Bytes()) {
+			t.Fatalf("image %d differs from png.Encode's", i)
+		}
+	}
+}

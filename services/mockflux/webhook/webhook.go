@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/bflapi"
 )
 
@@ -112,7 +113,7 @@ func New(opts Options) *Dispatcher {
 	}
 	if opts.Client == nil {
 		opts.Client = &http.Client{
-			Transport: http.DefaultTransport.(*http.Transport).Clone(),
+			Transport: httpjson.PooledTransport(),
 			// A receiver that moved is misconfigured; following it would also turn the POST
 			// into a GET on 301-303.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

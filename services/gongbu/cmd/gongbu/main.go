@@ -18,6 +18,7 @@ import (
 
 	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/failpoint"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/kit/pglisten"
 	"hubu.dev/hubu/kit/pgstart"
 	"hubu.dev/hubu/services/gongbu"
@@ -95,7 +96,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			"such as delivery-us1.bfl.ai,delivery-eu1.bfl.ai; a result elsewhere is refused")
 	pollInterval := fs.Duration("poll-interval", "GONGBU_POLL_INTERVAL", time.Second, "how often the background pass runs and polls each open job")
 	firstPoll := fs.Duration("first-poll", "GONGBU_FIRST_POLL", execution.DefaultFirstPoll,
-		"how soon after submitting a job Gongbu first looks at it; the wait doubles after each pending look until it reaches --poll-interval")
+		"Gongbu looks at a job right after submitting it, again after this long, and then after twice as long each time until the wait reaches --poll-interval")
 	webhookURL := fs.String("webhook-url", "GONGBU_WEBHOOK_URL", "",
 		"this Gongbu's /v1/webhooks/bfl URL as the provider reaches it; sent with every submission so the provider says when a job is done "+
 			"(Gongbu then polls it at once). Empty: Gongbu only polls")
@@ -149,7 +150,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	defer closeStore()
-	hc := &http.Client{Timeout: 60 * time.Second}
+	hc := &http.Client{Transport: httpjson.PooledTransport(), Timeout: 60 * time.Second}
 	authority, err := hubulink.New(*hubuURL, *hubuToken, hc)
 	if err != nil {
 		return err
