@@ -84,6 +84,15 @@ chaos: ## the seeded fault explorer over the real binaries: make chaos [SEED=N] 
 bench: ## run the benchmarks (not tests; numbers, no assertions)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -run '^$$' -bench . -benchtime 3s $(PKGS)
 
+# Each variable, when set, overrides the program's default (go run ./e2e/cmd/hubu-loadtest --help lists them).
+.PHONY: loadtest
+loadtest: ## the load generator against a stack of its own; figures beside their targets, fails only on a wrong spend: make loadtest [SCENARIOS=latency,hubu,sessions] [N=200] [SESSIONS=200] [SPENDS=10] [CLIENTS=8] [AGENTS=16] [DURATION=10s] [RENDER_TIME=0s] [JSON=FILE] (docs/performance.md)
+	url=$$(scripts/ensure-postgres.sh); HUBU_LOADTEST_DATABASE_URL="$$url" \
+		HUBU_LOADTEST_SCENARIOS="$${SCENARIOS:-}" HUBU_LOADTEST_N="$${N:-}" HUBU_LOADTEST_SESSIONS="$${SESSIONS:-}" \
+		HUBU_LOADTEST_SPENDS="$${SPENDS:-}" HUBU_LOADTEST_CLIENTS="$${CLIENTS:-}" HUBU_LOADTEST_AGENTS="$${AGENTS:-}" \
+		HUBU_LOADTEST_DURATION="$${DURATION:-}" HUBU_LOADTEST_RENDER_TIME="$${RENDER_TIME:-}" HUBU_LOADTEST_JSON="$${JSON:-}" \
+		go run ./e2e/cmd/hubu-loadtest
+
 .PHONY: lint
 lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, and go mod tidy leaving every module as it is
 	unformatted=$$(gofmt -l kit proto sql services router e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi

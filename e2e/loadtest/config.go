@@ -1,0 +1,148 @@
+package loadtest
+
+import (
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/kit/command"
+)
+
+// The scenarios, by the names --scenarios takes.
+const (
+	ScenarioLatency  = "latency"  // 1: one MCP session, sequential: floor, spend, redelivery
+	ScenarioHubu     = "hubu"     // 2: Hubu's API directly, against pgbench on the same server
+	ScenarioSessions = "sessions" // 3: many concurrent MCP sessions spending at once
+)
+
+var allScenarios = []string{ScenarioLatency, ScenarioHubu, ScenarioSessions}
+
+// Config is one run. ParseArgs fills it from flags and HUBU_LOADTEST_* variables; the
+// defaults are the issue's sizes.
+type Config struct {
+	// ServerURL is a superuser URL of the Postgres server (scripts/ensure-postgres.sh prints one).
+	ServerURL string
+	// Scenarios to run, among allScenarios; they are reported in that order.
+	Scenarios []string
+	// Calls is scenario 1's N: N rounds of a tools/list, a new spend and its redelivery (default 200).
+	Calls int
+	// Sessions and Spends are scenario 3's size: Sessions concurrent MCP sessions each make
+	// Spends new spends one after another (defaults 200 and 10).
+	Sessions, Spends int
+	// Clients, Agents and Duration are scenario 2's: Clients concurrent HTTP clients make new
+	// authorizations for Duration, spread over Agents agents, then for one hot agent; pgbench
+	// runs as long (defaults 8, 16, 10s; Duration is whole seconds, as pgbench -T takes).
+	Clients, Agents int
+	Duration        time.Duration
+	// Pgbench is the pgbench binary ("" or missing: the ratios to pgbench are skipped) and
+	// PgbenchScale its -s for -i (default 10).
+	Pgbench      string
+	PgbenchScale int
+	// RenderTime is mockflux's --render-time: how long a job takes before it is Ready (default 0).
+	RenderTime time.Duration
+	// Name names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth and pgbench_NAME,
+	// dropped before and after the run (default loadtest).
+	Name string
+	// JSONPath, when set, receives the whole report with every sample.
+	JSONPath string
+
+	// Bin holds the binaries; empty builds them from RepoRoot into a temporary directory.
+	Bin stack.Binaries
+	// RepoRoot is the repository's root; empty is found from the working directory (go.work).
+	RepoRoot string
+	// Progress receives a line per step; nil is silent.
+	Progress io.Writer
+}
+
+var validName = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
+
+const usage = `hubu-loadtest measures the spend path: through the router over streamable HTTP (a stack of
+its own, from the real binaries) and Hubu's API directly. Every figure is a distribution, or a
+ratio against a reference measured in the same run. It is a benchmark: it fails only when a
+spend went wrong (an error, or charges that do not match the spends), never on a timing.
+
+usage: hubu-loadtest [flags]
+
+`
+
+// ParseArgs reads a Config from the command line, each flag falling back to its variable.
+func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	fs := command.NewFlagSet("hubu-loadtest", getenv, stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	server := fs.String("database-url", "HUBU_LOADTEST_DATABASE_URL", "", "superuser URL of the Postgres server (make loadtest passes the one scripts/ensure-postgres.sh finds)")
+	scenarios := fs.String("scenarios", "HUBU_LOADTEST_SCENARIOS", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
+	calls := fs.Int("n", "HUBU_LOADTEST_N", 200, "latency: rounds of a tools/list, a new spend and its redelivery")
+	sessions := fs.Int("sessions", "HUBU_LOADTEST_SESSIONS", 200, "sessions: concurrent MCP sessions")
+	spends := fs.Int("spends", "HUBU_LOADTEST_SPENDS", 10, "sessions: new spends per session")
+	clients := fs.Int("clients", "HUBU_LOADTEST_CLIENTS", 8, "hubu: concurrent HTTP clients (and pgbench -c)")
+	agents := fs.Int("agents", "HUBU_LOADTEST_AGENTS", 16, "hubu: agents the authorizations are spread over")
+	duration := fs.Duration("duration", "HUBU_LOADTEST_DURATION", 10*time.Second, "hubu: how long each load (and pgbench -T) runs, whole seconds")
+	pgbench := fs.String("pgbench", "HUBU_LOADTEST_PGBENCH", "pgbench", "pgbench binary, for the reference figures")
+	scale := fs.Int("pgbench-scale", "HUBU_LOADTEST_PGBENCH_SCALE", 10, "pgbench -i -s")
+	render := fs.Duration("render-time", "HUBU_LOADTEST_RENDER_TIME", 0, "mockflux's render time: how long after a submit a job is Ready")
+	name := fs.String("name", "HUBU_LOADTEST_NAME", "loadtest", "names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth, pgbench_NAME")
+	jsonPath := fs.String("json", "HUBU_LOADTEST_JSON", "", "also write every figure and sample to this file as JSON")
+	if err := fs.ParseNoArgs(args); err != nil {
+		return Config{}, err
+	}
+	c := Config{
+		ServerURL: *server, Calls: *calls, Sessions: *sessions, Spends: *spends, Clients: *clients, Agents: *agents,
+		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, Name: *name, JSONPath: *jsonPath,
+	}
+	for s := range strings.SplitSeq(*scenarios, ",") {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(c.Scenarios, s) {
+			c.Scenarios = append(c.Scenarios, s)
+		}
+	}
+	return c, c.Validate()
+}
+
+// Validate checks a Config once, before anything starts; a bad value is an error, never a
+// silent default.
+func (c Config) Validate() error {
+	if c.ServerURL == "" {
+		return fmt.Errorf("--database-url (or HUBU_LOADTEST_DATABASE_URL) is required; make loadtest finds or starts a Postgres")
+	}
+	if len(c.Scenarios) == 0 {
+		return fmt.Errorf("--scenarios: name at least one of %s", strings.Join(allScenarios, ", "))
+	}
+	for _, s := range c.Scenarios {
+		if !slices.Contains(allScenarios, s) {
+			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ", "))
+		}
+	}
+	positive := []struct {
+		flag  string
+		value int
+	}{{"n", c.Calls}, {"sessions", c.Sessions}, {"spends", c.Spends}, {"clients", c.Clients}, {"agents", c.Agents}, {"pgbench-scale", c.PgbenchScale}}
+	for _, p := range positive {
+		if p.value < 1 {
+			return fmt.Errorf("--%s must be at least 1, not %d", p.flag, p.value)
+		}
+	}
+	if c.Duration < time.Second || c.Duration%time.Second != 0 {
+		return fmt.Errorf("--duration must be a whole number of seconds, at least 1s (pgbench -T runs as long), not %s", c.Duration)
+	}
+	if c.RenderTime < 0 {
+		return fmt.Errorf("--render-time must not be negative, not %s", c.RenderTime)
+	}
+	if !validName.MatchString(c.Name) {
+		return fmt.Errorf("--name %q: use 1 to 40 lower-case letters, digits and underscores", c.Name)
+	}
+	return nil
+}
+
+func (c Config) runs(scenario string) bool { return slices.Contains(c.Scenarios, scenario) }
+
+func (c Config) say(format string, args ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, "loadtest: "+format+"\n", args...)
+	}
+}

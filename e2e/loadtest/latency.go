@@ -1,0 +1,183 @@
+package loadtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"hubu.dev/hubu/proto/bflapi"
+)
+
+// LatencyReport is scenario 1: one MCP session, sequential, N rounds of a tools/list, a new
+// spend and its redelivery. tools/list is the floor (the router's transport with no backend
+// behind it); a new spend goes through Hubu, Gongbu and the provider; a redelivery is
+// answered from the router's registry.
+type LatencyReport struct {
+	Calls      int  `json:"calls"`
+	ToolsList  Dist `json:"tools_list"`
+	Spend      Dist `json:"spend"`
+	Redelivery Dist `json:"redelivery"`
+	// Overhead is each new spend's latency less the provider's own time for it (OverheadBasis
+	// says which time that was).
+	Overhead      Dist   `json:"spend_overhead"`
+	OverheadBasis string `json:"spend_overhead_basis"`
+	// ProviderTime is each new spend's ready_at − created_at at mockflux, when known.
+	ProviderTime        *Dist `json:"provider_time,omitempty"`
+	SpendOverFloor      Ratio `json:"spend_over_floor_p50"`
+	RedeliveryOverFloor Ratio `json:"redelivery_over_floor_p50"`
+	// Charges is how many charges mockflux made during the scenario: one per new spend, none
+	// per redelivery.
+	Charges int       `json:"charges"`
+	Errors  errorLog  `json:"errors"`
+	Elapsed Millis    `json:"elapsed_ms"`
+	started time.Time // for Elapsed
+}
+
+const (
+	basisProvider   = "provider"    // ready_at − created_at of the spend's charge
+	basisRenderTime = "render_time" // the configured --render-time: the charges carry no ready_at
+)
+
+// latencySpend is a new spend that succeeded, to deliver again and to match with its charge.
+type latencySpend struct {
+	callID string
+	args   json.RawMessage
+	handle string
+	job    string
+	took   time.Duration
+}
+
+func runLatency(ctx context.Context, cfg Config, rc *routerClient, flux *bflapi.ClientWithResponses, run string) (*LatencyReport, error) {
+	n := cfg.Calls
+	cfg.say("latency: one session, %d rounds of a tools/list, a new spend and its redelivery ...", n)
+	rep := &LatencyReport{Calls: n, started: time.Now()}
+	cs, err := rc.connect(ctx, "hubu-loadtest-latency")
+	if err != nil {
+		return nil, fmt.Errorf("connect to the router: %w", err)
+	}
+	defer cs.Close()
+	before, err := chargeCount(ctx, flux)
+	if err != nil {
+		return nil, err
+	}
+
+	// N rounds of a tools/list, a new spend and that spend delivered again, rather than N of
+	// each in turn: the three are then sampled across the same minutes of a noisy machine, and
+	// a slow minute weighs on a ratio's two terms alike instead of on one. A redelivery right
+	// after its first delivery is the usual one too (a client retrying a lost answer).
+	floor := make([]time.Duration, 0, n)
+	spends := make([]latencySpend, 0, n)
+	redelivered := make([]time.Duration, 0, n)
+	for i := range n {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if took, err := listTools(ctx, cs); err != nil {
+			rep.Errors.add("tools/list: " + err.Error())
+		} else {
+			floor = append(floor, took)
+		}
+		sp, problem := rep.newSpend(ctx, cs, run, i)
+		if problem != "" {
+			rep.Errors.add("new spend: " + problem)
+			continue
+		}
+		spends = append(spends, sp)
+		out, took, err := spend(ctx, cs, sp.callID, sp.args)
+		problem = fmt.Sprint(err)
+		if err == nil {
+			problem = out.problem(true)
+		}
+		if problem == "" && out.PublicHandle != sp.handle {
+			problem = "answered for another operation than the first delivery"
+		}
+		if problem != "" {
+			rep.Errors.add("redelivery: " + problem)
+			continue
+		}
+		redelivered = append(redelivered, took)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep.Elapsed = Millis(time.Since(rep.started))
+
+	charges, err := listCharges(ctx, flux)
+	if err != nil {
+		return nil, err
+	}
+	rep.Charges = len(charges) - before
+	rep.overheads(cfg, spends, charges)
+
+	rep.ToolsList, rep.Redelivery = NewDist(floor), NewDist(redelivered)
+	took := make([]time.Duration, len(spends))
+	for i, sp := range spends {
+		took[i] = sp.took
+	}
+	rep.Spend = NewDist(took)
+	rep.SpendOverFloor = ratio(float64(rep.Spend.P50), float64(rep.ToolsList.P50))
+	rep.RedeliveryOverFloor = ratio(float64(rep.Redelivery.P50), float64(rep.ToolsList.P50))
+	return rep, nil
+}
+
+// newSpend makes the i-th new spend; problem says what went wrong with it, if anything.
+func (rep *LatencyReport) newSpend(ctx context.Context, cs *mcp.ClientSession, run string, i int) (sp latencySpend, problem string) {
+	sp = latencySpend{
+		callID: fmt.Sprintf("call_loadtest_%s_latency_%06d", run, i),
+		args:   spendArgs(fmt.Sprintf("load test %s: latency, spend %d", run, i)),
+	}
+	out, took, err := spend(ctx, cs, sp.callID, sp.args)
+	if err != nil {
+		return sp, err.Error()
+	}
+	if p := out.problem(false); p != "" {
+		return sp, p
+	}
+	if sp.job, err = jobID(out.Result.ImageURL); err != nil {
+		return sp, err.Error()
+	}
+	sp.handle, sp.took = out.PublicHandle, took
+	return sp, ""
+}
+
+// overheads computes each spend's latency above the provider's own time: ready_at −
+// created_at of its charge, found by the job id in its image URL. When any of those charges
+// has no ready_at (a mockflux from before --render-time), every spend falls back to the
+// configured render time, so that all the overheads rest on one basis.
+func (rep *LatencyReport) overheads(cfg Config, spends []latencySpend, charges []charge) {
+	byJob := make(map[string]charge, len(charges))
+	for _, c := range charges {
+		byJob[c.JobID] = c
+	}
+	provider := make([]time.Duration, 0, len(spends))
+	matched := spends[:0:0]
+	for _, sp := range spends {
+		c, ok := byJob[sp.job]
+		if !ok {
+			rep.Errors.add("new spend: mockflux has no charge for its job")
+			continue
+		}
+		matched = append(matched, sp)
+		if pt, ok := c.providerTime(); ok {
+			provider = append(provider, pt)
+		}
+	}
+	over := make([]time.Duration, len(matched))
+	if len(provider) == len(matched) {
+		rep.OverheadBasis = basisProvider
+		for i, sp := range matched {
+			over[i] = sp.took - provider[i]
+		}
+		d := NewDist(provider)
+		rep.ProviderTime = &d
+	} else {
+		rep.OverheadBasis = basisRenderTime
+		for i, sp := range matched {
+			over[i] = sp.took - cfg.RenderTime
+		}
+	}
+	rep.Overhead = NewDist(over)
+}

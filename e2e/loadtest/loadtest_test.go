@@ -1,0 +1,193 @@
+package loadtest_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"hubu.dev/hubu/e2e/loadtest"
+	"hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/sql/sqltest"
+)
+
+// bin holds the stack's binaries, built once for this package's tests.
+var bin stack.Binaries
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hubu-loadtest-bin")
+	if err != nil {
+		panic(err)
+	}
+	bin, err = stack.Build(context.Background(), "../..", dir, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// TestSmoke runs the whole load test at tiny sizes and checks that every figure is there and
+// every spend went right. It asserts no timing: the sizes are too small for the figures to
+// mean anything, and the machines too noisy.
+func TestSmoke(t *testing.T) {
+	server := sqltest.ServerURL(t)
+	name := "loadtest_smoke_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	const renderTime = 50 * time.Millisecond
+	env := map[string]string{"HUBU_LOADTEST_DATABASE_URL": server, "HUBU_LOADTEST_RENDER_TIME": renderTime.String()}
+	cfg, err := loadtest.ParseArgs([]string{
+		"--n", "3", "--sessions", "2", "--spends", "2", "--clients", "2", "--agents", "2", "--duration", "1s",
+		"--pgbench-scale", "1", "--name", name, "--json", jsonPath,
+	}, func(k string) string { return env[k] }, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bin = bin
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	rep, err := loadtest.Run(ctx, cfg, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if rep.Failed() {
+		t.Fatalf("a correctness check failed:\n%s", out.String())
+	}
+
+	l := rep.Latency
+	if l == nil {
+		t.Fatal("no latency scenario in the report")
+	}
+	for what, d := range map[string]loadtest.Dist{"tools/list": l.ToolsList, "new spend": l.Spend, "redelivery": l.Redelivery, "spend overhead": l.Overhead} {
+		positiveDist(t, "latency: "+what, d, 3)
+	}
+	if l.Charges != 3 || l.Errors.Count != 0 {
+		t.Errorf("latency: %d charges and %d errors, want 3 and 0", l.Charges, l.Errors.Count)
+	}
+	if !l.SpendOverFloor.Valid || l.SpendOverFloor.Value <= 0 || !l.RedeliveryOverFloor.Valid || l.RedeliveryOverFloor.Value <= 0 {
+		t.Errorf("latency: ratios %v and %v", l.SpendOverFloor, l.RedeliveryOverFloor)
+	}
+	// mockflux makes a job Ready exactly its render time after the submit: each spend was
+	// matched with its own charge, and the setting reached mockflux.
+	if l.OverheadBasis != "provider" || l.ProviderTime == nil || time.Duration(l.ProviderTime.Min) != renderTime || time.Duration(l.ProviderTime.Max) != renderTime {
+		t.Errorf("latency: overhead basis %q, provider time %+v, want exactly %s for every spend", l.OverheadBasis, l.ProviderTime, renderTime)
+	}
+
+	h := rep.Hubu
+	if h == nil {
+		t.Fatal("no hubu scenario in the report")
+	}
+	for what, tp := range map[string]*loadtest.Throughput{"spread": h.Spread, "hot agent": h.Hot} {
+		if tp.Succeeded == 0 || tp.Errors.Count != 0 || tp.PerSecond <= 0 {
+			t.Errorf("hubu %s: %d succeeded, %d errors, %f/s", what, tp.Succeeded, tp.Errors.Count, tp.PerSecond)
+		}
+		positiveDist(t, "hubu "+what, tp.Latency, tp.Succeeded)
+	}
+	if _, err := exec.LookPath("pgbench"); err == nil {
+		if p := h.Pgbench; p == nil || p.AtClients.TPS <= 0 || p.AtOne.TPS <= 0 || p.AtClients.Clients != 2 {
+			t.Errorf("pgbench: %+v (skipped: %q)", p, h.PgbenchSkipped)
+		}
+		if !h.SpreadOverPgbench.Valid || h.SpreadOverPgbench.Value <= 0 || !h.HotOverPgbench1.Valid || h.HotOverPgbench1.Value <= 0 {
+			t.Errorf("hubu: ratios %v and %v", h.SpreadOverPgbench, h.HotOverPgbench1)
+		}
+	} else if h.PgbenchSkipped == "" || h.Pgbench != nil {
+		t.Errorf("pgbench is missing but the report does not say so: %+v", h)
+	}
+
+	s := rep.Sessions
+	if s == nil {
+		t.Fatal("no sessions scenario in the report")
+	}
+	if s.Succeeded != 4 || s.ChargesMade != 4 || s.ChargesExpected != 4 || s.Errors.Count != 0 || s.PerSecond <= 0 {
+		t.Errorf("sessions: %+v", s)
+	}
+	positiveDist(t, "sessions", s.Latency, 4)
+	if len(s.Memory) != 3 {
+		t.Fatalf("sessions: memory of %d services, want router, hubu and gongbu", len(s.Memory))
+	}
+	pids := map[int]bool{}
+	for _, m := range s.Memory {
+		if m.Err != "" || m.Pid <= 0 || m.PeakBytes <= 0 || m.CurrentBytes <= 0 || m.CurrentBytes > m.PeakBytes {
+			t.Errorf("sessions: memory of %s: %+v", m.Service, m)
+		}
+		pids[m.Pid] = true
+	}
+	if len(pids) != 3 {
+		t.Errorf("sessions: the three services' memory was read from %d processes", len(pids))
+	}
+
+	text := out.String()
+	for _, want := range []string{"1. latency", "2. hubu", "3. sessions", "charges at mockflux *", "router peak RSS", "≤ 40.0 MB", "hot agent ÷ pgbench -N -c 1"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the printed report has no %q:\n%s", want, text)
+		}
+	}
+	var fromJSON struct {
+		Latency struct {
+			Spend struct {
+				Samples []float64 `json:"samples_ms"`
+			} `json:"spend"`
+		} `json:"latency"`
+		Sessions struct {
+			ChargesMade int `json:"charges_made"`
+		} `json:"sessions"`
+		Checks []loadtest.Check `json:"checks"`
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &fromJSON); err != nil {
+		t.Fatalf("the JSON report: %v", err)
+	}
+	if len(fromJSON.Latency.Spend.Samples) != 3 || fromJSON.Sessions.ChargesMade != 4 || len(fromJSON.Checks) != len(rep.Checks) {
+		t.Errorf("the JSON report lacks figures: %s", raw)
+	}
+
+	// Every database the run made is gone.
+	conn, err := pgx.Connect(ctx, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE strpos(datname, $1) > 0", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("databases left behind: %v", left)
+	}
+}
+
+// positiveDist fails the test unless d has n samples, every one positive.
+func positiveDist(t *testing.T, what string, d loadtest.Dist, n int) {
+	t.Helper()
+	if d.N != n || len(d.Samples) != n {
+		t.Errorf("%s: %d samples, want %d", what, d.N, n)
+		return
+	}
+	for _, s := range d.Samples {
+		if s <= 0 {
+			t.Errorf("%s: a sample of %s", what, s)
+		}
+	}
+	if d.Min <= 0 || d.P50 < d.Min || d.P95 < d.P50 || d.P99 < d.P95 || d.Max < d.P99 {
+		t.Errorf("%s: percentiles out of order: %+v", what, d)
+	}
+}

@@ -1,0 +1,268 @@
+package loadtest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/proto/hubuapi"
+)
+
+func TestNewDist(t *testing.T) {
+	ms := func(n ...int) []time.Duration {
+		out := make([]time.Duration, len(n))
+		for i, v := range n {
+			out[i] = time.Duration(v) * time.Millisecond
+		}
+		return out
+	}
+	upTo := func(n int) []time.Duration {
+		out := make([]time.Duration, n)
+		for i := range out {
+			out[i] = time.Duration(n-i) * time.Millisecond // descending: NewDist must sort
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name                  string
+		samples               []time.Duration
+		lo, p50, p95, p99, hi time.Duration
+	}{
+		{"one sample", ms(7), 7 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond, 7 * time.Millisecond},
+		{"100 samples: nearest rank", upTo(100), time.Millisecond, 50 * time.Millisecond, 95 * time.Millisecond, 99 * time.Millisecond, 100 * time.Millisecond},
+		{"200 samples: p99 is the second largest", upTo(200), time.Millisecond, 100 * time.Millisecond, 190 * time.Millisecond, 198 * time.Millisecond, 200 * time.Millisecond},
+		{"an even count: p50 is the lower middle, never an average", ms(1, 2, 3, 4), time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 4 * time.Millisecond, 4 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := NewDist(tc.samples)
+			got := []time.Duration{time.Duration(d.Min), time.Duration(d.P50), time.Duration(d.P95), time.Duration(d.P99), time.Duration(d.Max)}
+			want := []time.Duration{tc.lo, tc.p50, tc.p95, tc.p99, tc.hi}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Fatalf("min, p50, p95, p99, max = %v, want %v", got, want)
+				}
+			}
+			if d.N != len(tc.samples) || time.Duration(d.Samples[0]) != tc.samples[0] {
+				t.Fatalf("the samples are not kept in the order taken: %+v", d)
+			}
+		})
+	}
+	if d := NewDist(nil); d.N != 0 || d.P50 != 0 || d.Samples == nil {
+		t.Fatalf("no samples: %+v", d)
+	}
+}
+
+func TestRatio(t *testing.T) {
+	if r := ratio(3, 0); r.Valid || r.String() != "n/a" {
+		t.Fatalf("a ratio to nothing: %+v", r)
+	}
+	if b, _ := ratio(1, 0).MarshalJSON(); string(b) != "null" {
+		t.Fatalf("a ratio to nothing in JSON: %s", b)
+	}
+	if r := ratio(3, 2); !r.Valid || r.Value != 1.5 || r.String() != "1.50×" {
+		t.Fatalf("3 ÷ 2: %+v %s", r, r)
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	status := "Name:\thubu\nVmPeak:\t 1263508 kB\nVmHWM:\t   24346 kB\nVmRSS:\t   20000 kB\nThreads:\t8\n"
+	m, err := parseStatus(status)
+	if err != nil || m.PeakBytes != 24346*1024 || m.CurrentBytes != 20000*1024 {
+		t.Fatalf("parseStatus = %+v, %v", m, err)
+	}
+	for _, bad := range []string{"Name:\tkthreadd\nThreads:\t1\n", "VmHWM:\t 12 MB\nVmRSS:\t 1 kB\n", "VmHWM:\t x kB\nVmRSS:\t 1 kB\n"} {
+		if _, err := parseStatus(bad); err == nil {
+			t.Errorf("parseStatus(%q) took it", bad)
+		}
+	}
+}
+
+func TestListeningInode(t *testing.T) {
+	table := `  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 111 1 0 20 4 30 10 -1
+   1: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 222 1 0 100 0 0 10 0
+   2: 00000000:1F91 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 333 1 0 100 0 0 10 0
+   3: 0200007F:1F92 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 444 1 0 100 0 0 10 0
+`
+	loopback := net.ParseIP("127.0.0.1")
+	for _, tc := range []struct {
+		port uint16
+		want string
+	}{
+		{8080, "222"}, // the listening socket, not the established one on the same port
+		{8081, "333"}, // the wildcard address
+		{8082, ""},    // 127.0.0.2, not ours
+		{9999, ""},
+	} {
+		if got := listeningInode(table, loopback, tc.port); got != tc.want {
+			t.Errorf("port %d: inode %q, want %q", tc.port, got, tc.want)
+		}
+	}
+	tcp6 := "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		"   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 555 1 0 100 0 0 10 0\n"
+	if got := listeningInode(tcp6, net.ParseIP("::1"), 8080); got != "555" {
+		t.Errorf("tcp6 ::1: inode %q", got)
+	}
+}
+
+func TestPidListening(t *testing.T) {
+	if _, err := os.Stat("/proc/net/tcp"); err != nil {
+		t.Skip("no /proc/net/tcp: not Linux")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pid, err := pidListening(ln.Addr().String())
+	if err != nil || pid != os.Getpid() {
+		t.Fatalf("pidListening = %d, %v; want this process, %d", pid, err, os.Getpid())
+	}
+	m, err := readMemory(pid)
+	if err != nil || m.PeakBytes <= 0 || m.CurrentBytes <= 0 {
+		t.Fatalf("readMemory = %+v, %v", m, err)
+	}
+	ln.Close()
+	if _, err := pidListening(ln.Addr().String()); err == nil {
+		t.Fatal("found a process listening on a closed port")
+	}
+}
+
+func TestParsePgbench(t *testing.T) {
+	out := `pgbench (15.20 (Debian 15.20-0+deb12u1))
+starting vacuum...end.
+transaction type: <builtin: simple update>
+number of clients: 2
+number of transactions actually processed: 3254
+latency average = 0.612 ms
+initial connection time = 6.741 ms
+tps = 3267.409448 (without initial connection time)
+`
+	r, err := parsePgbench(out)
+	if err != nil || r.TPS != 3267.409448 || time.Duration(r.LatencyAverage) != 612*time.Microsecond {
+		t.Fatalf("parsePgbench = %+v, %v", r, err)
+	}
+	for _, bad := range []string{"FATAL: database does not exist\n", "tps = 0.000000 (without initial connection time)\n"} {
+		if _, err := parsePgbench(bad); err == nil {
+			t.Errorf("parsePgbench(%q) took it", bad)
+		}
+	}
+}
+
+func TestJobID(t *testing.T) {
+	id, err := jobID("http://127.0.0.1:8083/samples/0f2b9c7e-1d2a-4a8e-9d3c-5b7e6f1a2b3c.png?exp=1760000000&sig=ab12")
+	if err != nil || id != "0f2b9c7e-1d2a-4a8e-9d3c-5b7e6f1a2b3c" {
+		t.Fatalf("jobID = %q, %v", id, err)
+	}
+	for _, bad := range []string{"http://127.0.0.1/images/x.png", "http://127.0.0.1/samples/.png", "http://127.0.0.1/samples/noext", "::"} {
+		if id, err := jobID(bad); err == nil {
+			t.Errorf("jobID(%q) = %q", bad, id)
+		}
+	}
+}
+
+func TestRequestHash(t *testing.T) {
+	got, err := requestHash(hubuapi.GenerateImageArguments{Prompt: "a fox", Model: "flux-schnell", Width: 512, Height: 768})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The canonical form, written out: keys sorted, no spaces.
+	want := sha256.Sum256([]byte("generate_image\x00" + `{"height":768,"model":"flux-schnell","prompt":"a fox","width":512}`))
+	if got != hex.EncodeToString(want[:]) {
+		t.Fatalf("requestHash = %s", got)
+	}
+}
+
+func TestParseArgs(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		m := map[string]string{"HUBU_LOADTEST_DATABASE_URL": "postgres://localhost/postgres"}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) string { return m[k] }
+	}
+	c, err := ParseArgs(nil, env(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Calls != 200 || c.Sessions != 200 || c.Spends != 10 || c.Clients != 8 || c.Agents != 16 || c.Duration != 10*time.Second ||
+		c.PgbenchScale != 10 || c.RenderTime != 0 || c.Name != "loadtest" || strings.Join(c.Scenarios, ",") != "latency,hubu,sessions" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	c, err = ParseArgs([]string{"--scenarios", "sessions, latency", "--spends", "3"}, env("HUBU_LOADTEST_SESSIONS", "50", "HUBU_LOADTEST_SPENDS", "7"), nil)
+	if err != nil || c.Sessions != 50 || c.Spends != 3 || strings.Join(c.Scenarios, ",") != "sessions,latency" {
+		t.Fatalf("flags over variables: %+v, %v", c, err)
+	}
+	for _, tc := range []struct {
+		args []string
+		env  func(string) string
+		want string
+	}{
+		{nil, func(string) string { return "" }, "--database-url"},
+		{[]string{"--scenarios", "latency,speed"}, env(), `unknown scenario "speed"`},
+		{[]string{"--scenarios", ","}, env(), "at least one"},
+		{[]string{"--duration", "1500ms"}, env(), "whole number of seconds"},
+		{[]string{"--sessions", "0"}, env(), "--sessions must be at least 1"},
+		{[]string{"--name", "Load-Test"}, env(), "--name"},
+		{[]string{"--render-time", "-1s"}, env(), "--render-time"},
+		{nil, env("HUBU_LOADTEST_N", "many"), "HUBU_LOADTEST_N"},
+		{[]string{"extra"}, env(), "unexpected argument"},
+	} {
+		if _, err := ParseArgs(tc.args, tc.env, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseArgs(%q) = %v, want an error about %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestJudge checks what fails a run: a correctness check (errors, charges that do not match
+// the spends), never a missed performance target.
+func TestJudge(t *testing.T) {
+	dist := func(d time.Duration) Dist { return NewDist([]time.Duration{d}) }
+	healthy := func() *Report {
+		return &Report{
+			Latency: &LatencyReport{Calls: 2, Charges: 2, ToolsList: dist(time.Millisecond), Spend: dist(time.Second),
+				Redelivery: dist(time.Millisecond), Overhead: dist(time.Second),
+				SpendOverFloor: ratio(1000, 1), RedeliveryOverFloor: ratio(1, 1)},
+			Sessions: &SessionsReport{ChargesExpected: 4, ChargesMade: 4, Succeeded: 4, PerSecond: 3, Latency: dist(time.Second),
+				Memory: []ServiceMemory{{Service: "router", Pid: 1, Memory: Memory{PeakBytes: 50e6, CurrentBytes: 1}}}},
+			Hubu: &HubuReport{Agents: 16, Clients: 8, Spread: &Throughput{}, Hot: &Throughput{}, PgbenchSkipped: "pgbench is not installed"},
+		}
+	}
+	r := healthy()
+	r.judge()
+	if r.Failed() {
+		t.Fatalf("slow but correct runs fail: %+v", r.Checks)
+	}
+	status := map[string]string{}
+	for _, c := range r.Checks {
+		status[c.Scenario+": "+c.Figure] = c.Status
+	}
+	for figure, want := range map[string]string{
+		"latency: spend overhead p50": notMet, "latency: redelivery ÷ floor, p50": met, "sessions: router peak RSS": notMet,
+		"sessions: spend latency p99": met, "hubu: hot agent ÷ pgbench -N -c 1": na, "latency: charges at mockflux": met,
+	} {
+		if status[figure] != want {
+			t.Errorf("%s: %q, want %q", figure, status[figure], want)
+		}
+	}
+
+	for name, spoil := range map[string]func(*Report){
+		"a charge too many in latency": func(r *Report) { r.Latency.Charges = 3 },
+		"an error in latency":          func(r *Report) { r.Latency.Errors.add("status running") },
+		"a charge missing in sessions": func(r *Report) { r.Sessions.ChargesMade = 3 },
+		"an error in sessions":         func(r *Report) { r.Sessions.Errors.add("transport: EOF") },
+		"an error in Hubu's hot load":  func(r *Report) { r.Hubu.Hot.Errors.add("HTTP 500") },
+		"an error in Hubu's wide load": func(r *Report) { r.Hubu.Spread.Errors.add("HTTP 409") },
+	} {
+		r := healthy()
+		spoil(r)
+		r.judge()
+		if !r.Failed() {
+			t.Errorf("%s: the run passes", name)
+		}
+	}
+}
