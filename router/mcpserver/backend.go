@@ -167,6 +167,13 @@ func (r *Router) awaitImage(ctx context.Context, base answer) answer {
 	deadline := r.cfg.Now().Add(r.cfg.Wait)
 	unread := "" // why the last look at Gongbu failed; empty when it answered
 	var seen *gongbuapi.ExecutionState
+	if base.hubu == hubuapi.OperationStateExecuting {
+		// Gongbu accepted the decision, and it answers Hubu's hand-off once the provider has
+		// the job: the first look may as well wait while the job is submitted. Any other state
+		// (still submitting, or already final) answers at once.
+		submitted := gongbuapi.Submitted
+		seen = &submitted
+	}
 	for {
 		wait := min(int(deadline.Sub(r.cfg.Now())/time.Second), maxGongbuWait)
 		asked := r.cfg.Now()

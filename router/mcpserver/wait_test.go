@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/mcpserver"
 	"hubu.dev/hubu/router/routertest"
 )
@@ -68,7 +70,8 @@ func (g *holdingGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Req
 
 // The router waits for an execution through looks that Gongbu holds until the execution
 // changes, naming the state it last saw: the image comes the moment Gongbu has it, with no
-// look in between.
+// look in between. After Hubu's "executing" (Gongbu accepted the job) the first look waits;
+// after "dispatching" (the hand-off is not acknowledged) a first look learns the state.
 func TestSpendWaitsThroughHeldLooks(t *testing.T) {
 	t.Parallel()
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -76,32 +79,48 @@ func TestSpendWaitsThroughHeldLooks(t *testing.T) {
 		_, _ = w.Write(routertest.TinyPNG())
 	}))
 	t.Cleanup(img.Close)
-	g := &holdingGongbu{imageURL: img.URL + "/s.png", state: gongbuapi.Submitted, held: make(chan struct{}, 1), change: make(chan struct{})}
-	srv := httptest.NewServer(gongbuapi.Handler(g))
-	t.Cleanup(srv.Close)
-	e := setup(t, &options{gongbuURL: srv.URL, wait: 20 * time.Second})
+	for i, c := range []struct {
+		hubu  hubuapi.OperationState
+		looks []heldLook // the waits are checked apart
+	}{
+		{hubuapi.OperationStateExecuting, []heldLook{{state: "submitted"}}},
+		{hubuapi.OperationStateDispatching, []heldLook{{state: ""}, {state: "submitted"}}},
+	} {
+		t.Run(string(c.hubu), func(t *testing.T) {
+			t.Parallel()
+			g := &holdingGongbu{imageURL: img.URL + "/s.png", state: gongbuapi.Submitted, held: make(chan struct{}, 1), change: make(chan struct{})}
+			srv := httptest.NewServer(gongbuapi.Handler(g))
+			t.Cleanup(srv.Close)
+			e := setup(t, &options{gongbuURL: srv.URL, wait: 20 * time.Second})
+			e.backend.SetDecide(hubuState(c.hubu, nil))
 
-	answer := make(chan mcpserver.ToolResult, 1)
-	go func() {
-		answer <- toolResult(t, e.call(t, "generate_image", fox, codex("call_heldLooksQqauinaST3It6100")))
-	}()
-	select {
-	case <-g.held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the router never made a look that Gongbu could hold")
-	}
-	g.mu.Lock()
-	g.state = gongbuapi.Succeeded
-	g.mu.Unlock()
-	close(g.change)
+			answer := make(chan mcpserver.ToolResult, 1)
+			go func() {
+				answer <- toolResult(t, e.call(t, "generate_image", fox, codex(fmt.Sprintf("call_heldLooksQqauinaST3It61%02d", i))))
+			}()
+			select {
+			case <-g.held:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the router never made a look that Gongbu could hold")
+			}
+			g.mu.Lock()
+			g.state = gongbuapi.Succeeded
+			g.mu.Unlock()
+			close(g.change)
 
-	o := <-answer
-	if o.Status != "succeeded" || o.Result == nil {
-		t.Fatalf("answer %+v", o)
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.looks) != 2 || g.looks[0].state != "" || g.looks[1].state != "submitted" || g.looks[0].wait < 15 || g.looks[1].wait < 15 {
-		t.Fatalf("looks %+v: want one look to learn the state, and one held while it stays submitted, each asking to wait", g.looks)
+			if o := <-answer; o.Status != "succeeded" || o.Result == nil {
+				t.Fatalf("answer %+v", o)
+			}
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if len(g.looks) != len(c.looks) {
+				t.Fatalf("looks %+v, want %+v", g.looks, c.looks)
+			}
+			for j, l := range g.looks {
+				if l.state != c.looks[j].state || l.wait < 15 {
+					t.Fatalf("looks %+v, want %+v, each asking to wait", g.looks, c.looks)
+				}
+			}
+		})
 	}
 }
