@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"hubu.dev/hubu/kit/pgstart"
 )
@@ -102,10 +103,13 @@ func (l *Listener) Run(ctx context.Context) {
 // listen runs one connection: LISTEN on every channel, announce the gap, then deliver
 // notifications until the connection or ctx ends.
 func (l *Listener) listen(ctx context.Context) error {
-	cfg, err := pgx.ParseConfig(l.connString)
+	// Parsed as a pool's URL, so that pool settings in it (pool_max_conns, ...) are
+	// understood rather than sent to the server as unknown parameters.
+	poolCfg, err := pgxpool.ParseConfig(l.connString)
 	if err != nil {
 		return errors.New("the database URL is not valid")
 	}
+	cfg := poolCfg.ConnConfig
 	if cfg.RuntimeParams["application_name"] == "" {
 		cfg.RuntimeParams["application_name"] = "pglisten"
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -61,7 +62,12 @@ func TestListenerDeliversAndReportsGaps(t *testing.T) {
 	ctx := context.Background()
 	channel := fmt.Sprintf("pglisten_test_%d", time.Now().UnixNano())
 	rec := &recorder{ch: make(chan struct{}, 1)}
-	l := pglisten.New(url, nil)
+	// A pool setting in the URL, as a service's database URL may carry, is no server parameter.
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	l := pglisten.New(url+sep+"pool_max_conns=8", nil)
 	l.Handle(channel, rec.note)
 	l.OnGap(rec.gap)
 	runCtx, stop := context.WithCancel(ctx)
