@@ -150,7 +150,11 @@ func TestBudgetUsageReference(t *testing.T) {
 	if err := migrator.Up(dbURL, hubusql.Migrations()); err != nil {
 		t.Fatal(err)
 	}
-	if err := migrator.Down(dbURL, hubusql.Migrations(), 2); err != nil { // to version 3
+	latest, err := migrator.Latest(hubusql.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrator.Down(dbURL, hubusql.Migrations(), int(latest)-3); err != nil { // to version 3
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, dbURL)
@@ -175,6 +179,39 @@ func TestBudgetUsageReference(t *testing.T) {
 	}
 	if _, err := conn.Exec(ctx, `DELETE FROM budget_usage`); err == nil {
 		t.Fatal("an operation's budget row could be deleted")
+	}
+}
+
+// An operation's agent exists by the schema, through the operation's budget row (migration 6
+// leaves that reference the only one): an operation of an agent that does not exist is refused,
+// and so is deleting an agent that has operations.
+func TestOperationsNeedTheirAgent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := sqltest.NewPool(t, "hubu", hubusql.Migrations())
+	const agent, unknown = "00000000-0000-0000-0000-000000000001", "00000000-0000-0000-0000-000000000009"
+	if _, err := pool.Exec(ctx, `INSERT INTO agents (id, name, account, created_at) VALUES ($1, 'a', 'acct:a', now())`, agent); err != nil {
+		t.Fatal(err)
+	}
+	operation := func(id, agentID string) error {
+		_, err := pool.Exec(ctx, `
+			WITH budget AS (
+				INSERT INTO budget_usage (agent_id, day, used_micros) VALUES ($2, '2026-11-30', 0) ON CONFLICT DO NOTHING
+			)
+			INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account,
+			                        provider, model, size, amount_micros, currency, state, budget_day, created_at, updated_at)
+			VALUES ($1::uuid, $2, $1::text, $1::text, 'generate_image', '{}', 'x', 'acct:a', 'bfl', 'flux-dev', '*', 0, 'USD',
+			        'pending_approval', '2026-11-30', now(), now())`, id, agentID)
+		return err
+	}
+	if err := operation("00000000-0000-0000-0000-000000000002", agent); err != nil {
+		t.Fatalf("an operation of an agent: %v", err)
+	}
+	if err := operation("00000000-0000-0000-0000-000000000003", unknown); err == nil {
+		t.Fatal("an operation of an agent that does not exist was recorded")
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM agents WHERE id = $1`, agent); err == nil {
+		t.Fatal("an agent with operations was deleted")
 	}
 }
 

@@ -82,6 +82,18 @@ func pgx5URL(databaseURL string) (string, error) {
 	default:
 		return "", fmt.Errorf("database URL scheme %q is not postgres://", u.Scheme)
 	}
+	// A service's URL may carry pgxpool's settings (pool_max_conns, ...): the migration's
+	// single connection would send them to Postgres, which refuses unknown parameters.
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", errors.New("database URL has a query that does not parse")
+	}
+	for k := range q {
+		if strings.HasPrefix(k, "pool_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.String(), nil
 }
 

@@ -6,9 +6,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
+	"hubu.dev/hubu/services/hubu/hubutest"
 )
 
 func TestAuthorizeNewThenReplay(t *testing.T) {
@@ -110,6 +112,61 @@ func TestCreateNewOperation(t *testing.T) {
 				t.Fatalf("the original record changed: %v %s", err, got.Body)
 			}
 		})
+	}
+}
+
+// A redelivery of a recorded call decides nothing, so it takes no lock: it is answered while
+// the agent's policy lock is held elsewhere (as by a decision in progress), which a new call of
+// the agent waits for.
+func TestRedeliveryWaitsForNoDecision(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.NewAgent(t, "agent", nil)
+	c := newCall("flux-dev")
+	first := spend(t, a, c, hubuapi.OperationStateExecuting)
+
+	tx, err := b.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, "SELECT 1 FROM policies WHERE agent_id = $1 FOR UPDATE", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := a.Client.AuthorizeWithResponse(rctx, c.Request())
+	if err != nil {
+		t.Fatalf("a redelivery while the agent's lock is held: %v", err)
+	}
+	if resp.JSON200 == nil || resp.JSON200.PublicHandle != first.PublicHandle {
+		t.Fatalf("a redelivery while the agent's lock is held: %d %s", resp.StatusCode(), resp.Body)
+	}
+
+	answered := make(chan *hubuapi.AuthorizeResponse, 1)
+	go func() {
+		resp, _ := a.Client.AuthorizeWithResponse(ctx, newCall("flux-dev").Request())
+		answered <- resp
+	}()
+	hubutest.WaitFor(t, "the new call to wait for the agent's lock", func() bool {
+		return b.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") > 0
+	})
+	select {
+	case resp := <-answered:
+		t.Fatalf("a new call was decided while the agent's lock was held: %v", resp)
+	default:
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case resp := <-answered:
+		if resp == nil || resp.JSON201 == nil {
+			t.Fatalf("the new call once the lock was free: %v", resp)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the new call was not decided once the agent's lock was free")
 	}
 }
 

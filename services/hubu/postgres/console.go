@@ -24,12 +24,12 @@ func (s *Store) ListRecentOperations(ctx context.Context, now time.Time, limit i
 	if _, err := s.ExpireApprovals(ctx, now, 1000); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ListRecentOperations(ctx, s.pool, limit)
+	rows, err := s.q.ListRecentOperations(ctx, s.db, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list recent operations: %w", err)
 	}
 	ids := each(rows, func(r hubudb.ListRecentOperationsRow) uuid.UUID { return r.Operation.ID })
-	entries, err := s.q.ListLedgerEntriesOf(ctx, s.pool, ids)
+	entries, err := s.q.ListLedgerEntriesOf(ctx, s.db, ids)
 	if err != nil {
 		return nil, fmt.Errorf("list ledger entries: %w", err)
 	}
@@ -75,7 +75,7 @@ func (s *Store) budget(ctx context.Context, a hubu.Agent, now time.Time) (hubu.B
 	if err != nil {
 		return hubu.Budget{}, err
 	}
-	used, err := s.q.SumBudgetUsage(ctx, s.pool, hubudb.SumBudgetUsageParams{AgentID: a.ID, Since: start, Until: policy.PeriodEnd(a.Policy.BudgetPeriod, start)})
+	used, err := s.q.SumBudgetUsage(ctx, s.db, hubudb.SumBudgetUsageParams{AgentID: a.ID, Since: start, Until: policy.PeriodEnd(a.Policy.BudgetPeriod, start)})
 	if err != nil {
 		return hubu.Budget{}, fmt.Errorf("budget usage: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/credential"
@@ -23,7 +22,7 @@ var tokenPrefix = map[hubu.Role]string{
 // ListCredentials returns the record of every credential, by kind and name: never a token or
 // its hash.
 func (s *Store) ListCredentials(ctx context.Context) ([]hubu.Credential, error) {
-	rows, err := s.q.ListCredentials(ctx, s.pool)
+	rows, err := s.q.ListCredentials(ctx, s.db)
 	if err != nil {
 		return nil, fmt.Errorf("list credentials: %w", err)
 	}
@@ -35,7 +34,7 @@ func (s *Store) ListCredentials(ctx context.Context) ([]hubu.Credential, error) 
 // Revoking a revoked credential answers its record unchanged.
 func (s *Store) RevokeCredential(ctx context.Context, who hubu.Principal, id uuid.UUID, now time.Time) (hubu.Credential, error) {
 	defer s.Cache.credentialsChanged() // also after a failure: the revocation may have committed
-	return withTxV(ctx, s.pool, func(tx pgx.Tx) (hubu.Credential, error) {
+	return withTxV(ctx, s.pool, func(tx hubudb.DBTX) (hubu.Credential, error) {
 		c, otherLasting, err := s.lockForChange(ctx, tx, id, who)
 		if err != nil {
 			return hubu.Credential{}, err
@@ -57,7 +56,7 @@ func (s *Store) RevokeCredential(ctx context.Context, who hubu.Principal, id uui
 // hubu.Credential.Rotate).
 func (s *Store) RotateCredential(ctx context.Context, who hubu.Principal, id uuid.UUID, overlap time.Duration, now time.Time) (hubu.Rotation, error) {
 	defer s.Cache.credentialsChanged()
-	return withTxV(ctx, s.pool, func(tx pgx.Tx) (hubu.Rotation, error) {
+	return withTxV(ctx, s.pool, func(tx hubudb.DBTX) (hubu.Rotation, error) {
 		c, _, err := s.lockForChange(ctx, tx, id, who)
 		if err != nil {
 			return hubu.Rotation{}, err
@@ -98,7 +97,7 @@ func (s *Store) RotateCredential(ctx context.Context, who hubu.Principal, id uui
 // lockForChange locks credential id, the operator's own and every lasting operator credential
 // (see the query), and returns id's record and how many operator credentials other than it
 // are active with no end.
-func (s *Store) lockForChange(ctx context.Context, tx pgx.Tx, id uuid.UUID, who hubu.Principal) (hubu.Credential, int, error) {
+func (s *Store) lockForChange(ctx context.Context, tx hubudb.DBTX, id uuid.UUID, who hubu.Principal) (hubu.Credential, int, error) {
 	rows, err := s.q.LockCredentialsForChange(ctx, tx, []uuid.UUID{id, who.CredentialID})
 	if err != nil {
 		return hubu.Credential{}, 0, fmt.Errorf("lock credentials: %w", err)

@@ -19,48 +19,26 @@ import (
 // when the same key comes again with the same request: tool, arguments, request hash and the
 // scope they name (replayed is then true). A request under the key that asks for different
 // work is create_new_operation. The amount and the account are fixed when the record is
-// first written: a replay never reads the catalog or the agent's account, so an operator's
-// later change to either (even removing the model) cannot turn a redelivery into a refusal.
-// The decision and the budget hold are written in one transaction, under a lock on the
-// agent's policy, so concurrent authorizations of one agent can never overspend its budget.
+// first written: a replay never reads the catalog, nor uses the agent's account or policy as
+// they are now, so an operator's later change to any of them (even removing the model) cannot
+// turn a redelivery into a refusal. The decision and the budget hold are written in one transaction,
+// under a lock on the agent's policy, so concurrent authorizations of one agent can never
+// overspend its budget.
 //
-// A replay is one read (and the expiry of an operation that waited for people past its
-// deadline). A new operation is three round trips: that read; BEGIN, the policy lock and,
-// once it is held, the state the decision needs (policy, account, budget used, a record that
-// won the lock first); and the record with its ledger hold and budget use, in one statement,
-// and COMMIT. The lock is held for one round trip. The price comes from the catalog, cached.
+// Two round trips. The first is BEGIN, the policy lock (not taken when the key is recorded
+// already: a redelivery waits for no decision) and, once it is held, the state the decision
+// needs (policy, account, budget used, whether the key is recorded). The second is the record
+// with its ledger hold and budget use, in one statement, and COMMIT; the lock is held for one
+// round trip. Or, for a key that is recorded, the record and COMMIT (and then the expiry of an
+// operation that waited for people past its deadline). The price comes from the catalog,
+// cached; a catalog that must be read is read in the transaction, for new operations only.
 func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time) (op hubu.Operation, replayed bool, err error) {
 	scope := hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model, Size: fmt.Sprintf("%dx%d", req.Arguments.Width, req.Arguments.Height)}
 	args, err := marshalArguments(req.Arguments)
 	if err != nil {
 		return hubu.Operation{}, false, fmt.Errorf("encode arguments: %w", err)
 	}
-	want := hubu.Operation{PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash, Scope: scope}
 	key := hubudb.GetOperationByKeyParams{AgentID: agentID, OperationKey: req.OperationKey}
-	replay := func(existing hubu.Operation) (hubu.Operation, bool, error) {
-		op, err := s.replay(ctx, existing, want, now)
-		return op, true, err
-	}
-
-	// Fast path for replays, before any pricing: no lock needed to read a record that exists.
-	if existing, err := s.byKey(ctx, key); err == nil {
-		return replay(existing)
-	} else if !isNoRows(err) {
-		return hubu.Operation{}, false, err
-	}
-
-	price, err := s.price(ctx, scope)
-	if err != nil && hubu.ErrorCode(err) != hubu.CodeInternal {
-		// The request's first delivery may have been recorded since the read above, and the
-		// catalog changed since: a redelivery is a replay, never a refusal.
-		if existing, rerr := s.byKey(ctx, key); rerr == nil {
-			return replay(existing)
-		}
-	}
-	if err != nil {
-		return hubu.Operation{}, false, err
-	}
-
 	day, _ := policy.PeriodStart("day", now)
 	since, until, err := budgetWindows(now)
 	if err != nil {
@@ -68,10 +46,11 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 	}
 	type result struct {
 		op       hubu.Operation
-		recorded bool // another delivery of the key was recorded first: replay it
+		recorded bool // the key has a record: replay it (op, when it was read here)
+		read     bool // op is the record, read in the transaction
 	}
 	res, err := withPipeTx(ctx, s.pool, func(p *pipe) (result, error) {
-		if err := s.q.LockPolicy(ctx, p, agentID); err != nil {
+		if err := s.q.LockPolicyForKey(ctx, p, hubudb.LockPolicyForKeyParams{AgentID: agentID, OperationKey: req.OperationKey}); err != nil {
 			return result{}, fmt.Errorf("lock policy: %w", err)
 		}
 		st, err := s.q.AuthorizationState(ctx, p, hubudb.AuthorizationStateParams{
@@ -81,7 +60,16 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 			return result{}, fmt.Errorf("read the agent's state: %w", err)
 		}
 		if st.Recorded {
-			return result{recorded: true}, nil
+			p.thenCommit()
+			existing, err := s.byKey(ctx, p, key)
+			if err != nil {
+				return result{}, fmt.Errorf("read the recorded operation: %w", err)
+			}
+			return result{op: existing, recorded: true, read: true}, nil
+		}
+		price, err := s.price(ctx, p, scope)
+		if err != nil {
+			return result{}, err
 		}
 		pol := policyOfRow(st.Policy)
 		used, err := usedIn(pol.BudgetPeriod, st.UsedMicros)
@@ -123,14 +111,16 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 	switch {
 	case err != nil:
 		return hubu.Operation{}, false, err
-	case res.recorded:
-		existing, err := s.byKey(ctx, key)
-		if err != nil {
+	case !res.recorded:
+		return res.op, false, nil
+	case !res.read:
+		if res.op, err = s.byKey(ctx, s.db, key); err != nil {
 			return hubu.Operation{}, false, fmt.Errorf("read the record that was found: %w", err)
 		}
-		return replay(existing)
 	}
-	return res.op, false, nil
+	want := hubu.Operation{PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash, Scope: scope}
+	op, err = s.replay(ctx, res.op, want, now)
+	return op, true, err
 }
 
 // authorization is the first event of a new operation under each action of policy.
@@ -198,7 +188,7 @@ func (s *Store) replay(ctx context.Context, existing, want hubu.Operation, now t
 // GetOperation returns an operation by public handle. An agent sees only its own: any
 // other is not_found, so handles of other agents cannot be probed.
 func (s *Store) GetOperation(ctx context.Context, who hubu.Principal, handle string, now time.Time) (hubu.Operation, error) {
-	op, err := s.byHandle(who, handle).read(ctx, s.pool)
+	op, err := s.byHandle(who, handle).read(ctx, s.db)
 	if err != nil {
 		return hubu.Operation{}, err
 	}
@@ -220,7 +210,7 @@ func (s *Store) Ledger(ctx context.Context, who hubu.Principal, handle string, n
 	if err != nil {
 		return hubu.Operation{}, nil, err
 	}
-	rows, err := s.q.ListLedgerEntries(ctx, s.pool, op.ID)
+	rows, err := s.q.ListLedgerEntries(ctx, s.db, op.ID)
 	if err != nil {
 		return hubu.Operation{}, nil, fmt.Errorf("ledger: %w", err)
 	}
@@ -232,7 +222,7 @@ func (s *Store) ListPendingApprovals(ctx context.Context, now time.Time) ([]hubu
 	if _, err := s.ExpireApprovals(ctx, now, 1000); err != nil {
 		return nil, err
 	}
-	rows, err := s.q.ListPendingApprovals(ctx, s.pool)
+	rows, err := s.q.ListPendingApprovals(ctx, s.db)
 	if err != nil {
 		return nil, fmt.Errorf("list approvals: %w", err)
 	}
@@ -293,7 +283,7 @@ func (s *Store) CountDispatchAttempt(ctx context.Context, op hubu.Operation, now
 
 // GetDecision returns the operation a decision belongs to.
 func (s *Store) GetDecision(ctx context.Context, decisionID uuid.UUID) (hubu.Operation, error) {
-	return s.byDecision(decisionID).read(ctx, s.pool)
+	return s.byDecision(decisionID).read(ctx, s.db)
 }
 
 // Settle captures what an execution cost and releases the rest of the hold
@@ -315,7 +305,7 @@ func (s *Store) Release(ctx context.Context, decisionID uuid.UUID, reason string
 // ExpireApprovals closes operations that waited for people past their deadline and releases
 // their holds. It returns how many it closed.
 func (s *Store) ExpireApprovals(ctx context.Context, now time.Time, limit int32) (int, error) {
-	ids, err := s.q.ListExpiredApprovals(ctx, s.pool, hubudb.ListExpiredApprovalsParams{ApprovalExpiresAt: &now, Limit: limit})
+	ids, err := s.q.ListExpiredApprovals(ctx, s.db, hubudb.ListExpiredApprovalsParams{ApprovalExpiresAt: &now, Limit: limit})
 	if err != nil {
 		return 0, fmt.Errorf("list expired approvals: %w", err)
 	}
@@ -335,7 +325,7 @@ func (s *Store) ExpireApprovals(ctx context.Context, now time.Time, limit int32)
 // ListDispatching returns operations whose decision was issued at or before olderThan but
 // that the executor has not acknowledged: their hand-off must be re-sent.
 func (s *Store) ListDispatching(ctx context.Context, olderThan time.Time, limit int32) ([]hubu.Operation, error) {
-	rows, err := s.q.ListDispatching(ctx, s.pool, hubudb.ListDispatchingParams{UpdatedAt: olderThan, Limit: limit})
+	rows, err := s.q.ListDispatching(ctx, s.db, hubudb.ListDispatchingParams{UpdatedAt: olderThan, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("list dispatching: %w", err)
 	}
@@ -408,9 +398,9 @@ func (s *Store) byDecision(id uuid.UUID) locator {
 	}
 }
 
-// byKey reads the record under an agent's operation key; pgx.ErrNoRows when there is none.
-func (s *Store) byKey(ctx context.Context, key hubudb.GetOperationByKeyParams) (hubu.Operation, error) {
-	r, err := s.q.GetOperationByKey(ctx, s.pool, key)
+// byKey reads the record under an agent's operation key on db; pgx.ErrNoRows when there is none.
+func (s *Store) byKey(ctx context.Context, db hubudb.DBTX, key hubudb.GetOperationByKeyParams) (hubu.Operation, error) {
+	r, err := s.q.GetOperationByKey(ctx, db, key)
 	if isNoRows(err) {
 		return hubu.Operation{}, err
 	}
@@ -486,7 +476,7 @@ func (s *Store) transition(ctx context.Context, at locator, events ...event) (hu
 // moved on (the guard fails), or the change is anything else, ev runs under the lock.
 func (s *Store) move(ctx context.Context, op hubu.Operation, ev event) (hubu.Operation, error) {
 	if ch, err := ev(op); err == nil && ch.Event != "" && ch.From == hubu.StateDispatching && len(ch.Ledger) == 0 {
-		next, err := s.write(ctx, s.pool, op, ch)
+		next, err := s.write(ctx, s.db, op, ch)
 		if !errors.Is(err, errMovedOn) {
 			return next, err
 		}
@@ -602,7 +592,7 @@ type DecisionSummary struct {
 
 // ListDecisions returns every decision Hubu issued, oldest first, for reconciliation.
 func (s *Store) ListDecisions(ctx context.Context) ([]DecisionSummary, error) {
-	rows, err := s.q.ListDecisions(ctx, s.pool)
+	rows, err := s.q.ListDecisions(ctx, s.db)
 	if err != nil {
 		return nil, fmt.Errorf("list decisions: %w", err)
 	}

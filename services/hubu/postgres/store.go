@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"hubu.dev/hubu/services/hubu"
@@ -21,6 +20,7 @@ import (
 // caller did wrong; any other error is internal.
 type Store struct {
 	pool *pgxpool.Pool
+	db   hubudb.DBTX // pool, with the queries' arguments through pgArgs
 	q    *hubudb.Queries
 	// ApprovalTTL is how long a held operation waits for a human before it expires.
 	ApprovalTTL time.Duration
@@ -31,7 +31,7 @@ type Store struct {
 
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool, approvalTTL time.Duration) *Store {
-	return &Store{pool: pool, q: hubudb.New(), ApprovalTTL: approvalTTL}
+	return &Store{pool: pool, db: argsDB{pool}, q: hubudb.New(), ApprovalTTL: approvalTTL}
 }
 
 // Ping checks that the database answers.
@@ -49,7 +49,7 @@ func (s *Store) Authenticate(ctx context.Context, token string, now time.Time) (
 // the console keeps the hash, never the token, to see a revoked credential at once.
 func (s *Store) AuthenticateHash(ctx context.Context, tokenHash []byte, now time.Time) (hubu.Principal, error) {
 	c, err := load(s.Cache, s.Cache.credentialEntries(), string(tokenHash), func() (hubudb.Credential, error) {
-		return s.q.GetCredentialByHash(ctx, s.pool, tokenHash)
+		return s.q.GetCredentialByHash(ctx, s.db, tokenHash)
 	})
 	if err != nil {
 		return hubu.Principal{}, queryError(err, "look up credential", hubu.Errorf(hubu.CodeUnauthorized, "the bearer token is not valid"))
@@ -74,7 +74,7 @@ func (s *Store) CreateCredential(ctx context.Context, role hubu.Role, name strin
 	}
 	token := credential.New(tokenPrefix[role])
 	defer s.Cache.credentialsChanged()
-	err := s.q.InsertCredential(ctx, s.pool, hubudb.InsertCredentialParams{
+	err := s.q.InsertCredential(ctx, s.db, hubudb.InsertCredentialParams{
 		ID: uuid.New(), TokenHash: credential.Hash(token), Kind: string(role), Name: name, CreatedAt: now,
 	})
 	if err != nil {
@@ -87,7 +87,7 @@ func (s *Store) CreateCredential(ctx context.Context, role hubu.Role, name strin
 func (s *Store) CreateAgent(ctx context.Context, name, account string, pol hubu.Policy, now time.Time) (hubu.Agent, string, error) {
 	token := credential.New(credential.PrefixAgent)
 	defer s.Cache.credentialsChanged()
-	agent, err := withTxV(ctx, s.pool, func(tx pgx.Tx) (hubu.Agent, error) {
+	agent, err := withTxV(ctx, s.pool, func(tx hubudb.DBTX) (hubu.Agent, error) {
 		a, err := s.q.InsertAgent(ctx, tx, hubudb.InsertAgentParams{ID: uuid.New(), Name: name, Account: account, CreatedAt: now})
 		if uniqueViolation(err, "agents_name_key") {
 			return hubu.Agent{}, hubu.Errorf(hubu.CodeConflict, "an agent named %q exists already", name)
@@ -115,11 +115,11 @@ func (s *Store) CreateAgent(ctx context.Context, name, account string, pol hubu.
 
 // GetAgent returns one agent.
 func (s *Store) GetAgent(ctx context.Context, id uuid.UUID) (hubu.Agent, error) {
-	a, err := s.q.GetAgent(ctx, s.pool, id)
+	a, err := s.q.GetAgent(ctx, s.db, id)
 	if err != nil {
 		return hubu.Agent{}, queryError(err, "get agent", hubu.Errorf(hubu.CodeNotFound, "no agent %s", id))
 	}
-	p, err := s.q.GetPolicy(ctx, s.pool, id)
+	p, err := s.q.GetPolicy(ctx, s.db, id)
 	if err != nil {
 		return hubu.Agent{}, fmt.Errorf("get policy: %w", err)
 	}
@@ -128,11 +128,11 @@ func (s *Store) GetAgent(ctx context.Context, id uuid.UUID) (hubu.Agent, error) 
 
 // ListAgents returns every agent, by name.
 func (s *Store) ListAgents(ctx context.Context) ([]hubu.Agent, error) {
-	agents, err := s.q.ListAgents(ctx, s.pool)
+	agents, err := s.q.ListAgents(ctx, s.db)
 	if err != nil {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
-	policies, err := s.q.ListPolicies(ctx, s.pool)
+	policies, err := s.q.ListPolicies(ctx, s.db)
 	if err != nil {
 		return nil, fmt.Errorf("list policies: %w", err)
 	}
@@ -152,7 +152,7 @@ func (s *Store) SetPolicy(ctx context.Context, id uuid.UUID, pol hubu.Policy, no
 		return hubu.Agent{}, err
 	}
 	if pol.Currency != current.Policy.Currency {
-		has, err := s.q.AgentHasOperations(ctx, s.pool, id)
+		has, err := s.q.AgentHasOperations(ctx, s.db, id)
 		if err != nil {
 			return hubu.Agent{}, fmt.Errorf("check operations: %w", err)
 		}
@@ -160,7 +160,7 @@ func (s *Store) SetPolicy(ctx context.Context, id uuid.UUID, pol hubu.Policy, no
 			return hubu.Agent{}, hubu.Errorf(hubu.CodeConflict, "the agent has operations in %s; create a new agent for another currency", current.Policy.Currency)
 		}
 	}
-	if _, err := s.q.UpsertPolicy(ctx, s.pool, policyParams(id, pol, now)); err != nil {
+	if _, err := s.q.UpsertPolicy(ctx, s.db, policyParams(id, pol, now)); err != nil {
 		return hubu.Agent{}, fmt.Errorf("set policy: %w", err)
 	}
 	return s.GetAgent(ctx, id)
@@ -168,7 +168,7 @@ func (s *Store) SetPolicy(ctx context.Context, id uuid.UUID, pol hubu.Policy, no
 
 // SetAccount moves an agent to another billing account.
 func (s *Store) SetAccount(ctx context.Context, id uuid.UUID, account string) (hubu.Agent, error) {
-	if _, err := s.q.SetAgentAccount(ctx, s.pool, hubudb.SetAgentAccountParams{ID: id, Account: account}); err != nil {
+	if _, err := s.q.SetAgentAccount(ctx, s.db, hubudb.SetAgentAccountParams{ID: id, Account: account}); err != nil {
 		return hubu.Agent{}, queryError(err, "set account", hubu.Errorf(hubu.CodeNotFound, "no agent %s", id))
 	}
 	return s.GetAgent(ctx, id)
@@ -176,14 +176,14 @@ func (s *Store) SetAccount(ctx context.Context, id uuid.UUID, account string) (h
 
 // ListPrices returns the catalog.
 func (s *Store) ListPrices(ctx context.Context) ([]hubu.Price, error) {
-	c, err := s.catalog(ctx)
+	c, err := s.catalog(ctx, s.db)
 	return slices.Clone(c), err // the cached catalog is shared
 }
 
-// catalog is the price list, from the Cache when it has it.
-func (s *Store) catalog(ctx context.Context) (hubu.Catalog, error) {
+// catalog is the price list, from the Cache when it has it, else read on db.
+func (s *Store) catalog(ctx context.Context, db hubudb.DBTX) (hubu.Catalog, error) {
 	return load(s.Cache, s.Cache.priceEntries(), struct{}{}, func() (hubu.Catalog, error) {
-		rows, err := s.q.ListPrices(ctx, s.pool)
+		rows, err := s.q.ListPrices(ctx, db)
 		if err != nil {
 			return nil, fmt.Errorf("list prices: %w", err)
 		}
@@ -195,7 +195,7 @@ func (s *Store) catalog(ctx context.Context) (hubu.Catalog, error) {
 // amount they were authorized for.
 func (s *Store) SetPrice(ctx context.Context, p hubu.Price, now time.Time) (hubu.Price, error) {
 	defer s.Cache.pricesChanged()
-	r, err := s.q.UpsertPrice(ctx, s.pool, hubudb.UpsertPriceParams{
+	r, err := s.q.UpsertPrice(ctx, s.db, hubudb.UpsertPriceParams{
 		Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: now,
 	})
 	if err != nil {
@@ -204,9 +204,10 @@ func (s *Store) SetPrice(ctx context.Context, p hubu.Price, now time.Time) (hubu
 	return priceOf(r), nil
 }
 
-// price computes what a scope costs from the catalog; the request never names an amount.
-func (s *Store) price(ctx context.Context, scope hubu.Scope) (hubu.Price, error) {
-	c, err := s.catalog(ctx)
+// price computes what a scope costs from the catalog (read on db unless cached); the request
+// never names an amount.
+func (s *Store) price(ctx context.Context, db hubudb.DBTX, scope hubu.Scope) (hubu.Price, error) {
+	c, err := s.catalog(ctx, db)
 	if err != nil {
 		return hubu.Price{}, err
 	}

@@ -18,7 +18,8 @@ import (
 
 // withTxV runs fn in a transaction and commits it. The rollback after a failure still runs
 // when the caller's context is cancelled, so no transaction is left open on the connection.
-func withTxV[T any](ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) (T, error)) (T, error) {
+// fn's queries take their arguments through pgArgs.
+func withTxV[T any](ctx context.Context, pool *pgxpool.Pool, fn func(hubudb.DBTX) (T, error)) (T, error) {
 	var zero T
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -29,7 +30,7 @@ func withTxV[T any](ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) (T,
 		defer cancel()
 		_ = tx.Rollback(rctx) // a no-op after commit
 	}()
-	out, err := fn(tx)
+	out, err := fn(argsDB{tx})
 	if err != nil {
 		return zero, err
 	}
@@ -97,11 +98,19 @@ func (p *pipe) Exec(_ context.Context, sql string, args ...any) (pgconn.CommandT
 	return pgconn.CommandTag{}, nil
 }
 
-func (p *pipe) queue(sql string, args ...any) { p.queued = append(p.queued, queuedQuery{sql, args}) }
+// queue keeps sql and its arguments (through pgArgs) for the next batch.
+func (p *pipe) queue(sql string, args ...any) {
+	p.queued = append(p.queued, queuedQuery{sql, pgArgs(args)})
+}
 
-// Query is refused: no query of many rows runs in a pipelined transaction.
-func (p *pipe) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	return nil, errors.New("pipe: a query of many rows cannot be pipelined")
+// Query runs a query of many rows in a round trip of its own: it is refused while statements
+// are queued (their results would come before its rows) or COMMIT is asked for.
+func (p *pipe) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if len(p.queued) > 0 || p.commitNow {
+		return nil, errors.New("pipe: a query of many rows cannot be pipelined with other statements")
+	}
+	p.sent = true
+	return p.conn.Query(ctx, sql, pgArgs(args)...)
 }
 
 // thenCommit makes the next QueryRow send COMMIT after its statement: that statement is the

@@ -213,3 +213,37 @@ func TestPipeNoRowsStillCommits(t *testing.T) {
 	}
 	wantRows(t, pool, "after a commit with a statement that found nothing", 1)
 }
+
+// A query of many rows runs in the transaction, in a round trip of its own: it sees the
+// transaction's own writes, and is refused while statements wait to be sent before it.
+func TestPipeQuery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newPipePool(t)
+	_, err := withPipeTx(ctx, pool, func(p *pipe) (struct{}, error) {
+		if _, err := p.Query(ctx, "SELECT id FROM t"); err == nil {
+			t.Error("a query was sent before the queued BEGIN")
+		}
+		if _, err := insert(ctx, p, 1, false); err != nil {
+			return struct{}{}, err
+		}
+		rs, err := p.Query(ctx, "SELECT id FROM t WHERE id = ANY($1)", []int{1, 2})
+		if err != nil {
+			return struct{}{}, err
+		}
+		ids, err := pgx.CollectRows(rs, pgx.RowTo[int])
+		if err != nil || len(ids) != 1 || ids[0] != 1 {
+			t.Errorf("the transaction's rows: %v %v", ids, err)
+		}
+		p.thenCommit()
+		if _, err := p.Query(ctx, "SELECT id FROM t"); err == nil {
+			t.Error("a query was sent where COMMIT was asked for with the next statement")
+		}
+		var n int
+		return struct{}{}, p.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantRows(t, pool, "after a transaction with a query", 1)
+}

@@ -52,10 +52,11 @@ type AuthorizationStateRow struct {
 	Recorded   bool
 }
 
-// What a new authorization of one agent is decided on, read under LockPolicy: the policy, the
-// agent's account, its budget use in each window [since[i], until[i]) (the caller passes the
+// What a new authorization of one agent is decided on, read after LockPolicyForKey: the policy,
+// the agent's account, its budget use in each window [since[i], until[i]) (the caller passes the
 // budget periods that contain now, and picks the policy's), and whether a record under the key
-// was committed while this one waited for the lock.
+// is committed (before the request came, or while it waited for the lock): then there is
+// nothing to decide, and no lock was taken or the record's writer held it before.
 func (q *Queries) AuthorizationState(ctx context.Context, db DBTX, arg AuthorizationStateParams) (AuthorizationStateRow, error) {
 	row := db.QueryRow(ctx, authorizationState,
 		arg.Since,
@@ -211,15 +212,26 @@ func (q *Queries) ListPolicies(ctx context.Context, db DBTX) ([]Policy, error) {
 	return items, nil
 }
 
-const lockPolicy = `-- name: LockPolicy :exec
-SELECT 1 FROM policies WHERE agent_id = $1 FOR UPDATE
+const lockPolicyForKey = `-- name: LockPolicyForKey :exec
+SELECT 1 FROM policies p
+WHERE p.agent_id = $1
+    AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.agent_id = $1 AND o.operation_key = $2)
+FOR UPDATE OF p
 `
 
-// LockPolicy serializes every decision that spends one agent's budget. It is sent in one
-// round trip with AuthorizationState, a statement of its own so that its snapshot is taken
-// once the lock is held and sees every decision committed before.
-func (q *Queries) LockPolicy(ctx context.Context, db DBTX, agentID uuid.UUID) error {
-	_, err := db.Exec(ctx, lockPolicy, agentID)
+type LockPolicyForKeyParams struct {
+	AgentID      uuid.UUID
+	OperationKey string
+}
+
+// LockPolicyForKey serializes every decision that spends one agent's budget: it locks the
+// agent's policy, unless a record under the key was committed already (a redelivery decides
+// nothing, so it waits for no one's decision). It is sent in one round trip with
+// AuthorizationState, a statement of its own so that its snapshot is taken once the lock is
+// held and sees every decision committed before; that read, not this one, says whether the
+// key is recorded.
+func (q *Queries) LockPolicyForKey(ctx context.Context, db DBTX, arg LockPolicyForKeyParams) error {
+	_, err := db.Exec(ctx, lockPolicyForKey, arg.AgentID, arg.OperationKey)
 	return err
 }
 

@@ -34,17 +34,24 @@ SELECT * FROM policies WHERE agent_id = $1;
 -- name: ListPolicies :many
 SELECT * FROM policies;
 
--- name: LockPolicy :exec
--- LockPolicy serializes every decision that spends one agent's budget. It is sent in one
--- round trip with AuthorizationState, a statement of its own so that its snapshot is taken
--- once the lock is held and sees every decision committed before.
-SELECT 1 FROM policies WHERE agent_id = $1 FOR UPDATE;
+-- name: LockPolicyForKey :exec
+-- LockPolicyForKey serializes every decision that spends one agent's budget: it locks the
+-- agent's policy, unless a record under the key was committed already (a redelivery decides
+-- nothing, so it waits for no one's decision). It is sent in one round trip with
+-- AuthorizationState, a statement of its own so that its snapshot is taken once the lock is
+-- held and sees every decision committed before; that read, not this one, says whether the
+-- key is recorded.
+SELECT 1 FROM policies p
+WHERE p.agent_id = sqlc.arg(agent_id)
+    AND NOT EXISTS (SELECT 1 FROM operations o WHERE o.agent_id = sqlc.arg(agent_id) AND o.operation_key = sqlc.arg(operation_key))
+FOR UPDATE OF p;
 
 -- name: AuthorizationState :one
--- What a new authorization of one agent is decided on, read under LockPolicy: the policy, the
--- agent's account, its budget use in each window [since[i], until[i]) (the caller passes the
+-- What a new authorization of one agent is decided on, read after LockPolicyForKey: the policy,
+-- the agent's account, its budget use in each window [since[i], until[i]) (the caller passes the
 -- budget periods that contain now, and picks the policy's), and whether a record under the key
--- was committed while this one waited for the lock.
+-- is committed (before the request came, or while it waited for the lock): then there is
+-- nothing to decide, and no lock was taken or the record's writer held it before.
 SELECT sqlc.embed(p), a.account,
     ARRAY(
         SELECT coalesce(sum(b.used_micros), 0)::bigint

@@ -105,13 +105,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("--approval-ttl %q is not a positive duration such as 24h", *ttlText)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "hubu")
+	setGCPercent(getenv)
 
-	pool, err := pgstart.Open(ctx, *dbURL)
+	poolURL, singleURL, err := poolURLs(*dbURL)
+	if err != nil {
+		return err
+	}
+	pool, err := pgstart.Open(ctx, poolURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	if err := migrator.RequireLatest("hubu", *dbURL, hubusql.Migrations()); err != nil {
+	if err := migrator.RequireLatest("hubu", singleURL, hubusql.Migrations()); err != nil {
 		return err
 	}
 
@@ -121,7 +126,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	store := postgres.NewStore(pool, ttl)
 	if *cacheTTL > 0 {
 		// The listener has a connection of its own; it is stopped, and waited for, on shutdown.
-		listener := pglisten.New(*dbURL, logger)
+		listener := pglisten.New(singleURL, logger)
 		store.Cache = postgres.NewCache(listener, &postgres.CacheOptions{TTL: *cacheTTL})
 		listening := make(chan struct{})
 		go func() {
