@@ -8,11 +8,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // Forbidden lists the normalized keys (see Normalized) that name call identity.
@@ -107,40 +107,92 @@ func Check(arguments []byte) error {
 	if len(bytes.TrimLeft(arguments, " \t\r\n")) == 0 {
 		return nil
 	}
-	// Decoder.Token checks the grammar token by token but is content with a stream of values, so
-	// validate the whole first; this also makes a malformed input's error independent of its keys.
+	// Validate the whole first: the walk below then only has to find the keys, and a malformed
+	// input's error is independent of its keys.
 	if !json.Valid(arguments) {
 		return malformed(arguments)
 	}
-	dec := json.NewDecoder(bytes.NewReader(arguments))
-	dec.UseNumber() // no float conversion, so no range errors
-	// For each open container: is it an object, and if so, is its next string token a key?
-	type frame struct{ object, wantKey bool }
-	var stack []frame
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return &MalformedError{Offset: dec.InputOffset(), err: err}
-		}
-		if n := len(stack); n > 0 && stack[n-1].object {
-			top := &stack[n-1]
-			if key, ok := tok.(string); ok && top.wantKey && IsForbidden(key) {
-				return identityError(key)
+	return checkKeys(arguments)
+}
+
+// checkKeys walks valid JSON and checks each object key. It runs on every tool call, so it
+// scans the bytes rather than decode tokens (encoding/json's Decoder.Token allocates one per
+// token): a key is decoded only when it has an escape or a non-ASCII byte, and only the
+// stack of open containers is kept.
+func checkKeys(doc []byte) error {
+	var objects []bool // per open container: is it an object
+	wantKey := false   // the next string is a key: right after '{', or after ',' in an object
+	for i := 0; i < len(doc); i++ {
+		switch c := doc[i]; c {
+		case '{':
+			objects = append(objects, true)
+			wantKey = true
+		case '[':
+			objects = append(objects, false)
+			wantKey = false
+		case '}', ']':
+			objects = objects[:len(objects)-1]
+			wantKey = false
+		case ',':
+			wantKey = len(objects) > 0 && objects[len(objects)-1]
+		case ':':
+			wantKey = false
+		case '"':
+			end := stringEnd(doc, i)
+			if wantKey {
+				if key, forbidden := forbiddenKey(doc[i : end+1]); forbidden {
+					return identityError(key)
+				}
 			}
-			// An object's tokens alternate key and value; a nested container is its member's
-			// value, and the object's own closing '}' pops the frame.
-			top.wantKey = !top.wantKey
+			wantKey = false
+			i = end
 		}
-		switch tok {
-		case json.Delim('{'), json.Delim('['):
-			stack = append(stack, frame{object: tok == json.Delim('{'), wantKey: tok == json.Delim('{')})
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
+		// Numbers, true, false, null and whitespace hold none of the bytes above.
+	}
+	return nil
+}
+
+// stringEnd returns the index of the quote that closes the string starting at doc[start].
+func stringEnd(doc []byte, start int) int {
+	for i := start + 1; ; i++ {
+		switch doc[i] {
+		case '\\':
+			i++ // the escaped byte ('"', '\\', or the first of \uXXXX, which holds no quote)
+		case '"':
+			return i
 		}
 	}
+}
+
+// forbiddenKey decodes a quoted key and says whether it names identity. A plain ASCII key (no
+// escape) is normalized on the stack; any other goes through encoding/json and Normalized.
+func forbiddenKey(quoted []byte) (string, bool) {
+	raw := quoted[1 : len(quoted)-1]
+	var buf [32]byte // longer than any Forbidden entry
+	n := 0
+	for _, b := range raw {
+		switch {
+		case b == '\\' || b >= utf8.RuneSelf:
+			var key string
+			if err := json.Unmarshal(quoted, &key); err != nil {
+				return "", false // cannot happen: the input is valid JSON
+			}
+			return key, IsForbidden(key)
+		case b == '_' || b == '-' || b == '.' || b == '/':
+			continue
+		case 'A' <= b && b <= 'Z':
+			b += 'a' - 'A'
+		}
+		if n == len(buf) {
+			return "", false
+		}
+		buf[n] = b
+		n++
+	}
+	if !slices.Contains(Forbidden[:], string(buf[:n])) {
+		return "", false
+	}
+	return string(raw), true
 }
 
 func malformed(arguments []byte) error {

@@ -52,6 +52,10 @@ func TestCheckRefusesEscapedAndUnicodeKeys(t *testing.T) {
 		{`{"options":{"x":[{"call_id":"1"}]}}`, "call_id"},
 		{`{"ok":1,"ok":2,"callId":3}`, "callId"}, // duplicates don't hide later keys
 		{`{"callId":1,"callId":2}`, "callId"},
+		// Check scans the bytes: escapes and structural characters inside strings end nothing.
+		{`{"a\\":"x","callId":1}`, "callId"},
+		{`{"a{":1,"b]":[":",",","}"],"c\"":{"call_id":1}}`, "call_id"},
+		{`{"` + strings.Repeat("_", 40) + `CallId":1}`, strings.Repeat("_", 40) + "CallId"},
 	}
 	for _, c := range cases {
 		err := Check([]byte(c.doc))
@@ -82,6 +86,8 @@ func TestCheckAllows(t *testing.T) {
 		`{"a":1,"a":2}`, // duplicates are reqhash's business, not argguard's
 		`{"a":1e400,"b":-0,"c":1.5e-400}`,
 		"{\"call\xffid\":1}", // invalid UTF-8 is reqhash's business
+		`{"callid` + strings.Repeat("x", 40) + `":1,"` + strings.Repeat("callid", 6) + `":2}`, // longer than any entry
+		`{"a":"\"callId\":1","b":["{\"callId\""]}`,
 	}
 	for _, doc := range docs {
 		if err := Check([]byte(doc)); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/router/registry"
 	"hubu.dev/hubu/router/scrub"
 )
 
@@ -132,6 +133,19 @@ func unmarshalAnswer(b []byte) (answer, error) {
 	}
 	return answer{ToolResult: s.ToolResult, image: s.Image}, nil
 }
+
+// recordedAnswer is the final answer a registry entry holds. The registry decodes a result it
+// keeps in memory once for every redelivery, so the answer's pointers and slices are shared:
+// a replay changes only its own copy's fields (Replayed), never what they point to.
+func recordedAnswer(e registry.Entry) (answer, error) {
+	v, err := e.Decoded(decodeAnswer)
+	if err != nil {
+		return answer{}, err
+	}
+	return v.(answer), nil
+}
+
+func decodeAnswer(b []byte) (any, error) { return unmarshalAnswer(b) }
 
 // scrubbed removes the private key from every string of the answer.
 func (r *Router) scrubbed(ctx context.Context, a answer, key string) answer {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -31,13 +32,20 @@ func TestSpendThenRedelivery(t *testing.T) {
 	}
 	before := e.backend.Calls("")
 
-	// The same call again, with the keys reordered and other whitespace: the same intent.
+	// The same call again, with the keys reordered and other whitespace: the same intent. Every
+	// redelivery gets the first answer, image included, marked as replayed (the recorded answer
+	// is decoded once and shared between them: one must not change what the next gets).
 	reordered := `{ "height":1024, "width":1024, "model":"flux-dev", "prompt":"an origami fox" }`
-	for _, args := range []string{fox, reordered} {
+	want := o
+	want.Replayed = true
+	for _, args := range []string{fox, reordered, fox} {
 		again := e.call(t, "generate_image", args, codex("call_1Fku5aBMwNg6sIYw8ZG3uWPL"))
 		r := toolResult(t, again)
-		if !r.Replayed || r.PublicHandle != o.PublicHandle || r.Status != "succeeded" || !strings.Contains(text(again), "replayed") {
-			t.Fatalf("redelivery: %+v", r)
+		if !reflect.DeepEqual(r, want) || !strings.Contains(text(again), "replayed") {
+			t.Fatalf("redelivery: %+v, want %+v", r, want)
+		}
+		if images(again) != 1 || !reflect.DeepEqual(again.Content[1], first.Content[1]) {
+			t.Fatalf("redelivery without the first delivery's image: %+v", again.Content)
 		}
 	}
 	if got := e.backend.Calls(""); got != before {

@@ -41,7 +41,34 @@ type Entry struct {
 	PublicHandle string
 	RequestHash  string
 	Tool         string
-	Result       []byte // the final result, once there is one
+	Result       []byte // the final result, once there is one; shared, never to be modified
+	// decoded is the caller's decoding of a Result the registry keeps in memory (finals).
+	decoded *decoded
+}
+
+type decoded struct {
+	once sync.Once
+	v    any
+	err  error
+}
+
+// Decoded returns decode(e.Result). Of a final result the registry keeps in memory it is
+// computed once, and every later delivery of the call gets the same value: callers must not
+// modify it, nor pass another decode for the same registry.
+func (e Entry) Decoded(decode func([]byte) (any, error)) (any, error) {
+	if e.decoded == nil {
+		return decode(e.Result)
+	}
+	e.decoded.once.Do(func() { e.decoded.v, e.decoded.err = decode(e.Result) })
+	return e.decoded.v, e.decoded.err
+}
+
+// Warm decodes now a final result the registry keeps in memory, so that the first delivery
+// to call Decoded finds it done; it does nothing for any other result.
+func (e Entry) Warm(decode func([]byte) (any, error)) {
+	if e.decoded != nil {
+		_, _ = e.Decoded(decode)
+	}
 }
 
 // Resolution is how a delivery resolves against the registry.
@@ -95,13 +122,24 @@ type Registry struct {
 	// calls is unfair enough to starve one past its timeout; queued here, each waits its
 	// turn, and only writers in other processes still meet the busy timeout.
 	writes sync.Mutex
+	finals *finals
 }
 
 // Options configure Open. Nil fields take defaults.
 type Options struct {
 	Keys KeySource
 	Now  func() time.Time
+	// FinalsBytes bounds the final results kept in memory to answer redeliveries without
+	// reading the file: DefaultFinalsBytes when 0, none when negative.
+	FinalsBytes int
 }
+
+// maxConns bounds the registry's SQLite connections. Each has a page cache of its own (up
+// to 2 MiB, SQLite's default), and database/sql would otherwise open one per concurrent
+// call: under a few hundred of them, dozens of connections whose caches together are tens
+// of megabytes. Writers take turns anyway (writes), and a read holds a connection for
+// tens of microseconds, so a few are enough for both.
+const maxConns = 4
 
 // Open opens (creating if needed) the registry at path with 0600 permissions in a 0700
 // directory, migrates it, and makes or reads its installation id.
@@ -127,11 +165,20 @@ func Open(ctx context.Context, path string, opts *Options) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open the registry: %w", err)
 	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
 	if err := routersql.Migrate(db, path); err != nil {
 		db.Close()
 		return nil, err
 	}
-	r := &Registry{db: db, q: routerdb.New(), keys: opts.Keys, now: opts.Now}
+	finalsBytes := opts.FinalsBytes
+	switch {
+	case finalsBytes == 0:
+		finalsBytes = DefaultFinalsBytes
+	case finalsBytes < 0:
+		finalsBytes = 0
+	}
+	r := &Registry{db: db, q: routerdb.New(), keys: opts.Keys, now: opts.Now, finals: newFinals(finalsBytes)}
 	if r.keys == nil {
 		r.keys = GeneratedKeys{}
 	}
@@ -171,8 +218,14 @@ func (r *Registry) InstallationID() string { return r.installationID }
 
 // Resolve looks a delivery up and, for a new call, commits its row with fresh keys before
 // returning. It is the only place a call's keys are made. A call seen before is resolved by
-// a read alone; only a call not found takes the write lock, and looks again under it.
+// a read alone, and a call whose final result is in memory (finals) without one; only a
+// call not found takes the write lock, and looks again under it. The Entry's Result is
+// shared: it must not be modified.
 func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Resolution, error) {
+	if row, ok := r.finals.get(c.Platform, c.CallID); ok {
+		e, res := resolveRow(row, c)
+		return e, res, nil
+	}
 	if e, res, found, err := r.resolveSeen(ctx, r.db, c); found || err != nil {
 		return e, res, err
 	}
@@ -208,8 +261,23 @@ func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Resolution, erro
 }
 
 // Finish records a call's final result; later deliveries replay it without a backend.
-// A result recorded before is kept.
-func (r *Registry) Finish(ctx context.Context, c Call, result []byte) error {
+// A result recorded before is kept. It returns the call's entry as recorded, whose Result
+// is another delivery's when that one (in another router sharing the file) was recorded
+// first; the entry is empty, and the error nil, when the row could not be read back.
+func (r *Registry) Finish(ctx context.Context, c Call, result []byte) (Entry, error) {
+	if err := r.setResult(ctx, c, result); err != nil {
+		return Entry{}, err
+	}
+	// The row as recorded goes into finals for the redeliveries to come. It is only a cache:
+	// a failed read leaves the next delivery to read the row.
+	row, err := r.q.GetCall(ctx, r.db, routerdb.GetCallParams{Platform: c.Platform, InstallationID: r.installationID, HarnessCallID: c.CallID})
+	if err != nil {
+		return Entry{}, nil
+	}
+	return r.finals.put(c.Platform, c.CallID, rowOf(row)).entry, nil
+}
+
+func (r *Registry) setResult(ctx context.Context, c Call, result []byte) error {
 	r.writes.Lock()
 	defer r.writes.Unlock()
 	s := string(result)
@@ -231,17 +299,33 @@ func (r *Registry) resolveSeen(ctx context.Context, db routerdb.DBTX, c Call) (e
 	case err != nil:
 		return Entry{}, 0, false, fmt.Errorf("look the call up: %w", err)
 	}
-	e = entryOf(row)
+	seen := r.finals.put(c.Platform, c.CallID, rowOf(row)) // when it is final
+	e, res = resolveRow(seen, c)
+	return e, res, true, nil
+}
+
+// seenRow is what a delivery of a recorded call is resolved against.
+type seenRow struct {
+	entry Entry
+	scope string // the digest of the conversation the call was first seen in, or ""
+}
+
+func rowOf(row routerdb.Call) seenRow {
+	return seenRow{entry: entryOf(row), scope: row.ScopeDigest}
+}
+
+// resolveRow resolves a delivery of a call against the call's row.
+func resolveRow(row seenRow, c Call) (Entry, Resolution) {
 	switch {
 	// A row recorded without a scope (before scopes were recorded) is never refused for one.
-	case row.ScopeDigest != "" && row.ScopeDigest != c.Scope:
-		return Entry{}, ScopeConflict, true, nil
-	case row.RequestHash != c.RequestHash || row.Tool != c.Tool:
-		return Entry{}, Conflict, true, nil
-	case e.Result != nil:
-		return e, Replay, true, nil
+	case row.scope != "" && row.scope != c.Scope:
+		return Entry{}, ScopeConflict
+	case row.entry.RequestHash != c.RequestHash || row.entry.Tool != c.Tool:
+		return Entry{}, Conflict
+	case row.entry.Result != nil:
+		return row.entry, Replay
 	}
-	return e, Continue, true, nil
+	return row.entry, Continue
 }
 
 // OperationKeyFor returns the private key behind a public handle made by this registry,

@@ -43,10 +43,10 @@ func TestResolve(t *testing.T) {
 	if _, out, _ := r.Resolve(ctx, other); out != Conflict {
 		t.Fatalf("another request under the call id: %v", out)
 	}
-	if err := r.Finish(ctx, c, []byte(`{"final":1}`)); err != nil {
+	if _, err := r.Finish(ctx, c, []byte(`{"final":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Finish(ctx, c, []byte(`{"final":2}`)); err != nil {
+	if _, err := r.Finish(ctx, c, []byte(`{"final":2}`)); err != nil {
 		t.Fatal(err)
 	}
 	replay, out, err := r.Resolve(ctx, c)
@@ -193,7 +193,7 @@ func TestManyConcurrentNewCalls(t *testing.T) {
 				t.Errorf("resolve %d: %v %v", i, out, err)
 				return
 			}
-			if err := r.Finish(ctx, c, []byte(`{"status":"succeeded"}`)); err != nil {
+			if _, err := r.Finish(ctx, c, []byte(`{"status":"succeeded"}`)); err != nil {
 				t.Errorf("finish %d: %v", i, err)
 			}
 		})
@@ -202,5 +202,9 @@ func TestManyConcurrentNewCalls(t *testing.T) {
 	var n int
 	if err := r.db.QueryRowContext(ctx, "SELECT count(*) FROM calls WHERE result IS NOT NULL").Scan(&n); err != nil || n != calls {
 		t.Fatalf("%d finished calls, want %d (%v)", n, calls, err)
+	}
+	// However many calls, a few connections (each with a page cache of its own) serve them.
+	if st := r.db.Stats(); st.MaxOpenConnections != maxConns || st.OpenConnections > maxConns {
+		t.Fatalf("%d connections open, at most %d allowed; want at most %d", st.OpenConnections, st.MaxOpenConnections, maxConns)
 	}
 }

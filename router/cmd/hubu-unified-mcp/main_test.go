@@ -264,6 +264,66 @@ func TestStreamableHTTP(t *testing.T) {
 	checkLogs(t, p.Log(), b, "toolu_01http1in2jJZqn2VwqYXMgh", "router-secret-token")
 }
 
+// Over streamable HTTP a session that no request uses for --session-timeout is closed: a
+// request in it is then answered 404 (the client starts a new session), while a session in
+// use, and a new one, go on. The SDK times sessions on the real clock, so the test does too,
+// with margins of a timeout's nine tenths either way: a request in the idle session would
+// count as its use, so it can only be looked at once, at the end.
+func TestSessionTimeout(t *testing.T) {
+	t.Parallel()
+	b := routertest.New(t)
+	const timeout = time.Second
+	p := &proctest.Process{Name: "router", Path: binary, Args: []string{"--hubu-url", b.HubuURL, "--gongbu-url", b.GongbuURL,
+		"--state", filepath.Join(t.TempDir(), "r.db"), "--http", "127.0.0.1:0", "--session-timeout", timeout.String()},
+		Env: []string{"HUBU_AGENT_TOKEN=" + b.Token, "ROUTER_MCP_TOKEN=router-secret-token", "PATH=/usr/bin:/bin"}}
+	proctest.Start(t, p)
+	endpoint := p.URL() + "/mcp"
+	connect := func() *mcp.ClientSession {
+		t.Helper()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "timeout-test"}, nil).Connect(context.Background(),
+			&mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearerTransport("router-secret-token")},
+				DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	// status sends tools/list in the session id's session, as a client that kept the id would.
+	status := func(id string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := bearerTransport("router-secret-token").RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+
+	idle, busy := connect(), connect()
+	if got := status(idle.ID()); got != http.StatusOK {
+		t.Fatalf("a new session: %d", got)
+	}
+	// The busy session is used every tenth of a timeout for three timeouts, in which the idle
+	// one must go.
+	for deadline := time.Now().Add(3 * timeout); time.Now().Before(deadline); time.Sleep(timeout / 10) {
+		if _, err := busy.ListTools(context.Background(), nil); err != nil {
+			t.Fatalf("a session in use was closed: %v", err)
+		}
+	}
+	if got := status(idle.ID()); got != http.StatusNotFound {
+		t.Fatalf("a session idle for 3 timeouts answered %d, want 404", got)
+	}
+	if _, err := connect().ListTools(context.Background(), nil); err != nil {
+		t.Fatalf("a new session after the timeout: %v", err)
+	}
+}
+
 type bearerTransport string
 
 func (tok bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -285,6 +345,7 @@ func TestStartErrors(t *testing.T) {
 		{nil, []string{"--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", dir + "/r.db"}, "HUBU_AGENT_TOKEN is not set"},
 		{[]string{"HUBU_AGENT_TOKEN=t"}, []string{"--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", dir + "/r.db", "--http", "127.0.0.1:0"}, "--http needs ROUTER_MCP_TOKEN"},
 		{[]string{"HUBU_AGENT_TOKEN=t"}, []string{"--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", dir + "/r.db", "--identity-config", dir + "/missing.json"}, "--identity-config"},
+		{[]string{"HUBU_AGENT_TOKEN=t", "ROUTER_MCP_TOKEN=m"}, []string{"--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", dir + "/r.db", "--http", "127.0.0.1:0", "--session-timeout", "-1s"}, "--session-timeout must not be negative"},
 	}
 	for _, c := range cases {
 		cmd := exec.Command(binary, c.args...)

@@ -1,0 +1,80 @@
+package registry
+
+import (
+	"container/list"
+	"sync"
+)
+
+// DefaultFinalsBytes is how many bytes of final results a Registry keeps in memory by
+// default: some hundreds of answers with a small image or none, a few with a 64 KiB one.
+const DefaultFinalsBytes = 512 << 10
+
+// finals keeps the rows of recently finished calls in memory, so that a redelivery of a call
+// whose final result is recorded is resolved without reading SQLite. A row cannot go stale
+// once its result is recorded: its keys, request hash, tool and scope are written with the
+// row and never change, and the result is written once (SetResult keeps the first). So a hit
+// resolves exactly as a read of the row would, through the same resolveRow, conflicts
+// included; a miss reads the row, which is how the answers other routers sharing the file
+// recorded are found.
+//
+// It is bounded by the bytes of the results it holds, and forgets the least recently used
+// first: a redelivery usually follows its first delivery within seconds (a client retrying
+// a lost answer).
+type finals struct {
+	mu    sync.Mutex
+	max   int // bytes of results; 0 keeps nothing
+	size  int
+	byKey map[callKey]*list.Element // of *finalRow
+	lru   list.List                 // most recently used first
+}
+
+type finalRow struct {
+	key  callKey
+	row  seenRow
+	size int
+}
+
+func newFinals(maxBytes int) *finals {
+	return &finals{max: maxBytes, byKey: map[callKey]*list.Element{}}
+}
+
+// callKey is a call's row in a registry: the installation is the registry's own.
+type callKey struct{ platform, callID string }
+
+// get returns the cached row of a finished call.
+func (f *finals) get(platform, callID string) (seenRow, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	el, ok := f.byKey[callKey{platform, callID}]
+	if !ok {
+		return seenRow{}, false
+	}
+	f.lru.MoveToFront(el)
+	return el.Value.(*finalRow).row, true
+}
+
+// put caches the row of a finished call, unless its result would take more than a quarter
+// of the budget, and returns the row as cached (with the memo of its decoded result). A
+// result is counted twice: its bytes, and what Decoded makes of them.
+func (f *finals) put(platform, callID string, row seenRow) seenRow {
+	n := 2 * len(row.entry.Result)
+	if row.entry.Result == nil || f.max == 0 || n > f.max/4 {
+		return row
+	}
+	key := callKey{platform, callID}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if el, ok := f.byKey[key]; ok { // the result is the same: it is written once
+		f.lru.MoveToFront(el)
+		return el.Value.(*finalRow).row
+	}
+	row.entry.decoded = &decoded{}
+	f.byKey[key] = f.lru.PushFront(&finalRow{key: key, row: row, size: n})
+	f.size += n
+	for f.size > f.max {
+		old := f.lru.Remove(f.lru.Back()).(*finalRow)
+		delete(f.byKey, old.key)
+		f.size -= old.size
+	}
+	return row
+}
