@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"math"
 	"net/url"
 	"os"
 	"runtime/debug"
@@ -88,6 +89,20 @@ func TestGCPercent(t *testing.T) {
 		setGCPercent(func(k string) string { return map[string]string{"GOGC": c.gogc}[k] })
 		if got := debug.SetGCPercent(100); got != c.want {
 			t.Errorf("GOGC=%q: GC percent %d, want %d", c.gogc, got, c.want)
+		}
+	}
+}
+
+func TestMemoryLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
+	for _, c := range []struct {
+		limit string
+		want  int64
+	}{{"", memoryLimit}, {"1GiB", math.MaxInt64}} {
+		debug.SetMemoryLimit(math.MaxInt64)
+		setGCPercent(func(k string) string { return map[string]string{"GOMEMLIMIT": c.limit}[k] })
+		if got := debug.SetMemoryLimit(-1); got != c.want {
+			t.Errorf("GOMEMLIMIT=%q: limit %d, want %d", c.limit, got, c.want)
 		}
 	}
 }
