@@ -329,7 +329,7 @@ func (su *suite) reconcile(extra ...string) (string, error) {
 func (su *suite) scanForSecrets() {
 	su.t.Helper()
 	c := su.s.Credentials
-	secrets := append([]string{c.OperatorToken, c.GongbuAtHubuToken, c.HubuAtGongbuToken, c.RouterMCPToken, c.AgentToken, c.FluxKey}, su.extraSecrets...)
+	secrets := append([]string{c.OperatorToken, c.GongbuAtHubuToken, c.HubuAtGongbuToken, c.RouterMCPToken, c.AgentToken, c.FluxKey, c.WebhookKey}, su.extraSecrets...)
 	// Every process's log (replicas' too: hubu-2.log, say), then every MCP response.
 	logs, _ := filepath.Glob(filepath.Join(su.s.Config.Dir, "*.log"))
 	var texts, where []string

@@ -11,7 +11,6 @@
 package interop_test
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,16 +45,5 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Printf("interop: %s@%s\n", h.pkg, version)
 	}
-	dir, err := os.MkdirTemp("", "hubu-interop-bin")
-	if err != nil {
-		panic(err)
-	}
-	bin, err = harness.Build(context.Background(), filepath.Join("..", ".."), dir, false)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	harness.TestMain(m, filepath.Join("..", ".."), false, &bin)
 }

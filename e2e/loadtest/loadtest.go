@@ -12,13 +12,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/proto/bflapi"
@@ -197,20 +194,7 @@ func createDatabase(ctx context.Context, serverURL, name string) (string, error)
 	if err := stack.DropDatabases(ctx, serverURL, name); err != nil {
 		return "", err
 	}
-	conn, err := pgx.Connect(ctx, serverURL)
-	if err != nil {
-		return "", fmt.Errorf("connect to Postgres: %v", err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return "", fmt.Errorf("create database %s: %v", name, err)
-	}
-	u, err := url.Parse(serverURL)
-	if err != nil {
-		return "", err
-	}
-	u.Path = "/" + name
-	return u.String(), nil
+	return stack.EnsureDatabase(ctx, serverURL, name)
 }
 
 func newReport(cfg Config) *Report {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,20 +22,7 @@ import (
 // bin holds the stack's binaries, built once for this package's tests.
 var bin stack.Binaries
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "hubu-loadtest-bin")
-	if err != nil {
-		panic(err)
-	}
-	bin, err = stack.Build(context.Background(), "../..", dir, false)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { stack.TestMain(m, "../..", false, &bin) }
 
 // TestSmoke runs the whole load test at tiny sizes and checks that every figure is there and
 // every spend went right. It asserts no timing: the sizes are too small for the figures to

@@ -120,10 +120,10 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 	}
 	s := &Stack{Config: cfg, Bin: bin}
 	var err error
-	if s.HubuDBURL, err = ensureDatabase(ctx, cfg.ServerURL, cfg.HubuDB); err != nil {
+	if s.HubuDBURL, err = EnsureDatabase(ctx, cfg.ServerURL, cfg.HubuDB); err != nil {
 		return nil, err
 	}
-	if s.GongbuDBURL, err = ensureDatabase(ctx, cfg.ServerURL, cfg.GongbuDB); err != nil {
+	if s.GongbuDBURL, err = EnsureDatabase(ctx, cfg.ServerURL, cfg.GongbuDB); err != nil {
 		return nil, err
 	}
 	cfg.say("databases %s and %s ready", cfg.HubuDB, cfg.GongbuDB)
@@ -367,8 +367,8 @@ func ShellWord(s string) string {
 	return shellQuote(s)
 }
 
-// ensureDatabase creates the database when missing and returns its URL.
-func ensureDatabase(ctx context.Context, serverURL, name string) (string, error) {
+// EnsureDatabase creates the database name on the server when it is missing and returns its URL.
+func EnsureDatabase(ctx context.Context, serverURL, name string) (string, error) {
 	conn, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
 		return "", fmt.Errorf("connect to Postgres: %v", err)
