@@ -9,17 +9,19 @@ import (
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 )
 
-// waitState waits, with a bound, until the decision's execution is in state.
-func waitState(t *testing.T, env *gongbutest.Env, x gongbu.Execution, state gongbu.State) gongbu.Execution {
+// waitReported waits, with a bound, until the decision's execution is in state and its
+// outcome has been reported to Hubu. The outcome is recorded before it is reported, so a
+// test that looked at the state alone could catch the execution between the two.
+func waitReported(t *testing.T, env *gongbutest.Env, x gongbu.Execution, state gongbu.State) gongbu.Execution {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		got := env.Get(t, x.DecisionID)
-		if got.State == state {
+		if got.State == state && got.Reported {
 			return got
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still %s after 10s, want %s", got.State, state)
+			t.Fatalf("still %s (reported %v) after 10s, want %s and reported", got.State, got.Reported, state)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -36,7 +38,7 @@ func TestSubmitterWatchesItsJobUntilReady(t *testing.T) {
 	d := env.Issue("agent-a")
 	x, _ := mustExecute(t, env, d)
 
-	got := waitState(t, env, x, gongbu.StateSucceeded)
+	got := waitReported(t, env, x, gongbu.StateSucceeded)
 	if env.Provider.Polls() != 3 || !got.Reported {
 		t.Fatalf("%d polls, reported %v: want 3 polls by the watcher and the outcome reported", env.Provider.Polls(), got.Reported)
 	}
