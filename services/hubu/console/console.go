@@ -43,15 +43,14 @@ type Options struct {
 // Console is the approval console's http.Handler. Its paths are absolute (/console/...),
 // so it is mounted as is, not under a stripped prefix.
 type Console struct {
-	store    *postgres.Store
-	logger   *slog.Logger
-	now      func() time.Time
-	ttl      time.Duration
-	refresh  time.Duration
-	recent   int32
-	sessions sessionStore
-	pages    map[string]*template.Template
-	handler  http.Handler
+	store   *postgres.Store
+	logger  *slog.Logger
+	now     func() time.Time
+	ttl     time.Duration
+	refresh time.Duration
+	recent  int32
+	pages   map[string]*template.Template
+	handler http.Handler
 }
 
 // New returns the console on store.
@@ -126,18 +125,26 @@ type sessionKey struct{}
 
 // signedIn runs next only for a live session whose operator credential is still active;
 // anyone else goes to the sign-in page (the fragment answers 401, for its script). A POST
-// must also carry the session's CSRF token.
+// must also carry the session's CSRF token. A session whose credential was revoked or expired
+// is deleted, so it ends on every replica.
 func (c *Console) signedIn(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		sess, ok := c.session(r)
+		sess, ok, err := c.session(r)
+		if err != nil {
+			c.internal(w, r, "read session", err)
+			return
+		}
 		if ok {
-			p, err := c.store.AuthenticateHash(r.Context(), sess.credHash, c.now())
+			p, err := c.store.AuthenticateHash(r.Context(), sess.CredentialHash, c.now())
 			switch {
 			case err != nil && hubu.ErrorCode(err) == hubu.CodeInternal:
 				c.internal(w, r, "authenticate session", err)
 				return
-			case err != nil || p.Role != hubu.RoleOperator || p.Name != sess.operator:
-				c.sessions.delete(sess.id)
+			case err != nil || p.Role != hubu.RoleOperator || p.Name != sess.Operator || p.CredentialID != sess.CredentialID:
+				if err := c.store.DeleteConsoleSession(r.Context(), sess.ID); err != nil {
+					c.internal(w, r, "end session", err)
+					return
+				}
 				ok = false
 			}
 		}
@@ -154,7 +161,7 @@ func (c *Console) signedIn(next http.HandlerFunc) http.HandlerFunc {
 			if !c.parseForm(w, r) {
 				return
 			}
-			if !sameSecret(r.PostForm.Get("csrf"), sess.csrf) {
+			if !sameSecret(r.PostForm.Get("csrf"), sess.CSRF) {
 				c.errorPage(w, r, http.StatusForbidden, "The form's security token is missing or wrong. Go back, reload the page and try again.")
 				return
 			}
@@ -163,16 +170,24 @@ func (c *Console) signedIn(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-func (c *Console) session(r *http.Request) (session, bool) {
+// session is the live session the request's cookie names; ok is false when there is none.
+func (c *Console) session(r *http.Request) (sess postgres.ConsoleSession, ok bool, err error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
-		return session{}, false
+		return postgres.ConsoleSession{}, false, nil
 	}
-	return c.sessions.get(ck.Value, c.now())
+	sess, err = c.store.ConsoleSession(r.Context(), ck.Value, c.now())
+	switch {
+	case hubu.ErrorCode(err) == hubu.CodeNotFound:
+		return postgres.ConsoleSession{}, false, nil
+	case err != nil:
+		return postgres.ConsoleSession{}, false, err
+	}
+	return sess, true, nil
 }
 
-func sessionOf(r *http.Request) session {
-	s, _ := r.Context().Value(sessionKey{}).(session)
+func sessionOf(r *http.Request) postgres.ConsoleSession {
+	s, _ := r.Context().Value(sessionKey{}).(postgres.ConsoleSession)
 	return s
 }
 
@@ -187,7 +202,12 @@ func (c *Console) parseForm(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
-	if _, ok := c.session(r); ok {
+	_, ok, err := c.session(r)
+	if err != nil {
+		c.internal(w, r, "read session", err)
+		return
+	}
+	if ok {
 		http.Redirect(w, r, basePath+"/", http.StatusSeeOther)
 		return
 	}
@@ -223,21 +243,36 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.renderSignIn(w, r, http.StatusUnauthorized, "That is not a valid operator token.")
 		return
 	}
-	if old, ok := c.session(r); ok { // a new sign-in ends the browser's previous session
-		c.sessions.delete(old.id)
+	// A new sign-in ends the browser's previous session, if it had one.
+	if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" {
+		if err := c.store.DeleteConsoleSession(r.Context(), ck.Value); err != nil {
+			c.internal(w, r, "end the previous session", err)
+			return
+		}
 	}
-	sess := c.sessions.create(p.Name, credential.Hash(token), c.now(), c.ttl)
+	now := c.now()
+	sess := postgres.ConsoleSession{
+		ID: randomToken(), CredentialID: p.CredentialID, Operator: p.Name, CredentialHash: credential.Hash(token),
+		CSRF: randomToken(), ExpiresAt: now.Add(c.ttl),
+	}
+	if err := c.store.CreateConsoleSession(r.Context(), sess, now); err != nil {
+		c.internal(w, r, "create session", err)
+		return
+	}
 	setCookie(w, r, signInCookie, "", basePath+"/sign-in", -1)
-	setCookie(w, r, sessionCookie, sess.id, basePath, int(c.ttl/time.Second))
+	setCookie(w, r, sessionCookie, sess.ID, basePath, int(c.ttl/time.Second))
 	c.logger.InfoContext(r.Context(), "console sign-in", "operator", p.Name)
 	http.Redirect(w, r, basePath+"/", http.StatusSeeOther)
 }
 
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	sess := sessionOf(r)
-	c.sessions.delete(sess.id)
+	if err := c.store.DeleteConsoleSession(r.Context(), sess.ID); err != nil {
+		c.internal(w, r, "end session", err)
+		return
+	}
 	setCookie(w, r, sessionCookie, "", basePath, -1)
-	c.logger.InfoContext(r.Context(), "console sign-out", "operator", sess.operator)
+	c.logger.InfoContext(r.Context(), "console sign-out", "operator", sess.Operator)
 	http.Redirect(w, r, basePath+"/sign-in", http.StatusSeeOther)
 }
 
@@ -247,8 +282,13 @@ func (c *Console) home(w http.ResponseWriter, r *http.Request) {
 		c.internal(w, r, "list approvals", err)
 		return
 	}
+	flash, err := c.store.TakeConsoleFlash(r.Context(), sessionOf(r).ID)
+	if err != nil {
+		c.internal(w, r, "take flash", err)
+		return
+	}
 	c.render(w, r, http.StatusOK, "home.html", &page{
-		Title: "Pending approvals", Approvals: approvals, Flash: c.sessions.takeFlash(sessionOf(r).id),
+		Title: "Pending approvals", Approvals: approvals, Flash: flash,
 		RefreshMillis: c.refresh.Milliseconds(),
 	})
 }
@@ -277,7 +317,7 @@ func (c *Console) confirm(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusBadRequest, "Choose an operation to approve or deny from the pending list.")
 		return
 	}
-	op, err := c.store.GetOperation(r.Context(), hubu.Principal{Role: hubu.RoleOperator, Name: sessionOf(r).operator}, handle, c.now())
+	op, err := c.store.GetOperation(r.Context(), hubu.Principal{Role: hubu.RoleOperator, Name: sessionOf(r).Operator}, handle, c.now())
 	if err != nil {
 		c.storeError(w, r, "get operation", err)
 		return
@@ -298,7 +338,7 @@ func (c *Console) approve(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusBadRequest, "That is not a public handle.")
 		return
 	}
-	op, err := c.store.Approve(r.Context(), sessionOf(r).operator, handle, c.now())
+	op, err := c.store.Approve(r.Context(), sessionOf(r).Operator, handle, c.now())
 	c.decided(w, r, "approved", op, err)
 }
 
@@ -313,23 +353,30 @@ func (c *Console) deny(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusBadRequest, "The reason must be at most 500 characters.")
 		return
 	}
-	op, err := c.store.Deny(r.Context(), sessionOf(r).operator, handle, reason, c.now())
+	op, err := c.store.Deny(r.Context(), sessionOf(r).Operator, handle, reason, c.now())
 	c.decided(w, r, "denied", op, err)
 }
 
 // decided reports an approval or denial on the next page (post, redirect, get), so a
-// reload never sends the form again.
+// reload never sends the form again. The message is kept with the session, in Postgres: the
+// next page may come from another replica.
 func (c *Console) decided(w http.ResponseWriter, r *http.Request, verb string, op hubu.Operation, err error) {
 	sess := sessionOf(r)
+	var flash string
 	switch {
 	case err == nil:
-		c.logger.InfoContext(r.Context(), "operation "+verb, "public_handle", op.PublicHandle, "operator", sess.operator, "via", "console")
-		c.sessions.setFlash(sess.id, "Operation "+op.PublicHandle+" "+verb+".")
+		c.logger.InfoContext(r.Context(), "operation "+verb, "public_handle", op.PublicHandle, "operator", sess.Operator, "via", "console")
+		flash = "Operation " + op.PublicHandle + " " + verb + "."
 	case hubu.ErrorCode(err) == hubu.CodeInternal:
 		c.internal(w, r, "decide", err)
 		return
 	default:
-		c.sessions.setFlash(sess.id, "Not "+verb+": "+hubu.ErrorMessage(err)+".")
+		flash = "Not " + verb + ": " + hubu.ErrorMessage(err) + "."
+	}
+	// The decision stands whether or not its message is kept: a lost message is logged, and
+	// the pending list shows the outcome all the same.
+	if err := c.store.SetConsoleFlash(r.Context(), sess.ID, flash); err != nil {
+		c.logger.ErrorContext(r.Context(), "console: set flash", "err", err)
 	}
 	http.Redirect(w, r, basePath+"/", http.StatusSeeOther)
 }
@@ -457,10 +504,10 @@ func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC"
 // render executes a page into a buffer first, so a template failure is a clean 500.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p *page) {
 	p.Nonce, _ = r.Context().Value(nonceKey{}).(string)
-	if sess, ok := r.Context().Value(sessionKey{}).(session); ok {
-		p.Operator = sess.operator
+	if sess, ok := r.Context().Value(sessionKey{}).(postgres.ConsoleSession); ok {
+		p.Operator = sess.Operator
 		if p.CSRF == "" {
-			p.CSRF = sess.csrf
+			p.CSRF = sess.CSRF
 		}
 	}
 	var buf bytes.Buffer

@@ -6,89 +6,16 @@ import (
 	"encoding/base64"
 	"net"
 	"net/http"
-	"sync"
-	"time"
 )
 
-// Cookie names. The session cookie holds only a random session id: never the token.
+// Cookie names. The session cookie holds only a random session id: never the token. The
+// sessions themselves are in Postgres (postgres.ConsoleSession), under the hash of that id, so
+// every replica of Hubu on the database knows every session.
 const (
 	sessionCookie = "hubu_console"
 	signInCookie  = "hubu_console_signin" // the sign-in form's CSRF token, before there is a session
 	basePath      = "/console"
 )
-
-// session is one signed-in operator. Sessions live in this process's memory only: a
-// restart signs everyone out, which costs a sign-in and nothing else.
-type session struct {
-	id       string
-	operator string
-	credHash []byte // the hash of the operator's token, to notice a revoked credential
-	csrf     string
-	expires  time.Time
-	flash    string // a one-time message for the next page
-}
-
-type sessionStore struct {
-	mu   sync.Mutex
-	byID map[string]*session
-}
-
-func (s *sessionStore) create(operator string, credHash []byte, now time.Time, ttl time.Duration) *session {
-	sess := &session{id: randomToken(), operator: operator, credHash: credHash, csrf: randomToken(), expires: now.Add(ttl)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.byID == nil {
-		s.byID = map[string]*session{}
-	}
-	for id, old := range s.byID { // sign-ins are rare; sweeping here keeps the map small
-		if !now.Before(old.expires) {
-			delete(s.byID, id)
-		}
-	}
-	s.byID[sess.id] = sess
-	return sess
-}
-
-// get returns a copy of the live session with that id; an expired one is removed.
-func (s *sessionStore) get(id string, now time.Time) (session, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.byID[id]
-	if !ok {
-		return session{}, false
-	}
-	if !now.Before(sess.expires) {
-		delete(s.byID, id)
-		return session{}, false
-	}
-	return *sess, true
-}
-
-func (s *sessionStore) delete(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.byID, id)
-}
-
-func (s *sessionStore) setFlash(id, msg string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if sess, ok := s.byID[id]; ok {
-		sess.flash = msg
-	}
-}
-
-func (s *sessionStore) takeFlash(id string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.byID[id]
-	if !ok {
-		return ""
-	}
-	msg := sess.flash
-	sess.flash = ""
-	return msg
-}
 
 // randomToken returns 256 random bits, URL-safe.
 func randomToken() string {

@@ -73,6 +73,61 @@ type Env struct {
 	DatabaseURL string
 	// Cache is the Store's cache; nil with Options.NoCache.
 	Cache *Cache
+
+	wiring wiring // how this Hubu was put together, for its replicas
+}
+
+// wiring is how an Env's Hubu is put together from a pool, for the Env and its replicas alike.
+type wiring struct {
+	approvalTTL time.Duration
+	executor    hubu.Executor
+	console     bool
+	cache       bool
+}
+
+// start wires a Hubu on pool, logging into e.Logs at e.Clock's time, and serves it over HTTP
+// until t ends.
+func (w wiring) start(t testing.TB, e *Env, pool *pgxpool.Pool) (*Replica, *Cache) {
+	t.Helper()
+	r := &Replica{Store: postgres.NewStore(pool, w.approvalTTL)}
+	var cache *Cache
+	if w.cache {
+		cache = StartCache(t, e.DatabaseURL, nil)
+		r.Store.Cache = cache.Cache
+	}
+	logger := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r.Lifecycle = &lifecycle.Service{Store: r.Store, Executor: w.executor, Logger: logger, Now: e.Clock.Now, RetryAfter: 10 * time.Second}
+	srv := &httpserver.Server{Store: r.Store, Lifecycle: r.Lifecycle, Logger: logger, Now: e.Clock.Now}
+	if w.console {
+		srv.Console = console.New(r.Store, &console.Options{Logger: logger, Now: e.Clock.Now, RefreshEvery: 300 * time.Millisecond})
+	}
+	r.Handler = srv.Handler(prometheus.NewRegistry())
+	ts := httptest.NewServer(r.Handler)
+	t.Cleanup(ts.Close)
+	r.URL = ts.URL
+	return r, cache
+}
+
+// Replica is another Hubu on an Env's database, as a second replica behind a load balancer
+// runs: a pool, store, cache, recovery service and HTTP server of its own, with the Env's
+// clock, executor and log.
+type Replica struct {
+	Store     *postgres.Store
+	Lifecycle *lifecycle.Service
+	Handler   http.Handler
+	URL       string
+}
+
+// NewReplica starts another Hubu on e's database, wired as e's is, until t ends.
+func (e *Env) NewReplica(t testing.TB) *Replica {
+	t.Helper()
+	pool, err := pgxpool.New(context.Background(), e.DatabaseURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	r, _ := e.wiring.start(t, e, pool)
+	return r
 }
 
 // New starts Hubu for t; when t ends, it fails t if Hubu logged a secret or its ledger
@@ -101,21 +156,10 @@ func New(t testing.TB, opts *Options) *Env {
 	} else {
 		e.Pool, e.DatabaseURL = sqltest.NewPool(t, "hubu", hubusql.Migrations())
 	}
-	e.Store = postgres.NewStore(e.Pool, ttl)
-	if !opts.NoCache {
-		e.Cache = StartCache(t, e.DatabaseURL, nil)
-		e.Store.Cache = e.Cache.Cache
-	}
-	logger := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.Lifecycle = &lifecycle.Service{Store: e.Store, Executor: exec, Logger: logger, Now: e.Clock.Now, RetryAfter: 10 * time.Second}
-	srv := &httpserver.Server{Store: e.Store, Lifecycle: e.Lifecycle, Logger: logger, Now: e.Clock.Now}
-	if opts.Console {
-		srv.Console = console.New(e.Store, &console.Options{Logger: logger, Now: e.Clock.Now, RefreshEvery: 300 * time.Millisecond})
-	}
-	e.Handler = srv.Handler(prometheus.NewRegistry())
-	ts := httptest.NewServer(e.Handler)
-	t.Cleanup(ts.Close)
-	e.URL = ts.URL
+	e.wiring = wiring{approvalTTL: ttl, executor: exec, console: opts.Console, cache: !opts.NoCache}
+	var h *Replica
+	h, e.Cache = e.wiring.start(t, e, e.Pool)
+	e.Store, e.Lifecycle, e.Handler, e.URL = h.Store, h.Lifecycle, h.Handler, h.URL
 	doc, err := hubuapi.GetSpec()
 	if err != nil {
 		t.Fatal(err)

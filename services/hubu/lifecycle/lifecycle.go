@@ -57,18 +57,27 @@ func (s *Service) Resume(ctx context.Context, who hubu.Principal, handle string)
 // it never submitted from one it may have by its own durable record, not by how often Hubu
 // tried (see gongbu.Issued.PossiblySubmitted).
 func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operation {
+	return s.handOff(ctx, op, s.Store.CountDispatchAttempt)
+}
+
+// countAttempt records a try to hand op's decision on; ok is false when the try is not to be
+// made.
+type countAttempt func(ctx context.Context, op hubu.Operation, now time.Time) (counted hubu.Operation, ok bool, err error)
+
+// handOff counts a try with count, then hands op's decision to the executor.
+func (s *Service) handOff(ctx context.Context, op hubu.Operation, count countAttempt) hubu.Operation {
 	if op.State != hubu.StateDispatching || s.Executor == nil {
 		return op
 	}
 	d, _ := hubu.DecisionOf(op)
-	counted, ok, err := s.Store.CountDispatchAttempt(ctx, op, s.Now())
+	counted, ok, err := count(ctx, op, s.Now())
 	if err != nil {
 		s.logger().WarnContext(ctx, "could not count the hand-off; it will be re-sent",
 			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", err)
 		return op
 	}
 	if !ok {
-		return counted // moved on meanwhile: another hand-off was accepted
+		return counted // moved on meanwhile, or another replica's pass claimed the try
 	}
 	failpoint.Inject(failpoint.HubuBeforeHandOff)
 	if err := s.Executor.Execute(ctx, d); err != nil {
@@ -89,6 +98,12 @@ func (s *Service) dispatch(ctx context.Context, op hubu.Operation) hubu.Operatio
 // Recover closes approvals that expired and re-sends every decision left dispatching for
 // longer than RetryAfter. It returns how many decisions the executor accepted; the two
 // halves run independently, so a failure of one does not stall the other.
+//
+// Every replica runs Recover, and two may run it at the same moment over the same due work;
+// neither half does anything twice. An expiry is a transition under the operation's row lock
+// that reads the row again once the lock is held: the second replica finds the operation
+// expired already and writes nothing. A re-send is claimed first (Store.ClaimDispatchAttempt,
+// a guarded UPDATE of the hand-off count): one replica wins each decision, the others skip it.
 func (s *Service) Recover(ctx context.Context) (int, error) {
 	now := s.Now()
 	_, expireErr := s.Store.ExpireApprovals(ctx, now, 100)
@@ -101,7 +116,7 @@ func (s *Service) Recover(ctx context.Context) (int, error) {
 	}
 	sent := 0
 	for _, op := range ops {
-		if s.dispatch(ctx, op).State != hubu.StateDispatching {
+		if s.handOff(ctx, op, s.Store.ClaimDispatchAttempt).State != hubu.StateDispatching {
 			sent++
 		}
 	}

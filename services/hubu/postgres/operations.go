@@ -281,6 +281,30 @@ func (s *Store) CountDispatchAttempt(ctx context.Context, op hubu.Operation, now
 	return counted, err == nil && counted.State == hubu.StateDispatching, err
 }
 
+// ClaimDispatchAttempt is CountDispatchAttempt for a re-send found by ListDispatching: it
+// counts the try only if the operation is still op, dispatching at op's hand-off count, and
+// otherwise changes nothing (ok is false). Replicas that run their recovery passes at the same
+// moment list the same due decisions; each try is one guarded UPDATE (safe without the row
+// lock, as Store.move explains), so exactly one of them claims each decision, and the others
+// leave it alone instead of handing it off again. The claim also moves updated_at, which keeps
+// the decision out of ListDispatching for the retry interval: a lease on the re-send. Should the
+// replica that claimed it die before the executor accepts, another re-sends the decision once
+// the interval has passed.
+func (s *Store) ClaimDispatchAttempt(ctx context.Context, op hubu.Operation, now time.Time) (claimed hubu.Operation, ok bool, err error) {
+	ch := op.HandOff(now)
+	if ch.Event == "" {
+		return op, false, nil
+	}
+	claimed, err = s.write(ctx, s.db, op, ch)
+	switch {
+	case errors.Is(err, errMovedOn):
+		return op, false, nil
+	case err != nil:
+		return op, false, err
+	}
+	return claimed, true, nil
+}
+
 // GetDecision returns the operation a decision belongs to.
 func (s *Store) GetDecision(ctx context.Context, decisionID uuid.UUID) (hubu.Operation, error) {
 	return s.byDecision(decisionID).read(ctx, s.db)

@@ -23,6 +23,17 @@ type BudgetUsage struct {
 	UsedMicros int64
 }
 
+type ConsoleSession struct {
+	IDHash         []byte
+	CredentialID   uuid.UUID
+	Operator       string
+	CredentialHash []byte
+	CsrfToken      string
+	Flash          string
+	CreatedAt      time.Time
+	ExpiresAt      time.Time
+}
+
 type Credential struct {
 	TokenHash []byte
 	Kind      string

@@ -63,10 +63,10 @@ func TestMigrateAndCredentials(t *testing.T) {
 	if out, _, err := runHubu(t, env, "migrate", "version"); err != nil || out != "version 0\n" {
 		t.Fatalf("version before: %q %v", out, err)
 	}
-	if out, _, err := runHubu(t, env, "migrate", "up"); err != nil || out != "version 6\n" {
+	if out, _, err := runHubu(t, env, "migrate", "up"); err != nil || out != "version 7\n" {
 		t.Fatalf("up: %q %v", out, err)
 	}
-	if out, _, err := runHubu(t, env, "migrate", "down"); err != nil || out != "version 5\n" {
+	if out, _, err := runHubu(t, env, "migrate", "down"); err != nil || out != "version 6\n" {
 		t.Fatalf("down: %q %v", out, err)
 	}
 	if _, _, err := runHubu(t, env, "migrate", "up"); err != nil {

@@ -28,7 +28,7 @@ func TestBadValuesInTheEnvironment(t *testing.T) {
 func TestSecretsFromFiles(t *testing.T) {
 	t.Parallel()
 	urlFile := commandtest.File(t, sqltest.NewDatabase(t, "hubu", hubusql.Migrations())+"\n")
-	if out, _, err := runHubu(t, []string{"HUBU_DATABASE_URL_FILE=" + urlFile}, "migrate", "version"); err != nil || out != "version 6\n" {
+	if out, _, err := runHubu(t, []string{"HUBU_DATABASE_URL_FILE=" + urlFile}, "migrate", "version"); err != nil || out != "version 7\n" {
 		t.Fatalf("migrate with HUBU_DATABASE_URL_FILE: %q %v", out, err)
 	}
 	const password, token = "pw-not-to-show-7d1f", "hubu_service_not-to-show-93ab"
