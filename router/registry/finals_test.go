@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,8 +14,12 @@ import (
 // redeliveries, so none of them can have read it.
 func TestFinalResultsResolveFromMemory(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testFinalResultsResolveFromMemory)
+}
+
+func testFinalResultsResolveFromMemory(t *testing.T, newState func() string) {
 	ctx := context.Background()
-	r := open(t, filepath.Join(t.TempDir(), "router.db"), nil)
+	r := open(t, newState(), nil)
 	c := Call{Platform: "codex", CallID: "call_finalsInMemory0000001", Scope: "scope-a", Tool: "generate_image", RequestHash: "h1"}
 	first, out, err := r.Resolve(ctx, c)
 	if err != nil || out != New {
@@ -30,7 +33,7 @@ func TestFinalResultsResolveFromMemory(t *testing.T) {
 	if _, _, err := r.Resolve(ctx, unfinished); err != nil {
 		t.Fatal(err)
 	}
-	r.db.Close()
+	closeDatabase(t, r)
 
 	replay, out, err := r.Resolve(ctx, c)
 	if err != nil || out != Replay || string(replay.Result) != `{"final":1}` || replay.PublicHandle != first.PublicHandle {
@@ -56,13 +59,17 @@ func TestFinalResultsResolveFromMemory(t *testing.T) {
 	}
 }
 
-// A router sharing the file sees a result another one recorded (it reads the row, then keeps
+// A router sharing the registry sees a result another one recorded (it reads the row, then keeps
 // it), and Finish keeps and returns the result recorded first.
 func TestFinalResultsOfAnotherRouter(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testFinalResultsOfAnotherRouter)
+}
+
+func testFinalResultsOfAnotherRouter(t *testing.T, newState func() string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "router.db")
-	a, b := open(t, path, nil), open(t, path, nil)
+	state := newState()
+	a, b := open(t, state, nil), open(t, state, nil)
 	c := Call{Platform: "claude-code", CallID: "toolu_finalsSharedFile00001", Tool: "generate_image", RequestHash: "h"}
 	if _, out, err := a.Resolve(ctx, c); err != nil || out != New {
 		t.Fatalf("a: %v %v", out, err)
@@ -80,7 +87,7 @@ func TestFinalResultsOfAnotherRouter(t *testing.T) {
 	if err != nil || string(recorded.Result) != `{"by":"a"}` {
 		t.Fatalf("b's late finish: %s %v, want a's result kept", recorded.Result, err)
 	}
-	b.db.Close()
+	closeDatabase(t, b)
 	if e, out, err := b.Resolve(ctx, c); err != nil || out != Replay || string(e.Result) != `{"by":"a"}` {
 		t.Fatalf("b from memory: %v %s %v", out, e.Result, err)
 	}
@@ -90,6 +97,10 @@ func TestFinalResultsOfAnotherRouter(t *testing.T) {
 // than a quarter of the budget is never kept, and a negative budget keeps none.
 func TestFinalResultsBudget(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testFinalResultsBudget)
+}
+
+func testFinalResultsBudget(t *testing.T, newState func() string) {
 	ctx := context.Background()
 	finish := func(r *Registry, id string, size int) Call {
 		t.Helper()
@@ -108,7 +119,7 @@ func TestFinalResultsBudget(t *testing.T) {
 	}
 
 	// Each result counts twice (its bytes and their decoding): 4 results of 100 bytes fill 800.
-	r := open(t, filepath.Join(t.TempDir(), "router.db"), &Options{FinalsBytes: 800})
+	r := open(t, newState(), &Options{FinalsBytes: 800})
 	calls := make([]Call, 5)
 	for i := range 4 {
 		calls[i] = finish(r, fmt.Sprintf("call_finalsBudget%010d", i), 100)
@@ -118,7 +129,7 @@ func TestFinalResultsBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls[4] = finish(r, "call_finalsBudget0000000004", 100) // evicts calls[1], the least recently used
-	r.db.Close()
+	closeDatabase(t, r)
 	for i, want := range []bool{true, false, true, true, true} {
 		if got := inMemory(r, calls[i]); got != want {
 			t.Errorf("call %d in memory: %v, want %v", i, got, want)
@@ -128,9 +139,9 @@ func TestFinalResultsBudget(t *testing.T) {
 		t.Error("a result larger than a quarter of the budget was kept")
 	}
 
-	none := open(t, filepath.Join(t.TempDir(), "router.db"), &Options{FinalsBytes: -1})
+	none := open(t, newState(), &Options{FinalsBytes: -1})
 	c := finish(none, "call_finalsBudgetNone00000", 10)
-	none.db.Close()
+	closeDatabase(t, none)
 	if inMemory(none, c) {
 		t.Error("a negative budget kept a result")
 	}
@@ -140,13 +151,17 @@ func TestFinalResultsBudget(t *testing.T) {
 // them), and any other result every time.
 func TestDecodedOnce(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testDecodedOnce)
+}
+
+func testDecodedOnce(t *testing.T, newState func() string) {
 	ctx := context.Background()
 	var decodes atomic.Int32
 	decode := func(b []byte) (any, error) {
 		decodes.Add(1)
 		return string(b), nil
 	}
-	r := open(t, filepath.Join(t.TempDir(), "router.db"), nil)
+	r := open(t, newState(), nil)
 	c := Call{Platform: "codex", CallID: "call_finalsDecodedOnce0001", Tool: "t", RequestHash: "h"}
 	if _, _, err := r.Resolve(ctx, c); err != nil {
 		t.Fatal(err)

@@ -10,20 +10,14 @@ import (
 	"testing"
 )
 
-func open(t *testing.T, path string, opts *Options) *Registry {
-	t.Helper()
-	r, err := Open(context.Background(), path, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close() })
-	return r
-}
-
 func TestResolve(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testResolve)
+}
+
+func testResolve(t *testing.T, newState func() string) {
 	ctx := context.Background()
-	r := open(t, filepath.Join(t.TempDir(), "state", "router.db"), nil)
+	r := open(t, newState(), nil)
 	c := Call{Platform: "codex", CallID: "call_1Fku5aBMwNg6sIYw8ZG3uWPL", Tool: "generate_image", RequestHash: "h1"}
 
 	e, out, err := r.Resolve(ctx, c)
@@ -63,49 +57,67 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-func TestFilePermissionsAndInstallation(t *testing.T) {
+// A registry keeps its installation id when it is opened again, and two registries have two.
+func TestInstallation(t *testing.T) {
+	t.Parallel()
+	onBothBackends(t, func(t *testing.T, newState func() string) {
+		state := newState()
+		first := open(t, state, nil)
+		id := first.InstallationID()
+		first.Close()
+		if again := open(t, state, nil); again.InstallationID() != id {
+			t.Fatal("the installation id changed on reopening")
+		}
+		if other := open(t, newState(), nil); other.InstallationID() == id {
+			t.Fatal("two registries share an installation id")
+		}
+	})
+}
+
+func TestFilePermissions(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "hubu")
 	path := filepath.Join(dir, "router.db")
-	first := open(t, path, nil)
-	id := first.InstallationID()
-	first.Close()
+	open(t, path, nil).Close()
 	if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o700 {
 		t.Fatalf("state directory: %v %v", st.Mode(), err)
 	}
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("registry file: %v %v", st.Mode(), err)
 	}
-	if again := open(t, path, nil); again.InstallationID() != id {
-		t.Fatal("the installation id changed on reopening")
-	}
-	if other := open(t, filepath.Join(t.TempDir(), "router.db"), nil); other.InstallationID() == id {
-		t.Fatal("two registries share an installation id")
+	if _, err := Open(context.Background(), filepath.Join(t.TempDir(), "a?b", "router.db"), nil); err == nil {
+		t.Fatal("a path with URI syntax was accepted")
 	}
 }
 
-// Two installations (two files) that see the same call id record two operations.
+// Two installations (two files or databases) that see the same call id record two operations.
 func TestTwoInstallations(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	a := open(t, filepath.Join(t.TempDir(), "a.db"), nil)
-	b := open(t, filepath.Join(t.TempDir(), "b.db"), nil)
-	c := Call{Platform: "codex", CallID: "call_samed8hYF3tKrYH223VGFYw9", Tool: "generate_image", RequestHash: "h"}
-	ea, oa, _ := a.Resolve(ctx, c)
-	eb, ob, _ := b.Resolve(ctx, c)
-	if oa != New || ob != New || ea.OperationKey == eb.OperationKey {
-		t.Fatalf("%v %v: two installations must make two operations", oa, ob)
-	}
+	onBothBackends(t, func(t *testing.T, newState func() string) {
+		ctx := context.Background()
+		a := open(t, newState(), nil)
+		b := open(t, newState(), nil)
+		c := Call{Platform: "codex", CallID: "call_samed8hYF3tKrYH223VGFYw9", Tool: "generate_image", RequestHash: "h"}
+		ea, oa, _ := a.Resolve(ctx, c)
+		eb, ob, _ := b.Resolve(ctx, c)
+		if oa != New || ob != New || ea.OperationKey == eb.OperationKey {
+			t.Fatalf("%v %v: two installations must make two operations", oa, ob)
+		}
+	})
 }
 
-// Several routers on one file: concurrent first deliveries of one call make one row.
-func TestSharedFile(t *testing.T) {
+// Several routers on one registry: concurrent first deliveries of one call make one row.
+func TestSharedRegistry(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testSharedRegistry)
+}
+
+func testSharedRegistry(t *testing.T, newState func() string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "router.db")
-	regs := []*Registry{open(t, path, nil), open(t, path, nil), open(t, path, nil)}
+	state := newState()
+	regs := []*Registry{open(t, state, nil), open(t, state, nil), open(t, state, nil)}
 	if regs[0].InstallationID() != regs[1].InstallationID() {
-		t.Fatal("routers on one file must share its installation")
+		t.Fatal("routers on one registry must share its installation")
 	}
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -130,8 +142,13 @@ func TestSharedFile(t *testing.T) {
 	}
 }
 
+// Preallocated keys come from a file of their own (SQLite), whichever registry the router keeps.
 func TestPreallocatedKeys(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testPreallocatedKeys)
+}
+
+func testPreallocatedKeys(t *testing.T, newState func() string) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	if _, err := OpenPreallocated(filepath.Join(dir, "missing.db"), false); err == nil {
@@ -149,7 +166,7 @@ func TestPreallocatedKeys(t *testing.T) {
 	if err := keys.Add(ctx, []string{k1, k2}); err != nil {
 		t.Fatal(err)
 	}
-	r := open(t, filepath.Join(t.TempDir(), "router.db"), &Options{Keys: keys})
+	r := open(t, newState(), &Options{Keys: keys})
 	e1, _, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "call_aZwbNoA7iIHqRHw3uiY9EPGz", Tool: "t", RequestHash: "h"})
 	if err != nil || e1.OperationKey != k1 {
 		t.Fatalf("first claim: %v %v", e1.OperationKey == k1, err)
@@ -167,9 +184,6 @@ func TestPreallocatedKeys(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(dir, "keys.db")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("keys file mode %v %v", st.Mode(), err)
 	}
-	if _, err := Open(ctx, filepath.Join(dir, "a?b", "router.db"), nil); err == nil {
-		t.Fatal("a path with URI syntax was accepted")
-	}
 	// A redelivery needs no new key.
 	if again, out, err := r.Resolve(ctx, Call{Platform: "codex", CallID: "call_aZwbNoA7iIHqRHw3uiY9EPGz", Tool: "t", RequestHash: "h"}); err != nil || out != Continue || again.OperationKey != k1 {
 		t.Fatalf("redelivery: %v %v", out, err)
@@ -182,8 +196,12 @@ func TestPreallocatedKeys(t *testing.T) {
 // in 3 of 7 runs; this test keeps the concurrent path correct, it cannot time it.)
 func TestManyConcurrentNewCalls(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testManyConcurrentNewCalls)
+}
+
+func testManyConcurrentNewCalls(t *testing.T, newState func() string) {
 	ctx := context.Background()
-	r := open(t, filepath.Join(t.TempDir(), "router.db"), nil)
+	r := open(t, newState(), nil)
 	const calls = 300
 	var wg sync.WaitGroup
 	for i := range calls {
@@ -199,12 +217,13 @@ func TestManyConcurrentNewCalls(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	var n int
-	if err := r.db.QueryRowContext(ctx, "SELECT count(*) FROM calls WHERE result IS NOT NULL").Scan(&n); err != nil || n != calls {
-		t.Fatalf("%d finished calls, want %d (%v)", n, calls, err)
+	if n := queryValue[int64](t, r, "SELECT count(*) FROM calls WHERE result IS NOT NULL"); n != calls {
+		t.Fatalf("%d finished calls, want %d", n, calls)
 	}
-	// However many calls, a few connections (each with a page cache of its own) serve them.
-	if st := r.db.Stats(); st.MaxOpenConnections != maxConns || st.OpenConnections > maxConns {
-		t.Fatalf("%d connections open, at most %d allowed; want at most %d", st.OpenConnections, st.MaxOpenConnections, maxConns)
+	// However many calls, a few SQLite connections (each with a page cache of its own) serve them.
+	if s, ok := r.store.(*sqliteStore); ok {
+		if st := s.db.Stats(); st.MaxOpenConnections != maxConns || st.OpenConnections > maxConns {
+			t.Fatalf("%d connections open, at most %d allowed; want at most %d", st.OpenConnections, st.MaxOpenConnections, maxConns)
+		}
 	}
 }

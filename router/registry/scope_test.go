@@ -17,8 +17,12 @@ import (
 // and leaves the row as it was.
 func TestScopeConflict(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testScopeConflict)
+}
+
+func testScopeConflict(t *testing.T, newState func() string) {
 	ctx := context.Background()
-	r := open(t, filepath.Join(t.TempDir(), "r.db"), nil)
+	r := open(t, newState(), nil)
 	c := Call{Platform: "codex", CallID: "call_0123456789abcdef", Scope: "scope-a", Tool: "t", RequestHash: "h"}
 	first, out, err := r.Resolve(ctx, c)
 	if err != nil || out != New {
@@ -42,23 +46,20 @@ func TestScopeConflict(t *testing.T) {
 // recorded) is never refused for one.
 func TestNoRecordedScope(t *testing.T) {
 	t.Parallel()
+	onBothBackends(t, testNoRecordedScope)
+}
+
+func testNoRecordedScope(t *testing.T, newState func() string) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "r.db")
-	r := open(t, path, nil)
+	r := open(t, newState(), nil)
 	c := Call{Platform: "codex", CallID: "call_0123456789abcdef", Tool: "t", RequestHash: "h"}
 	first, _, err := r.Resolve(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As a row migrated from the first schema would be.
-	db, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var scope string
-	if err := db.QueryRowContext(ctx, "SELECT scope_digest FROM calls").Scan(&scope); err != nil || scope != "" {
-		t.Fatalf("scope_digest = %q, %v", scope, err)
+	// As a row migrated from the first SQLite schema would be.
+	if scope := queryValue[string](t, r, "SELECT scope_digest FROM calls"); scope != "" {
+		t.Fatalf("scope_digest = %q", scope)
 	}
 	c.Scope = "scope-a"
 	if again, out, err := r.Resolve(ctx, c); err != nil || out != Continue || again.OperationKey != first.OperationKey {
@@ -66,8 +67,9 @@ func TestNoRecordedScope(t *testing.T) {
 	}
 }
 
-// A registry file made by a router of the first schema opens, migrates, and keeps its calls:
-// a call recorded there continues under its key when delivered again, with or without a scope.
+// A registry file made by a router of the first schema opens, migrates, and keeps its calls: a
+// call recorded there continues under its key when delivered again, with or without a scope.
+// SQLite only: the Postgres schema started with scopes.
 func TestUpgradeFromTheFirstSchema(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -10,8 +10,9 @@ import (
 	"hubu.dev/hubu/router/registry"
 )
 
-const installationIDUsage = `usage: hubu-unified-mcp installation-id [--state FILE]
-Prints the installation id of the registry FILE (env ROUTER_STATE; the router's default when unset),
+const installationIDUsage = `usage: hubu-unified-mcp installation-id [--state FILE|URL]
+Prints the installation id of the registry FILE, or of the Postgres database a router fleet shares
+(env ROUTER_STATE; the router's default file when unset),
 creating the registry if it does not exist yet, as a router start would. Platforms that sign version 2
 hubu.dev/platform-invocation envelopes put it in "audience"; every router sharing the registry has it.`
 
@@ -32,11 +33,11 @@ func installationID(ctx context.Context, args []string, getenv func(string) stri
 	}
 	reg, err := registry.Open(ctx, *state, nil)
 	if err != nil {
-		return fmt.Errorf("--state %s: %v", *state, err)
+		return fmt.Errorf("--state %s: %v", registry.Redact(*state), err)
 	}
 	id := reg.InstallationID()
 	if err := reg.Close(); err != nil {
-		return fmt.Errorf("--state %s: %v", *state, err)
+		return fmt.Errorf("--state %s: %v", registry.Redact(*state), err)
 	}
 	if id == "" {
 		return errors.New("the registry has no installation id")

@@ -34,16 +34,17 @@ import (
 const version = "1.0.0"
 
 const usage = `usage:
-  hubu-unified-mcp --hubu-url URL --gongbu-url URL [--state FILE] [--http ADDR [--session-timeout 1h]] [--diagnose-meta[=FILE]]
+  hubu-unified-mcp --hubu-url URL --gongbu-url URL [--state FILE|URL] [--http ADDR [--session-timeout 1h]] [--diagnose-meta[=FILE]]
                    [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s] [--allow-private-image-hosts]
   hubu-unified-mcp preallocate --file FILE --count N
-  hubu-unified-mcp installation-id [--state FILE]
+  hubu-unified-mcp installation-id [--state FILE|URL]
   hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
 Either token may instead be in a file named by HUBU_AGENT_TOKEN_FILE or ROUTER_MCP_TOKEN_FILE.
 Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_SESSION_TIMEOUT, ROUTER_DIAGNOSE_META,
 ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT and ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS.
-Without --http the router speaks stdio.`
+Without --http the router speaks stdio. --state is the registry: a SQLite file, or a postgres:// URL that a
+fleet of routers (behind a load balancer) shares.`
 
 func main() {
 	command.Main("hubu-unified-mcp", func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -158,7 +159,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	reg, err := registry.Open(ctx, *state, opts)
 	if err != nil {
-		return fmt.Errorf("--state %s: %v", *state, err)
+		return fmt.Errorf("--state %s: %v", registry.Redact(*state), err) // a URL's password is never shown
 	}
 	defer reg.Close()
 
@@ -193,7 +194,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	})
 	server := router.Server(version)
 	logger.Info("router ready", "installation_id", reg.InstallationID(), "transport", map[bool]string{true: "http", false: "stdio"}[*httpAddr != ""],
-		"allow_private_image_hosts", *allowPrivateImages)
+		"state", registry.Redact(*state), "allow_private_image_hosts", *allowPrivateImages)
 
 	if *httpAddr == "" {
 		err := server.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
@@ -257,13 +258,15 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, sess
 	return command.Serve(ctx, srv, ln, logger, command.ShutdownGrace, nil)
 }
 
-// stateFlag is --state, the registry file; statePath says where it is when unset.
+// stateFlag is --state, the registry: a file, or a Postgres database that a router fleet shares;
+// statePath says where it is when unset.
 func stateFlag(fs *command.FlagSet) *string {
-	return fs.String("state", "ROUTER_STATE", "", "the registry file, by default $XDG_STATE_HOME/hubu/router.db")
+	return fs.String("state", "ROUTER_STATE", "",
+		"the registry: a SQLite file (by default $XDG_STATE_HOME/hubu/router.db), or a postgres:// URL that a router fleet shares")
 }
 
-// statePath is the registry file --state names, by default the one in the user's state
-// directory (XDG).
+// statePath is the registry --state names (a file or a postgres:// URL), by default the file in
+// the user's state directory (XDG).
 func statePath(state string, getenv func(string) string) (string, error) {
 	if state != "" {
 		return state, nil

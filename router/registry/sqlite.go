@@ -1,0 +1,175 @@
+package registry
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver, registered as "sqlite"
+
+	routersql "hubu.dev/hubu/sql/router"
+	"hubu.dev/hubu/sql/router/routerdb"
+)
+
+// sqliteStore is a registry file. Several router processes may share it: every decision is an
+// IMMEDIATE transaction.
+type sqliteStore struct {
+	db             *sql.DB
+	q              *routerdb.Queries
+	installationID string
+	now            func() time.Time
+	// writes queues this process's writers in Go. SQLite lets one writer in at a time and
+	// makes the others retry on a timer (busy_timeout), which under a few hundred concurrent
+	// calls is unfair enough to starve one past its timeout; queued here, each waits its
+	// turn, and only writers in other processes still meet the busy timeout.
+	writes sync.Mutex
+}
+
+// maxConns bounds the registry's SQLite connections. Each has a page cache of its own (up
+// to 2 MiB, SQLite's default), and database/sql would otherwise open one per concurrent
+// call: under a few hundred of them, dozens of connections whose caches together are tens
+// of megabytes. Writers take turns anyway (writes), and a read holds a connection for
+// tens of microseconds, so a few are enough for both.
+const maxConns = 4
+
+// openSQLite opens (creating if needed) the registry file at path with 0600 permissions in a
+// 0700 directory, migrates it, and makes or reads its installation id.
+func openSQLite(ctx context.Context, path string, now func() time.Time) (*sqliteStore, string, error) {
+	if err := safePath(path); err != nil {
+		return nil, "", err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, "", fmt.Errorf("create the state directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, "", fmt.Errorf("open the registry: %w", err)
+	}
+	f.Close()
+	if err := os.Chmod(path, 0o600); err != nil { // a file made by someone else keeps no wider mode
+		return nil, "", fmt.Errorf("secure the registry: %w", err)
+	}
+	db, err := sql.Open("sqlite", dsn(path))
+	if err != nil {
+		return nil, "", fmt.Errorf("open the registry: %w", err)
+	}
+	db.SetMaxOpenConns(maxConns)
+	db.SetMaxIdleConns(maxConns)
+	if err := routersql.Migrate(db, path); err != nil {
+		db.Close()
+		return nil, "", err
+	}
+	s := &sqliteStore{db: db, q: routerdb.New(), now: now}
+	if err := s.q.InsertInstallation(ctx, db, routerdb.InsertInstallationParams{InstallationID: uuid.NewString(), CreatedAt: now().UnixMilli()}); err != nil {
+		db.Close()
+		return nil, "", fmt.Errorf("make the installation id: %w", err)
+	}
+	if s.installationID, err = s.q.GetInstallation(ctx, db); err != nil {
+		db.Close()
+		return nil, "", fmt.Errorf("read the installation id: %w", err)
+	}
+	return s, s.installationID, nil
+}
+
+// dsn is the SQLite URI of a file: every connection is IMMEDIATE, WAL, synchronous=FULL.
+func dsn(path string) string {
+	return "file:" + path + "?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
+}
+
+// safePath refuses paths SQLite would read as URI syntax: they would open another file
+// without the settings above.
+func safePath(path string) error {
+	if strings.ContainsAny(path, "?#%") {
+		return fmt.Errorf("the path %q may not contain ?, # or %%", path)
+	}
+	return nil
+}
+
+func (s *sqliteStore) close() error { return s.db.Close() }
+
+func (s *sqliteStore) call(ctx context.Context, platform, callID string) (seenRow, bool, error) {
+	return s.get(ctx, s.db, platform, callID)
+}
+
+func (s *sqliteStore) get(ctx context.Context, db routerdb.DBTX, platform, callID string) (seenRow, bool, error) {
+	row, err := s.q.GetCall(ctx, db, routerdb.GetCallParams{Platform: platform, InstallationID: s.installationID, HarnessCallID: callID})
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return seenRow{}, false, nil
+	case err != nil:
+		return seenRow{}, false, err
+	}
+	return sqliteRow(row), true, nil
+}
+
+// create looks for the call again under the write lock, inside the IMMEDIATE transaction that
+// records it: one writer decides at a time, in this process (writes) and across the processes
+// sharing the file (SQLite's lock), so the call's keys are made only by the one that records them.
+func (s *sqliteStore) create(ctx context.Context, c Call, newEntry func() (Entry, error)) (seenRow, bool, error) {
+	s.writes.Lock()
+	defer s.writes.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil) // IMMEDIATE (see the DSN)
+	if err != nil {
+		return seenRow{}, false, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after commit
+
+	// Another delivery of the call, in this process or another, may have recorded it since.
+	if row, found, err := s.get(ctx, tx, c.Platform, c.CallID); found || err != nil {
+		if err != nil {
+			return seenRow{}, false, fmt.Errorf("look the call up: %w", err)
+		}
+		return row, false, nil
+	}
+	e, err := newEntry()
+	if err != nil {
+		return seenRow{}, false, err
+	}
+	now := s.now().UnixMilli()
+	if err := s.q.InsertCall(ctx, tx, routerdb.InsertCallParams{
+		Platform: c.Platform, InstallationID: s.installationID, HarnessCallID: c.CallID, Tool: c.Tool,
+		RequestHash: c.RequestHash, OperationKey: e.OperationKey, PublicHandle: e.PublicHandle, ScopeDigest: c.Scope,
+		CreatedAt: now, UpdatedAt: now,
+	}); err != nil {
+		return seenRow{}, false, fmt.Errorf("record the call: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return seenRow{}, false, fmt.Errorf("commit the call: %w", err)
+	}
+	return seenRow{entry: e, scope: c.Scope}, true, nil
+}
+
+func (s *sqliteStore) setResult(ctx context.Context, platform, callID string, result []byte) error {
+	s.writes.Lock()
+	defer s.writes.Unlock()
+	r := string(result)
+	return s.q.SetResult(ctx, s.db, routerdb.SetResultParams{
+		Result: &r, UpdatedAt: s.now().UnixMilli(), Platform: platform, InstallationID: s.installationID, HarnessCallID: callID,
+	})
+}
+
+func (s *sqliteStore) operationKey(ctx context.Context, publicHandle string) (string, bool, error) {
+	row, err := s.q.GetCallByHandle(ctx, s.db, publicHandle)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return row.OperationKey, true, nil
+}
+
+func sqliteRow(row routerdb.Call) seenRow {
+	e := Entry{OperationKey: row.OperationKey, PublicHandle: row.PublicHandle, RequestHash: row.RequestHash, Tool: row.Tool}
+	if row.Result != nil {
+		e.Result = []byte(*row.Result)
+	}
+	return seenRow{entry: e, scope: row.ScopeDigest}
+}

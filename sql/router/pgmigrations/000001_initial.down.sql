@@ -1,0 +1,2 @@
+DROP TABLE calls;
+DROP TABLE installation;
