@@ -36,21 +36,47 @@ generate-check: generate ## regenerate and fail if the committed generated code 
 	untracked=$$(git ls-files --others --exclude-standard -- $(GENERATED)); \
 	if [ -n "$$untracked" ]; then echo "generated files not committed:"; echo "$$untracked"; exit 1; fi
 
+# The stack that up, demo and down work on. NAME=x (or HUBU_STACK_NAME=x) is a stack of its own
+# beside the default one: databases hubu_x and gongbu_x, state in .hubu/stacks/x/, ports of its
+# own (chosen free the first time, kept in .hubu/stacks/x/addresses.json). Without a name: the
+# default stack, .hubu/ and ports 8081-8083 and 8090 (e2e/stack/place.go says the same in Go).
+STACK_NAME = $(or $(NAME),$(HUBU_STACK_NAME))
+STACK_DIR = $(if $(STACK_NAME),.hubu/stacks/$(STACK_NAME),.hubu)
+check-stack-name = [[ "$(STACK_NAME)" =~ ^[a-z0-9_]{0,40}$$ ]] || { echo "NAME=$(STACK_NAME): use 1 to 40 lower-case letters, digits and underscores"; exit 2; }
+
 .PHONY: up
-up: ## run the whole stack in the foreground on loopback (Ctrl-C stops it); writes .hubu/stack.env
-	url=$$(env -u TEST_DATABASE_URL scripts/ensure-postgres.sh --private); HUBU_STACK_DATABASE_URL="$$url" go run ./e2e/cmd/hubu-stack
+up: ## run the whole stack in the foreground on loopback (Ctrl-C stops it); writes .hubu/stack.env; make up NAME=x runs a separate stack in .hubu/stacks/x/
+	url=$$(env -u TEST_DATABASE_URL scripts/ensure-postgres.sh --private); HUBU_STACK_DATABASE_URL="$$url" HUBU_STACK_NAME="$(STACK_NAME)" go run ./e2e/cmd/hubu-stack
 
 .PHONY: demo
-demo: ## a scripted session through the running stack's router (start it with make up)
-	go run ./e2e/cmd/hubu-demo
+demo: ## a scripted session through the running stack's router (start it with make up; NAME=x for a named stack)
+	HUBU_STACK_NAME="$(STACK_NAME)" go run ./e2e/cmd/hubu-demo
 
 .PHONY: down
-down: ## stop a stack started in the background (make up &)
-	if [ -f .hubu/stack.pid ]; then kill -TERM "$$(cat .hubu/stack.pid)"; echo "stopping the stack"; else echo "no stack is running"; fi
+down: ## stop a stack started in the background (make up &; NAME=x for a named stack)
+	$(check-stack-name)
+	if [ -f $(STACK_DIR)/stack.pid ]; then kill -TERM "$$(cat $(STACK_DIR)/stack.pid)"; echo "stopping the stack in $(STACK_DIR)"; else echo "no stack is running in $(STACK_DIR)"; fi
 
 .PHONY: build
 build: ## build every binary into bin/
 	go build -o bin/ ./services/hubu/cmd/... ./services/gongbu/cmd/... ./services/mockflux/cmd/... ./router/cmd/...
+
+# Container images, one per binary, FROM scratch with static binaries built here (deploy/):
+# nothing is pulled. IMAGE_PREFIX and IMAGE_TAG name them: hubu/NAME:dev by default.
+IMAGE_PREFIX ?= hubu/
+IMAGE_TAG ?= dev
+
+.PHONY: images
+images: ## the container images (hubu with hubuctl, gongbu, mockflux, hubu-unified-mcp): make images [IMAGE_PREFIX=hubu/] [IMAGE_TAG=dev]; starts a Docker daemon if none answers
+	scripts/ensure-docker.sh
+	IMAGE_PREFIX="$(IMAGE_PREFIX)" IMAGE_TAG="$(IMAGE_TAG)" deploy/build-images.sh
+
+.PHONY: images-test
+images-test: ## build the images (tagged for the test alone) and run a whole spend through them as containers (--network host, against the test Postgres)
+	scripts/ensure-docker.sh
+	url=$$(scripts/ensure-postgres.sh); start=$$(date +%s); \
+	TEST_DATABASE_URL="$$url" HUBU_IMAGES=1 go test -count=1 -timeout 15m -run '^TestImages$$' -v hubu.dev/hubu/e2e/images/; \
+	echo "images-test: $$(( $$(date +%s) - start ))s"
 
 $(TSCLIENT)/node_modules/.package-lock.json: $(TSCLIENT)/package-lock.json
 	cd $(TSCLIENT) && npm ci --no-audit --no-fund --loglevel=error

@@ -121,7 +121,9 @@ func quickStart(t *testing.T, shell string) {
 		}
 	}
 	banner := upOut.String()
-	creds := readCredentials(t, filepath.Join(work, ".hubu", "credentials.json"))
+	// The stack is named so that its databases are its own; its state is in .hubu/stacks/NAME/.
+	place := must(harness.PlaceOf(work, name))(t)
+	creds := readCredentials(t, filepath.Join(place.Dir, "credentials.json"))
 
 	// The second terminal. A stub claude records what `claude mcp add` was given.
 	stubs := t.TempDir()
@@ -140,6 +142,9 @@ func quickStart(t *testing.T, shell string) {
 			}
 			line = strings.ReplaceAll(line, "hubu:public-operation:v1:...", handle)
 		}
+		// The README shows the default stack; make demo and make down find the named one through
+		// HUBU_STACK_NAME, and its env file is the one line that says where it lives.
+		line = strings.ReplaceAll(line, ". .hubu/stack.env;", ". "+harness.ShellWord(must(filepath.Rel(work, place.EnvPath()))(t))+";")
 		out := term.run(t, line)
 		if h := publicHandle.FindString(out); h != "" && strings.HasPrefix(line, "make demo") {
 			handle = h
@@ -190,8 +195,8 @@ func quickStart(t *testing.T, shell string) {
 	case <-time.After(time.Minute):
 		t.Fatal("make up still runs a minute after make down")
 	}
-	if _, err := os.Stat(filepath.Join(work, ".hubu", "stack.env")); !os.IsNotExist(err) {
-		t.Error(".hubu/stack.env is still there after the stack stopped")
+	if _, err := os.Stat(place.EnvPath()); !os.IsNotExist(err) {
+		t.Errorf("%s is still there after the stack stopped", place.EnvPath())
 	}
 }
 

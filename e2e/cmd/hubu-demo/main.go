@@ -1,6 +1,7 @@
 // Command hubu-demo is `make demo`: a short scripted session against a running stack (make
-// up), through the router over streamable HTTP, sending _meta as real harnesses do. It
-// prints each step and its outcome and saves the image.
+// up; with HUBU_STACK_NAME or make's NAME, the stack of that name), through the router over
+// streamable HTTP, sending _meta as real harnesses do. It prints each step and its outcome and
+// saves the image.
 package main
 
 import (
@@ -25,8 +26,14 @@ import (
 )
 
 func main() {
-	envFile := flag.String("env", ".hubu/stack.env", "the stack's env file, written by make up")
-	out := flag.String("out", ".hubu/demo.png", "where to save the generated image")
+	// make demo NAME=x (HUBU_STACK_NAME=x) goes to the stack that make up NAME=x started.
+	place, err := stack.PlaceOf(".", os.Getenv("HUBU_STACK_NAME"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "make demo: HUBU_STACK_NAME:", err)
+		os.Exit(2)
+	}
+	envFile := flag.String("env", place.EnvPath(), "the stack's env file, written by make up")
+	out := flag.String("out", filepath.Join(place.Dir, "demo.png"), "where to save the generated image")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -3,10 +3,17 @@
 // HTTP), creates the demo agent and an operator once, writes .hubu/stack.env, prints how to
 // connect Codex, Claude Code or any MCP client, and stops everything on Ctrl-C or SIGTERM.
 // A second run reuses the same databases, registry, journal and credentials.
+//
+// With HUBU_STACK_NAME=x (`make up NAME=x`) it runs a stack of its own beside the default one:
+// databases hubu_x and gongbu_x, the state directory .hubu/stacks/x/ and ports of its own
+// (see addresses), so that two stacks never share data.
+//
+// Settings (environment): HUBU_STACK_DATABASE_URL (required; make up sets it),
+// HUBU_STACK_NAME, HUBU_STACK_{HUBU,GONGBU,MOCKFLUX,ROUTER}_ADDR, and HUBU_STACK_BIN, a directory
+// of binaries already built (tests), which skips the build into bin/.
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +21,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"syscall"
 
@@ -39,34 +45,38 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	if serverURL == "" {
 		return errors.New("HUBU_STACK_DATABASE_URL is not set; run `make up`, which finds or starts a Postgres")
 	}
-	dir := filepath.Join(root, ".hubu")
-	fmt.Fprintln(out, "building the binaries into bin/ ...")
-	bin, err := stack.Build(ctx, root, filepath.Join(root, "bin"), false)
+	place, err := stack.PlaceOf(root, getenv("HUBU_STACK_NAME"))
+	if err != nil {
+		return fmt.Errorf("HUBU_STACK_NAME: %v", err)
+	}
+	addrs, err := addresses(place, getenv)
 	if err != nil {
 		return err
 	}
-	hubuDB, gongbuDB, err := databaseNames(getenv("HUBU_STACK_NAME"))
-	if err != nil {
-		return err
+	bin := stack.Binaries(getenv("HUBU_STACK_BIN"))
+	if bin == "" {
+		fmt.Fprintln(out, "building the binaries into bin/ ...")
+		if bin, err = stack.Build(ctx, root, filepath.Join(root, "bin"), false); err != nil {
+			return err
+		}
 	}
 	s, err := stack.Start(ctx, bin, stack.Config{
-		Dir: dir, ServerURL: serverURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: true, Progress: out,
-		HubuAddr: cmp.Or(getenv("HUBU_STACK_HUBU_ADDR"), "127.0.0.1:8081"), GongbuAddr: cmp.Or(getenv("HUBU_STACK_GONGBU_ADDR"), "127.0.0.1:8082"),
-		FluxAddr: cmp.Or(getenv("HUBU_STACK_MOCKFLUX_ADDR"), "127.0.0.1:8083"), RouterAddr: cmp.Or(getenv("HUBU_STACK_ROUTER_ADDR"), "127.0.0.1:8090"),
+		Dir: place.Dir, ServerURL: serverURL, HubuDB: place.HubuDB, GongbuDB: place.GongbuDB, FluxIdempotent: true, Progress: out,
+		HubuAddr: addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
 	})
 	if err != nil {
 		return err
 	}
 	defer s.Stop()
-	envPath := filepath.Join(dir, "stack.env")
+	envPath := place.EnvPath()
 	if err := s.WriteEnvFile(envPath); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "stack.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(place.PIDPath(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
 		return err
 	}
-	defer os.Remove(filepath.Join(dir, "stack.pid"))
-	printConnect(out, s, envPath)
+	defer os.Remove(place.PIDPath())
+	printConnect(out, s, place)
 
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping the stack ...")
@@ -75,29 +85,15 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	return nil
 }
 
-// databaseNames are the stack's databases: hubu and gongbu, or hubu_NAME and gongbu_NAME when
-// HUBU_STACK_NAME is set, so that two stacks can share one Postgres server.
-func databaseNames(name string) (hubu, gongbu string, err error) {
-	if name == "" {
-		return "hubu", "gongbu", nil
-	}
-	if !validName.MatchString(name) {
-		return "", "", fmt.Errorf("HUBU_STACK_NAME=%q: use 1 to 40 lower-case letters, digits and underscores", name)
-	}
-	return "hubu_" + name, "gongbu_" + name, nil
-}
-
-var validName = regexp.MustCompile(`^[a-z0-9_]{1,40}$`)
-
 // printConnect says how to use the stack. Every indented command line works when pasted
 // into bash or zsh from any directory (TestQuickStart runs them).
-func printConnect(out io.Writer, s *stack.Stack, envPath string) {
-	env := s.EnvFile()
+func printConnect(out io.Writer, s *stack.Stack, place stack.Place) {
+	env, envPath := s.EnvFile(), place.EnvPath()
 	w := stack.ShellWord
 	router := s.Bin.Path("hubu-unified-mcp")
 	state := filepath.Join(s.Config.Dir, "router.db")
 	fmt.Fprintf(out, `
-The Hubu stack is up. Its URLs and tokens are in %s.
+The Hubu stack is up%s. Its URLs and tokens are in %s.
 
   Hubu      %s      (approval console: %s)
   Gongbu    %s
@@ -126,9 +122,18 @@ Claude Code (after the set -a line above):
 Any MCP client over streamable HTTP: %s with the header "Authorization: Bearer $ROUTER_MCP_TOKEN".
 
 The demo agent auto-approves up to $0.05 an operation, has a ceiling of $1.00 and $5.00 a day;
-flux-pro-1.1-ultra ($0.06) waits for your approval. Ctrl-C stops everything.
-`, envPath, env["HUBU_URL"], env["CONSOLE_URL"], env["GONGBU_URL"], env["MOCKFLUX_URL"], env["MOCKFLUX_URL"], env["ROUTER_MCP_URL"],
+flux-pro-1.1-ultra ($0.06) waits for your approval. make demo%s runs a scripted session
+through it. Ctrl-C (or make down%s) stops everything.
+`, stackName(place), envPath, env["HUBU_URL"], env["CONSOLE_URL"], env["GONGBU_URL"], env["MOCKFLUX_URL"], env["MOCKFLUX_URL"], env["ROUTER_MCP_URL"],
 		w(envPath), w(s.Bin.Path("hubuctl")),
 		router, env["HUBU_URL"], env["GONGBU_URL"], state, envPath,
-		w(router), w(env["HUBU_URL"]), w(env["GONGBU_URL"]), w(state), env["ROUTER_MCP_URL"])
+		w(router), w(env["HUBU_URL"]), w(env["GONGBU_URL"]), w(state), env["ROUTER_MCP_URL"], place.Flag(), place.Flag())
+}
+
+// stackName is how the banner names a named stack.
+func stackName(place stack.Place) string {
+	if place.Name == "" {
+		return ""
+	}
+	return fmt.Sprintf(" as %q", place.Name)
 }
