@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -183,6 +184,27 @@ func (s *postgresStore) operationKey(ctx context.Context, publicHandle string) (
 		return "", false, err
 	}
 	return key, true, nil
+}
+
+func (s *postgresStore) count(ctx context.Context, before time.Time) (Counts, error) {
+	all, err := s.q.CountCalls(ctx, s.pool, s.installationID)
+	if err != nil {
+		return Counts{}, err
+	}
+	prunable, err := s.q.CountPrunableCalls(ctx, s.pool, routerpg.CountPrunableCallsParams{InstallationID: s.installationID, Before: before})
+	if err != nil {
+		return Counts{}, err
+	}
+	return Counts{Calls: int(all.Calls), NotFinal: int(all.Calls - all.Final), Prunable: int(prunable)}, nil
+}
+
+// prune deletes a batch in one statement, its own transaction.
+func (s *postgresStore) prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := s.q.PruneCalls(ctx, s.pool, routerpg.PruneCallsParams{InstallationID: s.installationID, Before: before, Batch: int32(min(limit, math.MaxInt32))})
+	if err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	return int(n), nil
 }
 
 func postgresRow(row routerpg.Call) seenRow {

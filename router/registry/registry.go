@@ -124,6 +124,11 @@ type store interface {
 	setResult(ctx context.Context, platform, callID string, result []byte) error
 	// operationKey returns the private key behind a public handle; found is false when none has it.
 	operationKey(ctx context.Context, publicHandle string) (key string, found bool, err error)
+	// count counts this installation's calls as Registry.Count does.
+	count(ctx context.Context, before time.Time) (Counts, error)
+	// prune deletes, in one transaction, at most limit of this installation's final calls created
+	// and last updated before before, and returns how many it deleted.
+	prune(ctx context.Context, before time.Time, limit int) (deleted int, err error)
 	close() error
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -164,6 +165,149 @@ func (s *sqliteStore) operationKey(ctx context.Context, publicHandle string) (st
 		return "", false, err
 	}
 	return row.OperationKey, true, nil
+}
+
+func (s *sqliteStore) count(ctx context.Context, before time.Time) (Counts, error) {
+	return countSQLite(ctx, s.q, s.db, s.installationID, before)
+}
+
+// countSQLite counts an installation's calls in a registry file: the one a store has open, or a
+// backup of it.
+func countSQLite(ctx context.Context, q *routerdb.Queries, db routerdb.DBTX, installationID string, before time.Time) (Counts, error) {
+	all, err := q.CountCalls(ctx, db, installationID)
+	if err != nil {
+		return Counts{}, err
+	}
+	prunable, err := q.CountPrunableCalls(ctx, db, routerdb.CountPrunableCallsParams{InstallationID: installationID, Before: before.UnixMilli()})
+	if err != nil {
+		return Counts{}, err
+	}
+	return Counts{Calls: int(all.Calls), NotFinal: int(all.Calls - all.Final), Prunable: int(prunable)}, nil
+}
+
+// prune deletes a batch in one IMMEDIATE transaction, queued behind this process's other writers.
+func (s *sqliteStore) prune(ctx context.Context, before time.Time, limit int) (int, error) {
+	s.writes.Lock()
+	defer s.writes.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil) // IMMEDIATE (see the DSN)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after commit
+	n, err := s.q.PruneCalls(ctx, tx, routerdb.PruneCallsParams{InstallationID: s.installationID, Before: before.UnixMilli(), Batch: int64(limit)})
+	if err != nil {
+		return 0, fmt.Errorf("delete: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("commit: %w", err)
+	}
+	return int(n), nil
+}
+
+// vacuumInto copies the whole database into a new or empty file, from one read transaction, so
+// that writers (in this process or others) go on meanwhile. It is written here rather than in
+// the sqlc queries because sqlc's SQLite grammar has no VACUUM INTO.
+const vacuumInto = `VACUUM INTO ?`
+
+// quickCheck is SQLite's check of a database's pages and indexes (integrity_check without the
+// slowest part); it answers one row, "ok", when it finds nothing wrong. A PRAGMA, which sqlc
+// does not compile either.
+const quickCheck = `PRAGMA quick_check`
+
+// backup implements Registry.Backup.
+func (s *sqliteStore) backup(ctx context.Context, path string, before time.Time) (Counts, error) {
+	abs, err := filepath.Abs(path) // never read as a file: URI by SQLite
+	if err != nil {
+		return Counts{}, err
+	}
+	if err := safePath(abs); err != nil { // checkBackup opens it as a URI
+		return Counts{}, err
+	}
+	// Created here, empty and 0600, so that the copy is never readable by others and an existing
+	// file is never overwritten; VACUUM INTO fills an empty file.
+	f, err := os.OpenFile(abs, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return Counts{}, fmt.Errorf("create the backup file: %w", err)
+	}
+	f.Close()
+	counts, err := s.writeBackup(ctx, abs, before)
+	if err != nil {
+		os.Remove(abs) //nolint:errcheck // the error says what went wrong; this file is no backup
+		return Counts{}, err
+	}
+	return counts, nil
+}
+
+func (s *sqliteStore) writeBackup(ctx context.Context, path string, before time.Time) (Counts, error) {
+	if _, err := s.db.ExecContext(ctx, vacuumInto, path); err != nil {
+		return Counts{}, fmt.Errorf("copy the registry: %w", err)
+	}
+	// SQLite does not sync the file VACUUM INTO writes: a crash could lose a backup that the
+	// caller then prunes after.
+	if err := syncFile(path); err != nil {
+		return Counts{}, fmt.Errorf("sync the backup: %w", err)
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return Counts{}, fmt.Errorf("sync the backup's directory: %w", err)
+	}
+	return s.checkBackup(ctx, path, before)
+}
+
+// checkBackup opens a backup read-only, checks it, and counts its calls.
+func (s *sqliteStore) checkBackup(ctx context.Context, path string, before time.Time) (Counts, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		return Counts{}, fmt.Errorf("open the backup: %w", err)
+	}
+	defer db.Close()
+	var check string
+	if err := db.QueryRowContext(ctx, quickCheck).Scan(&check); err != nil {
+		return Counts{}, fmt.Errorf("check the backup: %w", err)
+	}
+	if check != "ok" {
+		return Counts{}, fmt.Errorf("the backup is damaged: %s", check)
+	}
+	id, err := s.q.GetInstallation(ctx, db)
+	if err != nil {
+		return Counts{}, fmt.Errorf("read the backup's installation id: %w", err)
+	}
+	if id != s.installationID {
+		return Counts{}, errors.New("the backup has another installation id than the registry")
+	}
+	counts, err := countSQLite(ctx, s.q, db, id, before)
+	if err != nil {
+		return Counts{}, fmt.Errorf("count the backup's calls: %w", err)
+	}
+	return counts, nil
+}
+
+func syncFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// syncDir makes a new file's directory entry durable. Windows cannot sync a directory (NTFS
+// journals the entry itself).
+func syncDir(dir string) error {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return err
+	}
+	return d.Close()
 }
 
 func sqliteRow(row routerdb.Call) seenRow {

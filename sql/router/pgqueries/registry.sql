@@ -24,3 +24,24 @@ WHERE platform = $3 AND installation_id = $4 AND harness_call_id = $5 AND result
 
 -- name: GetOperationKeyByHandle :one
 SELECT operation_key FROM calls WHERE public_handle = $1;
+
+-- name: CountCalls :one
+-- CountCalls counts the calls of an installation, and of them the final ones (with a result).
+SELECT count(*) AS calls, count(result) AS final FROM calls WHERE installation_id = $1;
+
+-- name: CountPrunableCalls :one
+-- CountPrunableCalls counts what PruneCalls would delete, batch after batch.
+SELECT count(*) FROM calls
+WHERE installation_id = sqlc.arg(installation_id) AND result IS NOT NULL
+  AND created_at < sqlc.arg(before) AND updated_at < sqlc.arg(before);
+
+-- name: PruneCalls :execrows
+-- PruneCalls deletes at most a batch of an installation's final calls that were created and
+-- last updated before a time; never a call without a result. A batch is one statement, so
+-- one small transaction, however many calls are pruned in all.
+DELETE FROM calls WHERE operation_key IN (
+    SELECT old.operation_key FROM calls AS old
+    WHERE old.installation_id = sqlc.arg(installation_id) AND old.result IS NOT NULL
+      AND old.created_at < sqlc.arg(before) AND old.updated_at < sqlc.arg(before)
+    LIMIT sqlc.arg(batch)
+);

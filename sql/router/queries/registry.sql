@@ -19,3 +19,24 @@ WHERE platform = ? AND installation_id = ? AND harness_call_id = ? AND result IS
 
 -- name: GetCallByHandle :one
 SELECT * FROM calls WHERE public_handle = ?;
+
+-- name: CountCalls :one
+-- CountCalls counts the calls of an installation, and of them the final ones (with a result).
+SELECT count(*) AS calls, count(result) AS final FROM calls WHERE installation_id = ?;
+
+-- name: CountPrunableCalls :one
+-- CountPrunableCalls counts what PruneCalls would delete, batch after batch.
+SELECT count(*) FROM calls
+WHERE installation_id = sqlc.arg(installation_id) AND result IS NOT NULL
+  AND created_at < sqlc.arg(before) AND updated_at < sqlc.arg(before);
+
+-- name: PruneCalls :execrows
+-- PruneCalls deletes at most a batch of an installation's final calls that were created and
+-- last updated before a time (unix milliseconds); never a call without a result. A batch is
+-- one short write transaction, so routers sharing the file wait for it only briefly.
+DELETE FROM calls WHERE operation_key IN (
+    SELECT old.operation_key FROM calls AS old
+    WHERE old.installation_id = sqlc.arg(installation_id) AND old.result IS NOT NULL
+      AND old.created_at < sqlc.arg(before) AND old.updated_at < sqlc.arg(before)
+    LIMIT sqlc.arg(batch)
+);

@@ -9,6 +9,42 @@ import (
 	"context"
 )
 
+const countCalls = `-- name: CountCalls :one
+SELECT count(*) AS calls, count(result) AS final FROM calls WHERE installation_id = ?
+`
+
+type CountCallsRow struct {
+	Calls int64
+	Final int64
+}
+
+// CountCalls counts the calls of an installation, and of them the final ones (with a result).
+func (q *Queries) CountCalls(ctx context.Context, db DBTX, installationID string) (CountCallsRow, error) {
+	row := db.QueryRowContext(ctx, countCalls, installationID)
+	var i CountCallsRow
+	err := row.Scan(&i.Calls, &i.Final)
+	return i, err
+}
+
+const countPrunableCalls = `-- name: CountPrunableCalls :one
+SELECT count(*) FROM calls
+WHERE installation_id = ?1 AND result IS NOT NULL
+  AND created_at < ?2 AND updated_at < ?2
+`
+
+type CountPrunableCallsParams struct {
+	InstallationID string
+	Before         int64
+}
+
+// CountPrunableCalls counts what PruneCalls would delete, batch after batch.
+func (q *Queries) CountPrunableCalls(ctx context.Context, db DBTX, arg CountPrunableCallsParams) (int64, error) {
+	row := db.QueryRowContext(ctx, countPrunableCalls, arg.InstallationID, arg.Before)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const getCall = `-- name: GetCall :one
 SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, result, created_at, updated_at, scope_digest FROM calls WHERE platform = ? AND installation_id = ? AND harness_call_id = ?
 `
@@ -120,6 +156,32 @@ type InsertInstallationParams struct {
 func (q *Queries) InsertInstallation(ctx context.Context, db DBTX, arg InsertInstallationParams) error {
 	_, err := db.ExecContext(ctx, insertInstallation, arg.InstallationID, arg.CreatedAt)
 	return err
+}
+
+const pruneCalls = `-- name: PruneCalls :execrows
+DELETE FROM calls WHERE operation_key IN (
+    SELECT old.operation_key FROM calls AS old
+    WHERE old.installation_id = ?1 AND old.result IS NOT NULL
+      AND old.created_at < ?2 AND old.updated_at < ?2
+    LIMIT ?3
+)
+`
+
+type PruneCallsParams struct {
+	InstallationID string
+	Before         int64
+	Batch          int64
+}
+
+// PruneCalls deletes at most a batch of an installation's final calls that were created and
+// last updated before a time (unix milliseconds); never a call without a result. A batch is
+// one short write transaction, so routers sharing the file wait for it only briefly.
+func (q *Queries) PruneCalls(ctx context.Context, db DBTX, arg PruneCallsParams) (int64, error) {
+	result, err := db.ExecContext(ctx, pruneCalls, arg.InstallationID, arg.Before, arg.Batch)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected()
 }
 
 const setResult = `-- name: SetResult :exec
