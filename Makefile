@@ -1,4 +1,4 @@
-# Hubu's developer entry points. `make help` lists them; CI (.ci/run) runs generate-check, lint, test and interop.
+# Hubu's developer entry points. `make help` lists them; CI (.ci/run) runs generate-check, lint, test, interop and images-test.
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -9,7 +9,7 @@ PKGS := hubu.dev/hubu/kit/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
 	hubu.dev/hubu/services/hubu/... hubu.dev/hubu/services/gongbu/... hubu.dev/hubu/services/mockflux/... \
 	hubu.dev/hubu/router/... hubu.dev/hubu/e2e/...
 GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi sql/hubu/hubudb sql/gongbu/gongbudb \
-	sql/router/routerdb sql/router/prealloc/preallocdb
+	sql/router/routerdb sql/router/routerpg sql/router/prealloc/preallocdb
 # The official TypeScript MCP client, which the router's tests drive as well as the Go SDK's.
 TSCLIENT := router/testdata/tsclient
 # The real harnesses (Codex, Claude Code) that make interop runs, pinned with a lockfile.
@@ -58,8 +58,17 @@ down: ## stop a stack started in the background (make up &; NAME=x for a named s
 	if [ -f $(STACK_DIR)/stack.pid ]; then kill -TERM "$$(cat $(STACK_DIR)/stack.pid)"; echo "stopping the stack in $(STACK_DIR)"; else echo "no stack is running in $(STACK_DIR)"; fi
 
 .PHONY: build
+# -buildvcs=auto records the commit, its time and whether the tree was modified (--version prints
+# them) where there is a checkout, whatever GOFLAGS says; a tag v* becomes the version.
+VERSION_LDFLAGS = -X hubu.dev/hubu/kit/buildinfo.version=$$(git describe --tags --match 'v*' --dirty 2>/dev/null || echo devel)
+
 build: ## build every binary into bin/
-	go build -o bin/ ./services/hubu/cmd/... ./services/gongbu/cmd/... ./services/mockflux/cmd/... ./router/cmd/...
+	go build -buildvcs=auto -ldflags "$(VERSION_LDFLAGS)" -o bin/ ./services/hubu/cmd/... ./services/gongbu/cmd/... ./services/mockflux/cmd/... ./router/cmd/...
+
+.PHONY: release-check
+release-check: $(TOOLS)/goreleaser ## check .goreleaser.yaml and build every release archive as a snapshot into dist/ (nothing is published; the first build of goreleaser takes long)
+	$(TOOLS)/goreleaser check
+	$(TOOLS)/goreleaser release --snapshot --clean
 
 # Container images, one per binary, FROM scratch with static binaries built here (deploy/):
 # nothing is pulled. IMAGE_PREFIX and IMAGE_TAG name them: hubu/NAME:dev by default.
@@ -123,6 +132,7 @@ loadtest: ## the load generator against a stack of its own; figures beside their
 lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, and go mod tidy leaving every module as it is
 	unformatted=$$(gofmt -l kit proto sql services router e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
+	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go build -o /dev/null hubu.dev/hubu/router/... || { echo "the router no longer builds for windows"; exit 1; }
 	$(TOOLS)/staticcheck $(PKGS)
 	for m in $(MODULES) tools; do GOWORK=off go -C $$m mod tidy -diff || { echo "go mod tidy would change $$m: run it there and commit"; exit 1; }; done
 	for m in $(MODULES); do GOWORK=off go -C $$m vet ./... || { echo "$$m does not build on its own (GOWORK=off)"; exit 1; }; done

@@ -14,7 +14,7 @@ import (
 func TestDocsLinks(t *testing.T) {
 	t.Parallel()
 	docs, _ := filepath.Glob(filepath.Join("..", "docs", "*.md"))
-	docs = append(docs, filepath.Join("..", "README.md"))
+	docs = append(docs, filepath.Join("..", "README.md"), filepath.Join("..", "SECURITY.md"), filepath.Join("..", "CHANGELOG.md"))
 	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	anchorsOf := func(path string) map[string]bool {
 		b, err := os.ReadFile(path)

@@ -31,9 +31,9 @@ func (b Binaries) Path(name string) string { return filepath.Join(string(b), nam
 
 // Build compiles every binary once into dir; with failpoints, the crash points are compiled in.
 func Build(ctx context.Context, repoRoot, dir string, failpoints bool) (Binaries, error) {
-	var args []string
+	args := []string{"-buildvcs=auto"} // --version names the commit, whatever GOFLAGS says
 	if failpoints {
-		args = []string{"-tags", "failpoints"}
+		args = append(args, "-tags", "failpoints")
 	}
 	args = append(args, "./services/hubu/cmd/...", "./services/gongbu/cmd/...", "./services/mockflux/cmd/...", "./router/cmd/...", "./e2e/cmd/hubu-demo")
 	if err := proctest.Build(ctx, repoRoot, dir, args...); err != nil {

@@ -14,7 +14,11 @@ import (
 
 // Main runs run with the process's arguments, environment and output until SIGINT or SIGTERM.
 // When it fails it prints "name: " and the error and exits 2; asking for help is no failure.
+// Asked for the version (see Version), it prints it without calling run.
 func Main(name string, run func(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error) {
+	if Version(name, os.Args[1:], os.Stdout) {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()

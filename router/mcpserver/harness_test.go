@@ -45,6 +45,7 @@ type options struct {
 	// guardImages keeps the router's default refusal of images on loopback and private
 	// addresses; the fakes serve them on loopback, so other tests allow those.
 	guardImages bool
+	metrics     *mcpserver.Metrics // nil counts nothing
 }
 
 // setup connects a client to a router over the SDK's in-memory transport, with the fake
@@ -82,6 +83,7 @@ func setup(t testing.TB, opts *options) *env {
 		Registry: reg, Hubu: hubu, Gongbu: gongbu, Identity: opts.identity,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Diagnose: e.diag,
 		Wait: wait, PollEvery: 10 * time.Millisecond, ImageLimit: opts.imageLimit, AllowPrivateImageHosts: !opts.guardImages,
+		Metrics: opts.metrics,
 	})
 	e.router = router
 	ct, st := mcp.NewInMemoryTransports()

@@ -42,6 +42,8 @@ type Config struct {
 	// and link-local addresses: for a local stack, whose images are served on loopback.
 	AllowPrivateImageHosts bool
 	Now                    func() time.Time
+	// Metrics, when set, counts the tool calls.
+	Metrics *Metrics
 }
 
 // Router serves the tools.

@@ -15,6 +15,7 @@ import (
 func (r *Router) generateImage(ctx context.Context, c toolCall) answer {
 	img, err := parseImageArgs(c.args)
 	if err != nil {
+		r.countCall(c.call.Tool, ResolutionRefused)
 		return refusal(CodeInvalidArguments, "%s", err.Error())
 	}
 	// The work is shared with concurrent deliveries of the same call, so it must not end
@@ -43,6 +44,7 @@ func (r *Router) coalesce(call registry.Call, work func() answer) answer {
 		r.mu.Unlock()
 		<-f.done
 		if f.hash == call.RequestHash && f.scope == call.Scope {
+			r.countCall(call.Tool, registry.Replay.String()) // answered as a redelivery is
 			shared := f.answer
 			shared.Replayed = true
 			return shared
@@ -68,14 +70,18 @@ func (r *Router) spend(ctx context.Context, call registry.Call, img contract.Ima
 	entry, resolution, err := r.cfg.Registry.Resolve(ctx, call)
 	switch {
 	case errors.Is(err, registry.ErrNewOperationRefused):
+		r.countCall(call.Tool, ResolutionRefused)
 		return refusal(CodeDenied, "this router starts new operations only for Codex calls (preallocated keys)")
 	case errors.Is(err, registry.ErrNoKeysLeft):
+		r.countCall(call.Tool, ResolutionUnavailable)
 		r.cfg.Logger.ErrorContext(ctx, "no preallocated operation keys are left")
 		return refusal(CodeBackendUnavailable, "this router has no preallocated operation keys left; nothing was sent, retry later")
 	case err != nil:
+		r.countCall(call.Tool, ResolutionUnavailable)
 		r.cfg.Logger.ErrorContext(ctx, "registry unavailable", "err", err)
 		return refusal(CodeBackendUnavailable, "the router's registry is unavailable; nothing was sent, retry the same call")
 	}
+	r.countCall(call.Tool, resolution.String())
 	log := r.cfg.Logger.With("tool", call.Tool, "platform", call.Platform, "resolution", resolution.String())
 	switch resolution {
 	case registry.Conflict:

@@ -37,8 +37,12 @@ func (r *Router) handler(t tool) mcp.ToolHandler {
 			refused, verdict = r.identify(req, t.Name, &c)
 		}
 		r.diagnose(req, verdict)
-		if refused != nil {
+		switch {
+		case refused != nil:
+			r.countCall(t.Name, ResolutionRefused)
 			return refused.toResult(), nil
+		case !t.identified:
+			r.countCall(t.Name, ResolutionNone)
 		}
 		return t.run(ctx, c).toResult(), nil
 	}

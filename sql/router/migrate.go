@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"syscall"
 
 	"github.com/golang-migrate/migrate/v4"
 	"github.com/golang-migrate/migrate/v4/database/sqlite"
@@ -21,10 +20,11 @@ func Migrate(db *sql.DB, path string) error {
 		return fmt.Errorf("open the registry lock: %w", err)
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+	unlock, err := lockFile(lock)
+	if err != nil {
 		return fmt.Errorf("lock the registry: %w", err)
 	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it too
+	defer unlock() //nolint:errcheck // closing the file releases the lock too
 
 	src, err := iofs.New(Migrations(), ".")
 	if err != nil {

@@ -20,9 +20,14 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"hubu.dev/hubu/kit/buildinfo"
 	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
@@ -31,13 +36,12 @@ import (
 	"hubu.dev/hubu/router/registry"
 )
 
-const version = "1.0.0"
-
 const usage = `usage:
   hubu-unified-mcp --hubu-url URL --gongbu-url URL [--state FILE|URL] [--http ADDR [--session-timeout 1h]] [--diagnose-meta[=FILE]]
                    [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s] [--allow-private-image-hosts]
   hubu-unified-mcp preallocate --file FILE --count N
   hubu-unified-mcp installation-id [--state FILE|URL]
+  hubu-unified-mcp prune --state FILE|URL --older-than DURATION (--backup FILE | --backup-taken) [--dry-run]
   hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
 Either token may instead be in a file named by HUBU_AGENT_TOKEN_FILE or ROUTER_MCP_TOKEN_FILE.
@@ -79,6 +83,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if len(args) > 0 && args[0] == "support-matrix" {
 		return supportMatrix(args[1:], stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "prune" {
+		return prune(ctx, args[1:], getenv, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "installation-id" {
 		return installationID(ctx, args[1:], getenv, stdout, stderr)
@@ -188,11 +195,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
+	counters := prometheus.NewRegistry()
+	counters.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.NewBuildInfo("router"))
 	router := mcpserver.New(mcpserver.Config{
 		Registry: reg, Hubu: hubu, Gongbu: gongbu, Identity: idCfg, Logger: logger, Diagnose: diagOut, Wait: *wait,
-		AllowPrivateImageHosts: *allowPrivateImages,
+		AllowPrivateImageHosts: *allowPrivateImages, Metrics: mcpserver.NewMetrics(counters),
 	})
-	server := router.Server(version)
+	server := router.Server(buildinfo.Read().Version)
 	logger.Info("router ready", "installation_id", reg.InstallationID(), "transport", map[bool]string{true: "http", false: "stdio"}[*httpAddr != ""],
 		"state", registry.Redact(*state), "allow_private_image_hosts", *allowPrivateImages)
 
@@ -203,7 +213,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return nil
 	}
-	return serveHTTP(ctx, *httpAddr, mcpToken, server, *sessionTimeout, logger)
+	return serveHTTP(ctx, *httpAddr, mcpToken, server, counters, *sessionTimeout, logger)
 }
 
 // backendTransport is the transport to Hubu and Gongbu. The router holds a connection for
@@ -229,7 +239,10 @@ func (nopWriteCloser) Close() error { return nil }
 // session (most harnesses just exit) would otherwise leave them behind for good. A client that
 // comes back after that is answered 404 and, as the MCP specification requires of it, starts
 // a new session; a session's id is never a call's identity, so nothing is lost.
-func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, sessionTimeout time.Duration, logger *slog.Logger) error {
+//
+// /metrics, like /healthz, needs no token: its labels are tools and resolutions, never a
+// token, key, call id or handle, and a Prometheus should not hold the token that spends.
+func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, counters prometheus.Gatherer, sessionTimeout time.Duration, logger *slog.Logger) error {
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: sessionTimeout})
 	want := sha256.Sum256([]byte(token))
@@ -238,6 +251,7 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, sess
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(counters, promhttp.HandlerOpts{}))
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		sum := sha256.Sum256([]byte(got))

@@ -215,7 +215,8 @@ func TestPrunePostgres(t *testing.T) {
 func TestPruneHelp(t *testing.T) {
 	t.Parallel()
 	var stdout, stderr bytes.Buffer
-	err := prune(context.Background(), []string{"--help"}, func(string) string { return "" }, &stdout, &stderr)
+	// Through the command's dispatch, as `hubu-unified-mcp prune --help` runs it.
+	err := run(context.Background(), []string{"prune", "--help"}, func(string) string { return "" }, nil, &stdout, &stderr)
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}

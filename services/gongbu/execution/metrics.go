@@ -1,9 +1,15 @@
 package execution
 
 import (
+	"context"
+	"log/slog"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 
+	"hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/sql/gongbu/gongbudb"
 )
 
 // What made a worker poll a job, as the metrics count it.
@@ -15,16 +21,31 @@ const (
 
 // Metrics are the execution service's counters.
 type Metrics struct {
-	polls *prometheus.CounterVec
+	polls   *prometheus.CounterVec
+	latency *prometheus.HistogramVec
 }
 
 // NewMetrics registers the counters on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{polls: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "gongbu_provider_polls_total",
-		Help: "Polls of provider jobs by what triggered them (watch, webhook, pass) and what they found (pending, ready, failed, lost, error).",
-	}, []string{"trigger", "result"})}
-	reg.MustRegister(m.polls)
+	m := &Metrics{
+		polls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gongbu_provider_polls_total",
+			Help: "Polls of provider jobs by what triggered them (watch, webhook, pass) and what they found (pending, ready, failed, lost, error).",
+		}, []string{"trigger", "result"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "gongbu_provider_request_duration_seconds",
+			Help: "Calls to the provider's API by operation (submit, poll) and result (ok, rejected, error).",
+			// From a quick poll to a submission that waits out the provider's slowest answer.
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"op", "result"}),
+	}
+	// Every op and result exists from the start, so a rate of errors is defined from the first.
+	for _, op := range []string{"submit", "poll"} {
+		for _, result := range []string{"ok", "rejected", "error"} {
+			m.latency.WithLabelValues(op, result)
+		}
+	}
+	reg.MustRegister(m.polls, m.latency)
 	return m
 }
 
@@ -41,4 +62,85 @@ func (s *Service) countPoll(trigger string, res gongbu.PollResult, err error) {
 		result = "error"
 	}
 	s.Metrics.polls.WithLabelValues(trigger, result).Inc()
+}
+
+// Timed returns p with each call to the provider's API observed in
+// gongbu_provider_request_duration_seconds.
+func (m *Metrics) Timed(p gongbu.Provider) gongbu.Provider { return &timedProvider{Provider: p, m: m} }
+
+type timedProvider struct {
+	gongbu.Provider
+	m *Metrics
+}
+
+func (t *timedProvider) Submit(ctx context.Context, key string, d gongbu.Decision) (gongbu.Job, error) {
+	start := time.Now()
+	job, err := t.Provider.Submit(ctx, key, d)
+	t.observe("submit", start, err)
+	return job, err
+}
+
+func (t *timedProvider) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, error) {
+	start := time.Now()
+	res, err := t.Provider.Poll(ctx, job)
+	t.observe("poll", start, err)
+	return res, err
+}
+
+func (t *timedProvider) observe(op string, start time.Time, err error) {
+	result := "ok"
+	switch {
+	case gongbu.IsRejected(err):
+		result = "rejected"
+	case err != nil:
+		result = "error"
+	}
+	t.m.latency.WithLabelValues(op, result).Observe(time.Since(start).Seconds())
+}
+
+// executionStates are every state an execution can be in, so each gauge is reported, as 0 when
+// no execution is in it, and an alert on one does not wait for its series to appear.
+var executionStates = []gongbu.State{
+	gongbu.StateSubmitting, gongbu.StateSubmitted, gongbu.StateSucceeded, gongbu.StateFailed, gongbu.StateIndeterminate,
+}
+
+// NewExecutionsCollector returns the gauges gongbu_executions{state},
+// gongbu_executions_stuck{state} (submitting or submitted, with a lease that ran out: no
+// worker is on them) and gongbu_executions_unreported (finished, and not yet taken by Hubu),
+// read from db with one query at every scrape. now is the clock leases are measured against.
+func NewExecutionsCollector(db gongbudb.DBTX, now func() time.Time, logger *slog.Logger) prometheus.Collector {
+	byState := prometheus.NewDesc("gongbu_executions", "Executions by state.", []string{"state"}, nil)
+	stuck := prometheus.NewDesc("gongbu_executions_stuck",
+		"Open executions (submitting, submitted) whose lease ran out: no worker is on them.", []string{"state"}, nil)
+	unreported := prometheus.NewDesc("gongbu_executions_unreported",
+		"Finished executions (succeeded, failed) whose outcome Hubu has not taken yet.", nil, nil)
+	q := gongbudb.New()
+	return &metrics.QueryCollector{
+		Descs:  []*prometheus.Desc{byState, stuck, unreported},
+		Logger: logger,
+		Query: func(ctx context.Context) ([]prometheus.Metric, error) {
+			rows, err := q.CountExecutionsByState(ctx, db, now())
+			if err != nil {
+				return nil, err
+			}
+			counts, stuckCounts := map[string]int64{}, map[string]int64{}
+			var unreportedCount int64
+			for _, r := range rows {
+				counts[r.State], stuckCounts[r.State] = r.Executions, r.Stuck
+				unreportedCount += r.Unreported
+			}
+			var ms []prometheus.Metric
+			gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+				ms = append(ms, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...))
+			}
+			for _, s := range executionStates {
+				gauge(byState, counts[string(s)], string(s))
+			}
+			for _, s := range []gongbu.State{gongbu.StateSubmitting, gongbu.StateSubmitted} {
+				gauge(stuck, stuckCounts[string(s)], string(s))
+			}
+			gauge(unreported, unreportedCount)
+			return ms, nil
+		},
+	}
 }

@@ -28,6 +28,8 @@ type Service struct {
 	Now      func() time.Time
 	// RetryAfter is how long a decision stays unacknowledged before Recover re-sends it.
 	RetryAfter time.Duration
+	// HandOffs counts the tries to hand a decision on; nil counts nothing.
+	HandOffs *HandOffCounter
 }
 
 // Authorize records or replays an authorization, then hands an approved decision on.
@@ -80,7 +82,9 @@ func (s *Service) handOff(ctx context.Context, op hubu.Operation, count countAtt
 		return counted // moved on meanwhile, or another replica's pass claimed the try
 	}
 	failpoint.Inject(failpoint.HubuBeforeHandOff)
-	if err := s.Executor.Execute(ctx, d); err != nil {
+	err = s.Executor.Execute(ctx, d)
+	s.HandOffs.count(err)
+	if err != nil {
 		s.logger().WarnContext(ctx, "hand-off to the executor failed; it will be re-sent",
 			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "attempt", counted.DispatchAttempts, "err", err)
 		return counted

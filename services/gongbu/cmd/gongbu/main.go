@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/kit/pglisten"
 	"hubu.dev/hubu/kit/pgstart"
 	"hubu.dev/hubu/services/gongbu"
@@ -145,11 +147,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "gongbu")
 
-	store, closeStore, err := openStore(ctx, *dbURL)
+	store, pool, err := openStore(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer pool.Close()
 	hc := &http.Client{Transport: httpjson.PooledTransport(), Timeout: 60 * time.Second}
 	authority, err := hubulink.New(*hubuURL, *hubuToken, hc)
 	if err != nil {
@@ -160,9 +162,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
+	now := failpoint.Clock()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.NewBuildInfo("gongbu"), metrics.NewPoolCollector("gongbu", pool),
+		execution.NewExecutionsCollector(pool, now, logger))
+	execMetrics := execution.NewMetrics(reg)
 	svc := &execution.Service{
-		Store: store, Providers: map[string]gongbu.Provider{adapter.Name(): adapter}, Authority: authority,
-		Logger: logger, Now: failpoint.Clock(), PollInterval: *pollInterval, FirstPoll: *firstPoll, PollDeadline: *pollDeadline, CallTimeout: *fluxTimeout,
+		Store: store, Providers: map[string]gongbu.Provider{adapter.Name(): execMetrics.Timed(adapter)}, Authority: authority, Metrics: execMetrics,
+		Logger: logger, Now: now, PollInterval: *pollInterval, FirstPoll: *firstPoll, PollDeadline: *pollDeadline, CallTimeout: *fluxTimeout,
 	}
 	// A worker's lease outlasts any submission it makes, so no other worker takes a live
 	// submission over. --lease may shorten it (the e2e suite does, against mockflux).
@@ -180,9 +188,6 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if *webhookURL != "" {
 		srv.Webhooks = map[string]httpserver.Webhook{adapter.Name(): adapter}
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	svc.Metrics = execution.NewMetrics(reg)
 
 	ln, err := command.Listen(*listen)
 	if err != nil {
@@ -284,11 +289,11 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return errors.New("--charged-micros must be more than 0; use --not-charged when the provider charged nothing")
 	}
 
-	store, closeStore, err := openStore(ctx, *dbURL)
+	store, pool, err := openStore(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer pool.Close()
 	x, err := store.Resolve(ctx, id, *charged, time.Now())
 	if err != nil {
 		if code := gongbu.ErrorCode(err); code != gongbu.CodeInternal {
@@ -318,11 +323,11 @@ func renewEpochCmd(ctx context.Context, args []string, getenv func(string) strin
 	if err := requireDatabaseURL(*dbURL); err != nil {
 		return err
 	}
-	store, closeStore, err := openStore(ctx, *dbURL)
+	store, pool, err := openStore(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
-	defer closeStore()
+	defer pool.Close()
 	ep, err := store.RenewEpoch(ctx)
 	if err != nil {
 		return err
@@ -333,7 +338,7 @@ func renewEpochCmd(ctx context.Context, args []string, getenv func(string) strin
 }
 
 // openStore opens Gongbu's database and checks that it answers and is migrated.
-func openStore(ctx context.Context, dbURL string) (*postgres.Store, func(), error) {
+func openStore(ctx context.Context, dbURL string) (*postgres.Store, *pgxpool.Pool, error) {
 	pool, err := pgstart.Open(ctx, dbURL)
 	if err != nil {
 		return nil, nil, err
@@ -342,5 +347,5 @@ func openStore(ctx context.Context, dbURL string) (*postgres.Store, func(), erro
 		pool.Close()
 		return nil, nil, err
 	}
-	return postgres.NewStore(pool), pool.Close, nil
+	return postgres.NewStore(pool), pool, nil
 }

@@ -17,6 +17,7 @@ import (
 	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/kit/pglisten"
 	"hubu.dev/hubu/kit/pgstart"
 	"hubu.dev/hubu/services/hubu"
@@ -138,11 +139,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			<-listening
 		}()
 	}
-	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: *retryAfter}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.NewBuildInfo("hubu"), metrics.NewPoolCollector("hubu", pool),
+		httpserver.NewOperationsCollector(pool, now, logger))
+	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: *retryAfter,
+		HandOffs: lifecycle.NewHandOffCounter(reg)}
 	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now,
 		Console: console.New(store, &console.Options{Logger: logger, Now: now})}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	ln, err := command.Listen(*listen)
 	if err != nil {

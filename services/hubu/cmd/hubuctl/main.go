@@ -41,7 +41,7 @@ global flags (accepted anywhere):
                   are visible to other users)
   --json          print the API's JSON response instead of a table
 
-Run 'hubuctl COMMAND --help' for a command's flags.
+Run 'hubuctl COMMAND --help' for a command's flags, 'hubuctl --version' for the version.
 Exit status: 0 done; 1 the API refused or could not be reached; 2 usage or settings error.`
 
 // hubuctl is the command table; each noun's file describes its commands.
@@ -137,6 +137,9 @@ func code(err error) int {
 
 // run is the whole program; tests call it in-process. It prints its own error line.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if settings.Version("hubuctl", args, stdout) {
+		return nil
+	}
 	c := &cli{getenv: getenv, stdout: stdout, stderr: stderr}
 	err := c.run(ctx, hubuctl, "hubuctl", args)
 	if errors.Is(err, errHelp) {
