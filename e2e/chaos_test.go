@@ -3,7 +3,8 @@ package e2e_test
 // The fault explorer. Each run is a function of its seed: a workload (new spends,
 // redeliveries with the same or reordered arguments, bursts of concurrent deliveries, a call
 // id reused for other work, spends held for approval that are approved, denied, left alone or
-// resumed twice, status reads) through two stdio routers on one registry and the HTTP router,
+// resumed twice, status reads) through two stdio routers on one registry and the HTTP router
+// (in a third of the runs two Hubu and two Gongbu, and the routers' registry in Postgres),
 // interleaved with faults (SIGKILL and restart of any service, a crash at any named
 // failpoint, network faults on every hop between the services, mockflux's own faults, killed
 // Postgres connections), against a provider that honours idempotency keys or one that
@@ -123,7 +124,7 @@ type chaosTally struct {
 	faults        map[string]int
 	indeterminate map[string]int
 	calls, checks int
-	replicaRuns   int // runs with two Hubu and two Gongbu
+	replicaRuns   int // runs with two Hubu and two Gongbu, and the routers on a Postgres registry
 	failed        []uint64
 }
 
@@ -157,7 +158,7 @@ func (c chaosTally) String(runs int) string {
 	for _, v := range c.indeterminate {
 		nind += v
 	}
-	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu and two Gongbu), %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
+	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu, two Gongbu and a Postgres router registry), %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
 		runs, c.replicaRuns, c.calls, nfaults, c.checks, len(c.failed), c.failed, nind)
 	for _, k := range slices.Sorted(maps.Keys(c.faults)) {
 		fmt.Fprintf(&b, "  fault %-40s %d\n", k, c.faults[k])
@@ -199,21 +200,23 @@ type explorer struct {
 	rng  *rand.Rand
 	// more draws from the seed, for what was added after the regression seeds were found (so
 	// their schedules stay as they were): replicas, Postgres restarts, clock jumps.
-	more       *rand.Rand
-	replicas   bool                        // two Hubu and two Gongbu on the same databases
-	replica    map[string]*harness.Process // the second hubu and gongbu, in a replica run
-	db         *toxiproxy.Proxy            // every service's way to Postgres
-	dbUp       chan struct{}               // closed while Postgres is reachable through db
-	idempotent bool
-	shortTTL   bool // held spends expire within seconds, so some are left to expire
-	hops       map[string]*hop
-	routers    []*mcp.ClientSession // stdio A, stdio B (one registry), HTTP
-	canary     *httptest.Server     // a host the provider's key must never reach
-	keyLeaks   atomic.Int32
-	agent2     *mcp.ClientSession // a second agent, on a tight budget, with a registry of its own
-	calls      []*chaosCall
-	tally      *chaosTally
-	seq        int
+	more     *rand.Rand
+	replicas bool                        // two Hubu and two Gongbu on the same databases, the routers on a Postgres registry
+	replica  map[string]*harness.Process // the second hubu and gongbu, in a replica run
+	// registryURL is the routers' registry in Postgres, in a replica run.
+	registryURL string
+	db          *toxiproxy.Proxy // every service's way to Postgres
+	dbUp        chan struct{}    // closed while Postgres is reachable through db
+	idempotent  bool
+	shortTTL    bool // held spends expire within seconds, so some are left to expire
+	hops        map[string]*hop
+	routers     []*mcp.ClientSession // stdio A, stdio B (one registry), HTTP
+	canary      *httptest.Server     // a host the provider's key must never reach
+	keyLeaks    atomic.Int32
+	agent2      *mcp.ClientSession // a second agent, on a tight budget, with a registry of its own
+	calls       []*chaosCall
+	tally       *chaosTally
+	seq         int
 }
 
 // chaosCall is one tool call the workload made, with everything it was answered.
@@ -331,9 +334,20 @@ func (x *explorer) start() {
 	x.db = toxiproxy.NewProxy(tp, "postgres", "127.0.0.1:0", pg.Host)
 	noError(t, x.db.Start())
 	t.Cleanup(x.db.Stop)
+	// In a replica run the routers are a fleet too: every one of them (the two stdio routers,
+	// the HTTP router, each restart) shares a registry in Postgres, reached through the same
+	// proxy as the services' databases, so a Postgres restart reaches the registry as well.
+	var routerState string
+	if x.replicas {
+		registryDB := "router_chaos_" + id
+		routerState = must(harness.EnsureDatabase(context.Background(), server, registryDB))(t)
+		x.registryURL = routerState
+		t.Cleanup(func() { _ = harness.DropDatabases(context.Background(), server, registryDB) })
+	}
 	su := startSuite(t, harness.Config{
 		Dir: dir, ServerURL: server, HubuDB: "hubu_chaos_" + id, GongbuDB: "gongbu_chaos_" + id, FluxIdempotent: x.idempotent,
-		HubuAddr: addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
+		RouterState: routerState,
+		HubuAddr:    addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
 		Env: map[string][]string{
 			"router": {"ROUTER_IDENTITY_CONFIG=" + idConfig},
 			"gongbu": {"GONGBU_LEASE=1s"},
@@ -943,6 +957,9 @@ var chaosFinal = map[string]bool{
 func (x *explorer) check() {
 	t := x.t
 	su := x.su
+	if x.registryURL != "" {
+		x.checkFleetRegistry()
+	}
 	if n := x.keyLeaks.Load(); n > 0 {
 		t.Errorf("violation: the provider's key reached another host %d times", n)
 	}
@@ -1092,4 +1109,29 @@ func (x *explorer) decisionsByHandle() map[string]reconcile.Decision {
 		out[d.PublicHandle] = d
 	}
 	return out
+}
+
+// checkFleetRegistry makes sure that a replica run's routers did keep their calls in the shared
+// Postgres registry, and never in a file of their own: every operation the first agent's calls
+// were answered with has its row there.
+func (x *explorer) checkFleetRegistry() {
+	t := x.t
+	handles := map[string]bool{}
+	for _, c := range x.calls {
+		if !c.agent2 && c.handle != "" {
+			handles[c.handle] = true
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn := must(pgx.Connect(ctx, x.registryURL))(t)
+	defer conn.Close(ctx)
+	var n int
+	noError(t, conn.QueryRow(ctx, `SELECT count(*) FROM calls WHERE public_handle = ANY($1)`, slices.Collect(maps.Keys(handles))).Scan(&n))
+	if n != len(handles) {
+		t.Errorf("violation: %d of the %d operations the routers answered with are in the shared registry", n, len(handles))
+	}
+	if _, err := os.Stat(filepath.Join(x.su.s.Config.Dir, "router.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("violation: a router of the fleet made a registry file of its own (%v)", err)
+	}
 }

@@ -52,6 +52,9 @@ type Config struct {
 	HubuDB, GongbuDB string
 	// Addresses; empty means a free loopback port.
 	HubuAddr, GongbuAddr, FluxAddr, RouterAddr string
+	// RouterState is the routers' registry: a postgres:// URL a fleet of routers shares, reached
+	// through Via(router, postgres); empty means the file router.db in Dir.
+	RouterState string
 	// FluxIdempotent tells Gongbu that mockflux honours Idempotency-Key.
 	FluxIdempotent bool
 	// Env adds environment entries per process name (hubu, gongbu, mockflux, router); an
@@ -219,8 +222,12 @@ func (s *Stack) Replica(p *Process, name, addr string) *Process {
 // RouterArgs are the arguments of a router wired to this stack, sharing its registry.
 // mockflux serves the images on loopback, which the router downloads only when allowed to.
 func (s *Stack) RouterArgs(extra ...string) []string {
+	state := filepath.Join(s.Config.Dir, "router.db")
+	if s.Config.RouterState != "" {
+		state = s.Config.via("router", "postgres", s.Config.RouterState)
+	}
 	return append([]string{"--hubu-url", s.Config.url("router", "hubu", s.Hubu.Addr), "--gongbu-url", s.Config.url("router", "gongbu", s.Gongbu.Addr),
-		"--state", filepath.Join(s.Config.Dir, "router.db"), "--allow-private-image-hosts"}, extra...)
+		"--state", state, "--allow-private-image-hosts"}, extra...)
 }
 
 // Stop stops every process with SIGTERM, the router first.
