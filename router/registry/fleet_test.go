@@ -2,10 +2,13 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"hubu.dev/hubu/sql/migrator"
 	routersql "hubu.dev/hubu/sql/router"
@@ -171,6 +174,7 @@ func TestPostgresPasswordStaysOut(t *testing.T) {
 	for _, state := range []string{
 		"postgres://router:" + pw + "@127.0.0.1:1/registry?sslmode=disable&connect_timeout=5",
 		"postgresql://router@127.0.0.1:1/registry?password=" + pw + "&sslmode=disable",
+		"postgres://router@127.0.0.1:1/registry?sslpassword=" + pw + "&sslmode=disable",
 	} {
 		if _, err := Open(context.Background(), state, nil); err == nil || strings.Contains(err.Error(), pw) {
 			t.Errorf("opening an unreachable database: %v; want an error without the password", err)
@@ -179,7 +183,82 @@ func TestPostgresPasswordStaysOut(t *testing.T) {
 			t.Errorf("Redact(%q) = %q", state, shown)
 		}
 	}
+	dsn := "host=127.0.0.1 port=1 dbname=registry user=router password=" + pw
+	if _, err := Open(context.Background(), dsn, nil); !errors.Is(err, errKeywordDSN) || strings.Contains(err.Error(), pw) {
+		t.Errorf("opening a keyword=value connection string: %v; want it refused without the password", err)
+	}
+	if shown := Redact(dsn); strings.Contains(shown, pw) {
+		t.Errorf("Redact(%q) = %q", dsn, shown)
+	}
 	if got := Redact("/var/lib/hubu/router.db"); got != "/var/lib/hubu/router.db" {
 		t.Errorf("a file path redacted to %q", got)
+	}
+}
+
+// A registry database whose default is asynchronous commit (set by an operator, or inherited)
+// still gets the registry's rows on disk before Resolve returns: its sessions ask for
+// synchronous commit themselves.
+func TestPostgresCommitsSynchronously(t *testing.T) {
+	t.Parallel()
+	state := sqltest.NewEmptyDatabase(t, "router_registry")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var name string
+	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{name}.Sanitize()+" SET synchronous_commit = off"); err != nil {
+		t.Fatal(err)
+	}
+	other, err := pgx.Connect(ctx, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	var plain string
+	if err := other.QueryRow(ctx, "SHOW synchronous_commit").Scan(&plain); err != nil || plain != "off" {
+		t.Fatalf("a plain session of the database commits with synchronous_commit %q (%v): the test proves nothing", plain, err)
+	}
+	r := open(t, state, nil)
+	if got := queryValue[string](t, r, "SHOW synchronous_commit"); got != "on" {
+		t.Fatalf("the registry's sessions commit with synchronous_commit %q, want on", got)
+	}
+}
+
+// raceKeys is a key source that, the first time it is asked, lets another router record the
+// call first and then refuses, as preallocated keys do when none is left.
+type raceKeys struct {
+	other *Registry
+	call  Call
+	won   Entry
+}
+
+func (k *raceKeys) NewKey(ctx context.Context, _ string) (string, error) {
+	e, res, err := k.other.Resolve(ctx, k.call)
+	if err != nil || res != New {
+		return "", fmt.Errorf("the other router: %v, %v", res, err)
+	}
+	k.won = e
+	return "", ErrNewOperationRefused
+}
+
+// A call another router records while this one makes its keys is that router's call: this
+// delivery continues it, even when this router's key source would have refused a new one.
+func TestPostgresLostRaceWhileMakingKeys(t *testing.T) {
+	t.Parallel()
+	state := sqltest.NewEmptyDatabase(t, "router_registry")
+	c := Call{Platform: "codex", CallID: "call_raceWhileMakingKeys0001", Tool: "generate_image", RequestHash: "h1"}
+	keys := &raceKeys{other: open(t, state, nil), call: c}
+	r := open(t, state, &Options{Keys: keys})
+	e, res, err := r.Resolve(context.Background(), c)
+	if errors.Is(err, ErrNewOperationRefused) || err != nil || res != Continue {
+		t.Fatalf("resolve: %v, %v; want the other router's call continued", res, err)
+	}
+	if e.OperationKey == "" || e.OperationKey != keys.won.OperationKey || e.PublicHandle != keys.won.PublicHandle {
+		t.Fatalf("continued under %q / %q, the other router recorded %q / %q", e.OperationKey, e.PublicHandle, keys.won.OperationKey, keys.won.PublicHandle)
 	}
 }

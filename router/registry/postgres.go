@@ -25,9 +25,31 @@ func IsPostgres(state string) bool {
 	return strings.HasPrefix(state, "postgres://") || strings.HasPrefix(state, "postgresql://")
 }
 
+// keywordDSN says whether state looks like a libpq keyword=value connection string ("host=…
+// password=…"), which the registry does not take: it would otherwise be read as a file path,
+// and shown, password and all, wherever the path is.
+func keywordDSN(state string) bool {
+	if IsPostgres(state) {
+		return false
+	}
+	for _, k := range []string{"host=", "dbname=", "user=", "password="} {
+		if strings.Contains(state, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// errKeywordDSN refuses a keyword=value connection string as --state.
+var errKeywordDSN = errors.New("a keyword=value connection string is not taken: give the registry as a postgres:// URL, or a file path")
+
 // Redact returns state as it may be logged or shown: a database URL without its password
-// (in the user part or a password= parameter); a file path as it is.
+// (in the user part or a password= or sslpassword= parameter); a file path as it is; nothing
+// of a keyword=value connection string.
 func Redact(state string) string {
+	if keywordDSN(state) {
+		return "a keyword=value connection string"
+	}
 	if !IsPostgres(state) {
 		return state
 	}
@@ -35,8 +57,12 @@ func Redact(state string) string {
 	if err != nil {
 		return "a postgres:// URL that does not parse"
 	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
+	if q := u.Query(); q.Has("password") || q.Has("sslpassword") {
+		for _, k := range []string{"password", "sslpassword"} {
+			if q.Has(k) {
+				q.Set(k, "xxxxx")
+			}
+		}
 		u.RawQuery = q.Encode()
 	}
 	return u.Redacted()
@@ -70,6 +96,11 @@ func connectPostgres(ctx context.Context, databaseURL string, now func() time.Ti
 	if err != nil {
 		return nil, "", errors.New("not a valid PostgreSQL URL")
 	}
+	// A call's row must be on disk before any backend hears of the call (the SQLite file is
+	// synchronous=FULL for the same reason): a row lost in a crash would give the call's
+	// redelivery a new key, and Hubu would charge it again. So the registry's sessions commit
+	// synchronously whatever the server's or the database's default says.
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("open the registry: %v", pgstart.Summary(err))
@@ -103,7 +134,7 @@ func withoutPassword(err error, databaseURL string) error {
 		return err
 	}
 	msg := err.Error()
-	for _, pw := range []string{passwordOf(u), u.Query().Get("password")} {
+	for _, pw := range []string{passwordOf(u), u.Query().Get("password"), u.Query().Get("sslpassword")} {
 		if pw != "" {
 			msg = strings.ReplaceAll(msg, pw, "xxxxx")
 		}
@@ -144,6 +175,12 @@ func (s *postgresStore) call(ctx context.Context, platform, callID string) (seen
 func (s *postgresStore) create(ctx context.Context, c Call, newEntry func() (Entry, error)) (seenRow, bool, error) {
 	e, err := newEntry()
 	if err != nil {
+		// Another router may have recorded the call since this one looked, and a key source
+		// that refuses (no preallocated keys left, say) must not answer a call in flight as
+		// refused: its row wins.
+		if row, found, lookErr := s.call(ctx, c.Platform, c.CallID); lookErr == nil && found {
+			return row, false, nil
+		}
 		return seenRow{}, false, err
 	}
 	now := s.now()

@@ -158,9 +158,12 @@ func Open(ctx context.Context, state string, opts *Options) (*Registry, error) {
 		id  string
 		err error
 	)
-	if IsPostgres(state) {
+	switch {
+	case keywordDSN(state):
+		return nil, errKeywordDSN
+	case IsPostgres(state):
 		s, id, err = openPostgres(ctx, state, now)
-	} else {
+	default:
 		s, id, err = openSQLite(ctx, state, now)
 	}
 	if err != nil {
