@@ -81,11 +81,13 @@ func TestAlerts(t *testing.T) {
 		"HubuBadCredentials", "GongbuBadCredentials")
 
 	// The router serves /metrics without its token, so it must show nothing that identifies a
-	// call or opens a door.
+	// call or opens a door, after it has served an identified spend.
+	su.mustSucceed(su.httpRouter(), foxArgs, codexMeta("call_alerts_through_http_01"), "a spend through the HTTP router")
 	resp := must(http.Get(su.s.Router.URL() + "/metrics"))(t)
 	body := string(must(io.ReadAll(resp.Body))(t))
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `router_tool_calls_total{resolution="refused",tool="generate_image"} 1`) {
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `router_tool_calls_total{resolution="refused",tool="generate_image"} 1`) ||
+		!strings.Contains(body, `router_tool_calls_total{resolution="new",tool="generate_image"} 1`) {
 		t.Fatalf("the router's /metrics: %d\n%s", resp.StatusCode, body)
 	}
 	for _, secret := range []string{su.s.Credentials.RouterMCPToken, su.s.Credentials.AgentToken, "call_alerts_", "hubu:public-operation:", "hubu:operation:"} {
@@ -105,7 +107,7 @@ func TestAlerts(t *testing.T) {
 	// What did not happen raises nothing.
 	firing := prom.firing(t)
 	for _, quiet := range []string{"HubuServerErrors", "GongbuServerErrors", "GongbuRefusingHandOffs", "HubuSettleReleaseConflicts",
-		"GongbuOutcomesUnreported", "GongbuExecutionsStuck", "RouterRegistryUnavailable", "DatabasePoolSaturated"} {
+		"GongbuOutcomesUnreported", "GongbuExecutionsStuck", "RouterRegistryUnavailable", "DatabasePoolSaturated", "StateMetricsMissing"} {
 		if slices.Contains(firing, quiet) {
 			t.Errorf("%s fires, though nothing caused it (firing: %v)", quiet, firing)
 		}

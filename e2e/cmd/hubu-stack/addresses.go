@@ -133,5 +133,19 @@ func writeAddresses(path string, addrs map[string]string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o600)
+	// Written aside and renamed into place, so that another stack choosing its ports at the same
+	// moment never reads this file half written.
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".addresses-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once renamed
+	if _, err := tmp.Write(append(b, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
