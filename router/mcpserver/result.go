@@ -151,7 +151,7 @@ func decodeAnswer(b []byte) (any, error) { return unmarshalAnswer(b) }
 func (r *Router) scrubbed(ctx context.Context, a answer, key string) answer {
 	b, err := json.Marshal(a.ToolResult)
 	if err == nil {
-		b, err = scrub.JSON(b, scrub.Variants(key)...)
+		b, err = scrub.JSON(b, append(scrub.Variants(key), scrub.KeysIn(b)...)...)
 	}
 	var out ToolResult
 	if err == nil {

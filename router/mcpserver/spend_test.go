@@ -339,4 +339,15 @@ func TestScrubber(t *testing.T) {
 			t.Fatalf("result %d: the echoed key was not replaced: %s", i, raw)
 		}
 	}
+	// Once the call's row is gone (pruned), the router no longer knows the key behind the
+	// handle; an answer that echoes it is still scrubbed.
+	if n, err := e.registry.Prune(context.Background(), time.Now().Add(time.Hour), 100); err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v", n, err)
+	}
+	for _, tool := range []string{"operation_status", "get_execution"} {
+		raw, _ := json.Marshal(e.call(t, tool, fmt.Sprintf(`{"public_handle":%q}`, handle), nil))
+		if leaks := routertest.LeaksIn(string(raw), e.backend.Keys()...); len(leaks) > 0 || strings.Contains(string(raw), "hubu:operation:v1:") {
+			t.Fatalf("%s after the prune carries the private key: %s", tool, raw)
+		}
+	}
 }

@@ -3,8 +3,10 @@
 package scrub
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/url"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -73,4 +75,27 @@ func walk(v any, secrets []string) any {
 		return out
 	}
 	return v
+}
+
+// anyKey is a private operation key of any call, as is or URL-encoded (its colons as %3A).
+var anyKey = regexp.MustCompile(`(?i)hubu(?::|%3A)operation(?::|%3A)v1(?::|%3A)[a-z0-9][a-z0-9-]{0,31}(?::|%3A)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+// KeysIn returns the Variants of every private operation key doc holds, whoever's it is. A
+// router scrubs an answer of the key it knows behind the answer's handle; this also finds a
+// key it does not know (a call whose row was pruned, or recorded by another registry), so that
+// no answer ever carries one.
+func KeysIn(doc []byte) []string {
+	if !bytes.Contains(doc, []byte("operation")) { // keys are lower-case: most answers skip the pattern
+		return nil
+	}
+	var out []string
+	for _, m := range anyKey.FindAll(doc, -1) {
+		key, err := url.QueryUnescape(string(m))
+		if err != nil {
+			key = string(m)
+		}
+		out = append(out, Variants(key)...)
+		out = append(out, string(m))
+	}
+	return out
 }

@@ -40,3 +40,24 @@ func TestVariants(t *testing.T) {
 		t.Fatalf("a form of the key survived: %s", out)
 	}
 }
+
+// A key the caller does not know of is found by its form, plain or URL-encoded, and removed
+// with every variant of it.
+func TestKeysIn(t *testing.T) {
+	t.Parallel()
+	key := "hubu:operation:v1:claude-code:0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+	doc := `{"a":"` + key + `","b":"q=hubu%3Aoperation%3Av1%3Acodex%3A11111111-2222-4333-8444-555555555555","c":"public hubu:public-operation:v1:0a1b2c3d-4e5f-4a6b-8c7d-000000000000"}`
+	out, err := JSON([]byte(doc), KeysIn([]byte(doc))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d") || strings.Contains(string(out), "11111111-2222") {
+		t.Fatalf("a key survived: %s", out)
+	}
+	if !strings.Contains(string(out), "hubu:public-operation:v1:0a1b2c3d-4e5f-4a6b-8c7d-000000000000") {
+		t.Fatalf("the public handle was touched: %s", out)
+	}
+	if got := KeysIn([]byte(`{"status":"succeeded","image":"iVBORw0KGgo"}`)); got != nil {
+		t.Fatalf("keys found where there are none: %v", got)
+	}
+}
