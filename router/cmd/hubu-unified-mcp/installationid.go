@@ -18,6 +18,10 @@ hubu.dev/platform-invocation envelopes put it in "audience"; every router sharin
 
 // installationID prints the registry's installation id, the audience of version 2 envelopes.
 func installationID(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	getenv, err := stateSecret(getenv)
+	if err != nil {
+		return err
+	}
 	fs := command.NewFlagSet("hubu-unified-mcp installation-id", getenv, stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, installationIDUsage); fs.PrintDefaults() }
 	state := stateFlag(fs)
@@ -27,7 +31,6 @@ func installationID(ctx context.Context, args []string, getenv func(string) stri
 	if fs.NArg() > 0 {
 		return fmt.Errorf("installation-id: unexpected argument %q", fs.Arg(0))
 	}
-	var err error
 	if *state, err = statePath(*state, getenv); err != nil {
 		return err
 	}

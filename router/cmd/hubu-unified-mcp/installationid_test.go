@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -30,6 +31,15 @@ func TestInstallationIDCommand(t *testing.T) {
 	cmd.Env = []string{"ROUTER_STATE=" + state}
 	if again, err := cmd.Output(); err != nil || string(again) != string(out) {
 		t.Fatalf("second run (ROUTER_STATE): %q %v, want %q", again, err, out)
+	}
+	stateFile := filepath.Join(dir, "state-url") // as a secret: a database URL holds a password
+	if err := os.WriteFile(stateFile, []byte(state+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd = exec.Command(binary, "installation-id")
+	cmd.Env = []string{"ROUTER_STATE_FILE=" + stateFile}
+	if again, err := cmd.Output(); err != nil || string(again) != string(out) {
+		t.Fatalf("third run (ROUTER_STATE_FILE): %q %v, want %q", again, err, out)
 	}
 	reg, err := registry.Open(context.Background(), state, nil)
 	if err != nil {

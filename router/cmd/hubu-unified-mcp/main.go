@@ -44,7 +44,8 @@ const usage = `usage:
   hubu-unified-mcp prune --state FILE|URL --older-than DURATION (--backup FILE | --backup-taken) [--dry-run]
   hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
-Either token may instead be in a file named by HUBU_AGENT_TOKEN_FILE or ROUTER_MCP_TOKEN_FILE.
+Either token may instead be in a file named by HUBU_AGENT_TOKEN_FILE or ROUTER_MCP_TOKEN_FILE, and the
+registry's location (a postgres:// URL may hold a password) in one named by ROUTER_STATE_FILE.
 Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_SESSION_TIMEOUT, ROUTER_DIAGNOSE_META,
 ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT and ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS.
 Without --http the router speaks stdio. --state is the registry: a SQLite file, or a postgres:// URL that a
@@ -89,6 +90,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if len(args) > 0 && args[0] == "installation-id" {
 		return installationID(ctx, args[1:], getenv, stdout, stderr)
+	}
+	getenv, err := stateSecret(getenv)
+	if err != nil {
+		return err
 	}
 	fs := command.NewFlagSet("hubu-unified-mcp", getenv, stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, usage); fs.PrintDefaults() }
@@ -277,6 +282,12 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, coun
 func stateFlag(fs *command.FlagSet) *string {
 	return fs.String("state", "ROUTER_STATE", "",
 		"the registry: a SQLite file (by default $XDG_STATE_HOME/hubu/router.db), or a postgres:// URL that a router fleet shares")
+}
+
+// stateSecret lets ROUTER_STATE come from the file ROUTER_STATE_FILE names, as every secret
+// setting may: a Postgres registry's URL can hold a password.
+func stateSecret(getenv func(string) string) (func(string) string, error) {
+	return command.WithSecret(getenv, "ROUTER_STATE")
 }
 
 // statePath is the registry --state names (a file or a postgres:// URL), by default the file in

@@ -100,6 +100,10 @@ func prune(ctx context.Context, args []string, getenv func(string) string, stdou
 
 // parsePrune reads and checks prune's settings; nothing is opened yet.
 func parsePrune(args []string, getenv func(string) string, stderr io.Writer) (pruneSettings, error) {
+	getenv, err := stateSecret(getenv)
+	if err != nil {
+		return pruneSettings{}, err
+	}
 	fs := command.NewFlagSet("hubu-unified-mcp prune", getenv, stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, pruneUsage); fs.PrintDefaults() }
 	state := stateFlag(fs)
@@ -117,7 +121,6 @@ func parsePrune(args []string, getenv func(string) string, stderr io.Writer) (pr
 	case s.olderThan < minPruneAge:
 		return s, fmt.Errorf("--older-than %s is below the floor of %s: harnesses redeliver calls within a session, and a pruned call delivered again is charged again", s.olderThan, minPruneAge)
 	}
-	var err error
 	if s.state, err = statePath(*state, getenv); err != nil {
 		return s, err
 	}
