@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	harness "hubu.dev/hubu/e2e/stack"
@@ -146,6 +147,17 @@ func TestWholeShapeSurvivesLosingAReplicaOfEach(t *testing.T) {
 			t.Fatalf("calls %d and %d share the operation %s", j, i, hs[0])
 		}
 		seen[hs[0]] = i
+	}
+	// The shared registry holds references to the images Gongbu keeps, never their bytes.
+	conn := must(pgx.Connect(context.Background(), registryURL))(t)
+	defer conn.Close(context.Background())
+	var final, byReference, withBytes, largest int
+	noError(t, conn.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE result LIKE '%"kept_image"%'),
+		count(*) FILTER (WHERE result LIKE '%"image":"%'), coalesce(max(octet_length(result)), 0) FROM calls WHERE result IS NOT NULL`).
+		Scan(&final, &byReference, &withBytes, &largest))
+	if final != calls || byReference != calls || withBytes != 0 || largest > 1<<10 {
+		t.Fatalf("the registry recorded %d final answers, %d by reference, %d with image bytes, the largest %d bytes",
+			final, byReference, withBytes, largest)
 	}
 	su.settleAndReconcile(calls)
 }

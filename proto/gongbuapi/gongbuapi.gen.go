@@ -99,6 +99,27 @@ func (e ImageArgumentsOutputFormat) Valid() bool {
 	}
 }
 
+// Defines values for KeptImageMimeType.
+const (
+	Imagejpeg KeptImageMimeType = "image/jpeg"
+	Imagepng  KeptImageMimeType = "image/png"
+	Imagewebp KeptImageMimeType = "image/webp"
+)
+
+// Valid indicates whether the value is a known member of the KeptImageMimeType enum.
+func (e KeptImageMimeType) Valid() bool {
+	switch e {
+	case Imagejpeg:
+		return true
+	case Imagepng:
+		return true
+	case Imagewebp:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ProblemCode.
 const (
 	DecisionMismatch     ProblemCode = "decision_mismatch"
@@ -194,6 +215,10 @@ type ExecutionRequestTool string
 
 // ExecutionResult defines model for ExecutionResult.
 type ExecutionResult struct {
+	// Image The image Gongbu keeps for this result, served by `getOperationImage`. Absent while
+	// Gongbu keeps none: the download failed and is being tried again, or it expired first.
+	Image *KeptImage `json:"image,omitempty"`
+
 	// ImageUrl The provider's delivery URL; it expires.
 	ImageUrl string `json:"image_url"`
 }
@@ -224,6 +249,17 @@ type ImageArguments struct {
 
 // ImageArgumentsOutputFormat defines model for ImageArguments.OutputFormat.
 type ImageArgumentsOutputFormat string
+
+// KeptImage The image Gongbu keeps for this result, served by `getOperationImage`. Absent while
+// Gongbu keeps none: the download failed and is being tried again, or it expired first.
+type KeptImage struct {
+	MimeType  KeptImageMimeType `json:"mime_type"`
+	Sha256    string            `json:"sha256"`
+	SizeBytes int64             `json:"size_bytes"`
+}
+
+// KeptImageMimeType defines model for KeptImage.MimeType.
+type KeptImageMimeType string
 
 // Problem defines model for Problem.
 type Problem struct {
@@ -408,6 +444,18 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
 	GetOperationExecution(ctx context.Context, publicHandle string, params *GetOperationExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetOperationImage The image an operation's execution delivered, by public handle (an agent's own, or any for an operator).
+	//
+	// Gongbu downloads a provider's result when it records the success (the provider's
+	// delivery URL expires within minutes) and keeps it; this serves it, to whom
+	// `getOperationExecution` would serve the execution. An image never changes: the answer
+	// carries its SHA-256 as a strong `ETag`, honours `If-None-Match` and `Range`, and may be
+	// cached privately. 404 while Gongbu keeps no image for the operation (there is none yet,
+	// the download is still being tried, or the execution did not succeed).
+	//
+	// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
+	GetOperationImage(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ProviderWebhookWithBody A provider's signed notice that a job is done (FLUX's `webhook_url`).
 	//
 	// Gongbu sends a webhook URL and a per-job secret with each submission when it is configured
@@ -563,6 +611,28 @@ func (c *Client) GetExecution(ctx context.Context, decisionId openapi_types.UUID
 // Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
 func (c *Client) GetOperationExecution(ctx context.Context, publicHandle string, params *GetOperationExecutionParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetOperationExecutionRequest(c.Server, publicHandle, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOperationImage The image an operation's execution delivered, by public handle (an agent's own, or any for an operator).
+//
+// Gongbu downloads a provider's result when it records the success (the provider's
+// delivery URL expires within minutes) and keeps it; this serves it, to whom
+// `getOperationExecution` would serve the execution. An image never changes: the answer
+// carries its SHA-256 as a strong `ETag`, honours `If-None-Match` and `Range`, and may be
+// cached privately. 404 while Gongbu keeps no image for the operation (there is none yet,
+// the download is still being tried, or the execution did not succeed).
+//
+// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
+func (c *Client) GetOperationImage(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOperationImageRequest(c.Server, publicHandle)
 	if err != nil {
 		return nil, err
 	}
@@ -847,6 +917,40 @@ func NewGetOperationExecutionRequest(server string, publicHandle string, params 
 	return req, nil
 }
 
+// NewGetOperationImageRequest constructs an http.Request for the GetOperationImage method
+func NewGetOperationImageRequest(server string, publicHandle string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "public_handle", publicHandle, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/operations/%s/image", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewProviderWebhookRequest calls the generic ProviderWebhook builder with application/json body
 func NewProviderWebhookRequest(server string, provider string, body ProviderWebhookJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -1015,6 +1119,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/operations/{public_handle}/execution (the `GetOperationExecution` operationId).
 	GetOperationExecutionWithResponse(ctx context.Context, publicHandle string, params *GetOperationExecutionParams, reqEditors ...RequestEditorFn) (*GetOperationExecutionResponse, error)
+
+	// GetOperationImageWithResponse The image an operation's execution delivered, by public handle (an agent's own, or any for an operator).
+	//
+	// Gongbu downloads a provider's result when it records the success (the provider's
+	// delivery URL expires within minutes) and keeps it; this serves it, to whom
+	// `getOperationExecution` would serve the execution. An image never changes: the answer
+	// carries its SHA-256 as a strong `ETag`, honours `If-None-Match` and `Range`, and may be
+	// cached privately. 404 while Gongbu keeps no image for the operation (there is none yet,
+	// the download is still being tried, or the execution did not succeed).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
+	GetOperationImageWithResponse(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*GetOperationImageResponse, error)
 
 	// ProviderWebhookWithBodyWithResponse A provider's signed notice that a job is done (FLUX's `webhook_url`).
 	//
@@ -1457,6 +1575,82 @@ func (r GetOperationExecutionResponse) ContentType() string {
 	return ""
 }
 
+// GetOperationImageResponse200Headers the declared response headers of an HTTP 200 response for GetOperationImage
+type GetOperationImageResponse200Headers struct {
+	ETag *string
+}
+
+type GetOperationImageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOperationImageResponse200Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOperationImageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOperationImageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOperationImageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOperationImageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ProviderWebhookResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1651,6 +1845,26 @@ func (c *ClientWithResponses) GetOperationExecutionWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParseGetOperationExecutionResponse(rsp)
+}
+
+// GetOperationImageWithResponse The image an operation's execution delivered, by public handle (an agent's own, or any for an operator).
+//
+// Gongbu downloads a provider's result when it records the success (the provider's
+// delivery URL expires within minutes) and keeps it; this serves it, to whom
+// `getOperationExecution` would serve the execution. An image never changes: the answer
+// carries its SHA-256 as a strong `ETag`, honours `If-None-Match` and `Range`, and may be
+// cached privately. 404 while Gongbu keeps no image for the operation (there is none yet,
+// the download is still being tried, or the execution did not succeed).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
+func (c *ClientWithResponses) GetOperationImageWithResponse(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*GetOperationImageResponse, error) {
+	rsp, err := c.GetOperationImage(ctx, publicHandle, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOperationImageResponse(rsp)
 }
 
 // ProviderWebhookWithBodyWithResponse A provider's signed notice that a job is done (FLUX's `webhook_url`).
@@ -2015,6 +2229,76 @@ func ParseGetOperationExecutionResponse(rsp *http.Response) (*GetOperationExecut
 	return response, nil
 }
 
+// ParseGetOperationImageResponse parses an HTTP response from a GetOperationImageWithResponse call
+func ParseGetOperationImageResponse(rsp *http.Response) (*GetOperationImageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOperationImageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOperationImageResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseProviderWebhookResponse parses an HTTP response from a ProviderWebhookWithResponse call
 func ParseProviderWebhookResponse(rsp *http.Response) (*ProviderWebhookResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2099,6 +2383,9 @@ type ServerInterface interface {
 	// GetOperationExecution The execution of an operation, by public handle (an agent's own, or any for an operator).
 	// (GET /v1/operations/{public_handle}/execution)
 	GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string, params GetOperationExecutionParams)
+	// GetOperationImage The image an operation's execution delivered, by public handle (an agent's own, or any for an operator).
+	// (GET /v1/operations/{public_handle}/image)
+	GetOperationImage(w http.ResponseWriter, r *http.Request, publicHandle string)
 	// ProviderWebhook A provider's signed notice that a job is done (FLUX's `webhook_url`).
 	// (POST /v1/webhooks/{provider})
 	ProviderWebhook(w http.ResponseWriter, r *http.Request, provider string)
@@ -2139,6 +2426,12 @@ func (_ Unimplemented) GetExecution(w http.ResponseWriter, r *http.Request, deci
 // GetOperationExecution The execution of an operation, by public handle (an agent's own, or any for an operator).
 // (GET /v1/operations/{public_handle}/execution)
 func (_ Unimplemented) GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string, params GetOperationExecutionParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetOperationImage The image an operation's execution delivered, by public handle (an agent's own, or any for an operator).
+// (GET /v1/operations/{public_handle}/image)
+func (_ Unimplemented) GetOperationImage(w http.ResponseWriter, r *http.Request, publicHandle string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2285,6 +2578,32 @@ func (siw *ServerInterfaceWrapper) GetOperationExecution(w http.ResponseWriter, 
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetOperationExecution(w, r, publicHandle, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetOperationImage operation middleware
+func (siw *ServerInterfaceWrapper) GetOperationImage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "public_handle" -------------
+	var publicHandle string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "public_handle", chi.URLParam(r, "public_handle"), &publicHandle, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "public_handle", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetOperationImage(w, r, publicHandle)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2452,6 +2771,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/operations/{public_handle}/execution", wrapper.GetOperationExecution)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/operations/{public_handle}/image", wrapper.GetOperationImage)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/webhooks/{provider}", wrapper.ProviderWebhook)
 	})
 
@@ -2463,57 +2785,65 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"5Fptc9u2sv4rO7ydiT2XlilHbmr5k28nbTKT22bidHLvWD4SRKxE2CTAAqAVxaP/fmYBvkr0i06bNnPO",
-	"l5amAHBfn312kfsgVlmuJEprgvF9oNHkShp0f7zXap5iRo+xkhalpUeW56mImRVKHud+xX/fGCXpNxMn",
-	"mDF6+k7jIhgH/3XcnH/sfzXH1bmbzSYMOJpYi5yOC8bBhQTUWukQmIEPP/0IZ6PTV1B+BjhaJlIDK2ET",
-	"YGAsm6cIs1hxnA0COq38BEnw+jPGhT/2PmCcC3pm6XutctRWkIoLlhoMg7z16j5gS5R2Kjg9L5TOmA3G",
-	"QVEIHoSBXecYjANjtZDLYBMGLFOFtNNMxFqZzg4h7fejZouQFpeo3R5rMcu9vXd/jROml8hbR3Yt9Clh",
-	"FmyCZJQ7wVFDucOZ7Gcll/MCNOZKWwPCglXwppgX9P+Y5bbQOAjC54gZa2QW+ZTZjl6cWTyyIsM+c8SF",
-	"1ijjdUu15keOsTBCyefa1gVC70mV6tMbNS9P211TzFMRTxMmeYq0Iie7azLhP5JiXoz9giNyvQvm8d1w",
-	"fBUdnbGjxfX9D5uj+nn0jOfhyea7Ph28I5Dv+tE5JWEG5ogSrEq586oqbKwy56PysLlSKTLpTzMqvat9",
-	"sh0YKIFJ8AopDdVqdy5W2QALrTIQkqNFnQnJbDcgHvWvRlOk9qn8rjPvg1/u8lLl+NS+S7eIVltm8dlf",
-	"uXSrN2FQ5HzPiHUq/V4ITR666kTodgSFDTBU6lSCbsNAKw9a2d7JqI6w17Vcan6DsTNYrd07YeyeCFb7",
-	"2v0lLGbm2cakb5fCMK3ZesdGrcMflfsD/l7gM0TvBvHHBKHyAuGZyxJhTIEchKVA/apgnQkpsiILxlEv",
-	"cOtlkVWV8jFrvs3YEi/q1X82MH4b0LZfSlulUhebksx7FSxRknA4FWSrVij90dR0H2oytPHZI1n6RCBX",
-	"mLdHCjqtpoVOd3H6Y6t2vzDAMRV3qNfw24d351Sw8XMuNJrBk2jVfONR+S8rMO2KYYp5JqwVcjkGjbHS",
-	"nChEh1gIKk5CLiFmaYr8HMo9yMfdhVTG6MWNmp9PpCniGJEjByY5LJhIacNCSJaedwvP1jEZW0PC7rBi",
-	"NG6/ZzQTGTMplYVbqVYhGEWWWok0BXqp0er1uQeLW8TcS5NQTS2kFWlfWSRyNJEHs2XFmNzb2WEIq0TE",
-	"CWTs1q2BRp2DUq5DULrUCw7o+9X7wUQGYR3ijYUpHivTuefyRKq77pggDDqG6cmHMHiDLLXJnoFIFaow",
-	"7cxTt09nW7mrL662sG0/aRIUy8TlUsY+e6QdjkZRC3hPTr/vg95McUx7wVMVNi/stALNRs/c2f0mx2Wv",
-	"NXOtsrwS5R3KJZl2FEVemOrFsA/4EHl/9ah0OouiV8Ozs5PT0atRdHY2fKqwrAT3jt3LKls+KxWqbFWd",
-	"GlZG73Nmq8PrOopaqrYxhbxjqeDTNpwWkhU2UVp88ZGs9FxwjpQCUpFHCknvM7SJ4lN6xdJUrdziGs4z",
-	"YTJmY5IzZ+tUMT61Sk1TSij3DVPknkJPM+SCTZ0OobOCliz1ctwxkVIv2Otp3zX2Bk+THbtOscL66rqz",
-	"y7+4fyKHSkH9MfWnQm/aPmdcVgV1j4R6OC8qVO3XW3x5hgb1EU1MuY27wrusiAst7PqSKr8Xbo5Mo74o",
-	"fGw7SuAaGve6KW+JtbmfBQi5ULuVquxpbaGlAdbQww43lFYBs5ApY0FJhJwJ3mqRWZoO4FfZ6oMmEj8L",
-	"Yw3kqJszBT/v1KQXBgTHLFeWiALc4pqqIkctqLHyrZQdwGtqVQ0wjRM5e2hAMuudW4RUnApJdU2CVoVF",
-	"OBhFI5jVOTQ7dIWQTaRPJWDlOq7QuPpn2a3bdQqz3Wybhf67swv6e3YIQsZpwZH7alWGeWVlbx9F7rlD",
-	"bbwHhoNoEDmwzVGyXATj4OUgGrx0SWsT5+zjxJWnL/S8RAesNf98y+kDaN+US8LunOkkih6ZMe03WyqL",
-	"ZM9oqeRdMRpDPjSo74RcDjrBG4yvrunvY42Mrx/V5YNf8bepwpllc2aQdNHI4oRiakBOOo1ePnR0LWtr",
-	"Btej/d3wuNtD9hqBOtPXzbKvaIluM/yAQRqJnRVG0XAPK9D6l3utP/X67WHlIsuYXgfj4LXj+7W8IaiU",
-	"o7GwENpYOCBce1EGaIwQa+QorSD2vHD8NVYyFqlwljx0yubK2P5Ow5+pfTPu9rcQNE4wvjWeStvEAWpY",
-	"NgNma2rEzETOGkY7Cx2mmi6BdzAlzQq1gZPoZAAXcg0ps6g7EtAewzKcyKbVr3dFXpbtrzsmbpnkxn1F",
-	"4l0J610RBhN5UX9rlSiD4DpBYuw1dwEuFgvUHr5XCbPdUkL5tCgMcifJRM52yMpsABdbdYhaUeSgSKw5",
-	"LpRGOBDWQJ0ydG7OjKXzhMnpGG9Hpf0JMTWnyCGjvTahlkWiO/dILRaH9MpW811quKQqXQVqQa3TRLre",
-	"yY0T624DWOqgbEz2c5o1PxWSfFY5Y6fOKZmuJ3KVoBOn3e0pqQptaJEJnTeUTVCvhMG6k4RZp5/xpU8V",
-	"1rlMyOVEdrwGp9FLWCVYGrPs9ebokY3sqivVCbqTwgUhcLWS51QByZQgjDtV1kL4AtcFLQ8lGHimg8b+",
-	"j+LrPx+oqunXpsuprC5w81cA5ZMgWQUGOBaE3MHISXTy14hyARJXLWFWzFB260qQ0V7g+vXBfhSN9lx/",
-	"tt/64Z7yDE+/YrH6VyhEU9x8gj1E1B+ubg5wDj0f6zKQ4/vW9G/zGClrgu6bSLJ/i1j+A0Sn03DBfN3u",
-	"sx6JhJLTMM0yKiEmGF/dB4KsS91GEAaSuUayOxPuomzYcuYTA/XNdRlxdTiZ4/vOhHnTBGMr+nq7VGZu",
-	"/a3FCwOzn19/hMcPnjVsxw1ZqeG06tbd5PGJrGgRpUaLqaRojecDfi0h+Zj6SDcHB8c7VrLhHgYOmHRF",
-	"eiLdkhemZlyjaHQYdgakTK4HEzmRn1zXuGLCzvxg2G+hCpxgPVrtErU4YXKJxrEavxUM8VXuyI8ZT6Tf",
-	"5ebc1H7TyqpBdbdpsxCqJa4mWNfhlOJ7XlQuHMCnRMQJMcGJ1OjS2Q19PSWsWKAwsHJWopeZIgZIKkK1",
-	"o813vfhw8F4Zu9RoJvLd28uPr385/uXXj29/+v9DT3fI3AbYkgkJ6Lj8Ale1nnM0gpMJjAIGqTKWGIpY",
-	"lGADsTLWTCTRYhmvw5LKNvYltUpprcic9kW+ZWZR+Y8YXosbT6SbHawSkaJ/K9K0mRM4kx8O4FNJxkoP",
-	"dX0rMjdos9hHn35G+2v1og22W8naTY3L0jJW+Zl863uPxBAcRHWQMgtKxng4cJO/YBz8XqBeN0hAegTt",
-	"lK8HqS+jx4evm7Cva/Jx12QlpMxYMGx1XobqblbQG1NafsdZ3g9ClneYfSpUV8l71qDy8ntz/Z9U8Ebf",
-	"KvnpUmy1aHDV9fnzNXj4Bw//BMtQAbJaSQebhE2uT28g+bkFcfta9OGS+DfcGNdldoXzRKlbqoVl/7fx",
-	"Ij2pXjOPfpZmV+zoyzX9Jzo6O7q+j8KXw37BHhqglDXdoBs7QCk4/PbhnR91QI766EbNCfs1llMU6lh9",
-	"A24c1XFtre++YyUXYllo5BPpceToqDz0qNDpbAAUQFQtYof7bj5DEE+lxlhf8m/U3LEm90UKoDf/e/Gj",
-	"HzzYBCeSioaxLMudjARFc8XXvsYKCQtxh5AJWVg0FKFexxcG4lTFt4fVJllyDncLWt3BWgW5StPqrreC",
-	"5XFZb02RWmDpiq1J1QyNn7BszdOJmVy8f1vWx4VyN72qLOFsjbwyQMx8sSQ7qzStKiUrvzSAD5gjs27s",
-	"DgnTWYrG9BWt9+XHP3lT/4Hef+uSnz95u09WEnzQ++8ntu+eHrrm530XLs8YK4x6pGO3KMe1/6jtJtNS",
-	"X6Y0SH/NXc5TDr9JMN+3U/764N8anrdLwUU7DIxYyiawXRozHxsGuJIIBz+9++3/qGUo4WBKcOCa4e4n",
-	"updqV9eEXdRAVajp/sWJu1EbHx8PT14NokE0GI5/iH44CTbXm38GAAD//w==",
+	"7Fp7b9tIkv8qBd4CsXG0LDtyZiL/5VtkJsFlZ4Iki9wh8lktdknsmOzmdDetKIa++6Gq+ZTph3Y2u4O7",
+	"/Seh6H7U81cv3kaJyQujUXsXTW8ji64w2iH/eGfNIsOcHhOjPWpPj6IoMpUIr4w+LsKKf//ijKa/uSTF",
+	"XNDTnywuo2n0b8ft+cfhr+64Pne73caRRJdYVdBx0TS60IDWGhuDcPD+pz/Dy8nZD1BdAxK9UJmDtfIp",
+	"CHBeLDKEeWIkzkcRnVZdQRS8+opJGY69jYSUip5F9s6aAq1XxOJSZA7jqOi8uo3ECrW/UpKel8bmwkfT",
+	"qCyVjOLIbwqMppHzVulVtI0jkZtS+6tcJda43g6l/YtJu0Vpjyu0vMd7zIsg77t/TVJhVyg7R/Yl9CkV",
+	"HnyKJJQbJdFCtYNF9rPRq0UJFgtjvQPlwRt4XS5K+j8RhS8tjqL4KWQmFoVHeSV8jy8pPB55leOQOJLS",
+	"WtTJpsNa+0eJiXLK6KfKlg1h8KSa9asvZlGddndNuchUcpUKLTOkFQXJ3ZII/yctF+U0LDgi1bMxT29O",
+	"pp/HRy/F0fLy9sftUfM8ecLzyen2T0M8BEWgvKtHVkoqHCwQNXiTSdaqKX1ictZRddjCmAyFDqc5k900",
+	"Otk1DNQgNASGjIV6NZ+LtTfA0poclJbo0eZKC983iAf1a9GVmX/MvxvPex+Ws1+aAh/b94EX0WovPD75",
+	"lg+8ehtHZSH3tFhm6bdSWdLQ556F7lpQ3AJDzU5N6C4MdPyg4+09j+oRe9nQZRZfMGGBNdy9Vc7viWCN",
+	"rvmX8pi7JwuT7q6IEdaKzR0ZdQ5/kO73+FuJTyC9b8QfU4RaC4Rn7CXKuRIlKE+G+l3BOlda5WUeTceD",
+	"wG1XZV5Hyoek+SYXK7xoVv+9gfGPAW37ubQ3JmPb1CTez9EKNRGHV4pk1TGl3+uafFHroa3OHvDSRwy5",
+	"xrw9XDBw9Yhw/hMLz6ZC9/GOq9Jmd5H9YyfaP3MgMVM3aDfw1/dvzynE49dCWXSjR/GtveNBjj/U8Nsn",
+	"w5WLXHmv9GoKFhNjJSUdvVREUThTegWJyDKU51DtQTntL6TARy++mMX5TLsySRAlShBawlKojDYslRbZ",
+	"eT9U7RyTiw2k4gbrHIj3hxxophOhtfFwrc06BmdIUmuVZUAvLXq7OQ/wco1YBGpSisKl9iobCqSUTs30",
+	"wXxV51j8dn4YwzpVSQq5uOY10LJzUNF1CMZWfMEB3V+/H810FDdO0UqYLLgWHT9XJ1Kk5mOiOOoJZsCD",
+	"4ug1isyne5ouxbTSdX3VXD/un9WuIbvaQcP9qElRrVL2vlx8Ddh8MpmMO1B9evZiCKxzIzEbhFtT+qL0",
+	"VzXMtnwWLPcvBa4GpVlYkxc1KW9Rr0i0k/E4EFO/OBmCSkQ5HG9qnl6Oxz+cvHx5ejb5YTJ++fLksVC0",
+	"VjIodi+p7OisYqiWVX1qXAt9SJktZu0f2Bl+6hIleN3SWPCpchAyyxgcWkpZFxuYr9D/WkcwvnI+gouF",
+	"Q+3J4TKc6d5R2ugKHqRZ68yIGkkYFBpk8lbRq5VQOiavbPBTwlJZ54NH9o0wVzleBVG01sLcHAebCc9s",
+	"OfWPNS6KQTNyqTg9e7ETtpto+2JyT7RV3/BqsfH4SOJy8qjWW2Z6pzaEDWm90wnoS4ZK755Q9I3IlLzq",
+	"ht1Si9KnxqpvAb+MXSgpkcSsDflhqel9jj418opeiSwza17chP1cuVz4hKyzEBvS7pU35iojGOU7XFmE",
+	"UusqR6lEzSFJwWqRBTpuhMrEIhtGy9BdGISMFhPvuqJXPmRhd3bVFvMwclaEhmOaq+Ig2iFlfKgTrz1g",
+	"9H40rGPpMN/q2xM4aI5okYQ33iWesTAprfKbD5QEBeIWKCzaizIgGmdHXPjy69YZUu+L0DNSemnu5icV",
+	"GvjSageiLSN6NYT2BoSH3DgPRiMUQslOK0Vk2Qh+1Z16eabxq3LeQYG2PVPJ814m8syBkpgXxlNCCde4",
+	"IcSRaBWhWSi5/QheWWusA2Fxpuf3NdLmg/2tmFKSUlM2o8Ga0iMcTMYTmDc+ND9kpBMzHVwJRLVOGnSc",
+	"9XhxzbvOYH7X2+ZxuHd+Qb/nh6B0kpUSZUDEysxrKQf5GFLPDVoXNHAyGo/GHGIL1KJQ0TR6PhqPnrPT",
+	"+pSVfZxyUvKNnlfI4bSpU95IugD962pJ3O9Hno7HD/Qi9+tBVqnRQAuyyrYTdI50SAFJ6dWoZ7zR9PMl",
+	"/T62KOTmQV7ehxX/NFak8GIhHAIHWZGkZFMjUtLZ+Pl9Rze0dnq1A9zfnBz3ew2DQnirnH/VLvuOkug3",
+	"Te4RSEsxS2EyPtlDCrT++V7rzwJ/e0i5zHNhN9E0esVVXkNvDCaT6HzIU+CAcO1ZZaAJQmJRovaKaqYl",
+	"Vy2J0YnKFEvykJktjPPD9WU404amDe/vIGiSYnLtQgHlUwbUuCoB3U53UbiZnrd1zDxmTHX9so1hSrs1",
+	"Wgen49MRXOgNZMKj7VFAe5zIcabbllCzaxxo2b2d6y8vtHR8i8abCtb7JIxm+qK5a50ah8AdA8oIm9wF",
+	"pFou0Qb4XqfC90MJ+dOydCiZkpme30lWKGHdiUOp0FQYGiJrgUtjEQ6Ud9C4DJ1bCOfpPOUKOibI0dhw",
+	"QmJK7VFCTnt9SoWqRj73yCyXh/TK10k2ldnaVKoCs6SCeaa5Yua2c1NjgsgYyqYkvyodr/9UatJZrYw7",
+	"cc7obDPT6xSZnG6Nb7QpraNFLmZtGJ+iXSuHTf8A5r0qNoQ+U3pWmdKrme5pDc7Gz2GdYiXMqsJfYEA2",
+	"kqutWSfoTks2Qi4IzikCkihBOT5VN0SEANcHrQAlGIVMB53/DyM3f3+gqruk235O5W2J238EUD4KkrVh",
+	"AGdBKBlGTsen/xhSLkDjukPMWjjyblsTMtkLXL8/2E/Gkz3Xv9xv/cme9Jycfcdg9bekEG1wCw52X6J+",
+	"f3RjwDkM+Vg/Azm+7XSJtw8lZa3R/SGc7P+ELf+ORKdXcMFi062zHrCEKqcRVuQUQlw0/XwbKZIuVRtR",
+	"HGnBhWR/dtBH2bijzEcGL9vLyuIac3LHt71JxLY1xo71DVapwl2H6dYzB/OfX32Ehw+et9kOt9ap4PTm",
+	"mie+cqbrtIhco5OpZOhdyAfCWkLyKdWRPC8BzjvWus09HBwIzUF6pnnJM9dkXJPx5DDutcWF3oxmeqY/",
+	"cdW4FsrPwzggbKEInGLTUO8nakkq9AodZzVhKzjKVyUnP24602EXd+eo/KaVdYHKU9d5DPUSjgmeK5yK",
+	"/JAXVQtH8ClVSUqZ4ExbZHfmVn9ICessUDlYs5ToZW4oAyQWod7RzXcD+XDwzji/suhm+u2bDx9f/XL8",
+	"y68f3/z034ch3SFxu9BqBORcfonrhs8FOiVJBM6AgMw4TxmKWlZgA4lx3s00pcU62cRVKtvKl9iqqPUq",
+	"Z+7LYkfMqtYfZXid3HimuXfAbdTwVmVZ2ydgkR+O4FOVjFUa6utW5dxo8ziUPv3c6d12wXbHWfuu8aGS",
+	"jDdhEtO57wEbgoNxY6TCg9EJHo648xdNo99KtJsWCYiPqOvyTfv8+fjhlvs2Hqqagt21XgmZcB6cWJ9X",
+	"pnrXK+iNqyR/R1lBD0pXs+4hFupPDvaMQdVHEtvL/08Bb/JHTX76KbZZtrjKdf5iAwH+IcA/wTLUgGzW",
+	"YXBB2MR1egvJTw2Iu+Pz+0PiP+HLgqeE2Wa8/lCIrcdADkS3TxsmTaGKVL4H6zxmdQ4O+q3dme6O3Otx",
+	"O3u40pArXXp0ofkaRlHKn4epFk+z6HdMoLZOTT7TvblW4zJzWJsyk2FHHxhGcKGr2VnVzgjAN+3Aykwn",
+	"wlrFdzn48Pri6PTsBUG+AOet0SuYv/ooVvO4qcrnb5ZHvxiNR3/hTgVTP39PB89D9MrFBhZIB3NlXVh1",
+	"IzxmmxG0oWNnAFdRWfdu2p4GCdRyiNJGI2zQx6Gyb0Z1Dfh1pnRs5n2MlEpyhKoG4oePxZ4wqnwU8zrz",
+	"ux7aNRnhQmnBKHx3EtLOAf/GrTwp3HPv9t756ojnt0Ky+99GpPXhjt9vpfEoIcWvjb2YJYu7Oael6M79",
+	"2zh6HvD1vjmvCj5F+t61NYIh968YUEuqC/7PXNfaA+yQJ/wrJFBIWOMiNeaaAkKFzttA0qPstSPKJ3H2",
+	"WRx9u6R/xkcvjy5vx/Hzk2HC7uupV8jokDvRUBHO8YO731CgPfpiFlQOWKwa6yiSNPRkHVe/dYxSDhKj",
+	"l2pVWpQzHVLLo6Pq0KPSZvMRkD1RAZGw63HLvv7QwflQBX4xCy6k+UYyoNd/ufhz6EX7FGea6gjnRV4w",
+	"jeS9CyM3cR3pluoG63BHWBF4fOYgyUxyfVhv0lUZyp9D1R9jeQOFybL6o686U59WJRiHZJGtxYZYzdGF",
+	"pvvOiJWK1Yt3b6qSaWn4ky9TVXVig7IWQCJC/URyNllWF0+iumkE77FA4XkSC6mweYbODcWSd9Xln4Ko",
+	"f0c7eOf7QPnoZ34kJSVHgx+D7H6OcN/3fnJoBv+ETvMQsItr1NNGf2vhWLQo4cBY0OF7t6rFfviHxPZ9",
+	"m6ffPxZ05qndyHDRNQOnVro1bHZjEWzDgaTgevDT27/+1zMH8woOrggOuD/av6L/ncXnS8IuzjYr1ORP",
+	"T/kji+nx8cnpD6PxaDw6mf44/vE02l5u/zcAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -233,8 +233,7 @@ func (r *Router) executed(ctx context.Context, base answer, e *gongbuapi.Executi
 		a.ChargedMicros = e.ChargedMicros
 		switch {
 		case e.Result != nil:
-			a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
-			a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
+			a.Result, a.image, a.kept = r.result(ctx, base.PublicHandle, e.Result)
 			a.Message = "image generated"
 		case e.ResolvedAt != nil:
 			a.Message = resolvedCharged(e.ChargedMicros)

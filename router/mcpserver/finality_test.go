@@ -2,6 +2,8 @@ package mcpserver_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -35,6 +37,17 @@ const (
 	imageUnreachable                  // nothing listens
 )
 
+// keptMode is what Gongbu keeps of a succeeded execution's image.
+type keptMode int
+
+const (
+	keptNone        keptMode = iota // nothing: the router downloads the provider's link
+	keptOK                          // TinyPNG, served
+	keptTooLarge                    // an image above the router's embedding limit
+	keptUnavailable                 // described, but Gongbu's image endpoint answers 500
+	keptCorrupt                     // described, but Gongbu serves other bytes
+)
+
 // testImageLimit is the router's embedding limit in these tests; TinyPNG is well below it.
 const testImageLimit = 4 << 10
 
@@ -50,8 +63,10 @@ type scriptedGongbu struct {
 	charged   *int64
 	resolved  bool // an operator resolved the execution (gongbu resolve)
 	image     imageMode
+	kept      keptMode
 	execCalls int
 	imgCalls  int
+	keptCalls int
 }
 
 func newScriptedGongbu(t *testing.T) *scriptedGongbu {
@@ -78,6 +93,40 @@ func (g *scriptedGongbu) setCharge(charged *int64, resolved bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.charged, g.resolved = charged, resolved
+}
+
+// setKept sets what Gongbu keeps of the image.
+func (g *scriptedGongbu) setKept(k keptMode) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.kept = k
+}
+
+// keptFetches is how many kept images were fetched.
+func (g *scriptedGongbu) keptFetches() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.keptCalls
+}
+
+func (g *scriptedGongbu) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.keptCalls++
+	switch g.kept {
+	case keptNone:
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(gongbuapi.Problem{Code: gongbuapi.NotFound, Status: 404, Title: "Not Found", Type: "x"})
+	case keptUnavailable:
+		http.Error(w, "database hiccup", http.StatusInternalServerError)
+	case keptCorrupt:
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(append(routertest.TinyPNG(), 0))
+	default:
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(routertest.TinyPNG())
+	}
 }
 
 // calls is how many execution reads and image downloads arrived.
@@ -110,6 +159,15 @@ func (g *scriptedGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Re
 			url = g.deadURL
 		}
 		x.Result = &gongbuapi.ExecutionResult{ImageUrl: url}
+		if g.kept != keptNone {
+			img := routertest.TinyPNG()
+			sum := sha256.Sum256(img)
+			size := int64(len(img))
+			if g.kept == keptTooLarge {
+				size = testImageLimit + 1
+			}
+			x.Result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.Imagepng, SizeBytes: size, Sha256: hex.EncodeToString(sum[:])}
+		}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(x)
@@ -162,10 +220,13 @@ type finalityCase struct {
 	gongbuState  gongbuapi.ExecutionState // "" is succeeded
 	noResult     bool
 	image        imageMode
+	kept         keptMode
 	// What the first delivery answers.
 	wantStatus, wantCode string
 	wantMessage          string // a part of the first delivery's error message, if set
 	final                bool
+	// embedded is whether a replay of a final answer embeds the image (fetched from Gongbu).
+	embedded bool
 }
 
 var finalityCases = []finalityCase{
@@ -209,7 +270,15 @@ var finalityCases = []finalityCase{
 	// (it may still capture what the provider charged): Hubu's own failed record is the final
 	// answer, so the next delivery asks Hubu for it.
 	{name: "gongbu failed", gongbuState: gongbuapi.Failed, wantStatus: "failed"},
-	{name: "gongbu succeeded, image embedded", wantStatus: "succeeded", final: true},
+	// Gongbu keeps the image: the answer is final whether or not it could embed it, because
+	// every replay embeds it from Gongbu again; the registry keeps only the reference.
+	{name: "gongbu succeeded and keeps the image", kept: keptOK, wantStatus: "succeeded", final: true, embedded: true},
+	{name: "gongbu keeps an image too large to embed", kept: keptTooLarge, wantStatus: "succeeded", final: true},
+	{name: "gongbu keeps the image but cannot serve it now", kept: keptUnavailable, wantStatus: "succeeded", final: true},
+	{name: "gongbu serves an image other than the one it described", kept: keptCorrupt, wantStatus: "succeeded", final: true},
+	// Gongbu keeps no image (its download is still being tried, or it predates results by
+	// reference): the provider's link expires, so nothing about the image is final.
+	{name: "gongbu succeeded, keeps no image, the provider's link embedded", wantStatus: "succeeded"},
 	{name: "gongbu succeeded, image download 500", image: imageServerError, wantStatus: "succeeded"},
 	{name: "gongbu succeeded, image not an image", image: imageNotAnImage, wantStatus: "succeeded"},
 	{name: "gongbu succeeded, image too large", image: imageTooLarge, wantStatus: "succeeded"},
@@ -232,6 +301,7 @@ func TestFinalityOfAnswers(t *testing.T) {
 				state = gongbuapi.Succeeded
 			}
 			g.set(tc.gongbuStatus, state, tc.noResult, tc.image)
+			g.setKept(tc.kept)
 			callID := fmt.Sprintf("call_finalIbCQqauinaST3It61%02d", i)
 
 			first := e.call(t, "generate_image", fox, codex(callID))
@@ -249,7 +319,9 @@ func TestFinalityOfAnswers(t *testing.T) {
 			auth := e.backend.Calls("authorize")
 			exec, img := g.calls()
 
-			again := toolResult(t, e.call(t, "generate_image", fox, codex(callID)))
+			kept := g.keptFetches()
+			againResult := e.call(t, "generate_image", fox, codex(callID))
+			again := toolResult(t, againResult)
 			if again.PublicHandle != o.PublicHandle {
 				t.Fatalf("redelivery named another operation: %q, want %q", again.PublicHandle, o.PublicHandle)
 			}
@@ -261,6 +333,17 @@ func TestFinalityOfAnswers(t *testing.T) {
 				if e.backend.Calls("authorize") != auth || exec2 != exec || img2 != img {
 					t.Fatalf("a final answer was not replayed from the registry: authorize %d→%d, execution %d→%d, image %d→%d",
 						auth, e.backend.Calls("authorize"), exec, exec2, img, img2)
+				}
+				if n := images(againResult); (n == 1) != tc.embedded {
+					t.Fatalf("the replay embedded %d images, want embedded %v", n, tc.embedded)
+				}
+				// The router holds an image it embedded; one it could not embed is fetched again.
+				want := 0
+				if tc.kept == keptUnavailable || tc.kept == keptCorrupt {
+					want = 1
+				}
+				if fetched := g.keptFetches() - kept; fetched != want {
+					t.Fatalf("the replay fetched the kept image %d times, want %d", fetched, want)
 				}
 				return
 			}

@@ -52,10 +52,22 @@ type options struct {
 // backends behind it.
 func setup(t testing.TB, opts *options) *env {
 	t.Helper()
+	return setupOn(t, nil, opts)
+}
+
+// setupOn connects a client to another router in front of the backends of base (new ones when
+// base is nil), as a second router process would be.
+func setupOn(t testing.TB, base *env, opts *options) *env {
+	t.Helper()
 	if opts == nil {
 		opts = &options{}
 	}
-	e := &env{backend: routertest.New(t), logs: &testlog.Buffer{}, diag: &testlog.Buffer{}}
+	e := &env{logs: &testlog.Buffer{}, diag: &testlog.Buffer{}}
+	if base != nil {
+		e.backend = base.backend
+	} else {
+		e.backend = routertest.New(t)
+	}
 	state := opts.state
 	if state == "" {
 		state = filepath.Join(t.TempDir(), "router.db")

@@ -1,14 +1,18 @@
 package mcpserver_test
 
 import (
+	"database/sql"
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	_ "modernc.org/sqlite"
 
 	"hubu.dev/hubu/router/routertest"
 )
@@ -54,6 +58,7 @@ func notFinal(t *testing.T, e *env, callID string) *mcp.CallToolResult {
 func TestImageOnAPrivateAddressIsRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t, &options{guardImages: true})
+	e.backend.SetKept(nil) // the provider's link is all there is
 	loopback := e.backend.ImageURL
 	byName := strings.Replace(loopback, "127.0.0.1", "localhost", 1)
 	for i, url := range []string{loopback, byName} {
@@ -99,6 +104,7 @@ func TestImageRedirects(t *testing.T) {
 	}))
 	t.Cleanup(host.Close)
 	e := setup(t, nil) // loopback allowed, as on the local stack
+	e.backend.SetKept(nil)
 	for i, path := range []string{"/to-other-port", "/to-other-name"} {
 		url := host.URL + path
 		e.backend.SetImageURL(url)
@@ -129,7 +135,70 @@ func TestOversizedImageIsNotEmbedded(t *testing.T) {
 	}))
 	t.Cleanup(big.Close)
 	e := setup(t, nil)
+	e.backend.SetKept(nil)
 	url := big.URL + "/sample.png"
 	e.backend.SetImageURL(url)
 	linkedOnly(t, e.call(t, "generate_image", fox, codex("call_bigimageVtFFd0UMtFdJGpgU")), url)
+}
+
+// Results by reference: the image Gongbu keeps is embedded (from Gongbu, a trusted backend,
+// even where provider links on private addresses are refused), the registry records only a
+// reference to it, and every replay embeds it from Gongbu again without asking Hubu.
+func TestKeptImageIsRecordedByReference(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "router.db")
+	e := setup(t, &options{guardImages: true, state: state})
+	const callID = "call_keptimageR3fQ9wLp2ZxT7v"
+	first := e.call(t, "generate_image", fox, codex(callID))
+	if images(first) != 1 || toolResult(t, first).Status != "succeeded" {
+		t.Fatalf("first delivery: %d images, %+v", images(first), toolResult(t, first))
+	}
+	if n := e.backend.Calls("image"); n != 0 {
+		t.Fatalf("the provider's link was downloaded %d times although Gongbu keeps the image", n)
+	}
+
+	db, err := sql.Open("sqlite", "file:"+state+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var recorded string
+	if err := db.QueryRow("SELECT result FROM calls WHERE harness_call_id = ?", callID).Scan(&recorded); err != nil {
+		t.Fatal(err)
+	}
+	png := base64.StdEncoding.EncodeToString(routertest.TinyPNG())
+	if len(recorded) > 2<<10 || strings.Contains(recorded, png) || !strings.Contains(recorded, `"kept_image"`) {
+		t.Fatalf("the registry recorded %d bytes (image bytes in it: %v): %s", len(recorded), strings.Contains(recorded, png), recorded)
+	}
+
+	authorized, executions := e.backend.Calls("authorize"), e.backend.Calls("execution")
+	for range 2 {
+		again := e.call(t, "generate_image", fox, codex(callID))
+		if o := toolResult(t, again); !o.Replayed || images(again) != 1 {
+			t.Fatalf("replay: replayed %v, %d images", o.Replayed, images(again))
+		}
+	}
+	// The router embedded the image a moment ago: it holds it, and asks Gongbu nothing.
+	if e.backend.Calls("authorize") != authorized || e.backend.Calls("execution") != executions || e.backend.Calls("kept_image") != 1 {
+		t.Fatalf("replays asked authorize %d→%d, execution %d→%d; kept image fetched %d times, want once",
+			authorized, e.backend.Calls("authorize"), executions, e.backend.Calls("execution"), e.backend.Calls("kept_image"))
+	}
+
+	// Another router on the same registry holds nothing: it embeds the image from Gongbu.
+	other := setupOn(t, e, &options{guardImages: true, state: state})
+	if again := other.call(t, "generate_image", fox, codex(callID)); !toolResult(t, again).Replayed || images(again) != 1 {
+		t.Fatalf("replay through another router: %d images, %+v", images(again), toolResult(t, again))
+	}
+	if n := e.backend.Calls("kept_image"); n != 2 {
+		t.Fatalf("kept image fetched %d times, want twice", n)
+	}
+
+	// Gongbu down: a router that does not hold the image replays the recorded answer, with
+	// the link only.
+	e.backend.SetDown(true)
+	third := setupOn(t, e, &options{guardImages: true, state: state})
+	again := third.call(t, "generate_image", fox, codex(callID))
+	if o := toolResult(t, again); !o.Replayed || o.Status != "succeeded" || images(again) != 0 || o.Result == nil {
+		t.Fatalf("replay with Gongbu down: %d images, %+v", images(again), o)
+	}
 }

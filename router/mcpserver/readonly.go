@@ -80,8 +80,7 @@ func (r *Router) getExecution(ctx context.Context, handle string) answer {
 		ChargedMicros: e.ChargedMicros, Message: "execution " + string(e.State)}}
 	switch {
 	case e.Result != nil:
-		a.Result = &ImageResult{ImageURL: e.Result.ImageUrl}
-		a.image, a.Result.MIMEType = r.fetchImage(ctx, e.Result.ImageUrl)
+		a.Result, a.image, _ = r.result(ctx, handle, e.Result)
 	case e.State == gongbuapi.Succeeded && e.ResolvedAt != nil:
 		a.Message = "execution succeeded; " + resolvedCharged(e.ChargedMicros)
 	case e.State == gongbuapi.Failed:

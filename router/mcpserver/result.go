@@ -48,6 +48,7 @@ type ToolError struct {
 type answer struct {
 	ToolResult
 	image  []byte
+	kept   *keptRef // the image Gongbu keeps, which a replay embeds again
 	hubu   hubuapi.OperationState
 	gongbu *gongbuapi.Execution
 }
@@ -56,14 +57,16 @@ type answer struct {
 // the registry records and replays to every later delivery without touching a backend. It is
 // only when nothing about it can change:
 //   - Hubu's record says the operation is denied, expired or failed: Hubu settled it.
-//   - Gongbu's execution succeeded and its image is embedded.
+//   - Gongbu's execution succeeded and Gongbu keeps its image (which every replay embeds from
+//     there, whether or not this answer could).
 //   - An operator resolved the execution as charged (it has no image and never will) and
 //     Hubu settled it as succeeded.
 //
 // Everything else can change: pending_approval, approved, running, indeterminate; Gongbu's
 // failed before Hubu settled it (Hubu still captures what the provider charged, and its own
 // failed record, which a redelivery gets, is the last word); a success whose image could not
-// be embedded (download failed, refused or too large: the link expires); every error answer
+// be kept by Gongbu (its download is still being tried, or Gongbu predates results by reference:
+// the link expires); every error answer
 // from Hubu (4xx, 5xx, create_new_operation included: Hubu wrote nothing for the request it
 // refused, and the operation the key may already stand for may still go on); and every
 // backend that could not be reached. A redelivery of a call without a final answer asks Hubu
@@ -77,15 +80,18 @@ func (a answer) final() bool {
 	case e == nil || e.State != gongbuapi.Succeeded:
 		return false
 	case e.Result != nil:
-		return len(a.image) > 0
+		return a.kept != nil
 	default:
 		return e.ResolvedAt != nil && a.hubu == hubuapi.OperationStateSucceeded
 	}
 }
 
-// stored is what the registry keeps of a final answer.
+// stored is what the registry keeps of a final answer: never the image's bytes, only the
+// reference to the image Gongbu keeps. Image is read from rows recorded before results by
+// reference, and never written.
 type stored struct {
 	ToolResult ToolResult `json:"outcome"` // the name recorded rows carry
+	Kept       *keptRef   `json:"kept_image,omitempty"`
 	Image      []byte     `json:"image,omitempty"`
 }
 
@@ -123,7 +129,7 @@ func (a answer) toResult() *mcp.CallToolResult {
 }
 
 func (a answer) marshal() ([]byte, error) {
-	return json.Marshal(stored{ToolResult: a.ToolResult, Image: a.image})
+	return json.Marshal(stored{ToolResult: a.ToolResult, Kept: a.kept})
 }
 
 func unmarshalAnswer(b []byte) (answer, error) {
@@ -131,7 +137,7 @@ func unmarshalAnswer(b []byte) (answer, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return answer{}, err
 	}
-	return answer{ToolResult: s.ToolResult, image: s.Image}, nil
+	return answer{ToolResult: s.ToolResult, image: s.Image, kept: s.Kept}, nil
 }
 
 // recordedAnswer is the final answer a registry entry holds. The registry decodes a result it

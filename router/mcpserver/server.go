@@ -52,6 +52,7 @@ type Router struct {
 	mu      sync.Mutex
 	flights map[string]*flight
 	diagMu  sync.Mutex
+	kept    *keptCache // the images Gongbu keeps, embedded most recently
 }
 
 // New returns a Router.
@@ -74,5 +75,5 @@ func New(cfg Config) *Router {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Router{cfg: cfg, flights: map[string]*flight{}}
+	return &Router{cfg: cfg, flights: map[string]*flight{}, kept: newKeptCache(keptCacheBytes)}
 }

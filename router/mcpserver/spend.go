@@ -99,6 +99,7 @@ func (r *Router) spend(ctx context.Context, call registry.Call, img contract.Ima
 			return refusal(CodeBackendUnavailable, "the recorded result of this call cannot be read")
 		}
 		a.Replayed = true
+		a = r.withKeptImage(ctx, a)
 		// Written off the answer's path: a redelivery should cost little more than the
 		// transport, and under make loadtest a synchronous write of this line took a quarter
 		// of the tool handler's time. Nothing moves on a replay, so a line a crash loses right

@@ -21,9 +21,12 @@ type toolCall struct {
 
 // handler is what every call goes through: it refuses identity in the arguments (at any
 // depth) and malformed JSON before anything else, identifies the call for an identified
-// tool, writes the --diagnose-meta line, runs the tool and builds the MCP result.
+// tool, writes the --diagnose-meta line, runs the tool and builds the MCP result, all in the
+// call's span (see startCallSpan).
 func (r *Router) handler(t tool) mcp.ToolHandler {
-	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		ctx, span := startCallSpan(ctx, t.Name, req)
+		defer func() { span.end(res) }()
 		c := toolCall{args: []byte("{}")}
 		if req.Params != nil && len(req.Params.Arguments) > 0 {
 			c.args = req.Params.Arguments

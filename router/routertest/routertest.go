@@ -5,6 +5,8 @@ package routertest
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"image"
 	"image/color"
@@ -37,8 +39,11 @@ type Backend struct {
 	decide  func(req hubuapi.AuthorizeRequest) (status int, op *hubuapi.Operation, problem *hubuapi.Problem)
 	// echoKey makes the fake put the last operation key it saw into every string it returns.
 	echoKey bool
-	down    bool
-	block   chan struct{}
+	// kept is the image the fake Gongbu keeps for every execution (nil: none, as a Gongbu
+	// whose download failed, or one from before results by reference).
+	kept  []byte
+	down  bool
+	block chan struct{}
 }
 
 // Block makes authorizations wait, after they were counted, until the returned function is
@@ -81,7 +86,7 @@ func (b *Backend) Keys() []string {
 // New starts the fake on loopback; it stops when the test ends.
 func New(t testing.TB) *Backend {
 	t.Helper()
-	b := &Backend{Token: "hubu_agent_test", handles: map[string]string{}, calls: map[string]int{}}
+	b := &Backend{Token: "hubu_agent_test", handles: map[string]string{}, calls: map[string]int{}, kept: TinyPNG()}
 	hubu := httptest.NewServer(b.guard(hubuapi.Handler(&fakeHubu{b: b})))
 	t.Cleanup(hubu.Close)
 	gongbu := httptest.NewServer(b.guard(gongbuapi.Handler(&fakeGongbu{b: b})))
@@ -120,7 +125,8 @@ func (b *Backend) guard(next http.Handler) http.Handler {
 func (b *Backend) count(what string) { b.locked(func() { b.calls[what]++ }) }
 
 // Calls is how many requests of a kind arrived: authorize, resume, status, capabilities,
-// execution, image; "" is every backend request (images excluded).
+// execution, image (from the provider's link), kept_image (from Gongbu); "" is every backend
+// request but the images.
 func (b *Backend) Calls(what string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -129,12 +135,16 @@ func (b *Backend) Calls(what string) int {
 	}
 	n := 0
 	for k, v := range b.calls {
-		if k != "image" {
+		if k != "image" && k != "kept_image" {
 			n += v
 		}
 	}
 	return n
 }
+
+// SetKept makes the fake Gongbu keep img for every execution, and serve it; nil keeps none,
+// so results link to the provider (by default it keeps TinyPNG).
+func (b *Backend) SetKept(img []byte) { b.locked(func() { b.kept = img }) }
 
 // SetImageURL makes the fake Gongbu's results point at url.
 func (b *Backend) SetImageURL(url string) { b.locked(func() { b.ImageURL = url }) }
@@ -280,10 +290,27 @@ func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Reques
 	now := time.Now()
 	f.b.mu.Lock()
 	defer f.b.mu.Unlock()
-	url := f.b.ImageURL
+	result := &gongbuapi.ExecutionResult{ImageUrl: f.b.ImageURL}
+	if f.b.kept != nil {
+		sum := sha256.Sum256(f.b.kept)
+		result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.Imagepng, SizeBytes: int64(len(f.b.kept)), Sha256: hex.EncodeToString(sum[:])}
+	}
 	writeJSON(w, 200, f.b.echo(gongbuapi.Execution{DecisionId: uuid.New(), PublicHandle: handle, AgentId: uuid.New(),
 		Scope: gongbuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"}, State: gongbuapi.Succeeded,
-		AmountMicros: 25_000, Currency: "USD", Result: &gongbuapi.ExecutionResult{ImageUrl: url}, CreatedAt: now, UpdatedAt: now}))
+		AmountMicros: 25_000, Currency: "USD", Result: result, CreatedAt: now, UpdatedAt: now}))
+}
+
+func (f *fakeGongbu) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string) {
+	f.b.count("kept_image")
+	f.b.mu.Lock()
+	img := f.b.kept
+	f.b.mu.Unlock()
+	if img == nil {
+		writeJSON(w, http.StatusNotFound, gongbuapi.Problem{Type: "about:blank", Title: "Not Found", Status: 404, Code: gongbuapi.NotFound})
+		return
+	}
+	w.Header().Set("Content-Type", "image/png")
+	_, _ = w.Write(img)
 }
 
 // TinyPNG is an 8x8 PNG.

@@ -87,6 +87,8 @@ type Execution struct {
 	PollingURL    *string
 	PollDeadline  *time.Time
 	ResultURL     *string
+	// Image describes the result Gongbu keeps (nil: none, or not downloaded yet).
+	Image         *ImageInfo
 	Error         *string
 	ChargedMicros *int64
 	Reported      bool

@@ -104,6 +104,10 @@ func (e Execution) Finish(o Outcome, now time.Time) (Execution, error) {
 		return Execution{}, err
 	}
 	e.State, e.ResultURL, e.Error, e.ChargedMicros, e.UpdatedAt = o.State, o.ResultURL, o.Error, o.ChargedMicros, now
+	if o.Image != nil {
+		info := o.Image.Info()
+		e.Image = &info
+	}
 	return e, nil
 }
 
@@ -137,6 +141,8 @@ type Outcome struct {
 	ResultURL     *string
 	Error         *string
 	ChargedMicros *int64
+	// Image is what a success delivered, when it could be downloaded (see WithImage).
+	Image *Image
 }
 
 // Succeeded: the provider delivered the image at url and charged charged micros.

@@ -31,6 +31,7 @@ func TestAllowPrivateImageHosts(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			b := routertest.New(t)
+			b.SetKept(nil) // Gongbu keeps no image: the router downloads the provider's link
 			cmd := routerCmd(b, filepath.Join(t.TempDir(), "r.db"), c.args...)
 			if c.env != "" {
 				cmd.Env = append(cmd.Env, c.env)

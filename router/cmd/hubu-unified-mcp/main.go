@@ -28,6 +28,7 @@ import (
 	"hubu.dev/hubu/kit/command"
 	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/kit/metrics"
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
@@ -149,7 +150,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if *state, err = statePath(*state, getenv); err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "hubu-unified-mcp")
+	logger := command.NewLogger(stderr, "hubu-unified-mcp")
+	stopTracing, err := command.StartTracing(ctx, "hubu-unified-mcp", logger)
+	if err != nil {
+		return fmt.Errorf("tracing: %v", err)
+	}
+	defer stopTracing()
 
 	var idCfg *identity.Config
 	if *identityConfig != "" {
@@ -187,25 +193,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			diagOut = f
 		}
 	}
-	hc := &http.Client{Transport: backendTransport(), Timeout: 60 * time.Second}
+	// One pool of connections to both backends; each client traces its calls as made to its peer.
+	pool := backendTransport()
+	backend := func(peer string) *http.Client {
+		return &http.Client{Transport: tracing.Transport(pool, peer), Timeout: 60 * time.Second}
+	}
 	auth := func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+agentToken)
 		return nil
 	}
-	hubu, err := hubuapi.NewClientWithResponses(*hubuURL, hubuapi.WithHTTPClient(hc), hubuapi.WithRequestEditorFn(auth))
+	hubu, err := hubuapi.NewClientWithResponses(*hubuURL, hubuapi.WithHTTPClient(backend("hubu")), hubuapi.WithRequestEditorFn(auth))
 	if err != nil {
 		return err
 	}
-	gongbu, err := gongbuapi.NewClientWithResponses(*gongbuURL, gongbuapi.WithHTTPClient(hc), gongbuapi.WithRequestEditorFn(auth))
+	gongbu, err := gongbuapi.NewClientWithResponses(*gongbuURL, gongbuapi.WithHTTPClient(backend("gongbu")), gongbuapi.WithRequestEditorFn(auth))
 	if err != nil {
 		return err
 	}
 	counters := prometheus.NewRegistry()
 	counters.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		metrics.NewBuildInfo("router"))
+	images := mcpserver.ImageClient(*allowPrivateImages, 30*time.Second, logger)
+	images.Transport = tracing.Transport(images.Transport, "images")
 	router := mcpserver.New(mcpserver.Config{
 		Registry: reg, Hubu: hubu, Gongbu: gongbu, Identity: idCfg, Logger: logger, Diagnose: diagOut, Wait: *wait,
-		AllowPrivateImageHosts: *allowPrivateImages, Metrics: mcpserver.NewMetrics(counters),
+		Images: images, AllowPrivateImageHosts: *allowPrivateImages, Metrics: mcpserver.NewMetrics(counters),
 	})
 	server := router.Server(buildinfo.Read().Version)
 	logger.Info("router ready", "installation_id", reg.InstallationID(), "transport", map[bool]string{true: "http", false: "stdio"}[*httpAddr != ""],
@@ -247,6 +259,9 @@ func (nopWriteCloser) Close() error { return nil }
 //
 // /metrics, like /healthz, needs no token: its labels are tools and resolutions, never a
 // token, key, call id or handle, and a Prometheus should not hold the token that spends.
+//
+// Every request but those two is traced (tracing.Handler); a call's own span continues the
+// trace context its _meta carries, which wins over the HTTP request's (see mcpserver).
 func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, counters prometheus.Gatherer, sessionTimeout time.Duration, logger *slog.Logger) error {
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: sessionTimeout})
@@ -271,7 +286,7 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, coun
 	if err != nil {
 		return err
 	}
-	srv := command.NewHTTPServer(mux)
+	srv := command.NewHTTPServer(tracing.Handler(mux))
 	srv.WriteTimeout = 0 // a streamable HTTP session holds its event stream open
 	logger.Info("listening", "addr", ln.Addr().String(), "path", "/mcp")
 	return command.Serve(ctx, srv, ln, logger, command.ShutdownGrace, nil)

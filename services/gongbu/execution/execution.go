@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 
 	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/services/gongbu"
@@ -81,6 +82,7 @@ type Service struct {
 	draining bool          // Drain was called: no new execution starts
 	idle     chan struct{} // closed when inflight drops to 0 while draining
 	stop     chan struct{} // closed by Drain: watchers stop waiting for their next look
+	traces   origins       // where each execution began, so that its later steps join its trace (tracing.go)
 }
 
 // executableStates are the Hubu operation states in which a decision may run: handed off,
@@ -143,6 +145,7 @@ func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Exec
 	if err != nil || !created {
 		return exec, false, err
 	}
+	s.traces.remember(ctx, exec.DecisionID)
 	failpoint.Inject(failpoint.GongbuAfterSubmitting)
 	doubt, why := issued.PossiblySubmitted(epoch)
 	if !doubt {
@@ -225,6 +228,8 @@ func (s *Service) end() {
 // Execute): CallTimeout bounds the call, and recording its answer has time of its own.
 func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution, first bool) gongbu.Execution {
 	ctx = context.WithoutCancel(ctx)
+	ctx, span := s.startSpan(ctx, "gongbu.submit", exec, attribute.Bool("gongbu.first_submission", first))
+	defer span.End()
 	callCtx, cancelCall := context.WithTimeout(ctx, orDefault(s.CallTimeout, DefaultCallTimeout))
 	job, err := provider.Submit(callCtx, exec.VendorKey, exec.Decision)
 	cancelCall()
@@ -332,7 +337,7 @@ func (s *Service) Tick(ctx context.Context) error {
 	for _, exec := range unreported {
 		s.report(ctx, exec)
 	}
-	return nil
+	return s.fetchMissingImages(ctx)
 }
 
 // recoverSubmission handles an execution found in submitting after its worker's lease ran
@@ -362,14 +367,18 @@ func (s *Service) recoverSubmission(ctx context.Context, provider gongbu.Provide
 // outcome, or (still pending) the lease extended to the next poll interval. pending is true
 // only in that last case, when the worker still holds the job.
 func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution, trigger string) (pending bool) {
+	ctx, span := s.startSpan(ctx, "gongbu.poll", exec, attribute.String("gongbu.trigger", trigger))
+	defer span.End()
 	job := gongbu.Job{ID: deref(exec.ProviderJobID), PollingURL: deref(exec.PollingURL)}
 	res, err := provider.Poll(ctx, job)
+	recordPoll(span, res, err)
 	now := s.Now()
 	pastDeadline := exec.PollDeadline != nil && !now.Before(*exec.PollDeadline)
 	s.countPoll(trigger, res, err)
 	switch {
 	case err == nil && res.Status == gongbu.JobReady:
-		s.finish(ctx, exec, gongbu.Succeeded(res.ImageURL, exec.AmountMicros))
+		img := s.fetchResult(ctx, provider, exec, res.ImageURL)
+		s.finish(ctx, exec, gongbu.Succeeded(res.ImageURL, exec.AmountMicros).WithImage(img))
 	case err == nil && res.Status == gongbu.JobFailed:
 		// The provider took the job, so it was charged: capture it, and say it failed.
 		s.finish(ctx, exec, gongbu.Failed("the provider failed the job: "+res.Detail, exec.AmountMicros))
@@ -464,6 +473,8 @@ func (s *Service) report(ctx context.Context, exec gongbu.Execution) gongbu.Exec
 	if exec.Reported || gongbu.CheckMove(exec.State, gongbu.EventReport, "") != nil {
 		return exec
 	}
+	ctx, span := s.startSpan(ctx, "gongbu.report", exec, attribute.String("gongbu.state", string(exec.State)))
+	defer span.End()
 	var charged int64
 	if exec.ChargedMicros != nil {
 		charged = *exec.ChargedMicros
@@ -491,6 +502,7 @@ func (s *Service) report(ctx context.Context, exec gongbu.Execution) gongbu.Exec
 		return exec
 	}
 	exec.Reported = true
+	s.traces.forget(exec.DecisionID) // the execution's last step
 	return exec
 }
 

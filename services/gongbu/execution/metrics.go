@@ -66,7 +66,27 @@ func (s *Service) countPoll(trigger string, res gongbu.PollResult, err error) {
 
 // Timed returns p with each call to the provider's API observed in
 // gongbu_provider_request_duration_seconds.
-func (m *Metrics) Timed(p gongbu.Provider) gongbu.Provider { return &timedProvider{Provider: p, m: m} }
+// A provider whose results Gongbu downloads stays a gongbu.ResultFetcher, its downloads
+// observed as op "fetch_result".
+func (m *Metrics) Timed(p gongbu.Provider) gongbu.Provider {
+	t := &timedProvider{Provider: p, m: m}
+	if f, ok := p.(gongbu.ResultFetcher); ok {
+		return &timedFetcher{timedProvider: t, fetcher: f}
+	}
+	return t
+}
+
+type timedFetcher struct {
+	*timedProvider
+	fetcher gongbu.ResultFetcher
+}
+
+func (t *timedFetcher) FetchResult(ctx context.Context, url string) (gongbu.Image, error) {
+	start := time.Now()
+	img, err := t.fetcher.FetchResult(ctx, url)
+	t.observe("fetch_result", start, err)
+	return img, err
+}
 
 type timedProvider struct {
 	gongbu.Provider

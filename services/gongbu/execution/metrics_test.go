@@ -103,3 +103,22 @@ func providerCalls(t *testing.T, g prometheus.Gatherer) map[string]uint64 {
 	}
 	return calls
 }
+
+// A timed provider whose results Gongbu downloads still downloads them, and times it.
+func TestTimedProviderKeepsDownloadingResults(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	reg := prometheus.NewRegistry()
+	m := execution.NewMetrics(reg)
+	if _, ok := m.Timed(env.Provider).(gongbu.ResultFetcher); ok {
+		t.Fatal("a provider that downloads nothing became a ResultFetcher")
+	}
+	p := gongbutest.NewImageProvider(true)
+	d := readyWithImages(t, env, p, "https://provider.test/s.png", m.Timed)
+	if got := env.Get(t, d.DecisionID); got.Image == nil {
+		t.Fatal("the timed provider's result was not downloaded")
+	}
+	if calls := providerCalls(t, reg); calls["fetch_result/ok"] != 1 {
+		t.Fatalf("downloads timed: %v", calls)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/gongbu"
 )
@@ -26,6 +27,7 @@ type Adapter struct {
 	api         *bflapi.ClientWithResponses
 	base        *url.URL
 	hc          *http.Client
+	images      *http.Client // downloads results: no API key, no JSON limit
 	apiKey      string
 	idempotency bool
 	polling     []host // where the API key may go to poll, the base URL's host first
@@ -108,7 +110,8 @@ func newAdapter(cfg Config, transport *http.Transport) (*Adapter, error) {
 		}
 	}
 	a := &Adapter{base: base, apiKey: cfg.APIKey, idempotency: cfg.HonoursIdempotency, webhookURL: cfg.WebhookURL, webhookKey: cfg.WebhookKey,
-		hc: &http.Client{Transport: httpjson.LimitResponses(transport, maxBody), Timeout: cfg.Timeout, CheckRedirect: refuseRedirect}}
+		hc:     &http.Client{Transport: tracing.Transport(httpjson.LimitResponses(transport, maxBody), "flux"), Timeout: cfg.Timeout, CheckRedirect: refuseRedirect},
+		images: &http.Client{Transport: tracing.Transport(transport, "flux-samples"), Timeout: cfg.Timeout, CheckRedirect: refuseRedirect}}
 	self := host{name: hostName(base), port: cmp.Or(base.Port(), defaultPort(base.Scheme))}
 	a.polling, a.samples = []host{self}, []host{self}
 	for _, list := range []struct {

@@ -3,10 +3,12 @@
 package httpserver
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"io"
 	"log/slog"
@@ -21,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
@@ -176,6 +179,8 @@ func (s *Server) Execute(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if created {
 		status = http.StatusAccepted
+		s.logger().InfoContext(r.Context(), "execution accepted", "decision_id", exec.DecisionID, "public_handle", exec.PublicHandle,
+			"state", exec.State)
 	}
 	httpjson.WriteJSON(w, status, executionOf(exec))
 }
@@ -214,11 +219,6 @@ func (s *Server) GetExecution(w http.ResponseWriter, r *http.Request, id uuid.UU
 // agent's token, decides what is the agent's; any other operation is not found. With wait,
 // the answer waits for the execution to change (see awaitChange).
 func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string, params gongbuapi.GetOperationExecutionParams) {
-	token := bearerToken(r)
-	if token == "" {
-		s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required"))
-		return
-	}
 	if !contract.IsPublicHandle(handle) {
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>"))
 		return
@@ -235,17 +235,8 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "state must be one of the execution states"))
 		return
 	}
-	owns, err := s.Authority.Owns(r.Context(), token, handle)
-	if err != nil {
-		if gongbu.ErrorCode(err) == gongbu.CodeInternal {
-			s.logger().WarnContext(r.Context(), "cannot check ownership with Hubu", "err", err)
-			err = gongbu.Errorf(gongbu.CodeUnavailable, "Hubu cannot be reached to check the operation")
-		}
+	if err := s.requireOwner(r, handle); err != nil {
 		s.writeError(w, r, err)
-		return
-	}
-	if !owns {
-		s.writeError(w, r, gongbu.Errorf(gongbu.CodeNotFound, "no execution for that operation"))
 		return
 	}
 	exec, err := s.awaitChange(r.Context(), handle, time.Duration(wait)*time.Second, params.State)
@@ -254,6 +245,52 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusOK, executionOf(exec))
+}
+
+// requireOwner lets through a caller whose token may read the operation of handle: Hubu, asked
+// with that token, decides (an agent its own operations, an operator any); any other
+// operation is not found. It also checks the handle's form.
+func (s *Server) requireOwner(r *http.Request, handle string) error {
+	token := bearerToken(r)
+	if token == "" {
+		return gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required")
+	}
+	if !contract.IsPublicHandle(handle) {
+		return gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>")
+	}
+	owns, err := s.Authority.Owns(r.Context(), token, handle)
+	if err != nil {
+		if gongbu.ErrorCode(err) == gongbu.CodeInternal {
+			s.logger().WarnContext(r.Context(), "cannot check ownership with Hubu", "err", err)
+			err = gongbu.Errorf(gongbu.CodeUnavailable, "Hubu cannot be reached to check the operation")
+		}
+		return err
+	}
+	if !owns {
+		return gongbu.Errorf(gongbu.CodeNotFound, "no execution for that operation")
+	}
+	return nil
+}
+
+// GetOperationImage serves the image Gongbu keeps for an operation to whom may read the
+// operation. An image never changes, so its digest is a strong ETag, and http.ServeContent
+// answers If-None-Match (304) and Range.
+func (s *Server) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string) {
+	if err := s.requireOwner(r, handle); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	img, digest, err := s.Executions.Store.ImageByHandle(r.Context(), handle)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", img.MIMEType)
+	h.Set("ETag", `"`+hex.EncodeToString(digest[:])+`"`)
+	h.Set("Cache-Control", "private, max-age=86400, immutable")
+	h.Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(img.Bytes))
 }
 
 // awaitChange reads the execution of handle, and while it does not exist, or is still in
@@ -387,6 +424,10 @@ func executionOf(e gongbu.Execution) gongbuapi.Execution {
 	out.Reported = &reported
 	if e.ResultURL != nil {
 		out.Result = &gongbuapi.ExecutionResult{ImageUrl: *e.ResultURL}
+		if i := e.Image; i != nil {
+			out.Result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.KeptImageMimeType(i.MIMEType),
+				SizeBytes: int64(i.Size), Sha256: hex.EncodeToString(i.SHA256[:])}
+		}
 	}
 	return out
 }
@@ -395,7 +436,11 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		s.requests.WithLabelValues(routeOf(r), r.Method, strconv.Itoa(rec.status)).Inc()
+		route := routeOf(r)
+		if route != "unmatched" {
+			tracing.Route(r.Context(), r.Method, route) // the span's name, like the metrics' labels, never holds a path
+		}
+		s.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
 	})
 }
 

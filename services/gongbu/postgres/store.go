@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -202,17 +203,22 @@ func (s *Store) Finish(ctx context.Context, exec gongbu.Execution, o gongbu.Outc
 	if err != nil {
 		return gongbu.Execution{}, err
 	}
-	row, err := s.q.FinishExecution(ctx, s.pool, gongbudb.FinishExecutionParams{
+	params := gongbudb.FinishExecutionParams{
 		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, State: string(next.State),
 		ResultUrl: next.ResultURL, Error: next.Error, ChargedMicros: next.ChargedMicros, Now: next.UpdatedAt,
-	})
+	}
+	if o.Image != nil {
+		params.ImageMimeType, params.ImageSha256, params.ImageSize = imageColumns(*next.Image)
+		params.Image = o.Image.Bytes
+	}
+	row, err := s.q.FinishExecution(ctx, s.pool, params)
 	if isNoRows(err) {
 		return gongbu.Execution{}, gongbu.ErrLeaseLost
 	}
 	if err != nil {
 		return gongbu.Execution{}, fmt.Errorf("finish execution: %w", err)
 	}
-	return executionOf(row)
+	return executionOf(gongbudb.Execution(row))
 }
 
 // Epoch returns since when this database has kept an unbroken record of its executions.
@@ -296,7 +302,22 @@ func executionOf(r gongbudb.Execution) (gongbu.Execution, error) {
 		VendorKey: r.VendorKey, State: gongbu.State(r.State), ProviderJobID: r.ProviderJobID, PollingURL: r.PollingUrl,
 		ResultURL: r.ResultUrl, Error: r.Error, ChargedMicros: r.ChargedMicros, Reported: r.ReportedAt != nil,
 		Attempts: int(r.Attempts), LeaseGeneration: r.LeaseGeneration, PollDeadline: r.PollDeadline, ResolvedAt: r.ResolvedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+		Image: imageInfoOf(r),
 	}, nil
+}
+
+func imageInfoOf(r gongbudb.Execution) *gongbu.ImageInfo {
+	if r.ImageMimeType == nil || r.ImageSize == nil || len(r.ImageSha256) != sha256.Size {
+		return nil
+	}
+	info := gongbu.ImageInfo{MIMEType: *r.ImageMimeType, Size: int(*r.ImageSize)}
+	copy(info.SHA256[:], r.ImageSha256)
+	return &info
+}
+
+func imageColumns(info gongbu.ImageInfo) (mimeType *string, digest []byte, size *int32) {
+	n := int32(info.Size)
+	return &info.MIMEType, info.SHA256[:], &n
 }
 
 func executionsOf(rows []gongbudb.Execution) ([]gongbu.Execution, error) {

@@ -8,7 +8,12 @@ import (
 	"fmt"
 	"net/http"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/hubu"
 )
@@ -38,7 +43,19 @@ func New(baseURL, serviceToken string, hc *http.Client) (*Executor, error) {
 
 // Execute hands the decision to Gongbu. Gongbu answers 202 for a new execution and 200 for
 // one it has; both mean it holds the decision durably.
-func (e *Executor) Execute(ctx context.Context, d hubu.Decision) error {
+//
+// The hand-off is a span of its own, hubu.hand_off, with the operation's public handle and
+// the decision id: in the trace of the authorization (or resume) that decided it, or, sent
+// again by a recovery pass, in a trace of its own.
+func (e *Executor) Execute(ctx context.Context, d hubu.Decision) (err error) {
+	ctx, span := tracing.Start(ctx, "hubu.dev/hubu/services/hubu/gongbuexec", "hubu.hand_off", trace.WithAttributes(
+		attribute.String("hubu.public_handle", d.PublicHandle), attribute.String("hubu.decision_id", d.DecisionID.String())))
+	defer func() {
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	var args gongbuapi.ImageArguments
 	if err := json.Unmarshal(d.Arguments, &args); err != nil {
 		return fmt.Errorf("decode decision arguments: %w", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/hubuapi"
 )
 
@@ -51,6 +52,9 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
 		route := routeOf(r)
+		if route != unmatched {
+			tracing.Route(r.Context(), r.Method, route) // the span's name, like the metrics' labels, never holds a path
+		}
 		s.metrics.requests.WithLabelValues(route, r.Method, strconv.Itoa(rec.status)).Inc()
 		s.metrics.latency.WithLabelValues(route, r.Method).Observe(time.Since(start).Seconds())
 	})
@@ -61,8 +65,11 @@ func routeOf(r *http.Request) string {
 	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 		return rc.RoutePattern()
 	}
-	return "unmatched"
+	return unmatched
 }
+
+// unmatched is the route of a request no route matched.
+const unmatched = "unmatched"
 
 func (s *Server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -96,6 +96,9 @@ func (s *Service) handOff(ctx context.Context, op hubu.Operation, count countAtt
 			"public_handle", op.PublicHandle, "decision_id", d.DecisionID, "err", err)
 		return counted
 	}
+	// With the context, so that the line names the trace of the request that decided it.
+	s.logger().InfoContext(ctx, "decision handed off", "public_handle", op.PublicHandle, "decision_id", d.DecisionID,
+		"attempt", counted.DispatchAttempts)
 	return next
 }
 

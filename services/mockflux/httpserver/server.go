@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
@@ -216,6 +217,7 @@ func (s *Server) instrument(next http.Handler) http.Handler {
 			route, status := "unmatched", "none"
 			if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 				route = rc.RoutePattern()
+				tracing.Route(r.Context(), r.Method, route)
 			}
 			if rec.status != 0 {
 				status = strconv.Itoa(rec.status)

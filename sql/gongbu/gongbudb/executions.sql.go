@@ -17,7 +17,7 @@ UPDATE executions
 SET lease_until = $1, attempts = attempts + 1, lease_generation = lease_generation + 1,
     updated_at = $2
 WHERE decision_id = $3 AND state = $4 AND lease_until <= $2
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
 `
 
 type ClaimExecutionParams struct {
@@ -62,6 +62,71 @@ func (q *Queries) ClaimExecution(ctx context.Context, db DBTX, arg ClaimExecutio
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
+	)
+	return i, err
+}
+
+const claimImageFetch = `-- name: ClaimImageFetch :one
+UPDATE executions
+SET image_fetch_attempts = image_fetch_attempts + 1, image_fetch_after = $1
+WHERE decision_id = $2 AND state = 'succeeded' AND result_url IS NOT NULL
+  AND image_sha256 IS NULL AND image_fetch_attempts < $3
+  AND COALESCE(image_fetch_after, '-infinity') <= $4
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+`
+
+type ClaimImageFetchParams struct {
+	RetryAt     *time.Time
+	DecisionID  uuid.UUID
+	MaxAttempts int32
+	Now         *time.Time
+}
+
+// One worker, in any replica, tries a missing image at a time: the claim counts the attempt
+// and puts the next one off until retry_at.
+func (q *Queries) ClaimImageFetch(ctx context.Context, db DBTX, arg ClaimImageFetchParams) (Execution, error) {
+	row := db.QueryRow(ctx, claimImageFetch,
+		arg.RetryAt,
+		arg.DecisionID,
+		arg.MaxAttempts,
+		arg.Now,
+	)
+	var i Execution
+	err := row.Scan(
+		&i.DecisionID,
+		&i.PublicHandle,
+		&i.AgentID,
+		&i.Provider,
+		&i.Model,
+		&i.Size,
+		&i.Arguments,
+		&i.AmountMicros,
+		&i.Currency,
+		&i.VendorKey,
+		&i.State,
+		&i.ProviderJobID,
+		&i.PollingUrl,
+		&i.ResultUrl,
+		&i.Error,
+		&i.Attempts,
+		&i.LeaseUntil,
+		&i.PollDeadline,
+		&i.ChargedMicros,
+		&i.ReportedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ResolvedAt,
+		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
 	return i, err
 }
@@ -71,7 +136,7 @@ UPDATE executions
 SET lease_until = $1, attempts = attempts + 1, lease_generation = lease_generation + 1,
     updated_at = $2
 WHERE decision_id = $3 AND state = 'submitted'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
 `
 
 type ClaimSubmittedParams struct {
@@ -111,7 +176,30 @@ func (q *Queries) ClaimSubmitted(ctx context.Context, db DBTX, arg ClaimSubmitte
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
+	return i, err
+}
+
+const countPrunableImages = `-- name: CountPrunableImages :one
+SELECT count(*)::bigint AS images, coalesce(sum(octet_length(image)), 0)::bigint AS bytes
+FROM execution_images
+WHERE fetched_at < now() - make_interval(secs => $1::float8)
+`
+
+type CountPrunableImagesRow struct {
+	Images int64
+	Bytes  int64
+}
+
+func (q *Queries) CountPrunableImages(ctx context.Context, db DBTX, olderThanSeconds float64) (CountPrunableImagesRow, error) {
+	row := db.QueryRow(ctx, countPrunableImages, olderThanSeconds)
+	var i CountPrunableImagesRow
+	err := row.Scan(&i.Images, &i.Bytes)
 	return i, err
 }
 
@@ -157,12 +245,20 @@ func (q *Queries) ExtendLease(ctx context.Context, db DBTX, arg ExtendLeaseParam
 }
 
 const finishExecution = `-- name: FinishExecution :one
-UPDATE executions
-SET state = $1, result_url = $2, error = $3,
-    charged_micros = $4, updated_at = $5
-WHERE decision_id = $6 AND state IN ('submitting', 'submitted')
-  AND lease_generation = $7
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
+WITH finished AS (
+    UPDATE executions
+    SET state = $1, result_url = $2, error = $3,
+        charged_micros = $4, updated_at = $5,
+        image_mime_type = $6, image_sha256 = $7,
+        image_size = $8
+    WHERE executions.decision_id = $9 AND state IN ('submitting', 'submitted')
+      AND lease_generation = $10
+    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+), kept AS (
+    INSERT INTO execution_images (decision_id, image, fetched_at)
+    SELECT finished.decision_id, $11::bytea, $5 FROM finished WHERE $11::bytea IS NOT NULL
+)
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM finished
 `
 
 type FinishExecutionParams struct {
@@ -171,21 +267,63 @@ type FinishExecutionParams struct {
 	Error           *string
 	ChargedMicros   *int64
 	Now             time.Time
+	ImageMimeType   *string
+	ImageSha256     []byte
+	ImageSize       *int32
 	DecisionID      uuid.UUID
 	LeaseGeneration int64
+	Image           []byte
 }
 
-func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecutionParams) (Execution, error) {
+type FinishExecutionRow struct {
+	DecisionID         uuid.UUID
+	PublicHandle       string
+	AgentID            uuid.UUID
+	Provider           string
+	Model              string
+	Size               string
+	Arguments          []byte
+	AmountMicros       int64
+	Currency           string
+	VendorKey          string
+	State              string
+	ProviderJobID      *string
+	PollingUrl         *string
+	ResultUrl          *string
+	Error              *string
+	Attempts           int32
+	LeaseUntil         time.Time
+	PollDeadline       *time.Time
+	ChargedMicros      *int64
+	ReportedAt         *time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	ResolvedAt         *time.Time
+	LeaseGeneration    int64
+	ImageMimeType      *string
+	ImageSha256        []byte
+	ImageSize          *int32
+	ImageFetchAttempts int32
+	ImageFetchAfter    *time.Time
+}
+
+// A success may come with the image the provider delivered, kept in the same statement: the
+// execution is never seen succeeded without it when it was downloaded.
+func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecutionParams) (FinishExecutionRow, error) {
 	row := db.QueryRow(ctx, finishExecution,
 		arg.State,
 		arg.ResultUrl,
 		arg.Error,
 		arg.ChargedMicros,
 		arg.Now,
+		arg.ImageMimeType,
+		arg.ImageSha256,
+		arg.ImageSize,
 		arg.DecisionID,
 		arg.LeaseGeneration,
+		arg.Image,
 	)
-	var i Execution
+	var i FinishExecutionRow
 	err := row.Scan(
 		&i.DecisionID,
 		&i.PublicHandle,
@@ -211,6 +349,11 @@ func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecut
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
 	return i, err
 }
@@ -232,7 +375,7 @@ func (q *Queries) GetDatabaseEpoch(ctx context.Context, db DBTX) (GetDatabaseEpo
 }
 
 const getExecution = `-- name: GetExecution :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions WHERE decision_id = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions WHERE decision_id = $1
 `
 
 func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUID) (Execution, error) {
@@ -263,12 +406,17 @@ func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUI
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
 	return i, err
 }
 
 const getExecutionByHandle = `-- name: GetExecutionByHandle :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions WHERE public_handle = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions WHERE public_handle = $1
 `
 
 func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandle string) (Execution, error) {
@@ -299,12 +447,17 @@ func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandl
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
 	return i, err
 }
 
 const getExecutionByJob = `-- name: GetExecutionByJob :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions WHERE provider = $1 AND provider_job_id = $2
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions WHERE provider = $1 AND provider_job_id = $2
 `
 
 type GetExecutionByJobParams struct {
@@ -340,7 +493,31 @@ func (q *Queries) GetExecutionByJob(ctx context.Context, db DBTX, arg GetExecuti
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
+	return i, err
+}
+
+const getImageByHandle = `-- name: GetImageByHandle :one
+SELECT e.image_mime_type, e.image_sha256, i.image
+FROM executions e JOIN execution_images i USING (decision_id)
+WHERE e.public_handle = $1
+`
+
+type GetImageByHandleRow struct {
+	ImageMimeType *string
+	ImageSha256   []byte
+	Image         []byte
+}
+
+func (q *Queries) GetImageByHandle(ctx context.Context, db DBTX, publicHandle string) (GetImageByHandleRow, error) {
+	row := db.QueryRow(ctx, getImageByHandle, publicHandle)
+	var i GetImageByHandleRow
+	err := row.Scan(&i.ImageMimeType, &i.ImageSha256, &i.Image)
 	return i, err
 }
 
@@ -349,7 +526,7 @@ INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, s
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
 ON CONFLICT (decision_id) DO NOTHING
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
 `
 
 type InsertExecutionParams struct {
@@ -411,8 +588,52 @@ func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecut
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
 	return i, err
+}
+
+const keepImage = `-- name: KeepImage :one
+WITH described AS (
+    UPDATE executions
+    SET image_mime_type = $1, image_sha256 = $2,
+        image_size = $3
+    WHERE executions.decision_id = $4 AND state = 'succeeded' AND image_sha256 IS NULL
+    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+), kept AS (
+    INSERT INTO execution_images (decision_id, image, fetched_at)
+    SELECT described.decision_id, $5::bytea, $6 FROM described
+)
+SELECT described.decision_id FROM described
+`
+
+type KeepImageParams struct {
+	ImageMimeType *string
+	ImageSha256   []byte
+	ImageSize     *int32
+	DecisionID    uuid.UUID
+	Image         []byte
+	Now           time.Time
+}
+
+// Keeps an image downloaded after its success was recorded; a second download of the same
+// image changes nothing.
+func (q *Queries) KeepImage(ctx context.Context, db DBTX, arg KeepImageParams) (uuid.UUID, error) {
+	row := db.QueryRow(ctx, keepImage,
+		arg.ImageMimeType,
+		arg.ImageSha256,
+		arg.ImageSize,
+		arg.DecisionID,
+		arg.Image,
+		arg.Now,
+	)
+	var decision_id uuid.UUID
+	err := row.Scan(&decision_id)
+	return decision_id, err
 }
 
 const listClaimable = `-- name: ListClaimable :many
@@ -453,7 +674,7 @@ func (q *Queries) ListClaimable(ctx context.Context, db DBTX, arg ListClaimableP
 }
 
 const listExecutions = `-- name: ListExecutions :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions ORDER BY created_at, decision_id
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions ORDER BY created_at, decision_id
 `
 
 func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, error) {
@@ -490,6 +711,11 @@ func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, err
 			&i.UpdatedAt,
 			&i.ResolvedAt,
 			&i.LeaseGeneration,
+			&i.ImageMimeType,
+			&i.ImageSha256,
+			&i.ImageSize,
+			&i.ImageFetchAttempts,
+			&i.ImageFetchAfter,
 		); err != nil {
 			return nil, err
 		}
@@ -501,8 +727,51 @@ func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, err
 	return items, nil
 }
 
+const listImagesMissing = `-- name: ListImagesMissing :many
+SELECT decision_id FROM executions
+WHERE state = 'succeeded' AND result_url IS NOT NULL AND image_sha256 IS NULL
+  AND updated_at > $1 AND image_fetch_attempts < $2
+  AND COALESCE(image_fetch_after, '-infinity') <= $3
+ORDER BY updated_at
+LIMIT $4
+`
+
+type ListImagesMissingParams struct {
+	Since       time.Time
+	MaxAttempts int32
+	Now         *time.Time
+	MaxRows     int32
+}
+
+// Successes whose image could not be downloaded when they were recorded, recent enough that
+// the provider's delivery URL may still work.
+func (q *Queries) ListImagesMissing(ctx context.Context, db DBTX, arg ListImagesMissingParams) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, listImagesMissing,
+		arg.Since,
+		arg.MaxAttempts,
+		arg.Now,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var decision_id uuid.UUID
+		if err := rows.Scan(&decision_id); err != nil {
+			return nil, err
+		}
+		items = append(items, decision_id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listUnreported = `-- name: ListUnreported :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation FROM executions
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions
 WHERE state IN ('succeeded', 'failed') AND reported_at IS NULL
 ORDER BY updated_at, decision_id
 LIMIT $1
@@ -544,6 +813,11 @@ func (q *Queries) ListUnreported(ctx context.Context, db DBTX, limit int32) ([]E
 			&i.UpdatedAt,
 			&i.ResolvedAt,
 			&i.LeaseGeneration,
+			&i.ImageMimeType,
+			&i.ImageSha256,
+			&i.ImageSize,
+			&i.ImageFetchAttempts,
+			&i.ImageFetchAfter,
 		); err != nil {
 			return nil, err
 		}
@@ -575,7 +849,7 @@ UPDATE executions
 SET state = $1, provider_job_id = $2, polling_url = $3,
     poll_deadline = $4, lease_until = $5, updated_at = $6
 WHERE decision_id = $7 AND state = 'submitting' AND lease_generation = $8
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
 `
 
 type MarkSubmittedParams struct {
@@ -629,8 +903,44 @@ func (q *Queries) MarkSubmitted(ctx context.Context, db DBTX, arg MarkSubmittedP
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
 	return i, err
+}
+
+const pruneImages = `-- name: PruneImages :execrows
+WITH doomed AS (
+    SELECT decision_id FROM execution_images
+    WHERE fetched_at < now() - make_interval(secs => $1::float8)
+    ORDER BY fetched_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+), undescribed AS (
+    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL
+    FROM doomed WHERE executions.decision_id = doomed.decision_id
+    RETURNING executions.decision_id
+)
+DELETE FROM execution_images USING undescribed WHERE execution_images.decision_id = undescribed.decision_id
+`
+
+type PruneImagesParams struct {
+	OlderThanSeconds float64
+	MaxRows          int32
+}
+
+// Deletes up to max_rows kept images fetched more than older_than_seconds ago by the
+// database's clock, and the executions' description of them, in one statement: an execution
+// never describes an image Gongbu no longer keeps.
+func (q *Queries) PruneImages(ctx context.Context, db DBTX, arg PruneImagesParams) (int64, error) {
+	result, err := db.Exec(ctx, pruneImages, arg.OlderThanSeconds, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }
 
 const renewDatabaseEpoch = `-- name: RenewDatabaseEpoch :one
@@ -657,7 +967,7 @@ UPDATE executions
 SET state = $1, charged_micros = $2, error = $3,
     resolved_at = $4, updated_at = $4, reported_at = NULL
 WHERE decision_id = $5 AND state = 'indeterminate'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
 `
 
 type ResolveExecutionParams struct {
@@ -705,6 +1015,11 @@ func (q *Queries) ResolveExecution(ctx context.Context, db DBTX, arg ResolveExec
 		&i.UpdatedAt,
 		&i.ResolvedAt,
 		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
 	)
 	return i, err
 }

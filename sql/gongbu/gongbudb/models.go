@@ -17,28 +17,39 @@ type DatabaseEpoch struct {
 }
 
 type Execution struct {
-	DecisionID      uuid.UUID
-	PublicHandle    string
-	AgentID         uuid.UUID
-	Provider        string
-	Model           string
-	Size            string
-	Arguments       []byte
-	AmountMicros    int64
-	Currency        string
-	VendorKey       string
-	State           string
-	ProviderJobID   *string
-	PollingUrl      *string
-	ResultUrl       *string
-	Error           *string
-	Attempts        int32
-	LeaseUntil      time.Time
-	PollDeadline    *time.Time
-	ChargedMicros   *int64
-	ReportedAt      *time.Time
-	CreatedAt       time.Time
-	UpdatedAt       time.Time
-	ResolvedAt      *time.Time
-	LeaseGeneration int64
+	DecisionID         uuid.UUID
+	PublicHandle       string
+	AgentID            uuid.UUID
+	Provider           string
+	Model              string
+	Size               string
+	Arguments          []byte
+	AmountMicros       int64
+	Currency           string
+	VendorKey          string
+	State              string
+	ProviderJobID      *string
+	PollingUrl         *string
+	ResultUrl          *string
+	Error              *string
+	Attempts           int32
+	LeaseUntil         time.Time
+	PollDeadline       *time.Time
+	ChargedMicros      *int64
+	ReportedAt         *time.Time
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	ResolvedAt         *time.Time
+	LeaseGeneration    int64
+	ImageMimeType      *string
+	ImageSha256        []byte
+	ImageSize          *int32
+	ImageFetchAttempts int32
+	ImageFetchAfter    *time.Time
+}
+
+type ExecutionImage struct {
+	DecisionID uuid.UUID
+	Image      []byte
+	FetchedAt  time.Time
 }

@@ -48,12 +48,22 @@ WHERE decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted
 RETURNING decision_id;
 
 -- name: FinishExecution :one
-UPDATE executions
-SET state = sqlc.arg(state), result_url = sqlc.arg(result_url), error = sqlc.arg(error),
-    charged_micros = sqlc.arg(charged_micros), updated_at = sqlc.arg(now)
-WHERE decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted')
-  AND lease_generation = sqlc.arg(lease_generation)
-RETURNING *;
+-- A success may come with the image the provider delivered, kept in the same statement: the
+-- execution is never seen succeeded without it when it was downloaded.
+WITH finished AS (
+    UPDATE executions
+    SET state = sqlc.arg(state), result_url = sqlc.arg(result_url), error = sqlc.arg(error),
+        charged_micros = sqlc.arg(charged_micros), updated_at = sqlc.arg(now),
+        image_mime_type = sqlc.narg(image_mime_type), image_sha256 = sqlc.narg(image_sha256),
+        image_size = sqlc.narg(image_size)
+    WHERE executions.decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted')
+      AND lease_generation = sqlc.arg(lease_generation)
+    RETURNING *
+), kept AS (
+    INSERT INTO execution_images (decision_id, image, fetched_at)
+    SELECT finished.decision_id, sqlc.narg(image)::bytea, sqlc.arg(now) FROM finished WHERE sqlc.narg(image)::bytea IS NOT NULL
+)
+SELECT * FROM finished;
 
 -- name: ListUnreported :many
 -- Oldest first; a report Hubu did not take is deferred (DeferReport), so a few that keep
@@ -101,3 +111,65 @@ SET lease_until = sqlc.arg(lease_until), attempts = attempts + 1, lease_generati
     updated_at = sqlc.arg(now)
 WHERE decision_id = sqlc.arg(decision_id) AND state = 'submitted'
 RETURNING *;
+
+-- name: ListImagesMissing :many
+-- Successes whose image could not be downloaded when they were recorded, recent enough that
+-- the provider's delivery URL may still work.
+SELECT decision_id FROM executions
+WHERE state = 'succeeded' AND result_url IS NOT NULL AND image_sha256 IS NULL
+  AND updated_at > sqlc.arg(since) AND image_fetch_attempts < sqlc.arg(max_attempts)
+  AND COALESCE(image_fetch_after, '-infinity') <= sqlc.arg(now)
+ORDER BY updated_at
+LIMIT sqlc.arg(max_rows);
+
+-- name: ClaimImageFetch :one
+-- One worker, in any replica, tries a missing image at a time: the claim counts the attempt
+-- and puts the next one off until retry_at.
+UPDATE executions
+SET image_fetch_attempts = image_fetch_attempts + 1, image_fetch_after = sqlc.arg(retry_at)
+WHERE decision_id = sqlc.arg(decision_id) AND state = 'succeeded' AND result_url IS NOT NULL
+  AND image_sha256 IS NULL AND image_fetch_attempts < sqlc.arg(max_attempts)
+  AND COALESCE(image_fetch_after, '-infinity') <= sqlc.arg(now)
+RETURNING *;
+
+-- name: KeepImage :one
+-- Keeps an image downloaded after its success was recorded; a second download of the same
+-- image changes nothing.
+WITH described AS (
+    UPDATE executions
+    SET image_mime_type = sqlc.arg(image_mime_type), image_sha256 = sqlc.arg(image_sha256),
+        image_size = sqlc.arg(image_size)
+    WHERE executions.decision_id = sqlc.arg(decision_id) AND state = 'succeeded' AND image_sha256 IS NULL
+    RETURNING *
+), kept AS (
+    INSERT INTO execution_images (decision_id, image, fetched_at)
+    SELECT described.decision_id, sqlc.arg(image)::bytea, sqlc.arg(now) FROM described
+)
+SELECT described.decision_id FROM described;
+
+-- name: GetImageByHandle :one
+SELECT e.image_mime_type, e.image_sha256, i.image
+FROM executions e JOIN execution_images i USING (decision_id)
+WHERE e.public_handle = $1;
+
+-- name: PruneImages :execrows
+-- Deletes up to max_rows kept images fetched more than older_than_seconds ago by the
+-- database's clock, and the executions' description of them, in one statement: an execution
+-- never describes an image Gongbu no longer keeps.
+WITH doomed AS (
+    SELECT decision_id FROM execution_images
+    WHERE fetched_at < now() - make_interval(secs => sqlc.arg(older_than_seconds)::float8)
+    ORDER BY fetched_at
+    LIMIT sqlc.arg(max_rows)
+    FOR UPDATE SKIP LOCKED
+), undescribed AS (
+    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL
+    FROM doomed WHERE executions.decision_id = doomed.decision_id
+    RETURNING executions.decision_id
+)
+DELETE FROM execution_images USING undescribed WHERE execution_images.decision_id = undescribed.decision_id;
+
+-- name: CountPrunableImages :one
+SELECT count(*)::bigint AS images, coalesce(sum(octet_length(image)), 0)::bigint AS bytes
+FROM execution_images
+WHERE fetched_at < now() - make_interval(secs => sqlc.arg(older_than_seconds)::float8);

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/kit/pglisten"
 	"hubu.dev/hubu/kit/pgstart"
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/changefeed"
 	"hubu.dev/hubu/services/gongbu/execution"
@@ -45,6 +45,7 @@ const usage = `usage:
   gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL [--require-final]
   gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged)
   gongbu renew-epoch --database-url URL   (after restoring the database from a backup)
+  gongbu prune-images --database-url URL --older-than DURATION [--dry-run]   (at least 24h)
 Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
 GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT, GONGBU_FLUX_TIMEOUT,
 GONGBU_FLUX_POLLING_HOSTS, GONGBU_FLUX_SAMPLE_HOSTS, GONGBU_POLL_INTERVAL, GONGBU_FIRST_POLL, GONGBU_POLL_DEADLINE,
@@ -65,9 +66,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 			return migrator.Command("gongbu", "GONGBU_DATABASE_URL", gongbusql.Migrations(), rest, getenv, stdout, stderr)
 		},
-		"reconcile":   func(rest []string) error { return reconcileCmd(ctx, rest, getenv, stdout, stderr) },
-		"resolve":     func(rest []string) error { return resolveCmd(ctx, rest, getenv, stdout, stderr) },
-		"renew-epoch": func(rest []string) error { return renewEpochCmd(ctx, rest, getenv, stdout, stderr) },
+		"reconcile":    func(rest []string) error { return reconcileCmd(ctx, rest, getenv, stdout, stderr) },
+		"resolve":      func(rest []string) error { return resolveCmd(ctx, rest, getenv, stdout, stderr) },
+		"renew-epoch":  func(rest []string) error { return renewEpochCmd(ctx, rest, getenv, stdout, stderr) },
+		"prune-images": func(rest []string) error { return pruneImagesCmd(ctx, rest, getenv, stdout, stderr) },
 	}))
 }
 
@@ -145,14 +147,19 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return fmt.Errorf("--flux-sample-hosts: %v", err)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "gongbu")
+	logger := command.NewLogger(stderr, "gongbu")
+	stopTracing, err := command.StartTracing(ctx, "gongbu", logger)
+	if err != nil {
+		return fmt.Errorf("tracing: %v", err)
+	}
+	defer stopTracing()
 
 	store, pool, err := openStore(ctx, *dbURL)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
-	hc := &http.Client{Transport: httpjson.PooledTransport(), Timeout: 60 * time.Second}
+	hc := &http.Client{Transport: tracing.Transport(httpjson.PooledTransport(), "hubu"), Timeout: 60 * time.Second}
 	authority, err := hubulink.New(*hubuURL, *hubuToken, hc)
 	if err != nil {
 		return err
@@ -193,7 +200,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	httpSrv := command.NewHTTPServer(srv.Handler(reg))
+	httpSrv := command.NewHTTPServer(tracing.Handler(srv.Handler(reg)))
 	// An execution answers once Hubu has confirmed the decision and the provider answered.
 	httpSrv.WriteTimeout = time.Minute + svc.SubmissionBound()
 	logger.Info("listening", "addr", ln.Addr().String(), "flux_idempotent", *fluxIdempotent,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/kit/pglisten"
 	"hubu.dev/hubu/kit/pgstart"
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/console"
 	"hubu.dev/hubu/services/hubu/gongbuexec"
@@ -89,7 +89,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if err := command.RequireHTTPURL("gongbu-url", *gongbuURL); err != nil {
 			return err
 		}
-		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Transport: httpjson.PooledTransport(), Timeout: 30 * time.Second})
+		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Transport: tracing.Transport(httpjson.PooledTransport(), "gongbu"), Timeout: 30 * time.Second})
 		if err != nil {
 			return fmt.Errorf("--gongbu-url: %v", err)
 		}
@@ -105,8 +105,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil || ttl <= 0 {
 		return fmt.Errorf("--approval-ttl %q is not a positive duration such as 24h", *ttlText)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "hubu")
+	logger := command.NewLogger(stderr, "hubu")
 	setGCPercent(getenv)
+	stopTracing, err := command.StartTracing(ctx, "hubu", logger)
+	if err != nil {
+		return fmt.Errorf("tracing: %v", err)
+	}
+	defer stopTracing()
 
 	poolURL, singleURL, err := poolURLs(*dbURL)
 	if err != nil {
@@ -155,7 +160,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	logger.Info("listening", "addr", ln.Addr().String())
 
 	go life.Run(bg, min(5*time.Second, *retryAfter))
-	return command.Serve(ctx, command.NewHTTPServer(srv.Handler(reg)), ln, logger, command.ShutdownGrace, nil)
+	return command.Serve(ctx, command.NewHTTPServer(tracing.Handler(srv.Handler(reg))), ln, logger, command.ShutdownGrace, nil)
 }
 
 func createCredential(ctx context.Context, kind string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"strconv"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"hubu.dev/hubu/kit/command"
+	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
 	"hubu.dev/hubu/services/mockflux/httpserver"
@@ -69,7 +69,12 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if err != nil || ttl <= 0 {
 		return fmt.Errorf("--sample-ttl %q is not a positive duration such as 10m", *ttlText)
 	}
-	logger := slog.New(slog.NewJSONHandler(stderr, nil)).With("service", "mockflux")
+	logger := command.NewLogger(stderr, "mockflux")
+	stopTracing, err := command.StartTracing(ctx, "mockflux", logger)
+	if err != nil {
+		return fmt.Errorf("tracing: %v", err)
+	}
+	defer stopTracing()
 
 	provider, err := mockflux.Open(mockflux.Options{DataFile: *data, PendingPolls: polls, RenderTime: renderTime, Now: time.Now})
 	if err != nil {
@@ -89,7 +94,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// Deferred after provider.Close, so it runs first: webhooks stop once the server has
 	// stopped (the last submit answered) and before the journal closes; one not yet sent
 	// stays due for the next start.
-	httpSrv := command.NewHTTPServer(srv.Handler())
+	httpSrv := command.NewHTTPServer(tracing.Handler(srv.Handler()))
 	defer srv.Close()
 	httpSrv.WriteTimeout = fault.MaxDelay + time.Minute // a slow fault holds its answer that long
 	// Requests see the process's context, so a slow fault stops waiting at SIGTERM.

@@ -1,0 +1,185 @@
+package execution_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/gongbutest"
+)
+
+// readyWithImages executes a decision on a provider whose results Gongbu downloads, and
+// scripts its job Ready on the first poll.
+// With wrap, the service calls the provider through it.
+func readyWithImages(t *testing.T, env *gongbutest.Env, p *gongbutest.ImageProvider, url string, wrap ...func(gongbu.Provider) gongbu.Provider) gongbu.Decision {
+	t.Helper()
+	var provider gongbu.Provider = p
+	for _, w := range wrap {
+		provider = w(provider)
+	}
+	env.Service = env.NewService(provider)
+	d := env.Issue("agent-a")
+	if x, _ := mustExecute(t, env, d); x.State != gongbu.StateSubmitted {
+		t.Fatalf("state %s", x.State)
+	}
+	p.OnPoll(gongbutest.Answer(gongbu.JobReady, url, ""))
+	env.Clock.Advance(gongbutest.PollInterval)
+	env.Tick(t)
+	return d
+}
+
+// keptImage reads the image Gongbu keeps for d, or nil.
+func keptImage(t *testing.T, env *gongbutest.Env, d gongbu.Decision) []byte {
+	t.Helper()
+	img, digest, err := env.Store.ImageByHandle(context.Background(), d.PublicHandle)
+	if gongbu.ErrorCode(err) == gongbu.CodeNotFound {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest != sha256.Sum256(img.Bytes) || img.MIMEType != "image/png" {
+		t.Fatalf("kept image %s with a digest that is not its own", img.MIMEType)
+	}
+	return img.Bytes
+}
+
+// A success and the image it delivered are recorded together, before Hubu is told.
+func TestReadyKeepsTheImageWithTheSuccess(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	p := gongbutest.NewImageProvider(true)
+	d := readyWithImages(t, env, p, "https://provider.test/s.png")
+
+	got := env.Get(t, d.DecisionID)
+	if got.State != gongbu.StateSucceeded || !got.Reported || got.Image == nil {
+		t.Fatalf("after ready: %s, reported %v, image %+v", got.State, got.Reported, got.Image)
+	}
+	if got.Image.MIMEType != "image/png" || got.Image.Size != len(gongbutest.TinyPNG) || got.Image.SHA256 != sha256.Sum256(gongbutest.TinyPNG) {
+		t.Fatalf("image described as %+v", got.Image)
+	}
+	if !bytes.Equal(keptImage(t, env, d), gongbutest.TinyPNG) {
+		t.Fatal("the kept image is not what the provider delivered")
+	}
+	if f := p.Fetched(); len(f) != 1 || f[0] != "https://provider.test/s.png" {
+		t.Fatalf("downloaded %q, want the sample once", f)
+	}
+	runFor(t, env, 3)
+	if n := len(p.Fetched()); n != 1 {
+		t.Fatalf("a kept image was downloaded %d times", n)
+	}
+}
+
+// A download that fails does not hold the success or its report back; the background pass
+// tries again after a pause, a bounded number of times, in one replica at a time.
+func TestImageDownloadRetriedByTheBackgroundPass(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	p := gongbutest.NewImageProvider(true)
+	p.OnFetch(gongbutest.FetchError(), gongbutest.FetchError())
+	d := readyWithImages(t, env, p, "https://provider.test/s.png")
+
+	got := env.Get(t, d.DecisionID)
+	if got.State != gongbu.StateSucceeded || !got.Reported || got.Image != nil {
+		t.Fatalf("after a failed download: %s, reported %v, image %+v", got.State, got.Reported, got.Image)
+	}
+	if r := env.Authority.Reports(); len(r) != 1 || !r[0].Settled {
+		t.Fatalf("reports %+v, want the success settled at once", r)
+	}
+
+	// The first retry fails too; the next comes no sooner than the back-off, from one of two
+	// replicas passing at once.
+	env.Tick(t)
+	if n := len(p.Fetched()); n != 2 {
+		t.Fatalf("%d downloads, want the retry at once", n)
+	}
+	other := env.NewService(p)
+	gongbutest.AtOnce(2, func(i int) {
+		svc := []interface{ Tick(context.Context) error }{env.Service, other}[i]
+		if err := svc.Tick(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	if n := len(p.Fetched()); n != 2 {
+		t.Fatalf("%d downloads, want none before the back-off", n)
+	}
+	env.Clock.Advance(20 * time.Second)
+	gongbutest.AtOnce(2, func(i int) {
+		svc := []interface{ Tick(context.Context) error }{env.Service, other}[i]
+		if err := svc.Tick(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	if n := len(p.Fetched()); n != 3 {
+		t.Fatalf("%d downloads, want one retry across both replicas", n)
+	}
+	if !bytes.Equal(keptImage(t, env, d), gongbutest.TinyPNG) {
+		t.Fatal("the retried download was not kept")
+	}
+	if got := env.Get(t, d.DecisionID); got.Image == nil || got.Image.Size != len(gongbutest.TinyPNG) {
+		t.Fatalf("after the retry the execution describes %+v", got.Image)
+	}
+	env.Clock.Advance(time.Minute)
+	env.Tick(t)
+	if n := len(p.Fetched()); n != 3 {
+		t.Fatalf("a kept image was downloaded again: %d downloads", n)
+	}
+	if r := env.Authority.Reports(); len(r) != 1 {
+		t.Fatalf("the image changed the reports: %+v", r)
+	}
+}
+
+// An image that never downloads is tried a bounded number of times, and not at all once its
+// delivery URL has surely expired.
+func TestImageRetriesAreBounded(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	p := gongbutest.NewImageProvider(true)
+	for range 20 {
+		p.OnFetch(gongbutest.FetchError())
+	}
+	d := readyWithImages(t, env, p, "https://provider.test/s.png")
+	for range 10 {
+		env.Clock.Advance(time.Minute)
+		env.Tick(t)
+	}
+	if n := len(p.Fetched()); n != 1+5 {
+		t.Fatalf("%d downloads, want the first and 5 retries", n)
+	}
+	if got := env.Get(t, d.DecisionID); got.State != gongbu.StateSucceeded || got.Image != nil {
+		t.Fatalf("%s with image %+v", got.State, got.Image)
+	}
+
+	late := gongbutest.NewImageProvider(true)
+	late.OnFetch(gongbutest.FetchError(), gongbutest.FetchError())
+	d2 := readyWithImages(t, env, late, "https://provider.test/late.png") // the download and a retry at once
+	env.Clock.Advance(2 * time.Hour)
+	env.Tick(t)
+	if n := len(late.Fetched()); n != 2 {
+		t.Fatalf("%d downloads of %s, want none after its URL expired", n, d2.PublicHandle)
+	}
+}
+
+// What the provider delivers is checked before it is kept.
+func TestNewImageRefusesWhatIsNotTheDeclaredImage(t *testing.T) {
+	for _, c := range []struct {
+		name, mimeType string
+		body           []byte
+	}{
+		{"html", "text/html", []byte("<html></html>")},
+		{"empty", "image/png", nil},
+		{"not a png", "image/png", []byte("GIF89a........")},
+		{"declared jpeg, is png", "image/jpeg", gongbutest.TinyPNG},
+		{"too large", "image/png", append(append([]byte{}, gongbutest.TinyPNG...), make([]byte, gongbu.MaxImageBytes)...)},
+	} {
+		if _, err := gongbu.NewImage(c.mimeType, c.body); err == nil {
+			t.Errorf("%s: kept", c.name)
+		}
+	}
+	if _, err := gongbu.NewImage("image/png", gongbutest.TinyPNG); err != nil {
+		t.Fatal(err)
+	}
+}

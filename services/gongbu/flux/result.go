@@ -1,0 +1,41 @@
+package flux
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+
+	"hubu.dev/hubu/services/gongbu"
+)
+
+var _ gongbu.ResultFetcher = (*Adapter)(nil)
+
+// FetchResult downloads a Ready job's sample. The URL must be on a sample host, as Poll
+// already checked; the API key is never sent with it (a sample URL carries its own signature),
+// and a redirect is not followed.
+func (a *Adapter) FetchResult(ctx context.Context, sampleURL string) (gongbu.Image, error) {
+	u, err := a.checkURL("sample", sampleURL, a.samples)
+	if err != nil {
+		return gongbu.Image{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return gongbu.Image{}, fmt.Errorf("download the sample: %w", err)
+	}
+	resp, err := a.images.Do(req)
+	if err != nil {
+		return gongbu.Image{}, fmt.Errorf("download the sample: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return gongbu.Image{}, fmt.Errorf("download the sample: the provider answered %d", resp.StatusCode)
+	}
+	mimeType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, gongbu.MaxImageBytes+1))
+	if err != nil {
+		return gongbu.Image{}, fmt.Errorf("download the sample: %w", err)
+	}
+	return gongbu.NewImage(mimeType, b)
+}

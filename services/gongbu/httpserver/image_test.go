@@ -1,0 +1,81 @@
+package httpserver_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"testing"
+
+	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/gongbutest"
+	"hubu.dev/hubu/services/gongbu/httpserver"
+)
+
+// An agent gets its own operation's image by public handle, as Gongbu downloaded it; nobody
+// else gets it, and the execution describes it.
+func TestOperationImageForAgents(t *testing.T) {
+	t.Parallel()
+	p := gongbutest.NewImageProvider(true)
+	b := setup(t, func(srv *httpserver.Server, env *gongbutest.Env) {
+		env.Service = env.NewService(p)
+		srv.Executions = env.Service
+	})
+	ctx := context.Background()
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+	agent := b.client(t, agentA)
+
+	// Submitted, no image yet.
+	if resp, err := agent.GetOperationImageWithResponse(ctx, d.PublicHandle); err != nil || resp.StatusCode() != http.StatusNotFound {
+		t.Fatalf("before the result: %v %d %s", err, resp.StatusCode(), resp.Body)
+	}
+	p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.env.Clock.Advance(gongbutest.PollInterval)
+	b.env.Tick(t)
+
+	digest := sha256.Sum256(gongbutest.TinyPNG)
+	etag := `"` + hex.EncodeToString(digest[:]) + `"`
+	got, err := agent.GetOperationImageWithResponse(ctx, d.PublicHandle)
+	if err != nil || got.StatusCode() != http.StatusOK || !bytes.Equal(got.Body, gongbutest.TinyPNG) ||
+		got.HTTPResponse.Header.Get("Content-Type") != "image/png" || got.HTTPResponse.Header.Get("ETag") != etag {
+		t.Fatalf("own image: %v %d %q %v", err, got.StatusCode(), got.HTTPResponse.Header.Get("Content-Type"), got.HTTPResponse.Header)
+	}
+	exec, err := agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle, nil)
+	if err != nil || exec.JSON200 == nil || exec.JSON200.Result == nil || exec.JSON200.Result.Image == nil {
+		t.Fatalf("execution: %v %s", err, exec.Body)
+	}
+	if i := exec.JSON200.Result.Image; i.Sha256 != hex.EncodeToString(digest[:]) || i.SizeBytes != int64(len(gongbutest.TinyPNG)) || i.MimeType != "image/png" {
+		t.Fatalf("the execution describes %+v", i)
+	}
+
+	// A client holding the image already is told so.
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/operations/"+d.PublicHandle+"/image", nil)
+	req.Header.Set("Authorization", "Bearer "+agentA)
+	req.Header.Set("If-None-Match", etag)
+	if status, body := b.do(t, req); status != http.StatusNotModified || len(body) != 0 {
+		t.Fatalf("If-None-Match: %d, %d bytes", status, len(body))
+	}
+
+	for _, c := range []struct {
+		name   string
+		token  string
+		handle string
+		status int
+		code   string
+	}{
+		{"another agent's operation", agentB, d.PublicHandle, http.StatusNotFound, "not_found"},
+		{"the service credential is no agent", serviceToken, d.PublicHandle, http.StatusUnauthorized, "unauthorized"},
+		{"no token", "", d.PublicHandle, http.StatusUnauthorized, "unauthorized"},
+		{"a malformed handle", agentA, "hubu:public-operation:v1:not-a-uuid", http.StatusBadRequest, "invalid_arguments"},
+	} {
+		resp, err := b.client(t, c.token).GetOperationImageWithResponse(ctx, c.handle)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode() != c.status || problemCode(t, resp.Body) != c.code || bytes.Contains(resp.Body, gongbutest.TinyPNG[:8]) {
+			t.Fatalf("%s: %d %s", c.name, resp.StatusCode(), resp.Body)
+		}
+	}
+}

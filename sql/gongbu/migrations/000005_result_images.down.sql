@@ -1,0 +1,9 @@
+DROP INDEX executions_image_missing;
+ALTER TABLE executions
+    DROP CONSTRAINT executions_image_all_or_none,
+    DROP COLUMN image_fetch_after,
+    DROP COLUMN image_fetch_attempts,
+    DROP COLUMN image_size,
+    DROP COLUMN image_sha256,
+    DROP COLUMN image_mime_type;
+DROP TABLE execution_images;
