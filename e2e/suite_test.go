@@ -70,7 +70,13 @@ func newSuiteWith(t *testing.T, idempotent bool) *suite {
 // for secrets and drops the stack's databases.
 func startSuite(t *testing.T, cfg harness.Config) *suite {
 	t.Helper()
-	s := must(harness.Start(context.Background(), bin, cfg))(t)
+	return startSuiteWith(t, bin, cfg)
+}
+
+// startSuiteWith is startSuite with the services of other binaries (a previous release).
+func startSuiteWith(t *testing.T, b harness.Binaries, cfg harness.Config) *suite {
+	t.Helper()
+	s := must(harness.Start(context.Background(), b, cfg))(t)
 	su := &suite{t: t, s: s}
 	t.Cleanup(func() {
 		s.Stop()
