@@ -673,6 +673,10 @@ func (x *explorer) fault() {
 		x.tally.count(&x.tally.faults, "failpoint "+point)
 		c := x.newCall()
 		c.agent2 = false
+		// A router whose registry is in Postgres refuses to start without it ("cannot reach the
+		// database"), and a harness that launched it then would launch it again: during a
+		// Postgres restart the explorer waits for Postgres first, as it does for the services.
+		<-x.dbUp
 		crashing := x.su.routerWaiting(2*time.Second, "HUBU_FAILPOINTS="+point)
 		switch r, err := x.su.callWithin(crashing, "generate_image", c.args, c.meta, 20*time.Second); {
 		case err == nil:
