@@ -19,10 +19,10 @@ import (
 
 // The upgrade docs/operations.md prescribes, run for real: the previous release serves on its
 // own schema; the new migrations run while it keeps serving; it still serves a spend on the new
-// schema; then each service is replaced by the new release, one at a time. Every call is
-// charged once, every redelivery names its operation, and the records of money agree. The
-// previous release is the commit in testdata/previous-release, built from this repository's
-// history.
+// schema; then each service is replaced by the new release, one at a time, with a spend after
+// each. Every call is charged once, every redelivery names its operation, and the records of
+// money agree. The previous release is the commit in testdata/previous-release, built from
+// this repository's history.
 func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	t.Parallel()
 	old := buildPreviousRelease(t)
@@ -37,7 +37,7 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	})
 	s := su.s
 	cs := su.router() // routers are upgraded on their own; this one is the new release
-	calls := []string{"call_upgradeA1x9Qm2Vz7Lp4Rt", "call_upgradeB8k3Wn6Yc1Hs5Jd", "call_upgradeC2f7Tb9Xq4Mv6Ng"}
+	calls := []string{"call_upgradeA1x9Qm2Vz7Lp4Rt", "call_upgradeB8k3Wn6Yc1Hs5Jd", "call_upgradeM3p8Vd1Ks7Qx2Zf", "call_upgradeC2f7Tb9Xq4Mv6Ng"}
 	handles := map[string]string{}
 	spend := func(callID, when string) {
 		t.Helper()
@@ -55,13 +55,14 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	}
 	spend(calls[1], "on the previous release, on the new schema")
 
-	// One service at a time: stop the old process, start the new release in its place.
-	for _, p := range []*harness.Process{s.Gongbu, s.Hubu} {
+	// One service at a time: stop the old process, start the new release in its place; a
+	// spend in between runs on the new Gongbu and the old Hubu.
+	for i, p := range []*harness.Process{s.Gongbu, s.Hubu} {
 		noError(t, p.Stop(15*time.Second))
 		p.Path = bin.Path(p.Name)
 		proctest.Start(t, p)
+		spend(calls[2+i], "with "+p.Name+" on the new release")
 	}
-	spend(calls[2], "on the new release")
 
 	for _, c := range calls {
 		again := su.mustCall(cs, "generate_image", foxArgs, codexMeta(c))

@@ -46,6 +46,7 @@ const (
 	keptTooLarge                    // an image above the router's embedding limit
 	keptUnavailable                 // described, but Gongbu's image endpoint answers 500
 	keptCorrupt                     // described, but Gongbu serves other bytes
+	keptHang                        // described, but Gongbu's image endpoint never answers
 )
 
 // testImageLimit is the router's embedding limit in these tests; TinyPNG is well below it.
@@ -111,15 +112,18 @@ func (g *scriptedGongbu) keptFetches() int {
 
 func (g *scriptedGongbu) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string) {
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	g.keptCalls++
-	switch g.kept {
+	mode := g.kept
+	g.mu.Unlock()
+	switch mode {
 	case keptNone:
 		w.Header().Set("Content-Type", "application/problem+json")
 		w.WriteHeader(http.StatusNotFound)
 		_ = json.NewEncoder(w).Encode(gongbuapi.Problem{Code: gongbuapi.NotFound, Status: 404, Title: "Not Found", Type: "x"})
 	case keptUnavailable:
 		http.Error(w, "database hiccup", http.StatusInternalServerError)
+	case keptHang:
+		<-r.Context().Done() // until the router gives up
 	case keptCorrupt:
 		w.Header().Set("Content-Type", "image/png")
 		_, _ = w.Write(append(routertest.TinyPNG(), 0))

@@ -42,6 +42,7 @@ type options struct {
 	gongbuURL  string
 	wait       time.Duration // how long a spend waits for its image; 2s when zero
 	imageLimit int64         // the router's default when zero
+	keptWait   time.Duration // the router's KeptImageWait; its default when zero
 	// guardImages keeps the router's default refusal of images on loopback and private
 	// addresses; the fakes serve them on loopback, so other tests allow those.
 	guardImages bool
@@ -95,7 +96,8 @@ func setupOn(t testing.TB, base *env, opts *options) *env {
 		Registry: reg, Hubu: hubu, Gongbu: gongbu, Identity: opts.identity,
 		Logger: slog.New(slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Diagnose: e.diag,
 		Wait: wait, PollEvery: 10 * time.Millisecond, ImageLimit: opts.imageLimit, AllowPrivateImageHosts: !opts.guardImages,
-		Metrics: opts.metrics,
+		KeptImageWait: opts.keptWait,
+		Metrics:       opts.metrics,
 	})
 	e.router = router
 	ct, st := mcp.NewInMemoryTransports()

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"database/sql"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
@@ -200,5 +202,61 @@ func TestKeptImageIsRecordedByReference(t *testing.T) {
 	again := third.call(t, "generate_image", fox, codex(callID))
 	if o := toolResult(t, again); !o.Replayed || o.Status != "succeeded" || images(again) != 0 || o.Result == nil {
 		t.Fatalf("replay with Gongbu down: %d images, %+v", images(again), o)
+	}
+}
+
+// A replay is the registry's answer: a Gongbu that hangs on the image holds it up no longer
+// than KeptImageWait, and the answer goes without the image.
+func TestReplayDoesNotWaitOnAHangingGongbu(t *testing.T) {
+	t.Parallel()
+	g := newScriptedGongbu(t)
+	g.setKept(keptOK)
+	state := filepath.Join(t.TempDir(), "router.db")
+	e := setup(t, &options{gongbuURL: g.url, state: state, keptWait: 300 * time.Millisecond})
+	const callID = "call_hanginggongbuQ4w8Ez2Rk6"
+	if first := e.call(t, "generate_image", fox, codex(callID)); images(first) != 1 {
+		t.Fatalf("first delivery embedded %d images", images(first))
+	}
+	g.setKept(keptHang)
+	fresh := setupOn(t, e, &options{gongbuURL: g.url, state: state, keptWait: 300 * time.Millisecond})
+	start := time.Now()
+	again := fresh.call(t, "generate_image", fox, codex(callID))
+	if o := toolResult(t, again); !o.Replayed || o.Status != "succeeded" || images(again) != 0 {
+		t.Fatalf("replay with Gongbu hanging: %d images, %+v", images(again), o)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the replay took %s", took)
+	}
+}
+
+// A row recorded before results by reference holds the image's bytes; it is replayed with
+// them, asking Gongbu nothing.
+func TestReplayOfARowWithImageBytes(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "router.db")
+	e := setup(t, &options{state: state})
+	const callID = "call_legacyrow8Hn2Wq5Tz1Lv3"
+	first := toolResult(t, e.call(t, "generate_image", fox, codex(callID)))
+	legacy, err := json.Marshal(map[string]any{"outcome": first, "image": routertest.TinyPNG()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("UPDATE calls SET result = ? WHERE harness_call_id = ?", string(legacy), callID); err != nil {
+		t.Fatal(err)
+	}
+	fresh := setupOn(t, e, &options{state: state})
+	kept := e.backend.Calls("kept_image")
+	e.backend.SetDown(true)
+	again := fresh.call(t, "generate_image", fox, codex(callID))
+	if o := toolResult(t, again); !o.Replayed || images(again) != 1 || o.PublicHandle != first.PublicHandle {
+		t.Fatalf("replay of a row with image bytes: %d images, %+v", images(again), o)
+	}
+	if n := e.backend.Calls("kept_image"); n != kept {
+		t.Fatalf("the replay asked Gongbu for the image (%d→%d)", kept, n)
 	}
 }

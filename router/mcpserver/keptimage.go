@@ -42,8 +42,8 @@ func (r *Router) result(ctx context.Context, handle string, res *gongbuapi.Execu
 }
 
 // keptImage fetches the image Gongbu keeps for the operation of handle, to embed it; nil when
-// it is larger than ImageLimit (it is linked only), cannot be fetched now, or is not the image
-// ref names. The images embedded most recently are held in memory for the redeliveries that
+// it is larger than ImageLimit (it is linked only), cannot be fetched within KeptImageWait, or
+// is not the image ref names. The images embedded most recently are held in memory for the redeliveries that
 // follow.
 func (r *Router) keptImage(ctx context.Context, handle string, ref *keptRef) []byte {
 	if ref == nil || ref.Size > r.cfg.ImageLimit {
@@ -52,6 +52,8 @@ func (r *Router) keptImage(ctx context.Context, handle string, ref *keptRef) []b
 	if img := r.kept.get(handle, ref.SHA256); img != nil {
 		return img
 	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.KeptImageWait)
+	defer cancel()
 	resp, err := r.cfg.Gongbu.GetOperationImage(ctx, handle)
 	if err != nil {
 		r.cfg.Logger.WarnContext(ctx, "could not fetch a kept image from Gongbu", "public_handle", handle, "err", err)

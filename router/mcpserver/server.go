@@ -35,6 +35,9 @@ type Config struct {
 	PollEvery time.Duration
 	// ImageLimit is the largest image embedded as MCP image content; larger ones are linked.
 	ImageLimit int64
+	// KeptImageWait bounds the fetch of an image Gongbu keeps (a replay's too: a Gongbu that
+	// hangs must not hold up an answer the registry has); 0 is 5 s.
+	KeptImageWait time.Duration
 	// Images fetches generated images (the provider's delivery URLs); nil is ImageClient's,
 	// which refuses private addresses unless AllowPrivateImageHosts.
 	Images *http.Client
@@ -68,6 +71,9 @@ func New(cfg Config) *Router {
 	}
 	if cfg.ImageLimit <= 0 {
 		cfg.ImageLimit = 1 << 20
+	}
+	if cfg.KeptImageWait <= 0 {
+		cfg.KeptImageWait = 5 * time.Second
 	}
 	if cfg.Images == nil {
 		cfg.Images = ImageClient(cfg.AllowPrivateImageHosts, 30*time.Second, cfg.Logger)

@@ -275,6 +275,13 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 // worker that lost its lease writes and reports nothing: the one that took over decides.
 func (s *Service) finish(ctx context.Context, exec gongbu.Execution, o gongbu.Outcome) gongbu.Execution {
 	next, err := s.Store.Finish(ctx, exec, o, s.Now())
+	if err != nil && !errors.Is(err, gongbu.ErrLeaseLost) && o.Image != nil {
+		// The success must be recorded and reported whatever becomes of its image: without it,
+		// the background pass downloads the image again.
+		s.logger().WarnContext(ctx, "could not record the success with its image; recording it without", "decision_id", exec.DecisionID, "err", err)
+		o.Image = nil
+		next, err = s.Store.Finish(ctx, exec, o, s.Now())
+	}
 	if errors.Is(err, gongbu.ErrLeaseLost) {
 		s.logger().WarnContext(ctx, "outcome not recorded: another worker took the execution over or finished it",
 			"decision_id", exec.DecisionID, "outcome", o.State)
@@ -377,8 +384,11 @@ func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongb
 	s.countPoll(trigger, res, err)
 	switch {
 	case err == nil && res.Status == gongbu.JobReady:
-		img := s.fetchResult(ctx, provider, exec, res.ImageURL)
-		s.finish(ctx, exec, gongbu.Succeeded(res.ImageURL, exec.AmountMicros).WithImage(img))
+		o := s.succeeded(ctx, provider, exec, res.ImageURL)
+		// The download may have used up ctx: recording the success gets time of its own.
+		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		s.finish(recordCtx, exec, o)
 	case err == nil && res.Status == gongbu.JobFailed:
 		// The provider took the job, so it was charged: capture it, and say it failed.
 		s.finish(ctx, exec, gongbu.Failed("the provider failed the job: "+res.Detail, exec.AmountMicros))

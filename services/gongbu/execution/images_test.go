@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,5 +182,68 @@ func TestNewImageRefusesWhatIsNotTheDeclaredImage(t *testing.T) {
 	}
 	if _, err := gongbu.NewImage("image/png", gongbutest.TinyPNG); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A download takes the lease for its bound first: a provider's webhook holds a job only for a
+// poll interval, and a slow download must not let another worker take the job over, poll it
+// again and download it again.
+func TestSlowDownloadKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	p := gongbutest.NewImageProvider(true)
+	env.Service = env.NewService(p)
+	started, release := make(chan struct{}), make(chan struct{})
+	p.OnFetch(func(ctx context.Context, _ string) (gongbu.Image, error) {
+		close(started)
+		<-release
+		return gongbu.NewImage("image/png", gongbutest.TinyPNG)
+	})
+	p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	d := env.Issue("agent-a")
+	x, _ := mustExecute(t, env, d)
+	done := make(chan error, 1)
+	go func() {
+		_, err := env.Service.Nudge(context.Background(), x)
+		done <- err
+	}()
+	<-started
+	env.Clock.Advance(5 * gongbutest.PollInterval) // well past the webhook's lease
+	other := env.NewService(p)
+	if err := other.Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Polls(); n != 1 {
+		t.Fatalf("%d polls: another worker took the job over during the download", n)
+	}
+	if got := env.Get(t, d.DecisionID); got.State != gongbu.StateSucceeded || got.Image == nil || !got.Reported {
+		t.Fatalf("after the slow download: %s, image %v, reported %v", got.State, got.Image, got.Reported)
+	}
+	if logs := env.Logs.String(); strings.Contains(logs, "outcome not recorded") {
+		t.Fatalf("a worker lost the lease during the download:\n%s", logs)
+	}
+}
+
+// A success whose image cannot be written with it is recorded and reported without it.
+func TestSuccessRecordedWhenItsImageCannotBe(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	// The database refuses the image (as it would one beyond its limits), not the success.
+	if _, err := env.Pool.Exec(context.Background(),
+		"ALTER TABLE execution_images ADD CONSTRAINT refuse_all CHECK (octet_length(image) < 0) NOT VALID"); err != nil {
+		t.Fatal(err)
+	}
+	p := gongbutest.NewImageProvider(true)
+	d := readyWithImages(t, env, p, "https://provider.test/s.png")
+	got := env.Get(t, d.DecisionID)
+	if got.State != gongbu.StateSucceeded || !got.Reported || got.Image != nil {
+		t.Fatalf("%s, reported %v, image %+v", got.State, got.Reported, got.Image)
+	}
+	if r := env.Authority.Reports(); len(r) != 1 || !r[0].Settled {
+		t.Fatalf("reports %+v", r)
 	}
 }

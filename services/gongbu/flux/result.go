@@ -2,10 +2,12 @@ package flux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 
 	"hubu.dev/hubu/services/gongbu"
 )
@@ -26,7 +28,12 @@ func (a *Adapter) FetchResult(ctx context.Context, sampleURL string) (gongbu.Ima
 	}
 	resp, err := a.images.Do(req)
 	if err != nil {
-		return gongbu.Image{}, fmt.Errorf("download the sample: %w", err)
+		// Not the *url.Error itself: it names the whole URL, signature included.
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err
+		}
+		return gongbu.Image{}, fmt.Errorf("download the sample from %s: %w", u.Host, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

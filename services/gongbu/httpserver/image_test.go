@@ -58,6 +58,14 @@ func TestOperationImageForAgents(t *testing.T) {
 		t.Fatalf("If-None-Match: %d, %d bytes", status, len(body))
 	}
 
+	// A part of it, by Range.
+	req, _ = http.NewRequest(http.MethodGet, b.url+"/v1/operations/"+d.PublicHandle+"/image", nil)
+	req.Header.Set("Authorization", "Bearer "+agentA)
+	req.Header.Set("Range", "bytes=0-7")
+	if status, body := b.do(t, req); status != http.StatusPartialContent || !bytes.Equal(body, gongbutest.TinyPNG[:8]) {
+		t.Fatalf("Range: %d, %q", status, body)
+	}
+
 	for _, c := range []struct {
 		name   string
 		token  string

@@ -14,7 +14,7 @@ import (
 
 // ImageRetry says which missing images the background pass tries again: those of successes
 // recorded after Since (older delivery URLs have expired), at most MaxAttempts times each, the
-// next attempt no sooner than Backoff after the last.
+// next attempt no sooner than Backoff after the first, twice as long after each one after it.
 type ImageRetry struct {
 	Since       time.Time
 	MaxAttempts int32
@@ -32,12 +32,11 @@ func (s *Store) ListImagesMissing(ctx context.Context, r ImageRetry, now time.Ti
 	return ids, nil
 }
 
-// ClaimImageFetch counts an attempt to download a missing image, and puts the next one off by
-// r.Backoff; ok is false when the image is kept already, or another worker claimed the attempt.
+// ClaimImageFetch counts an attempt to download a missing image, and puts the next one off (see
+// ImageRetry); ok is false when the image is kept already, or another worker claimed the attempt.
 func (s *Store) ClaimImageFetch(ctx context.Context, id uuid.UUID, r ImageRetry, now time.Time) (exec gongbu.Execution, ok bool, err error) {
-	retryAt := now.Add(r.Backoff)
 	row, err := s.q.ClaimImageFetch(ctx, s.pool, gongbudb.ClaimImageFetchParams{
-		DecisionID: id, RetryAt: &retryAt, MaxAttempts: r.MaxAttempts, Now: &now})
+		DecisionID: id, BackoffSeconds: r.Backoff.Seconds(), MaxAttempts: r.MaxAttempts, Now: now})
 	if isNoRows(err) {
 		return gongbu.Execution{}, false, nil
 	}

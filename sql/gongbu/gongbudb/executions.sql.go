@@ -73,28 +73,30 @@ func (q *Queries) ClaimExecution(ctx context.Context, db DBTX, arg ClaimExecutio
 
 const claimImageFetch = `-- name: ClaimImageFetch :one
 UPDATE executions
-SET image_fetch_attempts = image_fetch_attempts + 1, image_fetch_after = $1
-WHERE decision_id = $2 AND state = 'succeeded' AND result_url IS NOT NULL
-  AND image_sha256 IS NULL AND image_fetch_attempts < $3
-  AND COALESCE(image_fetch_after, '-infinity') <= $4
+SET image_fetch_attempts = image_fetch_attempts + 1,
+    image_fetch_after = $1::timestamptz
+        + make_interval(secs => $2::float8 * power(2, image_fetch_attempts))
+WHERE decision_id = $3 AND state = 'succeeded' AND result_url IS NOT NULL
+  AND image_sha256 IS NULL AND image_fetch_attempts < $4
+  AND COALESCE(image_fetch_after, '-infinity') <= $1
 RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
 `
 
 type ClaimImageFetchParams struct {
-	RetryAt     *time.Time
-	DecisionID  uuid.UUID
-	MaxAttempts int32
-	Now         *time.Time
+	Now            time.Time
+	BackoffSeconds float64
+	DecisionID     uuid.UUID
+	MaxAttempts    int32
 }
 
 // One worker, in any replica, tries a missing image at a time: the claim counts the attempt
-// and puts the next one off until retry_at.
+// and puts the next one off by backoff_seconds, doubled for every attempt before it.
 func (q *Queries) ClaimImageFetch(ctx context.Context, db DBTX, arg ClaimImageFetchParams) (Execution, error) {
 	row := db.QueryRow(ctx, claimImageFetch,
-		arg.RetryAt,
+		arg.Now,
+		arg.BackoffSeconds,
 		arg.DecisionID,
 		arg.MaxAttempts,
-		arg.Now,
 	)
 	var i Execution
 	err := row.Scan(
@@ -920,7 +922,8 @@ WITH doomed AS (
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ), undescribed AS (
-    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL
+    -- and no download attempts left: the provider's link expired long ago
+    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL, image_fetch_attempts = 2147483647
     FROM doomed WHERE executions.decision_id = doomed.decision_id
     RETURNING executions.decision_id
 )

@@ -1,6 +1,8 @@
-DROP INDEX executions_image_missing;
 ALTER TABLE executions
     DROP CONSTRAINT executions_image_all_or_none,
+    DROP CONSTRAINT executions_image_size,
+    DROP CONSTRAINT executions_image_sha256,
+    DROP CONSTRAINT executions_image_mime_type,
     DROP COLUMN image_fetch_after,
     DROP COLUMN image_fetch_attempts,
     DROP COLUMN image_size,

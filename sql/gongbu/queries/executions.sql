@@ -124,9 +124,11 @@ LIMIT sqlc.arg(max_rows);
 
 -- name: ClaimImageFetch :one
 -- One worker, in any replica, tries a missing image at a time: the claim counts the attempt
--- and puts the next one off until retry_at.
+-- and puts the next one off by backoff_seconds, doubled for every attempt before it.
 UPDATE executions
-SET image_fetch_attempts = image_fetch_attempts + 1, image_fetch_after = sqlc.arg(retry_at)
+SET image_fetch_attempts = image_fetch_attempts + 1,
+    image_fetch_after = sqlc.arg(now)::timestamptz
+        + make_interval(secs => sqlc.arg(backoff_seconds)::float8 * power(2, image_fetch_attempts))
 WHERE decision_id = sqlc.arg(decision_id) AND state = 'succeeded' AND result_url IS NOT NULL
   AND image_sha256 IS NULL AND image_fetch_attempts < sqlc.arg(max_attempts)
   AND COALESCE(image_fetch_after, '-infinity') <= sqlc.arg(now)
@@ -163,7 +165,8 @@ WITH doomed AS (
     LIMIT sqlc.arg(max_rows)
     FOR UPDATE SKIP LOCKED
 ), undescribed AS (
-    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL
+    -- and no download attempts left: the provider's link expired long ago
+    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL, image_fetch_attempts = 2147483647
     FROM doomed WHERE executions.decision_id = doomed.decision_id
     RETURNING executions.decision_id
 )

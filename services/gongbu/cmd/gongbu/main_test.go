@@ -162,13 +162,13 @@ func TestMigrate(t *testing.T) {
 		want string
 	}{
 		{[]string{"migrate", "version"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 5\n"},
-		{[]string{"migrate", "up"}, "version 5\n"},
-		{[]string{"migrate", "version"}, "version 5\n"},
-		{[]string{"migrate", "down"}, "version 4\n"},
-		{[]string{"migrate", "up"}, "version 5\n"},
+		{[]string{"migrate", "up"}, "version 6\n"},
+		{[]string{"migrate", "up"}, "version 6\n"},
+		{[]string{"migrate", "version"}, "version 6\n"},
+		{[]string{"migrate", "down"}, "version 5\n"},
+		{[]string{"migrate", "up"}, "version 6\n"},
 		{[]string{"migrate", "down", "--steps", "0"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 5\n"},
+		{[]string{"migrate", "up"}, "version 6\n"},
 	} {
 		out, _, err := runGongbu(t, env, step.args...)
 		if err != nil || out != step.want {

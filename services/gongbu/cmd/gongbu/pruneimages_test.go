@@ -82,6 +82,11 @@ func TestPruneImages(t *testing.T) {
 			t.Fatalf("pruning changed the execution: %+v", x)
 		}
 	}
+	// A pruned image is not downloaded again, however recent its execution's last change.
+	retry := postgres.ImageRetry{Since: now.Add(-time.Hour), MaxAttempts: 5, Backoff: 15 * time.Second}
+	if missing, err := store.ListImagesMissing(ctx, retry, time.Now(), 10); err != nil || len(missing) != 0 {
+		t.Fatalf("after the prune, images to download again: %v %v", missing, err)
+	}
 	if out, _, err = runGongbu(t, env, "prune-images", "--older-than", "24h"); err != nil || out != "deleted 0 images fetched more than 24h0m0s ago\n" {
 		t.Fatalf("a second prune: %q %v", out, err)
 	}

@@ -30,7 +30,7 @@ func TestBadValuesInTheEnvironment(t *testing.T) {
 func TestSecretsFromFiles(t *testing.T) {
 	t.Parallel()
 	urlFile := commandtest.File(t, sqltest.NewDatabase(t, "gongbu", gongbusql.Migrations())+"\n")
-	if out, _, err := runGongbu(t, []string{"GONGBU_DATABASE_URL_FILE=" + urlFile}, "migrate", "version"); err != nil || out != "version 5\n" {
+	if out, _, err := runGongbu(t, []string{"GONGBU_DATABASE_URL_FILE=" + urlFile}, "migrate", "version"); err != nil || out != "version 6\n" {
 		t.Fatalf("migrate with GONGBU_DATABASE_URL_FILE: %q %v", out, err)
 	}
 	secrets := []string{"pw-not-to-show-5c2e", "hubu_service_not-to-show-11aa", "service-not-to-show-22bb", "flux-not-to-show-33cc"}
