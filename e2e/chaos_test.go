@@ -231,6 +231,18 @@ type chaosCall struct {
 	misjudged bool // a redelivery was answered create_new_operation (reported once)
 	decided   bool // approved or denied by the explorer
 	approved  bool
+	// unanswered: a delivery got no answer (the router died, or the wait ran out), so the
+	// registry may hold the call whatever else it was answered.
+	unanswered bool
+	// registryDown counts the answers that the router's registry was unavailable (nothing
+	// recorded, nothing sent).
+	registryDown int
+}
+
+// unrecorded reports whether no delivery of the call can have been recorded: every one was
+// answered that the registry was unavailable.
+func (c *chaosCall) unrecorded() bool {
+	return !c.unanswered && len(c.statuses) > 0 && c.registryDown == len(c.statuses)
 }
 
 // last is the call's latest answer, "" before any.
@@ -463,9 +475,12 @@ func (x *explorer) session(c *chaosCall) *mcp.ClientSession {
 // deliver sends the call once and records what it answered (nothing when the router or the
 // connection gave up).
 func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) {
-	if r, err := x.su.callWithin(cs, "generate_image", args, c.meta, 20*time.Second); err == nil {
-		x.note(c, r)
+	r, err := x.su.callWithin(cs, "generate_image", args, c.meta, 20*time.Second)
+	if err != nil {
+		c.unanswered = true
+		return
 	}
+	x.note(c, r)
 }
 
 // resume sends resume_operation for the call's operation and records what it answered.
@@ -479,6 +494,9 @@ func (x *explorer) note(c *chaosCall, r result) {
 	status, _ := r["status"].(string)
 	if code := r.code(); code != "" {
 		status = code
+	}
+	if msg, _ := r["message"].(string); status == "backend_unavailable" && strings.Contains(msg, "registry is unavailable") {
+		c.registryDown++
 	}
 	c.statuses = append(c.statuses, status)
 	if status == "create_new_operation" && !c.misjudged {
@@ -551,21 +569,36 @@ func (x *explorer) burst(c *chaosCall) {
 	}
 	wg.Wait()
 	for _, r := range results {
-		if r != nil {
-			x.note(c, r)
+		if r == nil {
+			c.unanswered = true
+			continue
 		}
+		x.note(c, r)
 	}
 }
 
 // reuse sends an earlier call's id with other arguments: it must be refused, and nothing
-// charged for it.
+// charged for it. Only a call no delivery of which can have been recorded (the registry was
+// unavailable to every one) is new to the registry: the other work is then this call's own,
+// and the call goes on with it.
 func (x *explorer) reuse(c *chaosCall) {
 	other := strings.Replace(c.args, `"prompt":"chaos`, `"prompt":"other work, chaos`, 1)
+	unrecorded := c.unrecorded()
 	r, err := x.su.callWithin(x.session(c), "generate_image", other, c.meta, 20*time.Second)
-	if err != nil || r == nil {
-		return
-	}
-	if code := r.code(); code != "call_reused_for_different_request" && code != "backend_unavailable" {
+	switch code := r.code(); {
+	case err != nil || r == nil:
+		c.unanswered = true
+		if unrecorded {
+			c.args = other // it may be recorded under the other work now
+		}
+	case code == "call_reused_for_different_request" || code == "backend_unavailable":
+		if code == "backend_unavailable" {
+			x.note(c, r)
+		}
+	case unrecorded:
+		c.args = other
+		x.note(c, r)
+	default:
 		x.t.Errorf("violation: the call id of %s reused for other work answered %v", c.id, r)
 	}
 }
@@ -683,7 +716,9 @@ func (x *explorer) fault() {
 			x.note(c, r) // it never reached the point (Hubu answered an error, say)
 		case errors.Is(err, context.DeadlineExceeded):
 			// Still waiting for Hubu behind a fault on its hop: it has not reached the point.
+			c.unanswered = true
 		default: // the router process died
+			c.unanswered = true
 			x.su.requireFailpointIn(filepath.Join(x.su.s.Config.Dir, "router-stdio.log"), point)
 		}
 	case n < 45:
