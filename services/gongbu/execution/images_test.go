@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 )
 
@@ -98,22 +99,19 @@ func TestImageDownloadRetriedByTheBackgroundPass(t *testing.T) {
 		t.Fatalf("%d downloads, want the retry at once", n)
 	}
 	other := env.NewService(p)
-	gongbutest.AtOnce(2, func(i int) {
-		svc := []interface{ Tick(context.Context) error }{env.Service, other}[i]
-		if err := svc.Tick(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	bothPass := func() { // the background passes of two replicas at once
+		gongbutest.AtOnce(2, func(i int) {
+			if err := []*execution.Service{env.Service, other}[i].Tick(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	bothPass()
 	if n := len(p.Fetched()); n != 2 {
 		t.Fatalf("%d downloads, want none before the back-off", n)
 	}
 	env.Clock.Advance(20 * time.Second)
-	gongbutest.AtOnce(2, func(i int) {
-		svc := []interface{ Tick(context.Context) error }{env.Service, other}[i]
-		if err := svc.Tick(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
+	bothPass()
 	if n := len(p.Fetched()); n != 3 {
 		t.Fatalf("%d downloads, want one retry across both replicas", n)
 	}
