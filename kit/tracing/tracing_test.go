@@ -21,6 +21,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
@@ -184,6 +185,70 @@ func TestRedactsOperationKeysAndURLs(t *testing.T) {
 
 // Without an endpoint nothing is installed but the propagator; with one, spans reach it by
 // OTLP over HTTP with the service's name and version.
+// With tracing off (no SDK provider), a request skips otelhttp, yet the trace still passes
+// through: the server's context holds the caller's traceparent, so its log lines name it, and
+// a request made for it carries the same trace on, without changing the caller's request.
+func TestOffPassesTheTraceparentOn(t *testing.T) {
+	otel.SetTracerProvider(noop.NewTracerProvider())
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	const parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+	var gotDownstream string
+	downstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotDownstream = r.Header.Get("traceparent")
+	}))
+	defer downstream.Close()
+	client := &http.Client{Transport: Transport(nil, "downstream")}
+	defer client.CloseIdleConnections()
+
+	var logs bytes.Buffer
+	logger := slog.New(LogHandler(slog.NewJSONHandler(&logs, nil)))
+	var forwarded *http.Request
+	srv := httptest.NewServer(Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logger.InfoContext(r.Context(), "serving")
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, downstream.URL, nil)
+		forwarded = req
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		resp.Body.Close()
+	})))
+	defer srv.Close()
+
+	for _, tc := range []struct{ traceparent, wantDownstream, wantLogged string }{
+		{parent, parent, "4bf92f3577b34da6a3ce929d0e0e4736"},
+		{"", "", ""},
+		{"00-not-a-trace-01", "", ""},
+	} {
+		logs.Reset()
+		gotDownstream = "unset"
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/work", nil)
+		if tc.traceparent != "" {
+			req.Header.Set("traceparent", tc.traceparent)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if gotDownstream != tc.wantDownstream {
+			t.Errorf("traceparent %q: downstream got %q, want %q", tc.traceparent, gotDownstream, tc.wantDownstream)
+		}
+		if h := forwarded.Header.Get("traceparent"); h != "" {
+			t.Errorf("traceparent %q: the caller's request was changed: %q", tc.traceparent, h)
+		}
+		var rec map[string]any
+		if err := json.Unmarshal(logs.Bytes(), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := rec["trace_id"].(string); got != tc.wantLogged {
+			t.Errorf("traceparent %q: logged trace_id %q, want %q", tc.traceparent, got, tc.wantLogged)
+		}
+	}
+}
+
 func TestSetup(t *testing.T) {
 	var mu sync.Mutex
 	var got []*coltracepb.ExportTraceServiceRequest
