@@ -253,6 +253,8 @@ type ImageArgumentsOutputFormat string
 // KeptImage The image Gongbu keeps for this result, served by `getOperationImage`. Absent while
 // Gongbu keeps none: the download failed and is being tried again, or it expired first.
 type KeptImage struct {
+	// Data The image itself (base64), only when the request asked for it with `embed_image`.
+	Data      *[]byte           `json:"data,omitempty"`
 	MimeType  KeptImageMimeType `json:"mime_type"`
 	Sha256    string            `json:"sha256"`
 	SizeBytes int64             `json:"size_bytes"`
@@ -287,6 +289,13 @@ type GetOperationExecutionParams struct {
 
 	// State The state the caller last saw; with `wait`, the answer waits while the execution is still in it.
 	State *ExecutionState `form:"state,omitempty" json:"state,omitempty"`
+
+	// EmbedImage The largest kept image, in bytes, to embed in the answer: the image of a succeeded
+	// execution that is no larger comes in `result.image.data`, which saves the caller a
+	// `getOperationImage` (and Gongbu a second ownership check). 0 or absent embeds none;
+	// so does a kept image that cannot be read at that moment (fetch it by
+	// `getOperationImage`).
+	EmbedImage *int64 `form:"embed_image,omitempty" json:"embed_image,omitempty"`
 }
 
 // ProviderWebhookJSONBody defines parameters for ProviderWebhook.
@@ -894,6 +903,18 @@ func NewGetOperationExecutionRequest(server string, publicHandle string, params 
 		if params.State != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "state", *params.State, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.EmbedImage != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "embed_image", *params.EmbedImage, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -2576,6 +2597,19 @@ func (siw *ServerInterfaceWrapper) GetOperationExecution(w http.ResponseWriter, 
 		return
 	}
 
+	// ------------- Optional query parameter "embed_image" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "embed_image", r.URL.Query(), &params.EmbedImage, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "embed_image"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "embed_image", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetOperationExecution(w, r, publicHandle, params)
 	}))
@@ -2785,65 +2819,69 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Hprb9tIlvZfOeA7QGy8tCw7crojf/IO0p1gM91BkkF2EXmtEutIrJisYlcVrSiG/vvinOJVpi+answ0",
-	"ZudLQtF1Odfn3HgbJSYvjEbtXTS9jSy6wmiH/OOdNYsMc3pMjPaoPT2KoshUIrwy+rgIK/7/F2c0/c0l",
-	"KeaCnv5kcRlNo/933J5/HP7qjutzt9ttHEl0iVUFHRdNowsNaK2xMQgH73/6M7ycnP0A1TUg0QuVOVgr",
-	"n4IA58UiQ5gnRuJ8FNFp1RVEwauvmJTh2NtISKnoWWTvrCnQekUsLkXmMI6KzqvbSKxQ+ysl6XlpbC58",
-	"NI3KUskojvymwGgaOW+VXkXbOBK5KbW/ylVijevtUNq/mLRblPa4Qst7vMe8CPK++9ckFXaFsnNkX0Kf",
-	"UuHBp0hCuVESLVQ7WGQ/G71alGCxMNY7UB68gdfloqT/E1H40uIoip9CZmJReJRXwvf4ksLjkVc5Dokj",
-	"Ka1FnWw6rLV/lJgop4x+qmzZEAZPqlm/+mIW1Wl315SLTCVXqdAyQ1pRkNwtifB/0nJRTsOCI1I9G/P0",
-	"5mT6eXz0UhwtL29/3B41z5MnPJ+cbv80xENQBMq7emSlpMLBAlGDN5lkrZrSJyZnHVWHLYzJUOhwmjPZ",
-	"TaOTXcNADUJDYMhYqFfzuVh7AyytyUFpiR5trrTwfYN4UL8WXZn5x/y78bz3YTn7pSnwsX0feBGt9sLj",
-	"k2/5wKu3cVQWck+LZZZ+K5UlDX3uWeiuBcUtMNTs1ITuwkDHDzre3vOoHrGXDV1m8QUTFljD3Vvl/J4I",
-	"1uiafymPuXuyMOnuihhhrdjckVHn8Afpfo+/lfgE0vtG/DFFqLVAeMZeopwrUYLyZKjfFaxzpVVe5tF0",
-	"PAjcdlXmdaR8SJpvcrHCi2b13xsY/xjQtp9Le2Mytk1N4v0crVATcXilSFYdU/q9rskXtR7a6uwBL33E",
-	"kGvM28MFA1ePCOc/sfBsKnQf77gqbXYX2T92ov0zBxIzdYN2A399//acQjx+LZRFN3oU39o7HuT4Qw2/",
-	"fTJcuciV90qvpmAxMVZS0tFLRRSFM6VXkIgsQ3kO1R6U0/5CCnz04otZnM+0K5MEUaIEoSUshcpow1Jp",
-	"kZ33Q9XOMbnYQCpusM6BeH/IgWY6EVobD9farGNwhiS1VlkG9NKit5vzAC/XiEWgJqUoXGqvsqFASunU",
-	"TB/MV3WOxW/nhzGsU5WkkItrXgMtOwcVXYdgbMUXHND99fvRTEdx4xSthMmCa9Hxc3UiRWo+JoqjnmAG",
-	"PCiOXqPIfLqn6VJMK13XV8314/5Z7Rqyqx003I+aFNUqZe/LxdeAzSeTybgD1adnL4bAOjcSs0G4NaUv",
-	"Sn9Vw2zLZ8Fy/1LgalCahTV5UZPyFvWKRDsZjwMx9YuTIahElMPxpubp5Xj8w8nLl6dnkx8m45cvTx4L",
-	"RWslg2L3ksqOziqGalnVp8a10IeU2WLW/oGd4acuUYLXLY0FnyoHIbOMwaGllHWxgfkK/a91BOMr5yO4",
-	"WDjUnhwuw5nuHaWNruBBmrXOjKiRhEGhQSZvFb1aCaVj8soGPyUslXU+eGTfCHOV41UQRWstzM1xsJnw",
-	"zJZT/1jjohg0I5eK07MXO2G7ibYvJvdEW/UNrxYbj48kLiePar1lpndqQ9iQ1judgL5kqPTuCUXfiEzJ",
-	"q27YLbUofWqs+hbwy9iFkhJJzNqQH5aa3ufoUyOv6JXIMrPmxU3Yz5XLhU/IOguxIe1eeWOuMoJRvsOV",
-	"RSi1rnKUStQckhSsFlmg40aoTCyyYbQM3YVByGgx8a4reuVDFnZnV20xDyNnRWg4prkqDqIdUsaHOvHa",
-	"A0bvR8M6lg7zrb49gYPmiBZJeONd4hkLk9Iqv/lASVAgboHCor0oA6JxdsSFL79unSH1vgg9I6WX5m5+",
-	"UqGBL612INoyoldDaG9AeMiN82A0QiGU7LRSRJaN4FfdqZdnGr8q5x0UaNszlTzvZSLPHCiJeWE8JZRw",
-	"jRtCHIlWEZqFktuP4JW1xjoQFmd6fl8jbT7Y34opJSk1ZTMarCk9wsFkPIF540PzQ0Y6MdPBlUBU66RB",
-	"x1mPF9e86wzmd71tHod75xf0e34ISidZKVEGRKzMvJZykI8h9dygdUEDJ6PxaMwhtkAtChVNo+ej8eg5",
-	"O61PWdnHKScl3+h5hRxOmzrljaQL0L+ulsT9fuTpePxAL3K/HmSVGg20IKtsO0HnSIcUkJRejXrGG00/",
-	"X9LvY4tCbh7k5X1Y8U9jRQovFsIhcJAVSUo2NSIlnY2f33d0Q2unVzvA/c3Jcb/XMCiEt8r5V+2y7yiJ",
-	"ftPkHoG0FLMUJuOTPaRA65/vtf4s8LeHlMs8F3YTTaNXXOU19MZgMonOhzwFDgjXnlUGmiAkFiVqr6hm",
-	"WnLVkhidqEyxJA+Z2cI4P1xfhjNtaNrw/g6CJikm1y4UUD5lQI2rEtDtdBeFm+l5W8fMY8ZU1y/bGKa0",
-	"W6N1cDo+HcGF3kAmPNoeBbTHiRxnum0JNbvGgZbd27n+8kJLx7dovKlgvU/CaKYvmrvWqXEI3DGgjLDJ",
-	"XUCq5RJtgO91Knw/lJA/LUuHkimZ6fmdZIUS1p04lApNhaEhsha4NBbhQHkHjcvQuYVwns5TrqBjghyN",
-	"DSckptQeJeS016dUqGrkc4/McnlIr3ydZFOZrU2lKjBLKphnmitmbjs3NSaIjKFsSvKr0vH6T6UmndXK",
-	"uBPnjM42M71Okcnp1vhGm9I6WuRi1obxKdq1ctj0D2Deq2JD6DOlZ5UpvZrpntbgbPwc1ilWwqwq/AUG",
-	"ZCO52pp1gu60ZCPkguCcIiCJEpTjU3VDRAhwfdAKUIJRyHTQ+f8wcvP3B6q6S7rt51Telrj9RwDloyBZ",
-	"GwZwFoSSYeR0fPqPIeUCNK47xKyFI++2NSGTvcD1+4P9ZDzZc/3L/daf7EnPydl3DFZ/SwrRBrfgYPcl",
-	"6vdHNwacw5CP9TOQ49tOl3j7UFLWGt0fwsn+JWz5dyQ6vYILFptunfWAJVQ5jbAipxDiounn20iRdKna",
-	"iOJICy4k+7ODPsrGHWU+MnjZXlYW15iTO77tTSK2rTF2rG+wShXuOky3njmY//zqIzx88LzNdri1TgWn",
-	"N9c88ZUzXadF5BqdTCVD70I+ENYSkk+pjuR5CXDesdZt7uHgQGgO0jPNS565JuOajCeHca8tLvRmNNMz",
-	"/YmrxrVQfh7GAWELReAUm4Z6P1FLUqFX6DirCVvBUb4qOflx05kOu7g7R+U3rawLVJ66zmOol3BM8Fzh",
-	"VOSHvKhaOIJPqUpSygRn2iK7M7f6Q0pYZ4HKwZqlRC9zQxkgsQj1jm6+G8iHg3fG+ZVFN9Nv33z4+OqX",
-	"419+/fjmp/8+DOkOiduFViMg5/JLXDd8LtApSSJwBgRkxnnKUNSyAhtIjPNupikt1skmrlLZVr7EVkWt",
-	"VzlzXxY7Yla1/ijD6+TGM829A26jhrcqy9o+AYv8cASfqmSs0lBftyrnRpvHofTp507vtgu2O87ad40P",
-	"lWS8CZOYzn0P2BAcjBsjFR6MTvBwxJ2/aBr9VqLdtEhAfERdl2/a58/HD7fct/FQ1RTsrvVKyITz4MT6",
-	"vDLVu15Bb1wl+TvKCnpQupp1D7FQf3KwZwyqPpLYXv5fCniTP2ry00+xzbLFVa7zFxsI8A8B/gmWoQZk",
-	"sw6DC8ImrtNbSH5qQNwdn98fEv8JXxY8Jcw24/WHQmw9BnIgun3aMGkKVaTyPVjnMatzcNBv7c50d+Re",
-	"j9vZw5WGXOnSowvN1zCKUv48TLV4mkW/YwK1dWryme7NtRqXmcPalJkMO/rAMIILXc3OqnZGAL5pB1Zm",
-	"OhHWKr7LwYfXF0enZy8I8gU4b41ewfzVR7Gax01VPn+zPPrFaDz6C3cqmPr5ezp4HqJXLjawQDqYK+vC",
-	"qhvhMduMoA0dOwO4isq6d9P2NEiglkOUNhphgz4OlX0zqmvArzOlYzPvY6RUkiNUNRA/fCz2hFHlo5jX",
-	"md/10K7JCBdKC0bhu5OQdg74N27lSeGee7f3zldHPL8Vkt3/NiKtD3f8fiuNRwkpfm3sxSxZ3M05LUV3",
-	"7ucuwIt/STEWwvqeKEDUngFBspS9oyQ7Z8B9HgLNfQNvFcCFDH/X6QiP3b+DYSPnThR85rpuH/CXIOHf",
-	"sZFi4xoXqTHXFBmrMLUNJD3KXjurfRJnn8XRt0v6Z3z08ujydhw/Pxkm7L7hQhUiHHJLHirCOZDyGAAK",
-	"tEdfzILqIovVhAFFkobmtOM2QB2slYPE6KValRblTIcc++ioOvSotNl8BGRPVEkl7Ho8u6i/+HA+lMNf",
-	"zII7CnwjGdDrv1z8OTTlfYozTQWV8yIvmEby3oWRm7gO+Ut1g3XcJ6QIPD5zkGQmuT6sN+mqHufvwuqv",
-	"0ryBwmRZ/fVbXbJMq1qUcxORrcWGWM3RhenDzqyZqvaLd2+q2nFp+Ns3U5W3YoOyFkAiQiFJcjZZVleR",
-	"orppBO+xQOF5JA2psHmGzg0F1XfV5Z+CqH9HX3znQ0n56PeOJCUlR4Nfxex+l3Hfh49y6GOEJ7Tch4Bd",
-	"XKOeNvpbC8eiRQkHxoIOH/5Vs4bDPyS279tF/v6xoDNY7kaGi64ZOLXSrWGzG4tgGw4kBdeDn97+9b+e",
-	"OZhXcHBFcMCN4v4V/Q9OPl8SdnHaXaEmf4PLX5tMj49PTn8YjUfj0cn0x/GPp9H2cvu/AQAA//8=",
+	"7Hptcxs5jv9XQfV/q2LXvy3LtpwZy698W5lJ6rIzqSRbuavIZ1FNSM24m+wh2VYUl7/7FcB+lNsP2tns",
+	"Tu3tmxm5wwcQBH74AeBtlJi8MBq1d9H0NrLoCqMd8h/vrFlkmNPPxGiP2tNPURSZSoRXRh8WYcT//+KM",
+	"pn9zSYq5oF9/sriMptH/O2zXPwz/6g7rde/u7uJIokusKmi5aBpdaEBrjY1BOHj/05/hbHL6A1TbgEQv",
+	"VOZgrXwKApwXiwxhnhiJ81FEq1VbkASvvmJShmVvIyGlot8ie2dNgdYrOuJSZA7jqOh8uo3ECrW/UpJ+",
+	"L43NhY+mUVkqGcWR3xQYTSPnrdKr6C6ORG5K7a9ylVjjejOU9i8n7RSlPa7Q8hzvMS+Cvu//a5IKu0LZ",
+	"WbKvoU+p8OBTJKXcKIkWqhmssp+NXi1KsFgY6x0oD97A63JR0v8TUfjS4iiKnyNmYlF4lFfC984lhccD",
+	"r3IcUkdSWos62XSO1v6jxEQ5ZfRzdcuGMLhSffSrL2ZRrXZ/TLnIVHKVCi0zpBEF6d2SCv8nLRflNAw4",
+	"oKtnY57eHE0/jw/OxMHy8vbHu4Pm9+QZv4+O7/40dIZwESjv3yNfSiocLBA1eJNJvlVT+sTkfEfVYgtj",
+	"MhQ6rOZMdtPcybZhoAahIRzIWKhH87pYewMsrclBaYkeba608H2DePR+Lboy80/5d+N578Nw9ktT4FPz",
+	"PvAgGu2Fx2fv8oFH38VRWcgdLZaP9FupLN3Q556FbltQ3AJDfZxa0G0Y6PhBx9t7HtUT9rKRyyy+YMIK",
+	"a073Vjm/I4I1d81/KY+5e7Yyae9KGGGt2NzTUWfxR+V+j7+V+AzR+0b8MUWob4HwjL1EOVeiBOXJUL8r",
+	"WOdKq7zMo+l4ELjtqszrSPmYNt/kYoUXzei/NzD+MaBtN5f2xmRsm5rU+zlaoSbh8EqRrjqm9Htdkzdq",
+	"PbS9s0e89AlDrjFvBxcMp3pCOf+JhWdTof14xlVps/vI/rET7V84kJipG7Qb+Ov7t+cU4vFroSy60ZP4",
+	"1u7x6Ik/1PDbF8OVi1x5r/RqChYTYyWRjh4VURTOlF5BIrIM5TlUc1BO+wMp8NGHL2ZxPtOuTBJEiRKE",
+	"lrAUKqMJS6VFdt4PVVvL5GIDqbjBmgPx/MCBZjoRWhsP19qsY3CGNLVWWQb00aK3m/MAL9eIRZAmpShc",
+	"aq+yoUBKdGqm9+armmPx1/l+DOtUJSnk4prHQHucvUqufTC2Ohfs0f7199FMR3HjFK2GyYJr1fHvakWK",
+	"1LxMFEc9xQx4UBy9RpH5dEfTpZhWuq6vmuun/bOaNWRXW2i4mzQpqlXK3peLrwGbjyaTcQeqj09fDoF1",
+	"biRmg3BrSl+U/qqG2facBev9S4GrQW0W1uRFLcpb1CtS7WQ8DsLUH46GoBJRDseb+kxn4/EPR2dnx6eT",
+	"Hybjs7Ojp0LRWslwsTtpZevOqgPVuqpXjWulD11mi1m7B3aGnzpFCV63NBZ8qhwEZhmDQ0uUdbGB+Qr9",
+	"r3UE4y3nI7hYONSeHC7Dme4tpY2u4EGatc6MqJGEQaFBJm8VfVoJpWPyygY/JSyVdT54ZN8IpfBiGJbD",
+	"kZR3mC1hbyEcvpzsx2B0toE1EXKSxwYqBMJd0y5hU85h55gvUIYYOO/R8MXGDzLwXOV4Fb62hsvzD4P5",
+	"ht9sxPUfa1wUgxbtUnF8+nKLQTSB/+XkgcCvvuEVyfcEhzp60gDbw/RWbQQbMsBOUaJ/SYmRfaXoG5Ep",
+	"edVlAKUWpU+NVd8ClBq7UFIi3bg2BAmlpu85+tTIK/okssyseXDDQHLlcuETcpRCbMjQrrwxVxkhOu/h",
+	"yiJkfVc5SiXqE5IWrBZZkONGqEwssmHgDoWOQfRq4fk+KnjlAyG8N6u2mMdBvBI0LNNsFQfVDl3Gh5oD",
+	"7oDoDwNzHdaHz62+PeMEzRItqPHE+8IzLCelVX7zgfhYEG6BwqK9KAO4MlHjHJw/t86Qel+E8pXSS3Mf",
+	"Gipg8qXVDkSb0fTSGe0NCA+5cR6MRiiEkp2qjsiyEfyqO6n7TONX5byDAm27ppLnPVL0woGSmBfGE7eF",
+	"a9wQ+Em0ioA1ZP9+BK+sNdaBsDjT84dqevPBUltM7KjURKw0WFN6hL3JeALzxofm+wy6YqaDK4GoxkmD",
+	"jgmYF9c86xTm971tHlfweEF/z/dB6SQrJcoAzpWZ11oO+jF0PTdoXbiBo9F4NOZoX6AWhYqm0cloPDph",
+	"p/UpX/ZhyvzoG/1eIUf2JmV6I2kD9K+rIXG/NHo8Hj9SFt2tHFqxtIFqaEX8E3SO7pBio9KrUc94o+nn",
+	"S/r70KKQm0fP8j6M+KcdhcIohUjgeC+SlGxqRJd0Oj55aOlG1k7ZeOD0N0eH/bLHoBLeKudftcO+oyb6",
+	"9ZsHFNJKzFqYjI920AKNP9lp/Gk43w5aLvNc2E00jV5xwtnIG4PJJFEapkywR7j2ojLQBCGxKFF7Renb",
+	"khOoxOhEZYo1uc+HLYzzw5wqrFmTJprfQdAkxeTaNQSKNo6rbNRtFTqFm+l5m1LNY8ZU188gGaa0W6N1",
+	"cDw+HsGF3kAmPNqeBDTHiRxnuq1ONbPGQZbt3TkV9EJLx7tovKlgvS/CaKYvmr3WqXEIXLwgctpwF5Bq",
+	"uUQb4HudCt8PJeRPy9KhZElmen6PrBB33opDqdCUoxoSa4FLYxH2lHfQuAytWwjnaT3lClom6NHYsEJi",
+	"Su1RQk5zfUo5s0Ze98Asl/v0ydd8nzJ+baqrArOk3H2mOXnnCniT7oLIGMqmpL8qM6j/qdR0Z/Vl3Itz",
+	"RLtnep0ii9MtNxhtSutokIv5NoxP0a6Vw6aUAfNeQh1Cnyk9X5nSq5nu3Rqcjk8CxQ+qCMWGBQZkI73a",
+	"+ugE3WnJRsi5yTlFQFIlKMer6kaIEOD6oBWgBKPAdND5/zBy8/cHqrpge9fnVN6WePePAMonQbI2DGAW",
+	"hJJh5Hh8/I8R5QI0rjvCrIUj77a1IJOdwPX7g/1kPNlx/Nlu4492lOfo9DsGq7+FQrTBLTjYQ0T94ejG",
+	"gLMf+FifgRzedgrWd4+Rstbo/hBO9i9hy7+D6PQSLlhsunnWI5ZQcRphRU4hxEXTz7eRIu1SthHFkRac",
+	"SPbbGH2UjTuX+UQP6O6ysrjGnNzhba8pctcaY8f6BrNU4a5Do+2Fg/nPrz7C4wvPW7bDVX5KOL255uaz",
+	"nOmaFlUlsJqpZOhd4ANhLCH5lPJIbt0A8461brmHgz2hOUjPNA954RrGNRlP9uNehV7ozWimZ/oTZ41r",
+	"ofw8dCbCFIrAKTa1/T5RS1KhV+iY1YSp4IivSiY/bjrTYRYXCin9ppF1gsoN4HkM9RCOCZ4znEr8wIuq",
+	"gSP4lKokJSY40xbZnbnr4HqFQuVgzVqij7khBkhHhHpGl+8G8WHvnXF+ZdHN9Ns3Hz6++uXwl18/vvnp",
+	"v/cD3SF1u1D1BGQuv8R1c84FOiVJBc6AgMw4TwxFLSuwgcQ472aaaLFONnFFZVv90rEqab3K+fRlsaVm",
+	"Vd8fMbwON55prh1wRTd8VVnW1glY5fsj+FSRseqG+nerci60eRyiTz93yshdsN1y1r5rfKg0401oCnX2",
+	"e8SGYG/cGKnwYHSC+yOu/EXT6LcS7aZFAjpH1HX5ppJ/Mn68+n8XD2VNwe5ar4RMOA9OrM8rU73vFfTF",
+	"VZq/d1nhHpSu2u5DR6hfP+wYg6r3GsPH4Cqq83CNhQ/V9ZiE4MJwTNfBFXP61B4kVP1DKd4sQbQNuJlu",
+	"z8TgozgJ4U0sJCZHR0vNQ/dhxEuMpPBiXjf1nLhB11WrmOmBzgShVd15JAHYfAjR0LpUFSFt3R/BmLO6",
+	"0MTgk4S+xflMOxOMXnSOHmTupRYS+PkX1w0ZF/aW6JOUPGexGRSt6jEOXWCn+xANRp97faqTk9PTyeTk",
+	"+AkLvfy/xGUmf1Re28+eyDM6ATYmchMiO4TITjYMdaw169Aeo7DDJZg22j6X62w/0niY7fwT3q88h0E1",
+	"jzgeY091s5E8t1OCD4gSCgTK9yI2o5NzsNev2s9092FH/aiDwVtpyJUuPbpQVw8NT+XPQ++Ue6b0NwPk",
+	"OjX5FhA0LjOHtSkzGWb0MX8EF7pCnapSFWLatAO0M50IaxXv5eDD64uD49OXFM0FOG+NXsH81UexmsdN",
+	"wWX+Znnwi9F48BcuQrH08/e08DwQk1xsYIG0MBdNCqtuhMdsM4KWFWy1eSsp67JcW64ihVoMGK8RNujj",
+	"ULRpGsJNXOv0gtnM++FPKsnko4oj+0/RijcVgj6BeZ3WbA/t2qav0oLx+X6Tq23x/o1TuQm849y7B7v4",
+	"I34lICS7/21Etz5czP2tNB4lpPi1sRezbOP1qBd37u3PBZ6X/5JqLIT1PVWAqD0Dgmbb9wIMuCch0Dz4",
+	"BiGACxn+ttMRHrt/B8NGz50o+MJ13T7gL0HCv2MjxcY1LlJjrikyVmHqLoj05PHaNvyzTvZZHHy7pP+M",
+	"D84OLm/H8cnRsGAP9Y2qEOGQuy1QCc6BlDs8UKA9+GIWxMwtVs0jFETwy0WuHFd46mCtHCRGL9WqtJRC",
+	"hPTp4KBa9KC02XwEZE+UJCfseszv63dFrmLoX8yCi0W8IxnQ679c/Dn0W3yKM025svMiL1hG8t6FkZu4",
+	"DvlLdYN13CekCGd84SDJTHK9X0/SVamFXx/Wbx+9gcJkWf3Gss5Gp1WZgbmJyNZi46osiBtLW88IzFrD",
+	"xbs3VVlgafiFpakqF2KDslZAIkKNgPRssqwuEIhqpxG8xwKF59cGkAqbZ+jcUFB9V23+Kaj6d7Q8tp7j",
+	"yidf1ZKWlBwNPnjafnLz0PNaOfTO5BndlCFgF9eop839rYVj1aKEPWNBh+elVRtp/w+J7bs2CL5/LOi8",
+	"GehGhouuGTi10q1hsxuLYBsOJAXXvZ/e/vW/XjiYV3BwRXDAPYD+Fv23RJ8vCbuYdleoyS+9+SHR9PDw",
+	"6PiH0Xg0Hh1Nfxz/eBzdXd79bwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -178,7 +178,7 @@ func (r *Router) awaitImage(ctx context.Context, base answer) answer {
 		wait := min(int(deadline.Sub(r.cfg.Now())/time.Second), maxGongbuWait)
 		asked := r.cfg.Now()
 		resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, base.PublicHandle,
-			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen})
+			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen, EmbedImage: r.embedImage()})
 		// A look that failed, or that came back unchanged before its wait was up (a Gongbu that
 		// does not hold requests, or a last look with less than a second left), is followed by
 		// a pause, not at once by the next.

@@ -47,6 +47,8 @@ const (
 	keptUnavailable                 // described, but Gongbu's image endpoint answers 500
 	keptCorrupt                     // described, but Gongbu serves other bytes
 	keptHang                        // described, but Gongbu's image endpoint never answers
+	keptEmbedded                    // TinyPNG, embedded in the execution's answer when asked for
+	keptEmbeddedCorrupt             // other bytes embedded in the answer; the image endpoint serves TinyPNG
 )
 
 // testImageLimit is the router's embedding limit in these tests; TinyPNG is well below it.
@@ -140,7 +142,7 @@ func (g *scriptedGongbu) calls() (exec, img int) {
 	return g.execCalls, g.imgCalls
 }
 
-func (g *scriptedGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string, _ gongbuapi.GetOperationExecutionParams) {
+func (g *scriptedGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string, params gongbuapi.GetOperationExecutionParams) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.execCalls++
@@ -171,6 +173,15 @@ func (g *scriptedGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Re
 				size = testImageLimit + 1
 			}
 			x.Result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.Imagepng, SizeBytes: size, Sha256: hex.EncodeToString(sum[:])}
+			if asked := params.EmbedImage; asked != nil && *asked >= size {
+				switch g.kept {
+				case keptEmbedded:
+					x.Result.Image.Data = &img
+				case keptEmbeddedCorrupt:
+					other := append(routertest.TinyPNG(), 0)
+					x.Result.Image.Data = &other
+				}
+			}
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -280,6 +291,10 @@ var finalityCases = []finalityCase{
 	{name: "gongbu keeps an image too large to embed", kept: keptTooLarge, wantStatus: "succeeded", final: true},
 	{name: "gongbu keeps the image but cannot serve it now", kept: keptUnavailable, wantStatus: "succeeded", final: true},
 	{name: "gongbu serves an image other than the one it described", kept: keptCorrupt, wantStatus: "succeeded", final: true},
+	// Gongbu embeds the kept image in the execution's answer: nothing more to fetch. Bytes
+	// other than those it described are not embedded; the router fetches the image instead.
+	{name: "gongbu embeds the kept image", kept: keptEmbedded, wantStatus: "succeeded", final: true, embedded: true},
+	{name: "gongbu embeds an image other than the one it described", kept: keptEmbeddedCorrupt, wantStatus: "succeeded", final: true, embedded: true},
 	// Gongbu keeps no image (its download is still being tried, or it predates results by
 	// reference): the provider's link expires, so nothing about the image is final.
 	{name: "gongbu succeeded, keeps no image, the provider's link embedded", wantStatus: "succeeded"},
@@ -324,6 +339,10 @@ func TestFinalityOfAnswers(t *testing.T) {
 			exec, img := g.calls()
 
 			kept := g.keptFetches()
+			wantKept := map[keptMode]int{keptEmbedded: 0, keptEmbeddedCorrupt: 1}
+			if want, ok := wantKept[tc.kept]; ok && (kept != want || images(first) != 1) {
+				t.Fatalf("first delivery: fetched the kept image %d times, want %d; embedded %d images", kept, want, images(first))
+			}
 			againResult := e.call(t, "generate_image", fox, codex(callID))
 			again := toolResult(t, againResult)
 			if again.PublicHandle != o.PublicHandle {

@@ -173,6 +173,10 @@ func TestKeptImageIsRecordedByReference(t *testing.T) {
 		t.Fatalf("the registry recorded %d bytes (image bytes in it: %v): %s", len(recorded), strings.Contains(recorded, png), recorded)
 	}
 
+	if n := e.backend.Calls("kept_image"); n != 0 {
+		t.Fatalf("Gongbu embedded the image in the execution's answer, yet it was fetched %d times", n)
+	}
+
 	authorized, executions := e.backend.Calls("authorize"), e.backend.Calls("execution")
 	for range 2 {
 		again := e.call(t, "generate_image", fox, codex(callID))
@@ -181,8 +185,8 @@ func TestKeptImageIsRecordedByReference(t *testing.T) {
 		}
 	}
 	// The router embedded the image a moment ago: it holds it, and asks Gongbu nothing.
-	if e.backend.Calls("authorize") != authorized || e.backend.Calls("execution") != executions || e.backend.Calls("kept_image") != 1 {
-		t.Fatalf("replays asked authorize %d→%d, execution %d→%d; kept image fetched %d times, want once",
+	if e.backend.Calls("authorize") != authorized || e.backend.Calls("execution") != executions || e.backend.Calls("kept_image") != 0 {
+		t.Fatalf("replays asked authorize %d→%d, execution %d→%d; kept image fetched %d times, want never",
 			authorized, e.backend.Calls("authorize"), executions, e.backend.Calls("execution"), e.backend.Calls("kept_image"))
 	}
 
@@ -191,8 +195,8 @@ func TestKeptImageIsRecordedByReference(t *testing.T) {
 	if again := other.call(t, "generate_image", fox, codex(callID)); !toolResult(t, again).Replayed || images(again) != 1 {
 		t.Fatalf("replay through another router: %d images, %+v", images(again), toolResult(t, again))
 	}
-	if n := e.backend.Calls("kept_image"); n != 2 {
-		t.Fatalf("kept image fetched %d times, want twice", n)
+	if n := e.backend.Calls("kept_image"); n != 1 {
+		t.Fatalf("kept image fetched %d times, want once", n)
 	}
 
 	// Gongbu down: a router that does not hold the image replays the recorded answer, with

@@ -38,7 +38,28 @@ func (r *Router) result(ctx context.Context, handle string, res *gongbuapi.Execu
 	}
 	out.MIMEType = string(k.MimeType)
 	ref := &keptRef{SHA256: k.Sha256, Size: k.SizeBytes}
+	if k.Data != nil && r.embeddable(ref, *k.Data) {
+		r.kept.put(handle, ref.SHA256, *k.Data)
+		return out, *k.Data, ref
+	}
+	if k.Data != nil {
+		r.cfg.Logger.ErrorContext(ctx, "Gongbu embedded an image other than the one it described; fetching it instead", "public_handle", handle)
+	}
 	return out, r.keptImage(ctx, handle, ref), ref
+}
+
+// embedImage is what the router asks Gongbu to embed in an execution's answer (see result):
+// an image it would embed in its own answer, so that a new spend needs no second request.
+func (r *Router) embedImage() *int64 {
+	limit := r.cfg.ImageLimit
+	return &limit
+}
+
+// embeddable reports whether img, embedded by Gongbu or fetched from it, is the image ref
+// names, and no larger than the router embeds.
+func (r *Router) embeddable(ref *keptRef, img []byte) bool {
+	sum := sha256.Sum256(img)
+	return int64(len(img)) <= r.cfg.ImageLimit && hex.EncodeToString(sum[:]) == ref.SHA256
 }
 
 // keptImage fetches the image Gongbu keeps for the operation of handle, to embed it; nil when
@@ -65,7 +86,7 @@ func (r *Router) keptImage(ctx context.Context, handle string, ref *keptRef) []b
 		r.cfg.Logger.WarnContext(ctx, "could not fetch a kept image from Gongbu", "public_handle", handle, "status", resp.StatusCode)
 		return nil
 	}
-	if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != ref.SHA256 {
+	if !r.embeddable(ref, b) {
 		r.cfg.Logger.ErrorContext(ctx, "Gongbu served an image other than the one it described; not embedded", "public_handle", handle)
 		return nil
 	}

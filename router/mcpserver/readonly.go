@@ -65,7 +65,7 @@ func (r *Router) capabilities(ctx context.Context, c toolCall) answer {
 }
 
 func (r *Router) getExecution(ctx context.Context, handle string) answer {
-	resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, handle, nil)
+	resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, handle, &gongbuapi.GetOperationExecutionParams{EmbedImage: r.embedImage()})
 	switch {
 	case err != nil:
 		return refusal(CodeBackendUnavailable, "Gongbu cannot be reached; try again")

@@ -173,7 +173,7 @@ func (b *Backend) echo(v any) any {
 	_ = json.Unmarshal(raw, &m)
 	// Free-text fields carry the key; ids, times and enums must stay parseable.
 	structural := map[string]bool{"agent_id": true, "decision_id": true, "public_handle": true, "state": true, "tool": true,
-		"created_at": true, "updated_at": true, "approval_expires_at": true, "period_start": true, "code": true, "period": true, "kind": true}
+		"created_at": true, "updated_at": true, "approval_expires_at": true, "period_start": true, "code": true, "period": true, "kind": true, "data": true}
 	var walk func(string, any) any
 	walk = func(name string, x any) any {
 		switch y := x.(type) {
@@ -285,7 +285,9 @@ type fakeGongbu struct {
 	b *Backend
 }
 
-func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string, _ gongbuapi.GetOperationExecutionParams) {
+// GetOperationExecution answers a succeeded execution, embedding the kept image when asked
+// to and it is small enough, as Gongbu does.
+func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Request, handle string, params gongbuapi.GetOperationExecutionParams) {
 	f.b.count("execution")
 	now := time.Now()
 	f.b.mu.Lock()
@@ -294,6 +296,10 @@ func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Reques
 	if f.b.kept != nil {
 		sum := sha256.Sum256(f.b.kept)
 		result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.Imagepng, SizeBytes: int64(len(f.b.kept)), Sha256: hex.EncodeToString(sum[:])}
+		if params.EmbedImage != nil && *params.EmbedImage >= int64(len(f.b.kept)) {
+			img := bytes.Clone(f.b.kept)
+			result.Image.Data = &img
+		}
 	}
 	writeJSON(w, 200, f.b.echo(gongbuapi.Execution{DecisionId: uuid.New(), PublicHandle: handle, AgentId: uuid.New(),
 		Scope: gongbuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"}, State: gongbuapi.Succeeded,

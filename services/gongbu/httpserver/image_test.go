@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"testing"
 
+	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/httpserver"
@@ -84,6 +85,58 @@ func TestOperationImageForAgents(t *testing.T) {
 		}
 		if resp.StatusCode() != c.status || problemCode(t, resp.Body) != c.code || bytes.Contains(resp.Body, gongbutest.TinyPNG[:8]) {
 			t.Fatalf("%s: %d %s", c.name, resp.StatusCode(), resp.Body)
+		}
+	}
+}
+
+// With embed_image, the execution's answer carries its kept image when the image is no
+// larger than asked, and only then; another agent gets neither; a bound out of range is
+// refused.
+func TestExecutionEmbedsTheKeptImage(t *testing.T) {
+	t.Parallel()
+	p := gongbutest.NewImageProvider(true)
+	b := setup(t, func(srv *httpserver.Server, env *gongbutest.Env) {
+		env.Service = env.NewService(p)
+		srv.Executions = env.Service
+	})
+	ctx := context.Background()
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+	size := int64(len(gongbutest.TinyPNG))
+	embedded := func(t *testing.T, token string, limit *int64) (int, *[]byte) {
+		t.Helper()
+		resp, err := b.client(t, token).GetOperationExecutionWithResponse(ctx, d.PublicHandle, &gongbuapi.GetOperationExecutionParams{EmbedImage: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.JSON200 == nil || resp.JSON200.Result == nil || resp.JSON200.Result.Image == nil {
+			return resp.StatusCode(), nil
+		}
+		return resp.StatusCode(), resp.JSON200.Result.Image.Data
+	}
+
+	if status, data := embedded(t, agentA, &size); status != http.StatusOK || data != nil {
+		t.Fatalf("before the result: %d, embedded %v", status, data != nil)
+	}
+	p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.env.Clock.Advance(gongbutest.PollInterval)
+	b.env.Tick(t)
+
+	if _, data := embedded(t, agentA, &size); data == nil || !bytes.Equal(*data, gongbutest.TinyPNG) {
+		t.Fatalf("no larger than the bound: embedded %v", data != nil)
+	}
+	smaller := size - 1
+	for name, limit := range map[string]*int64{"no bound": nil, "a smaller bound": &smaller} {
+		if status, data := embedded(t, agentA, limit); status != http.StatusOK || data != nil {
+			t.Errorf("%s: %d, embedded %v", name, status, data != nil)
+		}
+	}
+	if status, data := embedded(t, agentB, &size); status != http.StatusNotFound || data != nil {
+		t.Errorf("another agent: %d, embedded %v", status, data != nil)
+	}
+	for _, bad := range []int64{-1, gongbu.MaxImageBytes + 1} {
+		if status, _ := embedded(t, agentA, &bad); status != http.StatusBadRequest {
+			t.Errorf("embed_image=%d: %d, want 400", bad, status)
 		}
 	}
 }

@@ -235,6 +235,14 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "state must be one of the execution states"))
 		return
 	}
+	var embed int64
+	if params.EmbedImage != nil {
+		embed = *params.EmbedImage
+	}
+	if embed < 0 || embed > gongbu.MaxImageBytes {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "embed_image must be between 0 and %d bytes", gongbu.MaxImageBytes))
+		return
+	}
 	if err := s.requireOwner(r, handle); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -244,7 +252,31 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 		s.writeError(w, r, err)
 		return
 	}
-	httpjson.WriteJSON(w, http.StatusOK, executionOf(exec))
+	out := executionOf(exec)
+	s.embedImage(r.Context(), &out, exec, embed)
+	httpjson.WriteJSON(w, http.StatusOK, out)
+}
+
+// embedImage puts the kept image of a succeeded execution into out when it is no larger than
+// limit bytes. It is a saving, not part of the answer's meaning: an image that cannot be read
+// now (a database error, or pruned a moment ago) is left out, and the caller fetches it by
+// GetOperationImage as it would without embed_image.
+func (s *Server) embedImage(ctx context.Context, out *gongbuapi.Execution, exec gongbu.Execution, limit int64) {
+	if limit <= 0 || exec.State != gongbu.StateSucceeded || exec.Image == nil || int64(exec.Image.Size) > limit ||
+		out.Result == nil || out.Result.Image == nil {
+		return
+	}
+	img, digest, err := s.Executions.Store.ImageByHandle(ctx, exec.PublicHandle)
+	switch {
+	case err != nil:
+		if gongbu.ErrorCode(err) != gongbu.CodeNotFound {
+			s.logger().WarnContext(ctx, "cannot read a kept image to embed it", "public_handle", exec.PublicHandle, "err", err)
+		}
+		return
+	case digest != exec.Image.SHA256:
+		return // replaced between the two reads: the caller fetches the one it was told of
+	}
+	out.Result.Image.Data = &img.Bytes
 }
 
 // requireOwner lets through a caller whose token may read the operation of handle: Hubu, asked
