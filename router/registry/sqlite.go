@@ -23,6 +23,7 @@ import (
 // IMMEDIATE transaction.
 type sqliteStore struct {
 	db             *sql.DB
+	stmts          *stmtCache // the calls' queries, compiled once
 	q              *routerdb.Queries
 	installationID string
 	now            func() time.Time
@@ -67,7 +68,7 @@ func openSQLite(ctx context.Context, path string, now func() time.Time) (*sqlite
 		db.Close()
 		return nil, "", err
 	}
-	s := &sqliteStore{db: db, q: routerdb.New(), now: now}
+	s := &sqliteStore{db: db, stmts: newStmtCache(db), q: routerdb.New(), now: now}
 	if err := s.q.InsertInstallation(ctx, db, routerdb.InsertInstallationParams{InstallationID: uuid.NewString(), CreatedAt: now().UnixMilli()}); err != nil {
 		db.Close()
 		return nil, "", fmt.Errorf("make the installation id: %w", err)
@@ -93,10 +94,13 @@ func safePath(path string) error {
 	return nil
 }
 
-func (s *sqliteStore) close() error { return s.db.Close() }
+func (s *sqliteStore) close() error {
+	s.stmts.close()
+	return s.db.Close()
+}
 
 func (s *sqliteStore) call(ctx context.Context, platform, callID string) (seenRow, bool, error) {
-	return s.get(ctx, s.db, platform, callID)
+	return s.get(ctx, s.stmts, platform, callID)
 }
 
 func (s *sqliteStore) get(ctx context.Context, db routerdb.DBTX, platform, callID string) (seenRow, bool, error) {
@@ -123,7 +127,7 @@ func (s *sqliteStore) create(ctx context.Context, c Call, newEntry func() (Entry
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
 
 	// Another delivery of the call, in this process or another, may have recorded it since.
-	if row, found, err := s.get(ctx, tx, c.Platform, c.CallID); found || err != nil {
+	if row, found, err := s.get(ctx, s.stmts.in(tx), c.Platform, c.CallID); found || err != nil {
 		if err != nil {
 			return seenRow{}, false, fmt.Errorf("look the call up: %w", err)
 		}
@@ -134,7 +138,7 @@ func (s *sqliteStore) create(ctx context.Context, c Call, newEntry func() (Entry
 		return seenRow{}, false, err
 	}
 	now := s.now().UnixMilli()
-	if err := s.q.InsertCall(ctx, tx, routerdb.InsertCallParams{
+	if err := s.q.InsertCall(ctx, s.stmts.in(tx), routerdb.InsertCallParams{
 		Platform: c.Platform, InstallationID: s.installationID, HarnessCallID: c.CallID, Tool: c.Tool,
 		RequestHash: c.RequestHash, OperationKey: e.OperationKey, PublicHandle: e.PublicHandle, ScopeDigest: c.Scope,
 		CreatedAt: now, UpdatedAt: now,
@@ -151,13 +155,13 @@ func (s *sqliteStore) setResult(ctx context.Context, platform, callID string, re
 	s.writes.Lock()
 	defer s.writes.Unlock()
 	r := string(result)
-	return s.q.SetResult(ctx, s.db, routerdb.SetResultParams{
+	return s.q.SetResult(ctx, s.stmts, routerdb.SetResultParams{
 		Result: &r, UpdatedAt: s.now().UnixMilli(), Platform: platform, InstallationID: s.installationID, HarnessCallID: callID,
 	})
 }
 
 func (s *sqliteStore) operationKey(ctx context.Context, publicHandle string) (string, bool, error) {
-	row, err := s.q.GetCallByHandle(ctx, s.db, publicHandle)
+	row, err := s.q.GetCallByHandle(ctx, s.stmts, publicHandle)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}
