@@ -41,14 +41,14 @@ const (
 type keptMode int
 
 const (
-	keptNone        keptMode = iota // nothing: the router downloads the provider's link
-	keptOK                          // TinyPNG, served
-	keptTooLarge                    // an image above the router's embedding limit
-	keptUnavailable                 // described, but Gongbu's image endpoint answers 500
-	keptCorrupt                     // described, but Gongbu serves other bytes
-	keptHang                        // described, but Gongbu's image endpoint never answers
-	keptEmbedded                    // TinyPNG, embedded in the execution's answer when asked for
-	keptEmbeddedCorrupt             // other bytes embedded in the answer; the image endpoint serves TinyPNG
+	keptNone            keptMode = iota // nothing: the router downloads the provider's link
+	keptOK                              // TinyPNG, served
+	keptTooLarge                        // an image above the router's embedding limit
+	keptUnavailable                     // described, but Gongbu's image endpoint answers 500
+	keptCorrupt                         // described, but Gongbu serves other bytes
+	keptHang                            // described, but Gongbu's image endpoint never answers
+	keptEmbedded                        // TinyPNG, embedded in the execution's answer when asked for
+	keptEmbeddedCorrupt                 // other bytes embedded in the answer; the image endpoint serves TinyPNG
 )
 
 // testImageLimit is the router's embedding limit in these tests; TinyPNG is well below it.
