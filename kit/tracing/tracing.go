@@ -4,10 +4,10 @@
 //
 // Off (neither OTEL_EXPORTER_OTLP_ENDPOINT nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set), no
 // provider is installed: every span is OpenTelemetry's no-op one, nothing is recorded or sent,
-// and the cost is a few allocations per request. The W3C trace-context propagator is installed
-// either way, so a traceparent that arrives on a request is passed on, unchanged, on the
-// requests made for it, and log lines name its trace: a tracing collector further along can
-// still join the trace.
+// and HTTP requests skip the instrumentation altogether (see Handler). The W3C trace-context
+// propagator is installed either way, so a traceparent that arrives on a request is passed on,
+// unchanged, on the requests made for it, and log lines name its trace: a tracing collector
+// further along can still join the trace.
 //
 // On, spans go by OTLP over HTTP (protobuf) through a batch span processor; every standard
 // OTEL_* variable of the OTLP exporter, the batch processor, the sampler and the resource
