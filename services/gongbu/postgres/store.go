@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"hubu.dev/hubu/services/gongbu"
@@ -184,20 +183,14 @@ func (s *Store) MarkSubmitted(ctx context.Context, exec gongbu.Execution, job go
 // ExtendLease keeps an open execution to the worker holding exec's lease until leaseUntil;
 // gongbu.ErrLeaseLost when another worker took it over.
 //
-// The extension commits without waiting for the disk (synchronous_commit off, for this
-// transaction only): a lease is a claim on work, not a record of money. Should a crash lose
+// The extension commits without waiting for the disk (synchronous_commit off, for its own
+// statement only, in one round trip): a lease is a claim on work, not a record of money. Should a crash lose
 // it, the shorter lease before it stands, another worker may take the execution over sooner,
 // and the fence (the lease generation, which an extension does not change) still decides
 // who writes. That spares every pending poll, and every download of a result, a flush.
 func (s *Store) ExtendLease(ctx context.Context, exec gongbu.Execution, leaseUntil, now time.Time) error {
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
-			return err
-		}
-		_, err := s.q.ExtendLease(ctx, tx, gongbudb.ExtendLeaseParams{
-			DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, LeaseUntil: leaseUntil, Now: now,
-		})
-		return err
+	_, err := s.q.ExtendLease(ctx, s.pool, gongbudb.ExtendLeaseParams{
+		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, LeaseUntil: leaseUntil, Now: now,
 	})
 	if isNoRows(err) {
 		return gongbu.ErrLeaseLost

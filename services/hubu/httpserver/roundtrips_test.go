@@ -16,7 +16,10 @@ import (
 //
 // A new authorization: BEGIN + the agent's policy lock + the state the decision needs (with
 // whether the key is recorded), then the record with its hold and budget use + COMMIT; its
-// hand-off counts the try and records the acceptance, one guarded statement each. A replay: the
+// hand-off counts the try and records the acceptance, one guarded statement each, each in a
+// transaction of its own sent in one round trip (BEGIN + SET LOCAL synchronous_commit = off +
+// the statement + COMMIT) that commits without waiting for the disk: those two, and only those,
+// are unflushed (they move no money; postgres.Store.writeUnflushed says why). A replay: the
 // same first round trip, which takes no lock for a recorded key, then the record + COMMIT. A
 // transition of an existing operation: BEGIN + its lock + the row with its ledger totals, then
 // the change + COMMIT. The credential and the catalog come from the cache; without it each is
@@ -57,19 +60,20 @@ func TestRoundTrips(t *testing.T) {
 			for _, c := range []struct {
 				name              string
 				trips, statements int
+				unflushed         int // commits that do not wait for the disk
 				uncached          int // round trips (and statements) more without the cache
 				prepare           func() (request func())
 			}{
-				{"new authorization, approved and handed off", 4, 7, 2, func() func() {
+				{"new authorization, approved and handed off", 4, 13, 2, 2, func() func() {
 					return func() { decided("flux-dev", hubuapi.OperationStateExecuting) }
 				}},
-				{"new authorization, held for approval", 2, 5, 2, func() func() {
+				{"new authorization, held for approval", 2, 5, 0, 2, func() func() {
 					return func() { decided("flux-pro-1.1-ultra", hubuapi.OperationStatePendingApproval) }
 				}},
-				{"replay", 2, 5, 1, func() func() {
+				{"replay", 2, 5, 0, 1, func() func() {
 					return func() { spend(t, a, replayed, hubuapi.OperationStateExecuting) }
 				}},
-				{"hand-off: count the try", 1, 1, 0, func() func() {
+				{"hand-off: count the try", 1, 4, 1, 0, func() func() {
 					op := dispatching()
 					return func() {
 						if _, counted, err := e.Store.CountDispatchAttempt(ctx, op, e.Clock.Now()); err != nil || !counted {
@@ -77,7 +81,7 @@ func TestRoundTrips(t *testing.T) {
 						}
 					}
 				}},
-				{"hand-off: record the acceptance", 1, 1, 0, func() func() {
+				{"hand-off: record the acceptance", 1, 4, 1, 0, func() func() {
 					op := dispatching()
 					return func() {
 						if op, err := e.Store.MarkExecuting(ctx, op, e.Clock.Now()); err != nil || op.State != hubu.StateExecuting {
@@ -85,23 +89,23 @@ func TestRoundTrips(t *testing.T) {
 						}
 					}
 				}},
-				{"the executor reads a decision", 1, 1, 1, func() func() {
+				{"the executor reads a decision", 1, 1, 0, 1, func() func() {
 					d := *decided("flux-dev", hubuapi.OperationStateExecuting).DecisionId
 					return func() { ok("get decision", replyOf(b.service.GetDecisionWithResponse(ctx, d))) }
 				}},
-				{"settle (capture part, release the rest)", 2, 5, 1, func() func() {
+				{"settle (capture part, release the rest)", 2, 5, 0, 1, func() func() {
 					d := *decided("flux-dev", hubuapi.OperationStateExecuting).DecisionId
 					return func() { ok("settle", b.settle(d, hubuapi.SettleRequest{AmountMicros: 20_000})) }
 				}},
-				{"release", 2, 5, 1, func() func() {
+				{"release", 2, 5, 0, 1, func() func() {
 					d := *decided("flux-dev", hubuapi.OperationStateExecuting).DecisionId
 					return func() { ok("release", b.release(d)) }
 				}},
-				{"approve", 2, 5, 1, func() func() {
+				{"approve", 2, 5, 0, 1, func() func() {
 					h := decided("flux-pro-1.1-ultra", hubuapi.OperationStatePendingApproval).PublicHandle
 					return func() { ok("approve", replyOf(operator.ApproveOperationWithResponse(ctx, h))) }
 				}},
-				{"resume, with its hand-off", 4, 7, 1, func() func() {
+				{"resume, with its hand-off", 4, 13, 2, 1, func() func() {
 					h := decided("flux-pro-1.1-ultra", hubuapi.OperationStatePendingApproval).PublicHandle
 					if r, err := operator.ApproveOperationWithResponse(ctx, h); err != nil || r.JSON200 == nil {
 						t.Fatalf("approve: %v", err)
@@ -122,6 +126,9 @@ func TestRoundTrips(t *testing.T) {
 					request()
 					if got, statements := trips.Counts(); run == 1 && (got != wantTrips || statements != wantStatements) {
 						t.Errorf("%s: %d round trips and %d statements, want %d and %d", c.name, got, statements, wantTrips, wantStatements)
+					}
+					if got := trips.Unflushed(); run == 1 && got != c.unflushed {
+						t.Errorf("%s: %d commits that do not wait for the disk, want %d", c.name, got, c.unflushed)
 					}
 				}
 			}

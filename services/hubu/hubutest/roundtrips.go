@@ -3,6 +3,7 @@ package hubutest
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 type RoundTrips struct {
 	mu                sync.Mutex
 	trips, statements int
+	unflushed         int  // transactions told to commit without waiting for the disk
 	written           bool // something was written since the last counted read
 }
 
@@ -24,7 +26,7 @@ type RoundTrips struct {
 func (r *RoundTrips) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.trips, r.statements = 0, 0
+	r.trips, r.statements, r.unflushed = 0, 0, 0
 }
 
 // Counts returns the round trips and statements since the last Reset.
@@ -32,6 +34,23 @@ func (r *RoundTrips) Counts() (trips, statements int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.trips, r.statements
+}
+
+// Unflushed returns how many transactions since the last Reset set synchronous_commit off
+// (their commit does not wait for the disk).
+func (r *RoundTrips) Unflushed() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unflushed
+}
+
+func (r *RoundTrips) statement(sql string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.statements++
+	if strings.Contains(strings.ToLower(sql), "synchronous_commit = off") {
+		r.unflushed++
+	}
 }
 
 // configure makes cfg's pool one connection whose traffic r counts.
@@ -49,10 +68,8 @@ func (r *RoundTrips) configure(cfg *pgxpool.Config) {
 	cfg.ConnConfig.Tracer = r
 }
 
-func (r *RoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	r.mu.Lock()
-	r.statements++
-	r.mu.Unlock()
+func (r *RoundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	r.statement(data.SQL)
 	return ctx
 }
 
@@ -62,10 +79,8 @@ func (r *RoundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 	return ctx
 }
 
-func (r *RoundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {
-	r.mu.Lock()
-	r.statements++
-	r.mu.Unlock()
+func (r *RoundTrips) TraceBatchQuery(_ context.Context, _ *pgx.Conn, data pgx.TraceBatchQueryData) {
+	r.statement(data.SQL)
 }
 
 func (r *RoundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}

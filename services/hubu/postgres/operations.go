@@ -498,14 +498,36 @@ func (s *Store) transition(ctx context.Context, at locator, events ...event) (hu
 // still dispatching with the count op has is op, column for column and ledger entry for ledger
 // entry, and the change computed from op is the one the lock would have computed. When the row
 // moved on (the guard fails), or the change is anything else, ev runs under the lock.
+//
+// The step commits without waiting for the disk (see writeUnflushed): it records how a hand-off
+// went, never money.
 func (s *Store) move(ctx context.Context, op hubu.Operation, ev event) (hubu.Operation, error) {
 	if ch, err := ev(op); err == nil && ch.Event != "" && ch.From == hubu.StateDispatching && len(ch.Ledger) == 0 {
-		next, err := s.write(ctx, s.db, op, ch)
+		next, err := s.writeUnflushed(ctx, op, ch)
 		if !errors.Is(err, errMovedOn) {
 			return next, err
 		}
 	}
 	return s.transition(ctx, s.byID(op.ID), ev)
+}
+
+// writeUnflushed is write in a transaction of its own that commits without waiting for the WAL
+// to reach the disk (synchronous_commit off, for this transaction only), in one round trip. It
+// is for the steps of a hand-off alone (a try counted, the executor's acceptance), which move
+// no money and no budget: should a crash of Postgres lose one, the operation is found as it was
+// before it, still dispatching, and the recovery pass hands the decision over again, which the
+// executor answers with the execution it already has. A later commit that waits for the disk
+// (a settlement) flushes the log up to itself, so one is never lost while what came after it is
+// kept. That spares each new spend two flushes on its way to the provider.
+func (s *Store) writeUnflushed(ctx context.Context, from hubu.Operation, ch hubu.Change) (hubu.Operation, error) {
+	if ch.Event != hubu.EventHandOff && ch.Event != hubu.EventAccept || len(ch.Ledger) != 0 {
+		return s.write(ctx, s.db, from, ch)
+	}
+	return withPipeTx(ctx, s.pool, func(p *pipe) (hubu.Operation, error) {
+		_, _ = p.Exec(ctx, "SET LOCAL synchronous_commit = off")
+		p.thenCommit()
+		return s.write(ctx, p, from, ch)
+	})
 }
 
 // errMovedOn is a change that was not written because the row is no longer in the state, or

@@ -42,7 +42,11 @@ WHERE decision_id = sqlc.arg(decision_id) AND state = 'submitting' AND lease_gen
 RETURNING *;
 
 -- name: ExtendLease :one
+-- Commits without waiting for the WAL flush: set_config(..., true) is SET LOCAL for this
+-- statement's own transaction, so the extension is one round trip (see Store.ExtendLease).
+WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE executions SET lease_until = sqlc.arg(lease_until), updated_at = sqlc.arg(now)
+FROM async_commit
 WHERE decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted')
   AND lease_generation = sqlc.arg(lease_generation)
 RETURNING decision_id;
