@@ -10,7 +10,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"strings"
 )
 
 // MaxBody bounds every request body; the services' requests are small.
@@ -65,52 +64,80 @@ func Decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error 
 }
 
 // noDuplicateKeys refuses an object that names a key twice, also in another letter case:
-// encoding/json would keep the last one and match names case-insensitively, so two readers
-// of the same body could see different values.
+// encoding/json would keep the last one and match names case-insensitively (as
+// strings.EqualFold does), so two readers of the same body could see different values.
+//
+// It scans the body once, without decoding it: every request body passes through here, and
+// a token-by-token decode cost more than the decoding proper. A body that is not JSON is let
+// through, for the decoder to refuse.
 func noDuplicateKeys(body []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	type frame struct {
-		object bool
-		keys   map[string]bool
-		key    bool // the next string token in this object is a key
-	}
-	var stack []*frame
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return nil // a syntax error; the decoder proper reports it
-		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if k, isKey := tok.(string); isKey && top != nil && top.object && top.key {
-			lk := strings.ToLower(k)
-			if top.keys[lk] {
-				return fmt.Errorf("key %q appears twice in one object", k)
+	var objects [][][]byte // the keys seen so far in each open object; nil for an open array
+	key := false           // the next string is a key of the innermost object
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '{':
+			objects = append(objects, [][]byte{})
+			key = true
+		case '[':
+			objects = append(objects, nil)
+			key = false
+		case '}', ']':
+			if len(objects) == 0 {
+				return nil
 			}
-			top.keys[lk] = true
-			top.key = false
-			continue
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{object: true, keys: map[string]bool{}, key: true})
-			continue
-		case json.Delim('['):
-			stack = append(stack, &frame{})
-			continue
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:len(stack)-1]
-		}
-		// A value ended: in an object the next token is a key again.
-		if len(stack) > 0 && stack[len(stack)-1].object {
-			stack[len(stack)-1].key = true
+			objects = objects[:len(objects)-1]
+			key = false
+		case ',':
+			key = len(objects) > 0 && objects[len(objects)-1] != nil
+		case ':':
+			key = false
+		case '"':
+			end, name, ok := jsonString(body, i)
+			if !ok {
+				return nil
+			}
+			if key && len(objects) > 0 && objects[len(objects)-1] != nil {
+				top := &objects[len(objects)-1]
+				for _, seen := range *top {
+					if bytes.EqualFold(seen, name) {
+						return fmt.Errorf("key %q appears twice in one object", name)
+					}
+				}
+				*top = append(*top, name)
+				key = false
+			}
+			i = end
 		}
 	}
+	return nil
+}
+
+// jsonString reads the JSON string whose opening quote is at body[start]: the index of its
+// closing quote and its value. A string of plain ASCII is its bytes in body; one with an
+// escape or any other byte is decoded as encoding/json decodes it (invalid UTF-8 becomes
+// U+FFFD), so that it is compared as the decoder will see it. ok is false when the string
+// does not end, or does not decode.
+func jsonString(body []byte, start int) (end int, value []byte, ok bool) {
+	plain := true
+	for i := start + 1; i < len(body); i++ {
+		switch c := body[i]; {
+		case c == '\\':
+			plain = false
+			i++ // the escaped byte cannot end the string
+		case c == '"':
+			if plain {
+				return i, body[start+1 : i], true
+			}
+			var s string
+			if json.Unmarshal(body[start:i+1], &s) != nil {
+				return 0, nil, false
+			}
+			return i, []byte(s), true
+		case c >= 0x80:
+			plain = false
+		}
+	}
+	return 0, nil, false
 }
 
 // describe names what was wrong without echoing values from the body.

@@ -1,6 +1,10 @@
 package httpjson
 
 import (
+	"encoding/json"
+	"errors"
+	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -80,9 +84,116 @@ func TestNoDuplicateKeys(t *testing.T) {
 		`{"a":[1,{"x":2,"x":3}]}`:           true,
 		`{"a":{"b":{}},"a":1}`:              true,
 		`{"a":"x","b":{"c":[{}]},"A":true}`: true,
+		`{"a":1,"\u0061":2}`:                true,  // the same key, escaped
+		`{"seed":1,"ſeed":2}`:               true,  // ſ folds to s, as the decoder matches names
+		`{"a":"}\"{,\"a\":","b":1}`:         false, // braces, quotes and commas inside a string
+		`{"a":["b","b"],"c":{"b":"b"}}`:     false, // strings that are values, not keys
+		`{"a":{},"b":[],"c":{"a":{}}}`:      false,
+		`{"a":1,"b":[{"a":1}],"a":2}`:       true,
+		`{"a\"b":1,"a\"B":2}`:               true,
+		`{"a":1, "b" : 2 ,"A" :3}`:          true,
+		`{"a":1,"b":`:                       false, // not JSON: the decoder refuses it
+		`]`:                                 false,
 	} {
 		if err := noDuplicateKeys([]byte(body)); (err != nil) != dup {
 			t.Errorf("%s: err = %v, want duplicate %v", body, err, dup)
+		}
+	}
+}
+
+// The scan agrees with a decode token by token on every body of a generated set: objects and
+// arrays nested, keys that differ only in case, escaped, or folded, strings that hold JSON.
+func TestNoDuplicateKeysAgreesWithTheDecoder(t *testing.T) {
+	t.Parallel()
+	keys := []string{`"a"`, `"A"`, `"\u0061"`, `"b"`, `"s"`, `"\u017f"`, `"a\"b"`, `"{\"a\":1}"`, `"é"`, `"É"`}
+	rng := rand.New(rand.NewPCG(13, 1))
+	var value func(depth int) string
+	value = func(depth int) string {
+		switch n := rng.IntN(6); {
+		case depth > 3 || n == 0:
+			return []string{`1`, `"x"`, `true`, `null`, `"}{[]:,"`}[rng.IntN(5)]
+		case n <= 3:
+			var b strings.Builder
+			b.WriteString("{")
+			for i := range rng.IntN(4) {
+				if i > 0 {
+					b.WriteString(",")
+				}
+				b.WriteString(keys[rng.IntN(len(keys))] + ":" + value(depth+1))
+			}
+			return b.String() + "}"
+		default:
+			var b strings.Builder
+			b.WriteString("[")
+			for i := range rng.IntN(4) {
+				if i > 0 {
+					b.WriteString(" , ")
+				}
+				b.WriteString(value(depth + 1))
+			}
+			return b.String() + "]"
+		}
+	}
+	dups := 0
+	for range 5000 {
+		body := value(0)
+		want := duplicateByDecoding(t, body)
+		if got := noDuplicateKeys([]byte(body)) != nil; got != want {
+			t.Fatalf("%s: duplicate %v, the decoder says %v", body, got, want)
+		}
+		if want {
+			dups++
+		}
+	}
+	if dups < 500 {
+		t.Fatalf("only %d of the bodies had a duplicate: the set tests too little", dups)
+	}
+}
+
+// duplicateByDecoding is the reference: encoding/json's tokens, keys compared as the decoder
+// matches field names.
+func duplicateByDecoding(t *testing.T, body string) bool {
+	dec := json.NewDecoder(strings.NewReader(body))
+	type frame struct {
+		object bool
+		keys   []string
+		key    bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return false
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if k, isKey := tok.(string); isKey && top != nil && top.object && top.key {
+			for _, seen := range top.keys {
+				if strings.EqualFold(seen, k) {
+					return true
+				}
+			}
+			top.keys = append(top.keys, k)
+			top.key = false
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, key: true})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].key = true
 		}
 	}
 }
