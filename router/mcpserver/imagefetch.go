@@ -36,8 +36,7 @@ func ImageClient(allowPrivate bool, timeout time.Duration, logger *slog.Logger) 
 	transport.Proxy = nil
 	transport.DialContext = dialer.DialContext
 	return &http.Client{
-		Transport:     &refusalLog{next: transport, logger: logger},
-		Timeout:       timeout,
+		Transport:     httpjson.Timeout(&refusalLog{next: transport, logger: logger}, timeout),
 		CheckRedirect: sameHostRedirect(logger),
 	}
 }

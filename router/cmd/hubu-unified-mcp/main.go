@@ -196,7 +196,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	// One pool of connections to both backends; each client traces its calls as made to its peer.
 	pool := backendTransport()
 	backend := func(peer string) *http.Client {
-		return &http.Client{Transport: tracing.Transport(pool, peer), Timeout: 60 * time.Second}
+		return &http.Client{Transport: httpjson.Timeout(tracing.Transport(pool, peer), 60*time.Second)}
 	}
 	auth := func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+agentToken)

@@ -110,8 +110,8 @@ func newAdapter(cfg Config, transport *http.Transport) (*Adapter, error) {
 		}
 	}
 	a := &Adapter{base: base, apiKey: cfg.APIKey, idempotency: cfg.HonoursIdempotency, webhookURL: cfg.WebhookURL, webhookKey: cfg.WebhookKey,
-		hc:     &http.Client{Transport: tracing.Transport(httpjson.LimitResponses(transport, maxBody), "flux"), Timeout: cfg.Timeout, CheckRedirect: refuseRedirect},
-		images: &http.Client{Transport: tracing.Transport(transport, "flux-samples"), Timeout: cfg.Timeout, CheckRedirect: refuseRedirect}}
+		hc:     &http.Client{Transport: httpjson.Timeout(tracing.Transport(httpjson.LimitResponses(transport, maxBody), "flux"), cfg.Timeout), CheckRedirect: refuseRedirect},
+		images: &http.Client{Transport: httpjson.Timeout(tracing.Transport(transport, "flux-samples"), cfg.Timeout), CheckRedirect: refuseRedirect}}
 	self := host{name: hostName(base), port: cmp.Or(base.Port(), defaultPort(base.Scheme))}
 	a.polling, a.samples = []host{self}, []host{self}
 	for _, list := range []struct {

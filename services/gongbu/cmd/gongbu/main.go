@@ -159,7 +159,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return err
 	}
 	defer pool.Close()
-	hc := &http.Client{Transport: tracing.Transport(httpjson.PooledTransport(), "hubu"), Timeout: 60 * time.Second}
+	hc := &http.Client{Transport: httpjson.Timeout(tracing.Transport(httpjson.PooledTransport(), "hubu"), 60*time.Second)}
 	authority, err := hubulink.New(*hubuURL, *hubuToken, hc)
 	if err != nil {
 		return err

@@ -89,7 +89,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if err := command.RequireHTTPURL("gongbu-url", *gongbuURL); err != nil {
 			return err
 		}
-		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Transport: tracing.Transport(httpjson.PooledTransport(), "gongbu"), Timeout: 30 * time.Second})
+		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Transport: httpjson.Timeout(tracing.Transport(httpjson.PooledTransport(), "gongbu"), 30*time.Second)})
 		if err != nil {
 			return fmt.Errorf("--gongbu-url: %v", err)
 		}

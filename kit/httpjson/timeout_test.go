@@ -1,0 +1,67 @@
+package httpjson
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// A request through Timeout ends after its bound, also while its body is being read; one that
+// answers in time is read whole.
+func TestTimeoutBoundsTheRequestAndItsBody(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow-headers":
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		case "/slow-body":
+			_, _ = io.WriteString(w, "start")
+			w.(http.Flusher).Flush()
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		default:
+			_, _ = io.WriteString(w, "ok")
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	client := &http.Client{Transport: Timeout(LimitResponses(srv.Client().Transport, 1<<10), 200*time.Millisecond)}
+	defer client.CloseIdleConnections()
+
+	resp, err := client.Get(srv.URL + "/fast")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != "ok" {
+		t.Fatalf("fast: %q %v", body, err)
+	}
+
+	start := time.Now()
+	if _, err := client.Get(srv.URL + "/slow-headers"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("slow headers: %v", err)
+	}
+	resp, err = client.Get(srv.URL + "/slow-body")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("slow body: %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the two slow requests took %s", took)
+	}
+}
