@@ -17,9 +17,13 @@ const (
 	ScenarioLatency  = "latency"  // 1: one MCP session, sequential: floor, spend, redelivery
 	ScenarioHubu     = "hubu"     // 2: Hubu's API directly, against pgbench on the same server
 	ScenarioSessions = "sessions" // 3: many concurrent MCP sessions spending at once
+	ScenarioPath     = "path"     // 4: where a spend's time goes, step by step, from its spans (only when named)
 )
 
-var allScenarios = []string{ScenarioLatency, ScenarioHubu, ScenarioSessions}
+var allScenarios = []string{ScenarioLatency, ScenarioHubu, ScenarioSessions, ScenarioPath}
+
+// defaultScenarios run when none are named: path runs a second, traced stack, and is asked for.
+var defaultScenarios = []string{ScenarioLatency, ScenarioHubu, ScenarioSessions}
 
 // Config is one run. ParseArgs fills it from flags and HUBU_LOADTEST_* variables; the
 // defaults are the sizes.
@@ -33,6 +37,8 @@ type Config struct {
 	// Sessions and Spends are scenario 3's size: Sessions concurrent MCP sessions each make
 	// Spends new spends one after another (defaults 200 and 10).
 	Sessions, Spends int
+	// PathSpends is scenario 4's number of traced spends (default 50).
+	PathSpends int
 	// Clients, Agents and Duration are scenario 2's: Clients concurrent HTTP clients make new
 	// authorizations for Duration, spread over Agents agents, then for one hot agent; pgbench
 	// runs as long (defaults 8, 16, 10s; Duration is whole seconds, as pgbench -T takes).
@@ -77,10 +83,11 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		fs.PrintDefaults()
 	}
 	server := fs.String("database-url", "HUBU_LOADTEST_DATABASE_URL", "", "superuser URL of the Postgres server (make loadtest passes the one scripts/ensure-postgres.sh finds)")
-	scenarios := fs.String("scenarios", "HUBU_LOADTEST_SCENARIOS", strings.Join(allScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
+	scenarios := fs.String("scenarios", "HUBU_LOADTEST_SCENARIOS", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
 	calls := fs.Int("n", "HUBU_LOADTEST_N", 200, "latency: rounds of a tools/list, a new spend and its redelivery")
 	sessions := fs.Int("sessions", "HUBU_LOADTEST_SESSIONS", 200, "sessions: concurrent MCP sessions")
 	spends := fs.Int("spends", "HUBU_LOADTEST_SPENDS", 10, "sessions: new spends per session")
+	pathSpends := fs.Int("path-spends", "HUBU_LOADTEST_PATH_SPENDS", 50, "path: traced spends, one after another")
 	clients := fs.Int("clients", "HUBU_LOADTEST_CLIENTS", 8, "hubu: concurrent HTTP clients (and pgbench -c)")
 	agents := fs.Int("agents", "HUBU_LOADTEST_AGENTS", 16, "hubu: agents the authorizations are spread over")
 	duration := fs.Duration("duration", "HUBU_LOADTEST_DURATION", 10*time.Second, "hubu: how long each load (and pgbench -T) runs, whole seconds")
@@ -93,7 +100,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		return Config{}, err
 	}
 	c := Config{
-		ServerURL: *server, Calls: *calls, Sessions: *sessions, Spends: *spends, Clients: *clients, Agents: *agents,
+		ServerURL: *server, Calls: *calls, Sessions: *sessions, Spends: *spends, PathSpends: *pathSpends, Clients: *clients, Agents: *agents,
 		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, Name: *name, JSONPath: *jsonPath,
 	}
 	for s := range strings.SplitSeq(*scenarios, ",") {
@@ -122,6 +129,9 @@ func (c Config) Validate() error {
 		flag  string
 		value int
 	}{{"n", c.Calls}, {"sessions", c.Sessions}, {"spends", c.Spends}, {"clients", c.Clients}, {"agents", c.Agents}, {"pgbench-scale", c.PgbenchScale}}
+	if c.runs(ScenarioPath) && c.PathSpends < 1 {
+		return fmt.Errorf("--path-spends must be at least 1, not %d", c.PathSpends)
+	}
 	for _, p := range positive {
 		if p.value < 1 {
 			return fmt.Errorf("--%s must be at least 1, not %d", p.flag, p.value)

@@ -66,6 +66,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 			return nil, err
 		}
 	}
+	// Last, on a stack of its own: its spans cost time that must not weigh on the others.
+	if cfg.runs(ScenarioPath) {
+		if rep.Path, err = runPath(ctx, cfg, dir); err != nil {
+			keep = true
+			return nil, fmt.Errorf("scenario path: %w", err)
+		}
+	}
 	rep.judge()
 	keep = rep.Failed()
 	rep.WriteText(out)

@@ -161,6 +161,54 @@ func TestSmoke(t *testing.T) {
 	}
 }
 
+// TestPathSmoke runs the path scenario at a tiny size: every traced spend's trace arrives,
+// and the steps of the spend path are there, in the order they start.
+func TestPathSmoke(t *testing.T) {
+	server := sqltest.ServerURL(t)
+	name := "loadtest_path_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	env := map[string]string{"HUBU_LOADTEST_DATABASE_URL": server}
+	cfg, err := loadtest.ParseArgs([]string{"--scenarios", "path", "--path-spends", "3", "--name", name},
+		func(k string) string { return env[k] }, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bin = bin
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	rep, err := loadtest.Run(ctx, cfg, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	p := rep.Path
+	if rep.Failed() || p == nil || p.Errors.Count != 0 || p.Traced != 3 {
+		t.Fatalf("path: %+v\n%s", p, out.String())
+	}
+	positiveDist(t, "path: the whole call", p.Total, 3)
+	want := []string{
+		"hubu-unified-mcp tools/call generate_image", "hubu POST /v1/authorizations", "gongbu POST /v1/executions",
+		"gongbu gongbu.submit", "mockflux POST /v1/{model}", "gongbu gongbu.poll", "gongbu gongbu.report",
+		"hubu POST /v1/decisions/{decision_id}/settle",
+	}
+	found := map[string]bool{}
+	for i, st := range p.Steps {
+		if st.Occurrence == 1 && st.In == 3 {
+			found[st.Service+" "+st.Name] = true
+		}
+		if i > 0 && st.StartP50 < p.Steps[i-1].StartP50 {
+			t.Errorf("step %d (%s) starts before the one listed above it", i, st.Name)
+		}
+	}
+	for _, w := range want {
+		if !found[w] {
+			t.Errorf("no step %q in every trace:\n%s", w, out.String())
+		}
+	}
+	if !strings.Contains(out.String(), "4. path") {
+		t.Errorf("the printed report has no path section:\n%s", out.String())
+	}
+}
+
 // positiveDist fails the test unless d has n samples, every one positive.
 func positiveDist(t *testing.T, what string, d loadtest.Dist, n int) {
 	t.Helper()

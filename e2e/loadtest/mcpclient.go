@@ -88,11 +88,16 @@ type spendOutcome struct {
 // returns its outcome and how long the round trip took. A transport or protocol failure is
 // the error; a tool result that is no success is for the caller to judge (problem).
 func spend(ctx context.Context, cs *mcp.ClientSession, callID string, args json.RawMessage) (spendOutcome, time.Duration, error) {
+	// A new _meta map for every call: the SDK adds its own keys to the one it is given.
+	return spendWith(ctx, cs, mcp.Meta{"callId": callID}, args)
+}
+
+// spendWith is spend with the call's whole _meta (a new map for each call).
+func spendWith(ctx context.Context, cs *mcp.ClientSession, meta mcp.Meta, args json.RawMessage) (spendOutcome, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, callBound)
 	defer cancel()
 	start := time.Now()
-	// A new _meta map for every call: the SDK adds its own keys to the one it is given.
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "generate_image", Arguments: args, Meta: mcp.Meta{"callId": callID}})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "generate_image", Arguments: args, Meta: meta})
 	took := time.Since(start)
 	if err != nil {
 		return spendOutcome{}, took, err

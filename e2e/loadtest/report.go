@@ -25,6 +25,7 @@ type Report struct {
 	Latency   *LatencyReport  `json:"latency,omitempty"`
 	Hubu      *HubuReport     `json:"hubu,omitempty"`
 	Sessions  *SessionsReport `json:"sessions,omitempty"`
+	Path      *PathReport     `json:"path,omitempty"`
 	// Checks are every figure that has a target, in the order printed.
 	Checks []Check `json:"checks"`
 }
@@ -128,6 +129,9 @@ func (r *Report) judge() {
 				m.PeakBytes <= limit, m.Err == "" && m.PeakBytes > 0, false)
 		}
 	}
+	if p := r.Path; p != nil {
+		add(ScenarioPath, "errors", strconv.Itoa(p.Errors.Count), "0", p.Errors.Count == 0, true, true)
+	}
 }
 
 func times(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) + "×" }
@@ -202,6 +206,21 @@ func (r *Report) WriteText(w io.Writer) {
 		tw.Flush()
 		r.writeChecks(w, ScenarioSessions)
 		s.Errors.write(w)
+	}
+	if p := r.Path; p != nil {
+		fmt.Fprintf(w, "\n4. path: where a new spend's time goes, from the spans of %d traced spends (%d traces complete); tracing costs time of its own, so compare the latency scenario's figures with the targets\n\n", p.Spends, p.Traced)
+		tw := newTable(w)
+		fmt.Fprintln(tw, "\tstep (service, span)\tkind\tin\tstarts, p50\ttakes, p50")
+		for _, st := range p.Steps {
+			name := st.Service + " " + st.Name
+			if st.Occurrence > 1 {
+				name += fmt.Sprintf(" (#%d)", st.Occurrence)
+			}
+			fmt.Fprintf(tw, "\t%s\t%s\t%d\t%s\t%s\n", name, st.Kind, st.In, st.StartP50, st.TookP50)
+		}
+		tw.Flush()
+		r.writeChecks(w, ScenarioPath)
+		p.Errors.write(w)
 	}
 	if r.Failed() {
 		fmt.Fprintln(w, "\nFAILED: a spend went wrong (see the correctness checks marked *).")

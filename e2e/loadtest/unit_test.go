@@ -192,7 +192,8 @@ func TestParseArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Calls != 200 || c.Sessions != 200 || c.Spends != 10 || c.Clients != 8 || c.Agents != 16 || c.Duration != 10*time.Second ||
-		c.PgbenchScale != 10 || c.RenderTime != 0 || c.Name != "loadtest" || strings.Join(c.Scenarios, ",") != "latency,hubu,sessions" {
+		c.PgbenchScale != 10 || c.RenderTime != 0 || c.Name != "loadtest" || strings.Join(c.Scenarios, ",") != "latency,hubu,sessions" ||
+		c.PathSpends != 50 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	c, err = ParseArgs([]string{"--scenarios", "sessions, latency", "--spends", "3"}, env("HUBU_LOADTEST_SESSIONS", "50", "HUBU_LOADTEST_SPENDS", "7"), nil)
@@ -209,6 +210,7 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--scenarios", ","}, env(), "at least one"},
 		{[]string{"--duration", "1500ms"}, env(), "whole number of seconds"},
 		{[]string{"--sessions", "0"}, env(), "--sessions must be at least 1"},
+		{[]string{"--scenarios", "path", "--path-spends", "0"}, env(), "--path-spends must be at least 1"},
 		{[]string{"--name", "Load-Test"}, env(), "--name"},
 		{[]string{"--render-time", "-1s"}, env(), "--render-time"},
 		{nil, env("HUBU_LOADTEST_N", "many"), "HUBU_LOADTEST_N"},
