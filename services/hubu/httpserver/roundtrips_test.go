@@ -16,10 +16,10 @@ import (
 //
 // A new authorization: BEGIN + the agent's policy lock + the state the decision needs (with
 // whether the key is recorded), then the record with its hold and budget use + COMMIT; its
-// hand-off counts the try and records the acceptance, one guarded statement each, each in a
+// hand-off counts the try and records the acceptance, one guarded statement each; the count in a
 // transaction of its own sent in one round trip (BEGIN + SET LOCAL synchronous_commit = off +
-// the statement + COMMIT) that commits without waiting for the disk: those two, and only those,
-// are unflushed (they move no money; postgres.Store.writeUnflushed says why). A replay: the
+// the statement + COMMIT) that commits without waiting for the disk: it, and only it, is
+// unflushed (postgres.Store.writeUnflushed says why). A replay: the
 // same first round trip, which takes no lock for a recorded key, then the record + COMMIT. A
 // transition of an existing operation: BEGIN + its lock + the row with its ledger totals, then
 // the change + COMMIT. The credential and the catalog come from the cache; without it each is
@@ -64,7 +64,7 @@ func TestRoundTrips(t *testing.T) {
 				uncached          int // round trips (and statements) more without the cache
 				prepare           func() (request func())
 			}{
-				{"new authorization, approved and handed off", 4, 13, 2, 2, func() func() {
+				{"new authorization, approved and handed off", 4, 10, 1, 2, func() func() {
 					return func() { decided("flux-dev", hubuapi.OperationStateExecuting) }
 				}},
 				{"new authorization, held for approval", 2, 5, 0, 2, func() func() {
@@ -81,7 +81,7 @@ func TestRoundTrips(t *testing.T) {
 						}
 					}
 				}},
-				{"hand-off: record the acceptance", 1, 4, 1, 0, func() func() {
+				{"hand-off: record the acceptance", 1, 1, 0, 0, func() func() {
 					op := dispatching()
 					return func() {
 						if op, err := e.Store.MarkExecuting(ctx, op, e.Clock.Now()); err != nil || op.State != hubu.StateExecuting {
@@ -105,7 +105,7 @@ func TestRoundTrips(t *testing.T) {
 					h := decided("flux-pro-1.1-ultra", hubuapi.OperationStatePendingApproval).PublicHandle
 					return func() { ok("approve", replyOf(operator.ApproveOperationWithResponse(ctx, h))) }
 				}},
-				{"resume, with its hand-off", 4, 13, 2, 1, func() func() {
+				{"resume, with its hand-off", 4, 10, 1, 1, func() func() {
 					h := decided("flux-pro-1.1-ultra", hubuapi.OperationStatePendingApproval).PublicHandle
 					if r, err := operator.ApproveOperationWithResponse(ctx, h); err != nil || r.JSON200 == nil {
 						t.Fatalf("approve: %v", err)

@@ -499,8 +499,7 @@ func (s *Store) transition(ctx context.Context, at locator, events ...event) (hu
 // entry, and the change computed from op is the one the lock would have computed. When the row
 // moved on (the guard fails), or the change is anything else, ev runs under the lock.
 //
-// The step commits without waiting for the disk (see writeUnflushed): it records how a hand-off
-// went, never money.
+// Counting a try commits without waiting for the disk (see writeUnflushed).
 func (s *Store) move(ctx context.Context, op hubu.Operation, ev event) (hubu.Operation, error) {
 	if ch, err := ev(op); err == nil && ch.Event != "" && ch.From == hubu.StateDispatching && len(ch.Ledger) == 0 {
 		next, err := s.writeUnflushed(ctx, op, ch)
@@ -513,14 +512,15 @@ func (s *Store) move(ctx context.Context, op hubu.Operation, ev event) (hubu.Ope
 
 // writeUnflushed is write in a transaction of its own that commits without waiting for the WAL
 // to reach the disk (synchronous_commit off, for this transaction only), in one round trip. It
-// is for the steps of a hand-off alone (a try counted, the executor's acceptance), which move
-// no money and no budget: should a crash of Postgres lose one, the operation is found as it was
-// before it, still dispatching, and the recovery pass hands the decision over again, which the
-// executor answers with the execution it already has. A later commit that waits for the disk
-// (a settlement) flushes the log up to itself, so one is never lost while what came after it is
-// kept. That spares each new spend two flushes on its way to the provider.
+// is for counting a try to hand a decision over alone: a count for operators, which moves no
+// money and no budget and is no evidence of anything (gongbu.Issued.PossiblySubmitted does not
+// read it). Should a crash of Postgres lose one, the operation is found one try short, still
+// dispatching, and is handed over again. A later commit that waits for the disk flushes the log
+// up to itself, so a count is never lost while what came after it is kept. Every other change
+// waits for the disk: the executor's acceptance (executing) among them, because it is the
+// evidence that a decision may have been submitted should Gongbu lose its row.
 func (s *Store) writeUnflushed(ctx context.Context, from hubu.Operation, ch hubu.Change) (hubu.Operation, error) {
-	if ch.Event != hubu.EventHandOff && ch.Event != hubu.EventAccept || len(ch.Ledger) != 0 {
+	if ch.Event != hubu.EventHandOff || len(ch.Ledger) != 0 {
 		return s.write(ctx, s.db, from, ch)
 	}
 	return withPipeTx(ctx, s.pool, func(p *pipe) (hubu.Operation, error) {
