@@ -10,6 +10,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strings"
+	"unicode"
 )
 
 // MaxBody bounds every request body; the services' requests are small.
@@ -71,12 +73,12 @@ func Decode(w http.ResponseWriter, r *http.Request, v any, optional bool) error 
 // a token-by-token decode cost more than the decoding proper. A body that is not JSON is let
 // through, for the decoder to refuse.
 func noDuplicateKeys(body []byte) error {
-	var objects [][][]byte // the keys seen so far in each open object; nil for an open array
-	key := false           // the next string is a key of the innermost object
+	var objects []*keySet // the keys seen so far in each open object; nil for an open array
+	key := false          // the next string is a key of the innermost object
 	for i := 0; i < len(body); i++ {
 		switch body[i] {
 		case '{':
-			objects = append(objects, [][]byte{})
+			objects = append(objects, &keySet{})
 			key = true
 		case '[':
 			objects = append(objects, nil)
@@ -97,19 +99,64 @@ func noDuplicateKeys(body []byte) error {
 				return nil
 			}
 			if key && len(objects) > 0 && objects[len(objects)-1] != nil {
-				top := &objects[len(objects)-1]
-				for _, seen := range *top {
-					if bytes.EqualFold(seen, name) {
-						return fmt.Errorf("key %q appears twice in one object", name)
-					}
+				if !objects[len(objects)-1].add(name) {
+					return fmt.Errorf("key %q appears twice in one object", name)
 				}
-				*top = append(*top, name)
 				key = false
 			}
 			i = end
 		}
 	}
 	return nil
+}
+
+// keySet is the keys seen so far in one object. While there are few they are compared with
+// EqualFold one by one, which allocates nothing; past keysCompared, by their folded form in a
+// map, so that an object of thousands of keys costs linear time, not quadratic.
+type keySet struct {
+	keys   [][]byte
+	folded map[string]struct{}
+}
+
+const keysCompared = 16
+
+// add adds name and reports whether it is new, in any letter case.
+func (k *keySet) add(name []byte) bool {
+	if k.folded == nil {
+		for _, seen := range k.keys {
+			if bytes.EqualFold(seen, name) {
+				return false
+			}
+		}
+		k.keys = append(k.keys, name)
+		if len(k.keys) > keysCompared {
+			k.folded = make(map[string]struct{}, 4*len(k.keys))
+			for _, seen := range k.keys {
+				k.folded[foldKey(seen)] = struct{}{}
+			}
+			k.keys = nil
+		}
+		return true
+	}
+	f := foldKey(name)
+	if _, seen := k.folded[f]; seen {
+		return false
+	}
+	k.folded[f] = struct{}{}
+	return true
+}
+
+// foldKey maps every character of name to one member of its case-folding orbit (the smallest,
+// by unicode.SimpleFold), so that two names are EqualFold exactly when their folded forms are
+// equal: "seed", "SEED" and "ſeed" all fold to "SEED".
+func foldKey(name []byte) string {
+	return strings.Map(func(r rune) rune {
+		least := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			least = min(least, f)
+		}
+		return least
+	}, string(name))
 }
 
 // jsonString reads the JSON string whose opening quote is at body[start]: the index of its

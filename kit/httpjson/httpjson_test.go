@@ -3,6 +3,7 @@ package httpjson
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -97,6 +98,43 @@ func TestNoDuplicateKeys(t *testing.T) {
 	} {
 		if err := noDuplicateKeys([]byte(body)); (err != nil) != dup {
 			t.Errorf("%s: err = %v, want duplicate %v", body, err, dup)
+		}
+	}
+}
+
+// An object of many keys is checked as one of few: a duplicate in any letter case is found
+// past the first keys too, and a body of thousands of distinct keys passes.
+func TestNoDuplicateKeysInALargeObject(t *testing.T) {
+	t.Parallel()
+	object := func(extra ...string) string {
+		var b strings.Builder
+		b.WriteString(`{`)
+		for i := range 2000 {
+			fmt.Fprintf(&b, `"key%d":%d,`, i, i)
+		}
+		for _, k := range extra {
+			fmt.Fprintf(&b, `%s:0,`, k)
+		}
+		b.WriteString(`"last":true}`)
+		return b.String()
+	}
+	for extra, dup := range map[string]bool{
+		``:              false,
+		`"KEY1999"`:     true,
+		`"key\u0031"`:   true,  // key1, escaped
+		`"seed","ſEED"`: true,  // ſ folds to s
+		`"K"`:           false, // the Kelvin sign alone, once
+		`"K","k"`:       true,  // the Kelvin sign folds to k
+		`"é","É"`:       true,
+		`"é","e"`:       false,
+	} {
+		var keys []string
+		if extra != "" {
+			keys = strings.Split(extra, ",")
+		}
+		body := object(keys...)
+		if got := noDuplicateKeys([]byte(body)) != nil; got != dup || duplicateByDecoding(t, body) != dup {
+			t.Errorf("2,000 keys and %s: duplicate %v, want %v", extra, got, dup)
 		}
 	}
 }

@@ -12,7 +12,9 @@ import (
 // the transport is not an *http.Transport (one wrapped by tracing.Transport or
 // LimitResponses): http.Client then enforces its Timeout with two goroutines and a timer per
 // request, which a router with a few hundred calls in flight paid for in memory. A request
-// whose context ends sooner ends then. A d of zero or less bounds nothing: next is returned.
+// whose context ends sooner ends then. As with that field, the bound is the whole exchange:
+// the requests an http.Client makes to follow redirects share the first one's deadline. A d of
+// zero or less bounds nothing: next is returned.
 func Timeout(next http.RoundTripper, d time.Duration) http.RoundTripper {
 	if d <= 0 {
 		return next
@@ -26,7 +28,15 @@ type timeoutTransport struct {
 }
 
 func (t *timeoutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	ctx, cancel := context.WithTimeout(r.Context(), t.d)
+	deadline := time.Now().Add(t.d)
+	// A redirect's request carries the response that caused it, and that response the request
+	// this transport sent, with the deadline it set.
+	if prev := r.Response; prev != nil && prev.Request != nil {
+		if first, ok := prev.Request.Context().Deadline(); ok && first.Before(deadline) {
+			deadline = first
+		}
+	}
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	resp, err := t.next.RoundTrip(r.WithContext(ctx))
 	if err != nil {
 		cancel()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -63,5 +64,44 @@ func TestTimeoutBoundsTheRequestAndItsBody(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the two slow requests took %s", took)
+	}
+}
+
+// The requests that follow redirects share the first one's deadline, as http.Client's Timeout
+// bounds the whole exchange: three hops of 150 ms each do not fit in 300 ms, though each would.
+func TestTimeoutSpansRedirects(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hop, _ := strconv.Atoi(r.URL.Query().Get("hop"))
+		select {
+		case <-time.After(150 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		if hop < 3 {
+			http.Redirect(w, r, "/hop?hop="+strconv.Itoa(hop+1), http.StatusFound)
+			return
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	defer srv.Close()
+	client := &http.Client{Transport: Timeout(srv.Client().Transport, 300*time.Millisecond)}
+	defer client.CloseIdleConnections()
+	if resp, err := client.Get(srv.URL + "/hop?hop=1"); !errors.Is(err, context.DeadlineExceeded) {
+		if err == nil {
+			resp.Body.Close()
+		}
+		t.Fatalf("three hops of 150 ms within 300 ms: %v", err)
+	}
+	client = &http.Client{Transport: Timeout(srv.Client().Transport, 5*time.Second)}
+	defer client.CloseIdleConnections()
+	resp, err := client.Get(srv.URL + "/hop?hop=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || string(body) != "ok" {
+		t.Fatalf("within the bound: %q %v", body, err)
 	}
 }
