@@ -49,11 +49,16 @@ func (r *Router) result(ctx context.Context, handle string, res *gongbuapi.Execu
 }
 
 // embedImage is what the router asks Gongbu to embed in an execution's answer (see result):
-// an image it would embed in its own answer, so that a new spend needs no second request.
+// an image it would embed in its own answer, so that a new spend needs no second request; no
+// more than Gongbu's API takes (maxEmbed).
 func (r *Router) embedImage() *int64 {
-	limit := r.cfg.ImageLimit
+	limit := min(r.cfg.ImageLimit, maxEmbed)
 	return &limit
 }
+
+// maxEmbed is the largest embed_image Gongbu's API takes (proto/gongbu.openapi.yaml), the
+// largest image it keeps.
+const maxEmbed = 32 << 20
 
 // embeddable reports whether img, embedded by Gongbu or fetched from it, is the image ref
 // names, and no larger than the router embeds.

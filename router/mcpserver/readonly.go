@@ -65,7 +65,9 @@ func (r *Router) capabilities(ctx context.Context, c toolCall) answer {
 }
 
 func (r *Router) getExecution(ctx context.Context, handle string) answer {
-	resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, handle, &gongbuapi.GetOperationExecutionParams{EmbedImage: r.embedImage()})
+	// Without embed_image: the router may hold the image already (see keptImage), and a look
+	// at an execution is no spend on its way, whose time counts.
+	resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, handle, nil)
 	switch {
 	case err != nil:
 		return refusal(CodeBackendUnavailable, "Gongbu cannot be reached; try again")

@@ -23,17 +23,25 @@ func newStmtCache(db *sql.DB) *stmtCache {
 	return &stmtCache{db: db, stmts: map[string]*sql.Stmt{}}
 }
 
-// stmt is the statement for query, prepared on first use; nil when it cannot be prepared
-// (the caller then runs the query unprepared, which reports the error).
+// stmt is the statement for query, prepared on first use (outside the lock: preparing may wait
+// for a connection); nil when it cannot be prepared (the caller then runs the query
+// unprepared, which reports the error).
 func (c *stmtCache) stmt(ctx context.Context, query string) *sql.Stmt {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.stmts[query]; ok {
+	st, ok := c.stmts[query]
+	c.mu.Unlock()
+	if ok {
 		return st
 	}
 	st, err := c.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if first, ok := c.stmts[query]; ok { // another call prepared it meanwhile
+		_ = st.Close()
+		return first
 	}
 	c.stmts[query] = st
 	return st

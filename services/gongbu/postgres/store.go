@@ -189,6 +189,8 @@ func (s *Store) MarkSubmitted(ctx context.Context, exec gongbu.Execution, job go
 // and the fence (the lease generation, which an extension does not change) still decides
 // who writes. That spares every pending poll, and every download of a result, a flush.
 func (s *Store) ExtendLease(ctx context.Context, exec gongbu.Execution, leaseUntil, now time.Time) error {
+	// On the pool, never in a transaction: the query turns synchronous_commit off for the
+	// whole transaction it runs in.
 	_, err := s.q.ExtendLease(ctx, s.pool, gongbudb.ExtendLeaseParams{
 		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, LeaseUntil: leaseUntil, Now: now,
 	})

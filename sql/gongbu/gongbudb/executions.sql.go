@@ -238,6 +238,8 @@ type ExtendLeaseParams struct {
 
 // Commits without waiting for the WAL flush: set_config(..., true) is SET LOCAL for this
 // statement's own transaction, so the extension is one round trip (see Store.ExtendLease).
+// Never run it inside a transaction that writes anything else: the setting would apply to that
+// whole transaction's commit.
 func (q *Queries) ExtendLease(ctx context.Context, db DBTX, arg ExtendLeaseParams) (uuid.UUID, error) {
 	row := db.QueryRow(ctx, extendLease,
 		arg.LeaseUntil,

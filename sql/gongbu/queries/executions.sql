@@ -44,6 +44,8 @@ RETURNING *;
 -- name: ExtendLease :one
 -- Commits without waiting for the WAL flush: set_config(..., true) is SET LOCAL for this
 -- statement's own transaction, so the extension is one round trip (see Store.ExtendLease).
+-- Never run it inside a transaction that writes anything else: the setting would apply to that
+-- whole transaction's commit.
 WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE executions SET lease_until = sqlc.arg(lease_until), updated_at = sqlc.arg(now)
 FROM async_commit
