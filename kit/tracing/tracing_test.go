@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -183,11 +184,10 @@ func TestRedactsOperationKeysAndURLs(t *testing.T) {
 	}
 }
 
-// Without an endpoint nothing is installed but the propagator; with one, spans reach it by
-// OTLP over HTTP with the service's name and version.
-// With tracing off (no SDK provider), a request skips otelhttp, yet the trace still passes
-// through: the server's context holds the caller's traceparent, so its log lines name it, and
-// a request made for it carries the same trace on, without changing the caller's request.
+// With tracing off (no SDK provider), a request skips otelhttp (the handler gets net/http's own
+// ResponseWriter, not otelhttp's wrapper), yet the trace still passes through: the server's
+// context holds the caller's traceparent, so its log lines name it, and a request made for it
+// carries the same trace on, without changing the caller's request.
 func TestOffPassesTheTraceparentOn(t *testing.T) {
 	otel.SetTracerProvider(noop.NewTracerProvider())
 	otel.SetTextMapPropagator(propagation.TraceContext{})
@@ -204,7 +204,9 @@ func TestOffPassesTheTraceparentOn(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(LogHandler(slog.NewJSONHandler(&logs, nil)))
 	var forwarded *http.Request
+	var writer string
 	srv := httptest.NewServer(Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writer = fmt.Sprintf("%T", w)
 		logger.InfoContext(r.Context(), "serving")
 		req, _ := http.NewRequestWithContext(r.Context(), http.MethodGet, downstream.URL, nil)
 		forwarded = req
@@ -233,6 +235,9 @@ func TestOffPassesTheTraceparentOn(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
+		if writer != "*http.response" {
+			t.Errorf("traceparent %q: the handler got a %s: the request went through otelhttp", tc.traceparent, writer)
+		}
 		if gotDownstream != tc.wantDownstream {
 			t.Errorf("traceparent %q: downstream got %q, want %q", tc.traceparent, gotDownstream, tc.wantDownstream)
 		}
@@ -249,6 +254,8 @@ func TestOffPassesTheTraceparentOn(t *testing.T) {
 	}
 }
 
+// Without an endpoint nothing is installed but the propagator; with one, spans reach it by
+// OTLP over HTTP with the service's name and version.
 func TestSetup(t *testing.T) {
 	var mu sync.Mutex
 	var got []*coltracepb.ExportTraceServiceRequest
