@@ -18,14 +18,8 @@ import (
 // else gets it, and the execution describes it.
 func TestOperationImageForAgents(t *testing.T) {
 	t.Parallel()
-	p := gongbutest.NewImageProvider(true)
-	b := setup(t, func(srv *httpserver.Server, env *gongbutest.Env) {
-		env.Service = env.NewService(p)
-		srv.Executions = env.Service
-	})
+	b, p, d := submittedWithImages(t)
 	ctx := context.Background()
-	d := b.env.Issue(agentA)
-	b.execute(t, b.service, d)
 	agent := b.client(t, agentA)
 
 	// Submitted, no image yet.
@@ -94,14 +88,8 @@ func TestOperationImageForAgents(t *testing.T) {
 // refused.
 func TestExecutionEmbedsTheKeptImage(t *testing.T) {
 	t.Parallel()
-	p := gongbutest.NewImageProvider(true)
-	b := setup(t, func(srv *httpserver.Server, env *gongbutest.Env) {
-		env.Service = env.NewService(p)
-		srv.Executions = env.Service
-	})
+	b, p, d := submittedWithImages(t)
 	ctx := context.Background()
-	d := b.env.Issue(agentA)
-	b.execute(t, b.service, d)
 	size := int64(len(gongbutest.TinyPNG))
 	embedded := func(t *testing.T, token string, limit *int64) (int, *[]byte) {
 		t.Helper()
@@ -139,4 +127,18 @@ func TestExecutionEmbedsTheKeptImage(t *testing.T) {
 			t.Errorf("embed_image=%d: %d, want 400", bad, status)
 		}
 	}
+}
+
+// submittedWithImages is a Gongbu whose provider delivers TinyPNG, and agent A's decision
+// executed there, submitted and not yet Ready.
+func submittedWithImages(t *testing.T) (*bundle, *gongbutest.ImageProvider, gongbu.Decision) {
+	t.Helper()
+	p := gongbutest.NewImageProvider(true)
+	b := setup(t, func(srv *httpserver.Server, env *gongbutest.Env) {
+		env.Service = env.NewService(p)
+		srv.Executions = env.Service
+	})
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+	return b, p, d
 }
