@@ -1,34 +1,19 @@
 package mcpserver_test
 
 import (
-	"context"
 	"maps"
 	"strings"
 	"testing"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
+	"hubu.dev/hubu/kit/tracing/tracingtest"
 )
 
-// recordSpans has the router's spans recorded in memory for one test. The router starts its
-// spans through the global tracer provider, so the tests that call it are not parallel: Go
-// runs every parallel test of the package only after them, and nothing else makes spans
-// meanwhile.
-func recordSpans(t *testing.T) *tracetest.InMemoryExporter {
-	t.Helper()
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		_ = tp.Shutdown(context.Background())
-	})
-	return exp
-}
+// recordSpans has the router's spans recorded in memory for one test; the tests that call it
+// are not parallel (see tracingtest.Record).
+func recordSpans(t *testing.T) *tracetest.InMemoryExporter { return tracingtest.Record(t) }
 
 // callSpans are the tools/call spans of tool recorded so far.
 func callSpans(exp *tracetest.InMemoryExporter, tool string) []tracetest.SpanStub {

@@ -10,8 +10,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 
+	"hubu.dev/hubu/kit/tracing/tracingtest"
 	"hubu.dev/hubu/services/gongbu"
 )
 
@@ -20,14 +20,8 @@ import (
 // that trace stays where it is; once the execution is forgotten, a step starts a trace of its
 // own. Not parallel: the spans go through the global tracer provider.
 func TestLaterStepsJoinTheTraceWhereTheExecutionBegan(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() {
-		otel.SetTracerProvider(noop.NewTracerProvider())
-		_ = tp.Shutdown(context.Background())
-	})
-	tracer := tp.Tracer("test")
+	exp := tracingtest.Record(t)
+	tracer := otel.Tracer("test")
 	s := &Service{}
 	exec := gongbu.Execution{Decision: gongbu.Decision{DecisionID: uuid.New(), PublicHandle: "hubu:public-operation:v1:" + uuid.NewString()}}
 
