@@ -15,24 +15,19 @@ import (
 // tracerName is the instrumentation scope of the router's spans.
 const tracerName = "hubu.dev/hubu/router/mcpserver"
 
-// Bounds on the trace-context values taken from _meta. A valid traceparent is 55 characters;
-// W3C asks that a tracestate of more than 512 be cut, and a longer one is dropped here, so a
-// harness cannot make the router parse more than that for a call.
-const (
-	maxTraceparent = 128
-	maxTracestate  = 512
-)
+// maxTraceparent bounds the traceparent taken from _meta (a valid one is 55 characters), so
+// that a harness cannot make the router parse more than that for a call.
+const maxTraceparent = 128
 
 // callSpan is the server span of one tools/call.
 type callSpan struct{ trace.Span }
 
-// startCallSpan starts the span of a tools/call of tool. When the harness sent a W3C trace
-// context in _meta (the string keys "traceparent" and "tracestate", as the MCP convention
-// has it), the span continues that trace; a value that is missing, not a string, too long or
-// malformed is ignored, and the span is then the child of whatever ctx carries (the HTTP
-// request's span on streamable HTTP) or a new trace. The trace context is never identity and
-// never decides whether a call is allowed; nothing else of _meta is read, and nothing of it
-// is recorded.
+// startCallSpan starts the span of a tools/call of tool. When the harness sent a W3C
+// traceparent in _meta (a string key, as the MCP convention has it), the span continues that
+// trace; a value that is missing, not a string, too long or malformed is ignored, and the span
+// is then the child of whatever ctx carries (the HTTP request's span on streamable HTTP) or a
+// new trace. The trace context is never identity and never decides whether a call is allowed;
+// nothing else of _meta is read (a tracestate neither), and nothing of it is recorded.
 func startCallSpan(ctx context.Context, tool string, req *mcp.CallToolRequest) (context.Context, callSpan) {
 	if c := metaCarrier(metaOf(req)); len(c) > 0 {
 		ctx = propagation.TraceContext{}.Extract(ctx, c)
@@ -42,14 +37,13 @@ func startCallSpan(ctx context.Context, tool string, req *mcp.CallToolRequest) (
 	return ctx, callSpan{span}
 }
 
-// metaCarrier holds the trace-context keys of meta, and nothing else of it.
+// metaCarrier holds the traceparent of meta, and nothing else of it. A tracestate is left
+// out: it is opaque text of the harness's, which the router would otherwise send on to every
+// service and provider it calls for the spend and record in every span.
 func metaCarrier(meta map[string]any) propagation.MapCarrier {
 	c := propagation.MapCarrier{}
 	if tp, ok := meta["traceparent"].(string); ok && len(tp) <= maxTraceparent {
 		c["traceparent"] = tp
-		if ts, ok := meta["tracestate"].(string); ok && len(ts) <= maxTracestate {
-			c["tracestate"] = ts
-		}
 	}
 	return c
 }
