@@ -68,7 +68,8 @@ func (s *Service) fetchResult(ctx context.Context, fetcher gongbu.ResultFetcher,
 // fetchMissingImages tries again the downloads that failed when their success was recorded,
 // a few per pass and within imageTimeout together, so that a delivery host that hangs cannot
 // hold up the pass's polls and reports; each try is claimed, so one worker in one replica
-// makes it.
+// makes it. Once the pass's time is spent, the images left are not claimed: a claim counts a
+// try, and a try that could not download would bring an image nearer its last.
 func (s *Service) fetchMissingImages(ctx context.Context) error {
 	retry := postgres.ImageRetry{Since: s.Now().Add(-imageRetryWindow), MaxAttempts: imageMaxAttempts, Backoff: imageRetryBackoff}
 	missing, err := s.Store.ListImagesMissing(ctx, retry, s.Now(), imagesPerPass)
@@ -78,6 +79,9 @@ func (s *Service) fetchMissingImages(ctx context.Context) error {
 	downloads, cancel := context.WithTimeout(ctx, imageTimeout)
 	defer cancel()
 	for _, id := range missing {
+		if downloads.Err() != nil {
+			break // the next pass tries them
+		}
 		exec, ok, err := s.Store.ClaimImageFetch(ctx, id, retry, s.Now())
 		if err != nil {
 			return err

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -128,6 +130,53 @@ func TestImageDownloadRetriedByTheBackgroundPass(t *testing.T) {
 	}
 	if r := env.Authority.Reports(); len(r) != 1 {
 		t.Fatalf("the image changed the reports: %+v", r)
+	}
+}
+
+// A pass whose time a hanging download spent claims no other image: a claim counts a try, and
+// the images left are tried by the next pass, at once. (It waits out the pass's 10 s bound.)
+func TestImagePassSpentClaimsNoMore(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	p := gongbutest.NewImageProvider(true)
+	var hanging atomic.Bool // false: every download fails; true: the first hangs, the rest succeed in time
+	var hung atomic.Bool
+	for range 50 {
+		p.OnFetch(func(ctx context.Context, _ string) (gongbu.Image, error) {
+			switch {
+			case !hanging.Load():
+				return gongbu.Image{}, errors.New("sample download failed (test)")
+			case hung.CompareAndSwap(false, true):
+				<-ctx.Done()
+				return gongbu.Image{}, ctx.Err()
+			case ctx.Err() != nil:
+				return gongbu.Image{}, ctx.Err()
+			}
+			return gongbu.NewImage("image/png", gongbutest.TinyPNG)
+		})
+	}
+	first := readyWithImages(t, env, p, "https://provider.test/first.png")
+	second := readyWithImages(t, env, p, "https://provider.test/second.png")
+	env.Clock.Advance(time.Minute) // both due again, well within their tries
+	hanging.Store(true)
+
+	before := len(p.Fetched())
+	env.Tick(t)
+	if n := len(p.Fetched()) - before; n != 1 {
+		t.Fatalf("the pass whose download hung made %d downloads, want that one only", n)
+	}
+	env.Tick(t) // at once: the one that hung waits its back-off, the other was never tried
+	if n := len(p.Fetched()) - before; n != 2 {
+		t.Fatalf("%d downloads in all, want the image the spent pass left, at once", n)
+	}
+	kept := 0
+	for _, d := range []gongbu.Decision{first, second} {
+		if keptImage(t, env, d) != nil {
+			kept++
+		}
+	}
+	if kept != 1 {
+		t.Fatalf("%d images kept, want the one the next pass downloaded", kept)
 	}
 }
 
