@@ -1610,6 +1610,8 @@ type GetOperationImageResponse struct {
 	ApplicationproblemJSON401 *Problem
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON416 the response for an HTTP 416 `application/problem+json` response
+	ApplicationproblemJSON416 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
@@ -1631,6 +1633,11 @@ func (r GetOperationImageResponse) GetApplicationproblemJSON401() *Problem {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetOperationImageResponse) GetApplicationproblemJSON404() *Problem {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON416 returns the response for an HTTP 416 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON416() *Problem {
+	return r.ApplicationproblemJSON416
 }
 
 // GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
@@ -2288,6 +2295,13 @@ func ParseGetOperationImageResponse(rsp *http.Response) (*GetOperationImageRespo
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 416:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON416 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -2819,69 +2833,70 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7Hptcxs5jv9XQfV/q2LXvy3LtpwZy698W5lJ6rIzqSRbuavIZ1FNSM24m+wh2VYUl7/7FcB+lNsP2tns",
-	"Tu3tmxm5wwcQBH74AeBtlJi8MBq1d9H0NrLoCqMd8h/vrFlkmNPPxGiP2tNPURSZSoRXRh8WYcT//+KM",
-	"pn9zSYq5oF9/sriMptH/O2zXPwz/6g7rde/u7uJIokusKmi5aBpdaEBrjY1BOHj/05/hbHL6A1TbgEQv",
-	"VOZgrXwKApwXiwxhnhiJ81FEq1VbkASvvmJShmVvIyGlot8ie2dNgdYrOuJSZA7jqOh8uo3ECrW/UpJ+",
-	"L43NhY+mUVkqGcWR3xQYTSPnrdKr6C6ORG5K7a9ylVjjejOU9i8n7RSlPa7Q8hzvMS+Cvu//a5IKu0LZ",
-	"WbKvoU+p8OBTJKXcKIkWqhmssp+NXi1KsFgY6x0oD97A63JR0v8TUfjS4iiKnyNmYlF4lFfC984lhccD",
-	"r3IcUkdSWos62XSO1v6jxEQ5ZfRzdcuGMLhSffSrL2ZRrXZ/TLnIVHKVCi0zpBEF6d2SCv8nLRflNAw4",
-	"oKtnY57eHE0/jw/OxMHy8vbHu4Pm9+QZv4+O7/40dIZwESjv3yNfSiocLBA1eJNJvlVT+sTkfEfVYgtj",
-	"MhQ6rOZMdtPcybZhoAahIRzIWKhH87pYewMsrclBaYkeba608H2DePR+Lboy80/5d+N578Nw9ktT4FPz",
-	"PvAgGu2Fx2fv8oFH38VRWcgdLZaP9FupLN3Q556FbltQ3AJDfZxa0G0Y6PhBx9t7HtUT9rKRyyy+YMIK",
-	"a073Vjm/I4I1d81/KY+5e7Yyae9KGGGt2NzTUWfxR+V+j7+V+AzR+0b8MUWob4HwjL1EOVeiBOXJUL8r",
-	"WOdKq7zMo+l4ELjtqszrSPmYNt/kYoUXzei/NzD+MaBtN5f2xmRsm5rU+zlaoSbh8EqRrjqm9Htdkzdq",
-	"PbS9s0e89AlDrjFvBxcMp3pCOf+JhWdTof14xlVps/vI/rET7V84kJipG7Qb+Ov7t+cU4vFroSy60ZP4",
-	"1u7x6Ik/1PDbF8OVi1x5r/RqChYTYyWRjh4VURTOlF5BIrIM5TlUc1BO+wMp8NGHL2ZxPtOuTBJEiRKE",
-	"lrAUKqMJS6VFdt4PVVvL5GIDqbjBmgPx/MCBZjoRWhsP19qsY3CGNLVWWQb00aK3m/MAL9eIRZAmpShc",
-	"aq+yoUBKdGqm9+armmPx1/l+DOtUJSnk4prHQHucvUqufTC2Ohfs0f7199FMR3HjFK2GyYJr1fHvakWK",
-	"1LxMFEc9xQx4UBy9RpH5dEfTpZhWuq6vmuun/bOaNWRXW2i4mzQpqlXK3peLrwGbjyaTcQeqj09fDoF1",
-	"biRmg3BrSl+U/qqG2facBev9S4GrQW0W1uRFLcpb1CtS7WQ8DsLUH46GoBJRDseb+kxn4/EPR2dnx6eT",
-	"Hybjs7Ojp0LRWslwsTtpZevOqgPVuqpXjWulD11mi1m7B3aGnzpFCV63NBZ8qhwEZhmDQ0uUdbGB+Qr9",
-	"r3UE4y3nI7hYONSeHC7Dme4tpY2u4EGatc6MqJGEQaFBJm8VfVoJpWPyygY/JSyVdT54ZN8IpfBiGJbD",
-	"kZR3mC1hbyEcvpzsx2B0toE1EXKSxwYqBMJd0y5hU85h55gvUIYYOO/R8MXGDzLwXOV4Fb62hsvzD4P5",
-	"ht9sxPUfa1wUgxbtUnF8+nKLQTSB/+XkgcCvvuEVyfcEhzp60gDbw/RWbQQbMsBOUaJ/SYmRfaXoG5Ep",
-	"edVlAKUWpU+NVd8ClBq7UFIi3bg2BAmlpu85+tTIK/okssyseXDDQHLlcuETcpRCbMjQrrwxVxkhOu/h",
-	"yiJkfVc5SiXqE5IWrBZZkONGqEwssmHgDoWOQfRq4fk+KnjlAyG8N6u2mMdBvBI0LNNsFQfVDl3Gh5oD",
-	"7oDoDwNzHdaHz62+PeMEzRItqPHE+8IzLCelVX7zgfhYEG6BwqK9KAO4MlHjHJw/t86Qel+E8pXSS3Mf",
-	"Gipg8qXVDkSb0fTSGe0NCA+5cR6MRiiEkp2qjsiyEfyqO6n7TONX5byDAm27ppLnPVL0woGSmBfGE7eF",
-	"a9wQ+Em0ioA1ZP9+BK+sNdaBsDjT84dqevPBUltM7KjURKw0WFN6hL3JeALzxofm+wy6YqaDK4GoxkmD",
-	"jgmYF9c86xTm971tHlfweEF/z/dB6SQrJcoAzpWZ11oO+jF0PTdoXbiBo9F4NOZoX6AWhYqm0cloPDph",
-	"p/UpX/ZhyvzoG/1eIUf2JmV6I2kD9K+rIXG/NHo8Hj9SFt2tHFqxtIFqaEX8E3SO7pBio9KrUc94o+nn",
-	"S/r70KKQm0fP8j6M+KcdhcIohUjgeC+SlGxqRJd0Oj55aOlG1k7ZeOD0N0eH/bLHoBLeKudftcO+oyb6",
-	"9ZsHFNJKzFqYjI920AKNP9lp/Gk43w5aLvNc2E00jV5xwtnIG4PJJFEapkywR7j2ojLQBCGxKFF7Renb",
-	"khOoxOhEZYo1uc+HLYzzw5wqrFmTJprfQdAkxeTaNQSKNo6rbNRtFTqFm+l5m1LNY8ZU188gGaa0W6N1",
-	"cDw+HsGF3kAmPNqeBDTHiRxnuq1ONbPGQZbt3TkV9EJLx7tovKlgvS/CaKYvmr3WqXEIXLwgctpwF5Bq",
-	"uUQb4HudCt8PJeRPy9KhZElmen6PrBB33opDqdCUoxoSa4FLYxH2lHfQuAytWwjnaT3lClom6NHYsEJi",
-	"Su1RQk5zfUo5s0Ze98Asl/v0ydd8nzJ+baqrArOk3H2mOXnnCniT7oLIGMqmpL8qM6j/qdR0Z/Vl3Itz",
-	"RLtnep0ii9MtNxhtSutokIv5NoxP0a6Vw6aUAfNeQh1Cnyk9X5nSq5nu3Rqcjk8CxQ+qCMWGBQZkI73a",
-	"+ugE3WnJRsi5yTlFQFIlKMer6kaIEOD6oBWgBKPAdND5/zBy8/cHqrpge9fnVN6WePePAMonQbI2DGAW",
-	"hJJh5Hh8/I8R5QI0rjvCrIUj77a1IJOdwPX7g/1kPNlx/Nlu4492lOfo9DsGq7+FQrTBLTjYQ0T94ejG",
-	"gLMf+FifgRzedgrWd4+Rstbo/hBO9i9hy7+D6PQSLlhsunnWI5ZQcRphRU4hxEXTz7eRIu1SthHFkRac",
-	"SPbbGH2UjTuX+UQP6O6ysrjGnNzhba8pctcaY8f6BrNU4a5Do+2Fg/nPrz7C4wvPW7bDVX5KOL255uaz",
-	"nOmaFlUlsJqpZOhd4ANhLCH5lPJIbt0A8461brmHgz2hOUjPNA954RrGNRlP9uNehV7ozWimZ/oTZ41r",
-	"ofw8dCbCFIrAKTa1/T5RS1KhV+iY1YSp4IivSiY/bjrTYRYXCin9ppF1gsoN4HkM9RCOCZ4znEr8wIuq",
-	"gSP4lKokJSY40xbZnbnr4HqFQuVgzVqij7khBkhHhHpGl+8G8WHvnXF+ZdHN9Ns3Hz6++uXwl18/vvnp",
-	"v/cD3SF1u1D1BGQuv8R1c84FOiVJBc6AgMw4TwxFLSuwgcQ472aaaLFONnFFZVv90rEqab3K+fRlsaVm",
-	"Vd8fMbwON55prh1wRTd8VVnW1glY5fsj+FSRseqG+nerci60eRyiTz93yshdsN1y1r5rfKg0401oCnX2",
-	"e8SGYG/cGKnwYHSC+yOu/EXT6LcS7aZFAjpH1HX5ppJ/Mn68+n8XD2VNwe5ar4RMOA9OrM8rU73vFfTF",
-	"VZq/d1nhHpSu2u5DR6hfP+wYg6r3GsPH4Cqq83CNhQ/V9ZiE4MJwTNfBFXP61B4kVP1DKd4sQbQNuJlu",
-	"z8TgozgJ4U0sJCZHR0vNQ/dhxEuMpPBiXjf1nLhB11WrmOmBzgShVd15JAHYfAjR0LpUFSFt3R/BmLO6",
-	"0MTgk4S+xflMOxOMXnSOHmTupRYS+PkX1w0ZF/aW6JOUPGexGRSt6jEOXWCn+xANRp97faqTk9PTyeTk",
-	"+AkLvfy/xGUmf1Re28+eyDM6ATYmchMiO4TITjYMdaw169Aeo7DDJZg22j6X62w/0niY7fwT3q88h0E1",
-	"jzgeY091s5E8t1OCD4gSCgTK9yI2o5NzsNev2s9092FH/aiDwVtpyJUuPbpQVw8NT+XPQ++Ue6b0NwPk",
-	"OjX5FhA0LjOHtSkzGWb0MX8EF7pCnapSFWLatAO0M50IaxXv5eDD64uD49OXFM0FOG+NXsH81UexmsdN",
-	"wWX+Znnwi9F48BcuQrH08/e08DwQk1xsYIG0MBdNCqtuhMdsM4KWFWy1eSsp67JcW64ihVoMGK8RNujj",
-	"ULRpGsJNXOv0gtnM++FPKsnko4oj+0/RijcVgj6BeZ3WbA/t2qav0oLx+X6Tq23x/o1TuQm849y7B7v4",
-	"I34lICS7/21Etz5czP2tNB4lpPi1sRezbOP1qBd37u3PBZ6X/5JqLIT1PVWAqD0Dgmbb9wIMuCch0Dz4",
-	"BiGACxn+ttMRHrt/B8NGz50o+MJ13T7gL0HCv2MjxcY1LlJjrikyVmHqLoj05PHaNvyzTvZZHHy7pP+M",
-	"D84OLm/H8cnRsGAP9Y2qEOGQuy1QCc6BlDs8UKA9+GIWxMwtVs0jFETwy0WuHFd46mCtHCRGL9WqtJRC",
-	"hPTp4KBa9KC02XwEZE+UJCfseszv63dFrmLoX8yCi0W8IxnQ679c/Dn0W3yKM025svMiL1hG8t6FkZu4",
-	"DvlLdYN13CekCGd84SDJTHK9X0/SVamFXx/Wbx+9gcJkWf3Gss5Gp1WZgbmJyNZi46osiBtLW88IzFrD",
-	"xbs3VVlgafiFpakqF2KDslZAIkKNgPRssqwuEIhqpxG8xwKF59cGkAqbZ+jcUFB9V23+Kaj6d7Q8tp7j",
-	"yidf1ZKWlBwNPnjafnLz0PNaOfTO5BndlCFgF9eop839rYVj1aKEPWNBh+elVRtp/w+J7bs2CL5/LOi8",
-	"GehGhouuGTi10q1hsxuLYBsOJAXXvZ/e/vW/XjiYV3BwRXDAPYD+Fv23RJ8vCbuYdleoyS+9+SHR9PDw",
-	"6PiH0Xg0Hh1Nfxz/eBzdXd79bwAAAP//",
+	"7Fttcxs3kv4rXXNbZaluRFES5cTUJ13KSVznTVy2t3xXpk8EB00OrBlgAmBE0yr996tuzCs5euFmk3Xt",
+	"3ZddaoyXRqP76ae7kdsoMXlhNGrvoultZNEVRjvkP95Ys8gwp5+J0R61p5+iKDKVCK+MPi7CiH//7Iym",
+	"f3NJirmgX3+xuIym0b8dt+sfh391x/W6d3d3cSTRJVYVtFw0jS41oLXGxiAcvP3xB3gxOf8Oqm1Aohcq",
+	"c7BWPgUBzotFhjBPjMT5KKLVqi1IgpdfMCnDsreRkFLRb5G9saZA6xUdcSkyh3FUdD7dRmKF2l8pSb+X",
+	"xubCR9OoLJWM4shvCoymkfNW6VV0F0ciN6X2V7lKrHG9GUr755N2itIeV2h5jveYF0Hfu/+apMKuUHaW",
+	"7GvoQyo8+BRJKTdKooVqBqvsJ6NXixIsFsZ6B8qDN/BzuSjp/xNR+NLiKIqfImZiUXiUV8L3ziWFxyOv",
+	"chxSR1JaizrZdI7W/qPERDll9FN1y4YwuFJ99KvPZlGttjumXGQquUqFlhnSiIL0bkmF/5OWi3IaBhzR",
+	"1bMxT29Oph/HRy/E0fLT7fd3R83vyRN+n5ze/WXoDOEiUO7eI19KKhwsEDV4k0m+VVP6xOR8R9ViC2My",
+	"FDqs5kx209zJtmGgBqEhHMhYqEfzulh7AyytyUFpiR5trrTwfYN48H4tujLzj/l343lvw3D2S1PgY/Pe",
+	"8SAa7YXHJ+/yjkffxVFZyD0tlo/0W6ks3dDHnoVuW1DcAkN9nFrQbRjo+EHH23se1RP2UyOXWXzGhBXW",
+	"nO61cn5PBGvumv9SHnP3ZGXS3pUwwlqx2dFRZ/EH5X6Lv5X4BNH7Rvw+RahvgfCMvUQ5V6IE5clQ/1Cw",
+	"zpVWeZlH0/EgcNtVmdeR8iFtvsrFCi+b0f9oYPw2oG0/l/bGZGybmtT7MVqhJuHwSpGuOqb0e12TN2o9",
+	"tL2zB7z0EUOuMW8PFwynekQ5/4mFZ1Oh/XjGVWmzXWR/34n2zxxIzNQN2g387e3rCwrx+KVQFt3oUXxr",
+	"93jwxO9q+O2L4cpFrrxXejUFi4mxkkhHj4ooCmdKryARWYbyAqo5KKf9gRT46MNns7iYaVcmCaJECUJL",
+	"WAqV0YSl0iK76IeqrWVysYFU3GDNgXh+4EAznQitjYdrbdYxOEOaWqssA/po0dvNRYCXa8QiSJNSFC61",
+	"V9lQICU6NdMH81XNsfjr/DCGdaqSFHJxzWOgPc5BJdchGFudCw5o//r7aKajuHGKVsNkwbXq+He1IkVq",
+	"XiaKo55iBjwojn5Gkfl0T9OlmFa6rq+a68f9s5o1ZFdbaLifNCmqVcrel4svAZtPJpNxB6pPz58PgXVu",
+	"JGaDcGtKX5T+qobZ9pwF6/1zgatBbRbW5EUtymvUK1LtZDwOwtQfToagElEOx5v6TC/G4+9OXrw4PZ98",
+	"Nxm/eHHyWChaKxkudi+tbN1ZdaBaV/Wqca30octsMWv/wM7wU6coweuWxoJPlYPALGNwaImyLjYwX6H/",
+	"tY5gvOV8BJcLh9qTw2U4072ltNEVPEiz1pkRNZIwKDTI5K2iTyuhdExe2eCnhKWyzgeP7BuhFF4Mw3I4",
+	"kvIOsyUcLITD55PDGIzONrAmQk7y2ECFQLhr2iVsyjnsHPMFyhAD5z0avtj4QQaeqxyvwtfWcHn+cTDf",
+	"8JuNuP5jjYti0KJdKk7Pn28xiCbwP5/cE/jVV7wi+R7hUCePGmB7mN6qjWBDBtgpSvQvKTGyrxR9IzIl",
+	"r7oMoNSi9Kmx6muAUmMXSkqkG9eGIKHU9D1Hnxp5RZ9Elpk1D24YSK5cLnxCjlKIDRnalTfmKiNE5z1c",
+	"WYSs7ypHqUR9QtKC1SILctwIlYlFNgzcodAxiF4tPO+iglc+EMKdWbXFPAzilaBhmWarOKh26DLe1Rxw",
+	"D0S/H5jrsD58bvX1CSdolmhBjSfuCs+wnJRW+c074mNBuAUKi/ayDODKRI1zcP7cOkPqfRHKV0ovzS40",
+	"VMDkS6sdiDaj6aUz2hsQHnLjPBiNUAglO1UdkWUj+FV3UveZxi/KeQcF2nZNJS96pOiZAyUxL4wnbgvX",
+	"uCHwk2gVAWvI/v0IXlprrANhcabn99X05oOltpjYUamJWGmwpvQIB5PxBOaND80PGXTFTAdXAlGNkwYd",
+	"EzAvrnnWOcx3vW0eV/B4SX/PD0HpJCslygDOlZnXWg76MXQ9N2hduIGT0Xg05mhfoBaFiqbR2Wg8OmOn",
+	"9Slf9nHK/Ogr/V4hR/YmZXolaQP0P1dD4n5p9HQ8fqAsul85tGJpA9XQivgn6BzdIcVGpVejnvFG04+f",
+	"6O9ji0JuHjzL2zDin3YUCqMUIoHjvUhSsqkRXdL5+Oy+pRtZO2XjgdPfnBz3yx6DSnitnH/ZDvsDNdGv",
+	"39yjkFZi1sJkfLKHFmj82V7jz8P59tBymefCbqJp9JITzkbeGEwmidIwZYIDwrVnlYEmCIlFidorSt+W",
+	"nEAlRicqU6zJQz5sYZwf5lRhzZo00fwOgiYpJteuIVC0cVxlo26r0CncTM/blGoeM6a6fgbJMKXdGq2D",
+	"0/HpCC71BjLh0fYkoDlO5DjTbXWqmTUOsmzvzqmgF1o63kXjTQXrfRFGM33Z7LVOjUPg4gWR04a7gFTL",
+	"JdoA3+tU+H4oIX9alg4lSzLT8x2yQtx5Kw6lQlOOakisBS6NRThQ3kHjMrRuIZyn9ZQraJmgR2PDCokp",
+	"tUcJOc31KeXMGnndI7NcHtInX/N9yvi1qa4KzJJy95nm5J0r4E26CyJjKJuS/qrMoP6nUtOd1ZexE+eI",
+	"ds/0OkUWp1tuMNqU1tEgF/NtGJ+iXSuHTSkD5r2EOoQ+U3q+MqVXM927NTgfnwWKH1QRig0LDMhGerX1",
+	"0Qm605KNkHOTC4qApEpQjlfVjRAhwPVBK0AJRoHpoPP/YeTmHw9UdcH2rs+pvC3x7s8AykdBsjYMYBaE",
+	"kmHkdHz654hyCRrXHWHWwpF321qQyV7g+seD/WQ82XP8i/3Gn+wpz8n5Hxis/h4K0Qa34GD3EfX7oxsD",
+	"zmHgY30GcnzbKVjfPUTKWqP7JpzsX8KWfwfR6SVcsNh086wHLKHiNMKKnEKIi6YfbyNF2qVsI4ojLTiR",
+	"7Lcx+igbdy7zkR7Q3afK4hpzcse3vabIXWuMHesbzFKFuw6NtmcO5j+9fA8PLzxv2Q5X+Snh9Oaam89y",
+	"pmtaVJXAaqaSoXeBD4SxhORTyiO5dQPMO9a65R4ODoTmID3TPOSZaxjXZDw5jHsVeqE3o5me6Q+cNa6F",
+	"8vPQmQhTKAKn2NT2+0QtSYVeoWNWE6aCI74qmfy46UyHWVwopPSbRtYJKjeA5zHUQzgmeM5wKvEDL6oG",
+	"juBDqpKUmOBMW2R35q6D6xUKlYM1a4k+5oYYIB0R6hldvhvEh4M3xvmVRTfTr1+9e//yl+Nffn3/6sf/",
+	"Pgx0h9TtQtUTkLn8EtfNORfolCQVOAMCMuM8MRS1rMAGEuO8m2mixTrZxBWVbfVLx6qk9Srn05fFlppV",
+	"fX/E8DrceKa5dsAV3fBVZVlbJ2CVH47gQ0XGqhvq363KudDmcYg+/dQpI3fBdstZ+67xrtKMN6Ep1Nnv",
+	"ARuCg3FjpMKD0QkejrjyF02j30q0mxYJ6BxR1+WbSv7Z+OHq/108lDUFu2u9EjLhPDixvqhMddcr6Iur",
+	"NL9zWeEelK7a7kNHqF8/7BmDqvcaw8fgKqrzcI2FD9X1mITgwnBM18EVc/rUHiRU/UMp3ixBtA24mW7P",
+	"xOCjOAnhTSwkJkdHS81D92HES4yk8GJeN/WcuEHXVauY6YHOBKFV3XkkAdh8CNHQulQVIW09HMGYs7rQ",
+	"xOCThL7FxUw7E4xedI4eZO6lFhL4+RfXDRkXDpbok5Q8Z7EZFK3qMQ5dYKf7EA1Gn50+1dnZ+flkcnb6",
+	"iIV++r/EZSbfKq/tZ0/kGZ0AGxO5CZEdQmQnG4Y61pp1aI9R2OESTBttn8p1th9p3M92/gnvV57CoJpH",
+	"HA+xp7rZSJ7bKcEHRAkFAuV7EZvRyTk46FftZ7r7sKN+1MHgrTTkSpceXairh4an8hehd8o9U/qbAXKd",
+	"mnwLCBqXmcPalJkMM/qYP4JLXaFOVakKMW3aAdqZToS1ivdy8O7ny6PT8+cUzQU4b41ewfzle7Gax03B",
+	"Zf5qefSL0Xj0Vy5CsfTzt7TwPBCTXGxggbQwF00Kq26Ex2wzgpYVbLV5KynrslxbriKFWgwYrxE26ONQ",
+	"tGkawk1c6/SC2cz74U8qyeSjiiOHj9GKVxWCPoJ5ndZsD+3apq/SgvF5t8nVtnj/zqncBN5z7t29XfwR",
+	"vxIQkt3/NqJbHy7m/lYajxJS/NLYi1m28XrUizs7+3OB5/m/pBoLYX1PFSBqz4Cg2fa9AAPuWQg0975B",
+	"COBChr/tdITH7psMhpOT53/mf11A2trSsXKQi4zuMJRsORnm3JXwhWkn18Dbe3rmACnRPZjvvDCYH140",
+	"sJRxTIth/kM43FG170rVhLJezamvnLj8+eSgsrsOK6DDtTAY4hFB5P9zBeIKa1ykxlwTU6jC9l0Q6dHj",
+	"tc8SnnSyj+Lo6yf6n/HRi6NPt+P47GRYsPv6aFXIdMjdJ6gEZ2LBHS8o0B59NgvKVCxWzTQUlPCUi1w5",
+	"rnjV5EU5SIxeqlVpKaUK6eTRUbXoUWmz+QjInrTxKmEo4nynfmflqozls1lw8Yx3JAP6+a+XP4T+k09x",
+	"pr3K0XmRFywjucjCyE1cU6ClusGaBxFyhjM+c5BkJrk+rCfpqvTErzHrt6DeQGGyrH5zWmfn06rswlxN",
+	"ZGuxcVVWyI22rWcVZq3h8s2rqkyyNPzi1FSVHLFBWSsgEaFmQno2WVYXTES10wjeYoHC8+sLSIXNM3Ru",
+	"iGS8qTb/EFT9O1pAW8+T5aOvjElLSo4GH4BtP0G677mxHHp384Tu0lCgE9eop839rYVj1aKEA2NBh+e2",
+	"VVvt8BuNdWffWKLYeUPRjQyXXTNwaqVbw2Y3FsE2HEgiGwc/vv7bfz1zMK/g4IrggHsi/S36b6s+fiLs",
+	"4jSkQk1++c4Pq6bHxyen343Go/HoZPr9+PvT6O7T3f8GAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

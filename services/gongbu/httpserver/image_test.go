@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io"
 	"net/http"
 	"testing"
 
@@ -59,6 +61,22 @@ func TestOperationImageForAgents(t *testing.T) {
 	req.Header.Set("Range", "bytes=0-7")
 	if status, body := b.do(t, req); status != http.StatusPartialContent || !bytes.Equal(body, gongbutest.TinyPNG[:8]) {
 		t.Fatalf("Range: %d, %q", status, body)
+	}
+	// A Range it cannot serve is a problem with a stable code, like any other refusal.
+	for bad, contentRange := range map[string]string{"bytes=99999-": fmt.Sprintf("bytes */%d", len(gongbutest.TinyPNG)), "pages=1-2": ""} {
+		req, _ = http.NewRequest(http.MethodGet, b.url+"/v1/operations/"+d.PublicHandle+"/image", nil)
+		req.Header.Set("Authorization", "Bearer "+agentA)
+		req.Header.Set("Range", bad)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestedRangeNotSatisfiable || resp.Header.Get("Content-Type") != "application/problem+json" ||
+			problemCode(t, body) != "invalid_arguments" || resp.Header.Get("Content-Range") != contentRange {
+			t.Fatalf("Range %q: %d %q %q %s", bad, resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("Content-Range"), body)
+		}
 	}
 
 	for _, c := range []struct {

@@ -322,7 +322,33 @@ func (s *Server) GetOperationImage(w http.ResponseWriter, r *http.Request, handl
 	h.Set("ETag", `"`+hex.EncodeToString(digest[:])+`"`)
 	h.Set("Cache-Control", "private, max-age=86400, immutable")
 	h.Set("X-Content-Type-Options", "nosniff")
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(img.Bytes))
+	http.ServeContent(&rangeRefusal{ResponseWriter: w}, r, "", time.Time{}, bytes.NewReader(img.Bytes))
+}
+
+// rangeRefusal turns http.ServeContent's answer to a Range it cannot serve (416, as plain
+// text) into a problem with a stable code, as every other refusal is; the Content-Range it
+// sets for a Range past the image's end (the image's size) stays.
+type rangeRefusal struct {
+	http.ResponseWriter
+	refused bool
+}
+
+func (w *rangeRefusal) WriteHeader(status int) {
+	if status != http.StatusRequestedRangeNotSatisfiable {
+		w.ResponseWriter.WriteHeader(status)
+		return
+	}
+	w.refused = true
+	w.Header().Del("Content-Length")
+	httpjson.WriteProblem(w.ResponseWriter, status, string(gongbu.CodeInvalidArguments),
+		"the Range header is malformed or asks for no byte of the image")
+}
+
+func (w *rangeRefusal) Write(b []byte) (int, error) {
+	if w.refused {
+		return len(b), nil // ServeContent's plain-text message, already replaced
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 // awaitChange reads the execution of handle, and while it does not exist, or is still in
