@@ -145,6 +145,12 @@ func TestExecutionEmbedsTheKeptImage(t *testing.T) {
 			t.Errorf("embed_image=%d: %d, want 400", bad, status)
 		}
 	}
+	req, _ := http.NewRequest(http.MethodGet, b.url+"/v1/operations/"+d.PublicHandle+"/execution?embed_image=lots", nil)
+	req.Header.Set("Authorization", "Bearer "+agentA)
+	if status, body := b.do(t, req); status != http.StatusBadRequest || problemCode(t, body) != "invalid_arguments" ||
+		!bytes.Contains(body, []byte("embed_image")) || bytes.Contains(body, []byte("lots")) {
+		t.Errorf("embed_image=lots: %d %s, want 400 naming the parameter, not its value", status, body)
+	}
 }
 
 // submittedWithImages is a Gongbu whose provider delivers TinyPNG, and agent A's decision

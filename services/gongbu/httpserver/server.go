@@ -108,9 +108,19 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 	return gongbuapi.HandlerWithOptions(s, gongbuapi.ChiServerOptions{
 		BaseRouter: r,
 		ErrorHandlerFunc: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "bad request parameter"))
+			s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "bad request parameter: %s", paramName(err)))
 		},
 	})
+}
+
+// paramName names the request parameter the generated router could not read (its value is
+// never echoed), as Hubu's does.
+func paramName(err error) string {
+	var bad *gongbuapi.InvalidParamFormatError
+	if errors.As(err, &bad) {
+		return bad.ParamName
+	}
+	return "invalid value"
 }
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
