@@ -122,6 +122,10 @@ func runPath(ctx context.Context, cfg Config, dir string) (*PathReport, error) {
 	// after its answer. Wait until nothing more arrives for a while, within a bound.
 	sink.settle(ctx, 500*time.Millisecond, 15*time.Second)
 	rep.summarize(sink, traces)
+	if missing := len(traces) - rep.Traced; missing > 0 {
+		// Without its trace a spend tells nothing here: a run that lost them measured nothing.
+		rep.Errors.add(fmt.Sprintf("%d of the spends' traces never arrived with the router's span of the call", missing))
+	}
 	return rep, nil
 }
 
