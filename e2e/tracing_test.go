@@ -1,27 +1,21 @@
 package e2e_test
 
 import (
-	"compress/gzip"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
+	"hubu.dev/hubu/e2e/otlpsink"
 	harness "hubu.dev/hubu/e2e/stack"
 )
 
@@ -142,26 +136,20 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func randomHex(n int) string { return otlpsink.RandomHex(n) }
 
-// receiver is an OTLP/HTTP trace receiver: it decodes every export (protobuf, gzip or not)
-// and keeps its spans.
+// receiver is an OTLP/HTTP trace receiver serving for one test.
 type receiver struct {
-	url     string
-	mu      sync.Mutex
-	exports []*coltracepb.ExportTraceServiceRequest
+	*otlpsink.Sink
+	url string
 }
 
 // startReceiver serves a receiver on ln, or on a free loopback port when ln is nil, until the
 // test ends.
 func startReceiver(t *testing.T, ln net.Listener) *receiver {
 	t.Helper()
-	r := &receiver{}
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(r.serve))
+	r := &receiver{Sink: &otlpsink.Sink{}}
+	srv := httptest.NewUnstartedServer(r.Sink)
 	if ln != nil {
 		srv.Listener.Close()
 		srv.Listener = ln
@@ -172,46 +160,13 @@ func startReceiver(t *testing.T, ln net.Listener) *receiver {
 	return r
 }
 
-func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
-	var body io.Reader = req.Body
-	if req.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(req.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		body = zr
-	}
-	b, err := io.ReadAll(body)
-	export := &coltracepb.ExportTraceServiceRequest{}
-	if err == nil {
-		err = proto.Unmarshal(b, export)
-	}
-	if req.URL.Path != "/v1/traces" || err != nil {
-		http.Error(w, fmt.Sprintf("not an export: %s %v", req.URL.Path, err), http.StatusBadRequest)
-		return
-	}
-	r.mu.Lock()
-	r.exports = append(r.exports, export)
-	r.mu.Unlock()
-	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(out)
-}
-
-func (r *receiver) requests() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.exports)
-}
+func (r *receiver) requests() int { return len(r.Exports()) }
 
 // texts are the exports as JSON: every name, attribute, event, link and status of every span,
 // and the resources, for the secret scan.
 func (r *receiver) texts() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	var out []string
-	for _, e := range r.exports {
+	for _, e := range r.Exports() {
 		b, _ := protojson.Marshal(e)
 		out = append(out, string(b))
 	}
@@ -220,27 +175,11 @@ func (r *receiver) texts() []string {
 
 // tree is the spans received so far of the trace with the hex id traceID.
 func (r *receiver) tree(traceID string) *spanTree {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	tr := &spanTree{byID: map[string]span{}}
-	for _, e := range r.exports {
-		for _, rs := range e.ResourceSpans {
-			service := ""
-			for _, kv := range rs.GetResource().GetAttributes() {
-				if kv.Key == "service.name" {
-					service = kv.GetValue().GetStringValue()
-				}
-			}
-			for _, ss := range rs.ScopeSpans {
-				for _, s := range ss.Spans {
-					if hex.EncodeToString(s.TraceId) == traceID {
-						sp := span{Span: s, service: service, id: hex.EncodeToString(s.SpanId), parent: hex.EncodeToString(s.ParentSpanId)}
-						tr.spans = append(tr.spans, sp)
-						tr.byID[sp.id] = sp
-					}
-				}
-			}
-		}
+	for _, s := range r.Trace(traceID) {
+		sp := span{Span: s.Span, service: s.Service, id: hex.EncodeToString(s.SpanId), parent: hex.EncodeToString(s.ParentSpanId)}
+		tr.spans = append(tr.spans, sp)
+		tr.byID[sp.id] = sp
 	}
 	return tr
 }

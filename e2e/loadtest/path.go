@@ -2,25 +2,18 @@ package loadtest
 
 import (
 	"cmp"
-	"compress/gzip"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-	"google.golang.org/protobuf/proto"
 
+	"hubu.dev/hubu/e2e/otlpsink"
 	"hubu.dev/hubu/e2e/stack"
 )
 
@@ -106,8 +99,8 @@ func runPath(ctx context.Context, cfg Config, dir string) (*PathReport, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		trace := randomHex(16)
-		meta := mcp.Meta{"callId": fmt.Sprintf("call_loadtest_%s_path_%06d", run, i), "traceparent": "00-" + trace + "-" + randomHex(8) + "-01"}
+		trace := otlpsink.RandomHex(16)
+		meta := mcp.Meta{"callId": fmt.Sprintf("call_loadtest_%s_path_%06d", run, i), "traceparent": "00-" + trace + "-" + otlpsink.RandomHex(8) + "-01"}
 		out, _, err := spendWith(ctx, cs, meta, spendArgs(fmt.Sprintf("load test %s: path, spend %d", run, i)))
 		switch {
 		case err != nil:
@@ -171,14 +164,11 @@ func (rep *PathReport) summarize(sink *spanSink, traces []string) {
 	})
 }
 
-// spanSink is an OTLP/HTTP trace receiver (protobuf, gzip or not) on a loopback port.
+// spanSink serves an otlpsink.Sink on a loopback port.
 type spanSink struct {
+	*otlpsink.Sink
 	url string
 	srv *http.Server
-
-	mu      sync.Mutex
-	byTrace map[string][]spanRec
-	last    time.Time // when the last export arrived
 }
 
 func startSpanSink() (*spanSink, error) {
@@ -186,64 +176,24 @@ func startSpanSink() (*spanSink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for the spans: %w", err)
 	}
-	k := &spanSink{url: "http://" + ln.Addr().String(), byTrace: map[string][]spanRec{}}
-	k.srv = &http.Server{Handler: http.HandlerFunc(k.serve), ReadHeaderTimeout: 10 * time.Second}
+	k := &spanSink{Sink: &otlpsink.Sink{}, url: "http://" + ln.Addr().String()}
+	k.srv = &http.Server{Handler: k.Sink, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = k.srv.Serve(ln) }()
 	return k, nil
 }
 
 func (k *spanSink) close() { _ = k.srv.Close() }
 
-func (k *spanSink) serve(w http.ResponseWriter, r *http.Request) {
-	var body io.Reader = http.MaxBytesReader(w, r.Body, 16<<20)
-	if r.Header.Get("Content-Encoding") == "gzip" {
-		zr, err := gzip.NewReader(body)
-		if err != nil {
-			http.Error(w, "bad gzip", http.StatusBadRequest)
-			return
-		}
-		defer zr.Close()
-		body = zr
-	}
-	b, err := io.ReadAll(body)
-	req := &coltracepb.ExportTraceServiceRequest{}
-	if err == nil {
-		err = proto.Unmarshal(b, req)
-	}
-	if r.URL.Path != "/v1/traces" || err != nil {
-		http.Error(w, "not an OTLP trace export", http.StatusBadRequest)
-		return
-	}
-	k.mu.Lock()
-	for _, rs := range req.ResourceSpans {
-		service := ""
-		for _, kv := range rs.GetResource().GetAttributes() {
-			if kv.Key == "service.name" {
-				service = kv.GetValue().GetStringValue()
-			}
-		}
-		for _, ss := range rs.ScopeSpans {
-			for _, s := range ss.Spans {
-				trace := hex.EncodeToString(s.TraceId)
-				k.byTrace[trace] = append(k.byTrace[trace], spanRec{
-					service: service, name: s.Name, kind: strings.ToLower(strings.TrimPrefix(s.Kind.String(), "SPAN_KIND_")),
-					start: time.Unix(0, int64(s.StartTimeUnixNano)), end: time.Unix(0, int64(s.EndTimeUnixNano)),
-				})
-			}
-		}
-	}
-	k.last = time.Now()
-	k.mu.Unlock()
-	b, _ = proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
-	w.Header().Set("Content-Type", "application/x-protobuf")
-	_, _ = w.Write(b)
-}
-
-// trace returns a copy of the spans of trace.
+// trace is the spans of trace, as the report needs them.
 func (k *spanSink) trace(trace string) []spanRec {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return slices.Clone(k.byTrace[trace])
+	var out []spanRec
+	for _, s := range k.Trace(trace) {
+		out = append(out, spanRec{
+			service: s.Service, name: s.Name, kind: strings.ToLower(strings.TrimPrefix(s.Kind.String(), "SPAN_KIND_")),
+			start: time.Unix(0, int64(s.StartTimeUnixNano)), end: time.Unix(0, int64(s.EndTimeUnixNano)),
+		})
+	}
+	return out
 }
 
 // settle returns once no export has arrived for quiet, or after bound.
@@ -252,10 +202,7 @@ func (k *spanSink) settle(ctx context.Context, quiet, bound time.Duration) {
 	tick := time.NewTicker(quiet / 5)
 	defer tick.Stop()
 	for time.Now().Before(deadline) {
-		k.mu.Lock()
-		last := k.last
-		k.mu.Unlock()
-		if !last.IsZero() && time.Since(last) >= quiet {
+		if last := k.LastExport(); !last.IsZero() && time.Since(last) >= quiet {
 			return
 		}
 		select {
@@ -264,12 +211,4 @@ func (k *spanSink) settle(ctx context.Context, quiet, bound time.Duration) {
 		case <-tick.C:
 		}
 	}
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		panic(errors.New("no randomness: " + err.Error()))
-	}
-	return hex.EncodeToString(b)
 }
