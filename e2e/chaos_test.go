@@ -125,7 +125,6 @@ type chaosTally struct {
 	indeterminate map[string]int
 	calls, checks int
 	replicaRuns   int // runs with two Hubu and two Gongbu, and the routers on a Postgres registry
-	h2cRuns       int // runs whose routers speak h2c to Hubu and Gongbu (--backend-h2c)
 	failed        []uint64
 }
 
@@ -148,7 +147,6 @@ func (c *chaosTally) add(o chaosTally) {
 	c.calls += o.calls
 	c.checks += o.checks
 	c.replicaRuns += o.replicaRuns
-	c.h2cRuns += o.h2cRuns
 }
 
 func (c chaosTally) String(runs int) string {
@@ -160,8 +158,8 @@ func (c chaosTally) String(runs int) string {
 	for _, v := range c.indeterminate {
 		nind += v
 	}
-	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu, two Gongbu and a Postgres router registry; %d with the routers on h2c), %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
-		runs, c.replicaRuns, c.h2cRuns, c.calls, nfaults, c.checks, len(c.failed), c.failed, nind)
+	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu, two Gongbu and a Postgres router registry), %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
+		runs, c.replicaRuns, c.calls, nfaults, c.checks, len(c.failed), c.failed, nind)
 	for _, k := range slices.Sorted(maps.Keys(c.faults)) {
 		fmt.Fprintf(&b, "  fault %-40s %d\n", k, c.faults[k])
 	}
@@ -211,17 +209,14 @@ type explorer struct {
 	dbUp        chan struct{}    // closed while Postgres is reachable through db
 	idempotent  bool
 	shortTTL    bool // held spends expire within seconds, so some are left to expire
-	// h2c: the routers speak unencrypted HTTP/2 to Hubu and Gongbu (--backend-h2c), and their
-	// hops carry it on, so that a TCP fault hits one connection every call shares.
-	h2c      bool
-	hops     map[string]*hop
-	routers  []*mcp.ClientSession // stdio A, stdio B (one registry), HTTP
-	canary   *httptest.Server     // a host the provider's key must never reach
-	keyLeaks atomic.Int32
-	agent2   *mcp.ClientSession // a second agent, on a tight budget, with a registry of its own
-	calls    []*chaosCall
-	tally    *chaosTally
-	seq      int
+	hops        map[string]*hop
+	routers     []*mcp.ClientSession // stdio A, stdio B (one registry), HTTP
+	canary      *httptest.Server     // a host the provider's key must never reach
+	keyLeaks    atomic.Int32
+	agent2      *mcp.ClientSession // a second agent, on a tight budget, with a registry of its own
+	calls       []*chaosCall
+	tally       *chaosTally
+	seq         int
 }
 
 // chaosCall is one tool call the workload made, with everything it was answered.
@@ -267,15 +262,10 @@ func explore(t *testing.T, seed uint64, tally *chaosTally) {
 	if x.replicas {
 		tally.replicaRuns++
 	}
-	// A stream of its own, so that the schedules of the seeds found before it stay as they were.
-	x.h2c = rand.New(rand.NewPCG(seed, 0x68326363)).IntN(2) == 0
-	if x.h2c {
-		tally.h2cRuns++
-	}
 	x.start()
 	steps := 10 + rng.IntN(10)
-	t.Logf("seed %d: %d steps, provider honours idempotency keys: %v, approvals expire within seconds: %v, two Hubu and two Gongbu: %v, routers on h2c: %v",
-		seed, steps, x.idempotent, x.shortTTL, x.replicas, x.h2c)
+	t.Logf("seed %d: %d steps, provider honours idempotency keys: %v, approvals expire within seconds: %v, two Hubu and two Gongbu: %v",
+		seed, steps, x.idempotent, x.shortTTL, x.replicas)
 	for range steps {
 		if x.more.IntN(8) == 0 {
 			x.moreFault()
@@ -310,7 +300,6 @@ func (x *explorer) start() {
 			upstreams = append(upstreams, addrs[to+"-2"])
 		}
 		h := &hop{name: name}
-		h2c := x.h2c && strings.HasPrefix(name, "router->")
 		for i, upstream := range upstreams {
 			p := toxiproxy.NewProxy(tp, fmt.Sprintf("%s#%d", name, i), "127.0.0.1:0", upstream)
 			noError(t, p.Start())
@@ -318,12 +307,9 @@ func (x *explorer) start() {
 			target, _ := url.Parse("http://" + p.Listen)
 			rp := httputil.NewSingleHostReverseProxy(target)
 			rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
-			if h2c {
-				rp.Transport = h2cTransport()
-			}
 			h.proxies, h.forward = append(h.proxies, p), append(h.forward, rp)
 		}
-		h.gate = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.gate = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if h.bad.Load() {
 				w.WriteHeader(http.StatusBadGateway)
 				return
@@ -351,11 +337,6 @@ func (x *explorer) start() {
 			// from it, so they lead back through the gate, the host Gongbu was configured with.
 			h.forward[int(h.turn.Add(1))%len(h.forward)].ServeHTTP(w, r)
 		}))
-		if h2c {
-			h.gate.Config.Protocols = new(http.Protocols)
-			h.gate.Config.Protocols.SetUnencryptedHTTP2(true)
-		}
-		h.gate.Start()
 		t.Cleanup(h.gate.Close)
 		x.hops[name] = h
 	}
@@ -377,8 +358,8 @@ func (x *explorer) start() {
 	}
 	su := startSuite(t, harness.Config{
 		Dir: dir, ServerURL: server, HubuDB: "hubu_chaos_" + id, GongbuDB: "gongbu_chaos_" + id, FluxIdempotent: x.idempotent,
-		RouterState: routerState, BackendH2C: x.h2c,
-		HubuAddr: addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
+		RouterState: routerState,
+		HubuAddr:    addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
 		Env: map[string][]string{
 			"router": {"ROUTER_IDENTITY_CONFIG=" + idConfig},
 			"gongbu": {"GONGBU_LEASE=1s"},
@@ -409,13 +390,6 @@ func (x *explorer) start() {
 	x.setIdempotency()
 	x.routers = []*mcp.ClientSession{su.routerWaiting(2 * time.Second), su.routerWaiting(2 * time.Second), su.httpRouter()}
 	x.agent2 = x.secondAgent()
-}
-
-// h2cTransport speaks unencrypted HTTP/2 only, as the router's --backend-h2c does.
-func h2cTransport() *http.Transport {
-	t := &http.Transport{Protocols: new(http.Protocols)}
-	t.Protocols.SetUnencryptedHTTP2(true)
-	return t
 }
 
 // keepLogs copies a failed run's logs to $HUBU_CHAOS_LOGS/seed-N/, when that is set.

@@ -20,12 +20,6 @@ const (
 	ScenarioPath     = "path"     // 4: where a spend's time goes, step by step, from its spans (only when named)
 )
 
-// How the stack's router speaks to Hubu and Gongbu, by the names --backend takes.
-const (
-	BackendH2C   = "h2c"   // unencrypted HTTP/2: the router's --backend-h2c
-	BackendHTTP1 = "http1" // HTTP/1.1, a connection per call in flight: the router's default
-)
-
 var allScenarios = []string{ScenarioLatency, ScenarioHubu, ScenarioSessions, ScenarioPath}
 
 // defaultScenarios run when none are named: path runs a second, traced stack, and is asked for.
@@ -56,9 +50,6 @@ type Config struct {
 	PgbenchScale int
 	// RenderTime is mockflux's --render-time: how long a job takes before it is Ready (default 0).
 	RenderTime time.Duration
-	// Backend is how the router speaks to Hubu and Gongbu: BackendH2C (--backend-h2c, the
-	// default) or BackendHTTP1.
-	Backend string
 	// Name names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth and pgbench_NAME,
 	// dropped before and after the run (default loadtest).
 	Name string
@@ -103,7 +94,6 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	pgbench := fs.String("pgbench", "HUBU_LOADTEST_PGBENCH", "pgbench", "pgbench binary, for the reference figures")
 	scale := fs.Int("pgbench-scale", "HUBU_LOADTEST_PGBENCH_SCALE", 10, "pgbench -i -s")
 	render := fs.Duration("render-time", "HUBU_LOADTEST_RENDER_TIME", 0, "mockflux's render time: how long after a submit a job is Ready")
-	backend := fs.String("backend", "HUBU_LOADTEST_BACKEND", BackendH2C, "how the router speaks to Hubu and Gongbu: h2c (--backend-h2c) or http1")
 	name := fs.String("name", "HUBU_LOADTEST_NAME", "loadtest", "names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth, pgbench_NAME")
 	jsonPath := fs.String("json", "HUBU_LOADTEST_JSON", "", "also write every figure and sample to this file as JSON")
 	if err := fs.ParseNoArgs(args); err != nil {
@@ -111,7 +101,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	}
 	c := Config{
 		ServerURL: *server, Calls: *calls, Sessions: *sessions, Spends: *spends, PathSpends: *pathSpends, Clients: *clients, Agents: *agents,
-		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, Backend: *backend, Name: *name, JSONPath: *jsonPath,
+		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, Name: *name, JSONPath: *jsonPath,
 	}
 	for s := range strings.SplitSeq(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" && !slices.Contains(c.Scenarios, s) {
@@ -152,9 +142,6 @@ func (c Config) Validate() error {
 	}
 	if c.RenderTime < 0 {
 		return fmt.Errorf("--render-time must not be negative, not %s", c.RenderTime)
-	}
-	if c.Backend != BackendH2C && c.Backend != BackendHTTP1 {
-		return fmt.Errorf("--backend %q: use %s or %s", c.Backend, BackendH2C, BackendHTTP1)
 	}
 	if !validName.MatchString(c.Name) {
 		return fmt.Errorf("--name %q: use 1 to 40 lower-case letters, digits and underscores", c.Name)

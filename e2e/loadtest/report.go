@@ -40,7 +40,6 @@ type reportConfig struct {
 	Duration     string   `json:"duration"`
 	PgbenchScale int      `json:"pgbench_scale"`
 	RenderTime   string   `json:"render_time"`
-	Backend      string   `json:"backend"`
 }
 
 // Check is a figure against its target. Only a correctness check (no errors, exact charges)
@@ -141,8 +140,8 @@ func megabytes(b int64) string { return strconv.FormatFloat(float64(b)/1e6, 'f',
 
 // WriteText prints the report as tables.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s; router to Hubu and Gongbu over %s\n",
-		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime, r.Config.Backend)
+	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime)
 	if l := r.Latency; l != nil {
 		fmt.Fprintf(w, "\n1. latency: one MCP session through the router (streamable HTTP), %d rounds of a tools/list, a new spend and its redelivery, in %s\n\n", l.Calls, l.Elapsed)
 		tw := newTable(w)
@@ -196,13 +195,13 @@ func (r *Report) WriteText(w io.Writer) {
 		tw.Flush()
 		fmt.Fprintln(w)
 		tw = newTable(w)
-		fmt.Fprintln(tw, "\tservice\tpid\tpeak RSS (VmHWM)\tRSS at the end (VmRSS)\tof it, mapped from the binary (RssFile)\tpeak since")
+		fmt.Fprintln(tw, "\tservice\tpid\tpeak RSS (VmHWM)\tRSS at the end (VmRSS)\tpeak since")
 		for _, m := range s.Memory {
 			if m.Err != "" {
-				fmt.Fprintf(tw, "\t%s\t\tunknown: %s\t\t\t\n", m.Service, m.Err)
+				fmt.Fprintf(tw, "\t%s\t\tunknown: %s\t\t\n", m.Service, m.Err)
 				continue
 			}
-			fmt.Fprintf(tw, "\t%s\t%d\t%s\t%s\t%s\t%s\n", m.Service, m.Pid, megabytes(m.PeakBytes), megabytes(m.CurrentBytes), megabytes(m.FileBytes), m.PeakSince)
+			fmt.Fprintf(tw, "\t%s\t%d\t%s\t%s\t%s\n", m.Service, m.Pid, megabytes(m.PeakBytes), megabytes(m.CurrentBytes), m.PeakSince)
 		}
 		tw.Flush()
 		r.writeChecks(w, ScenarioSessions)

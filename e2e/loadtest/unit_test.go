@@ -70,13 +70,12 @@ func TestRatio(t *testing.T) {
 }
 
 func TestParseStatus(t *testing.T) {
-	status := "Name:\thubu\nVmPeak:\t 1263508 kB\nVmHWM:\t   24346 kB\nVmRSS:\t   20000 kB\nRssAnon:\t   12000 kB\nRssFile:\t    8000 kB\nThreads:\t8\n"
+	status := "Name:\thubu\nVmPeak:\t 1263508 kB\nVmHWM:\t   24346 kB\nVmRSS:\t   20000 kB\nThreads:\t8\n"
 	m, err := parseStatus(status)
-	if err != nil || m.PeakBytes != 24346*1024 || m.CurrentBytes != 20000*1024 || m.FileBytes != 8000*1024 {
+	if err != nil || m.PeakBytes != 24346*1024 || m.CurrentBytes != 20000*1024 {
 		t.Fatalf("parseStatus = %+v, %v", m, err)
 	}
-	for _, bad := range []string{"Name:\tkthreadd\nThreads:\t1\n", "VmHWM:\t 12 MB\nVmRSS:\t 1 kB\nRssFile:\t 1 kB\n", "VmHWM:\t x kB\nVmRSS:\t 1 kB\nRssFile:\t 1 kB\n",
-		"VmHWM:\t 12 kB\nVmRSS:\t 1 kB\n"} {
+	for _, bad := range []string{"Name:\tkthreadd\nThreads:\t1\n", "VmHWM:\t 12 MB\nVmRSS:\t 1 kB\n", "VmHWM:\t x kB\nVmRSS:\t 1 kB\n"} {
 		if _, err := parseStatus(bad); err == nil {
 			t.Errorf("parseStatus(%q) took it", bad)
 		}
@@ -194,11 +193,11 @@ func TestParseArgs(t *testing.T) {
 	}
 	if c.Calls != 200 || c.Sessions != 200 || c.Spends != 10 || c.Clients != 8 || c.Agents != 16 || c.Duration != 10*time.Second ||
 		c.PgbenchScale != 10 || c.RenderTime != 0 || c.Name != "loadtest" || strings.Join(c.Scenarios, ",") != "latency,hubu,sessions" ||
-		c.PathSpends != 50 || c.Backend != BackendH2C {
+		c.PathSpends != 50 {
 		t.Fatalf("defaults: %+v", c)
 	}
-	c, err = ParseArgs([]string{"--scenarios", "sessions, latency", "--spends", "3"}, env("HUBU_LOADTEST_SESSIONS", "50", "HUBU_LOADTEST_SPENDS", "7", "HUBU_LOADTEST_BACKEND", "http1"), nil)
-	if err != nil || c.Sessions != 50 || c.Spends != 3 || strings.Join(c.Scenarios, ",") != "sessions,latency" || c.Backend != BackendHTTP1 {
+	c, err = ParseArgs([]string{"--scenarios", "sessions, latency", "--spends", "3"}, env("HUBU_LOADTEST_SESSIONS", "50", "HUBU_LOADTEST_SPENDS", "7"), nil)
+	if err != nil || c.Sessions != 50 || c.Spends != 3 || strings.Join(c.Scenarios, ",") != "sessions,latency" {
 		t.Fatalf("flags over variables: %+v, %v", c, err)
 	}
 	for _, tc := range []struct {
@@ -214,7 +213,6 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--scenarios", "path", "--path-spends", "0"}, env(), "--path-spends must be at least 1"},
 		{[]string{"--name", "Load-Test"}, env(), "--name"},
 		{[]string{"--render-time", "-1s"}, env(), "--render-time"},
-		{[]string{"--backend", "h2"}, env(), `--backend "h2"`},
 		{nil, env("HUBU_LOADTEST_N", "many"), "HUBU_LOADTEST_N"},
 		{[]string{"extra"}, env(), "unexpected argument"},
 	} {

@@ -57,8 +57,6 @@ type Config struct {
 	RouterState string
 	// FluxIdempotent tells Gongbu that mockflux honours Idempotency-Key.
 	FluxIdempotent bool
-	// BackendH2C makes every router of the stack speak h2c to Hubu and Gongbu (--backend-h2c).
-	BackendH2C bool
 	// Env adds environment entries per process name (hubu, gongbu, mockflux, router); an
 	// entry overrides the stack's own setting of the same variable.
 	Env map[string][]string
@@ -228,12 +226,8 @@ func (s *Stack) RouterArgs(extra ...string) []string {
 	if s.Config.RouterState != "" {
 		state = s.Config.via("router", "postgres", s.Config.RouterState)
 	}
-	args := []string{"--hubu-url", s.Config.url("router", "hubu", s.Hubu.Addr), "--gongbu-url", s.Config.url("router", "gongbu", s.Gongbu.Addr),
-		"--state", state, "--allow-private-image-hosts"}
-	if s.Config.BackendH2C {
-		args = append(args, "--backend-h2c")
-	}
-	return append(args, extra...)
+	return append([]string{"--hubu-url", s.Config.url("router", "hubu", s.Hubu.Addr), "--gongbu-url", s.Config.url("router", "gongbu", s.Gongbu.Addr),
+		"--state", state, "--allow-private-image-hosts"}, extra...)
 }
 
 // Stop stops every process with SIGTERM, the router first.

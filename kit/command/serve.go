@@ -17,18 +17,9 @@ const ShutdownGrace = 15 * time.Second
 // request's headers and 30 s for all of it, 64 KiB of headers, 2 min to write an answer and
 // 2 min before an idle connection is closed. A server whose answers may rightly take longer
 // raises WriteTimeout (0: none, for responses held open).
-//
-// It speaks HTTP/1.1 and, on the same port, unencrypted HTTP/2 to a client that starts with
-// it (h2c with prior knowledge, as the router's --backend-h2c does): many calls then share
-// one connection. Under HTTP/2 the read and write timeouts bound each request (stream), as
-// they bound each request of a connection under HTTP/1.1.
 func NewHTTPServer(handler http.Handler) *http.Server {
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	protocols.SetHTTP2(true) // over TLS, should a server ever be given a certificate
-	protocols.SetUnencryptedHTTP2(true)
 	return &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10, Protocols: protocols}
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
 }
 
 // Listen listens on the TCP address addr; port 0 picks one.

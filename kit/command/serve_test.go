@@ -12,50 +12,9 @@ import (
 	"time"
 )
 
-// clients are a client of each protocol a server speaks: HTTP/1.1, and unencrypted HTTP/2 with
-// prior knowledge (h2c), as the router's --backend-h2c speaks it.
-func clients() map[string]*http.Client {
-	h2c := &http.Transport{Protocols: new(http.Protocols)}
-	h2c.Protocols.SetUnencryptedHTTP2(true)
-	return map[string]*http.Client{"HTTP/1.1": {Transport: &http.Transport{}}, "HTTP/2.0": {Transport: h2c}}
-}
-
-// A server answers HTTP/1.1 and h2c on one port, each in its own protocol.
-func TestServerSpeaksHTTP1AndH2C(t *testing.T) {
-	t.Parallel()
-	ln, err := Listen("127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, r.Proto) }))
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
-	for proto, c := range clients() {
-		resp, err := c.Get("http://" + ln.Addr().String())
-		if err != nil {
-			t.Fatalf("%s: %v", proto, err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.Proto != proto || string(body) != proto {
-			t.Fatalf("a %s client was answered in %s, and the handler saw %s", proto, resp.Proto, body)
-		}
-	}
-}
-
-// On cancellation a request in flight finishes, then drain runs, and Serve returns; over
-// HTTP/1.1 and over h2c alike.
+// On cancellation a request in flight finishes, then drain runs, and Serve returns.
 func TestServeShutsDownGracefully(t *testing.T) {
 	t.Parallel()
-	for proto, c := range clients() {
-		t.Run(proto, func(t *testing.T) {
-			t.Parallel()
-			testShutsDownGracefully(t, c)
-		})
-	}
-}
-
-func testShutsDownGracefully(t *testing.T, c *http.Client) {
 	started, release := make(chan struct{}), make(chan struct{})
 	srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		close(started)
@@ -78,7 +37,7 @@ func testShutsDownGracefully(t *testing.T, c *http.Client) {
 	}()
 	answered := make(chan string, 1)
 	go func() {
-		resp, err := c.Get("http://" + ln.Addr().String())
+		resp, err := http.Get("http://" + ln.Addr().String())
 		if err != nil {
 			answered <- err.Error()
 			return

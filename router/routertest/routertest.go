@@ -11,7 +11,6 @@ import (
 	"image"
 	"image/color"
 	"image/png"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -37,9 +36,7 @@ type Backend struct {
 	// handles maps an operation key to the public handle it came with.
 	handles map[string]string
 	calls   map[string]int
-	// protos counts the backend requests by the protocol they came in (r.Proto).
-	protos map[string]int
-	decide func(req hubuapi.AuthorizeRequest) (status int, op *hubuapi.Operation, problem *hubuapi.Problem)
+	decide  func(req hubuapi.AuthorizeRequest) (status int, op *hubuapi.Operation, problem *hubuapi.Problem)
 	// echoKey makes the fake put the last operation key it saw into every string it returns.
 	echoKey bool
 	// kept is the image the fake Gongbu keeps for every execution (nil: none, as a Gongbu
@@ -86,13 +83,14 @@ func (b *Backend) Keys() []string {
 	return append([]string(nil), b.keys...)
 }
 
-// New starts the fake on loopback; it stops when the test ends. Like the real services, its
-// Hubu and Gongbu speak HTTP/1.1 and h2c.
+// New starts the fake on loopback; it stops when the test ends.
 func New(t testing.TB) *Backend {
 	t.Helper()
-	b := &Backend{Token: "hubu_agent_test", handles: map[string]string{}, calls: map[string]int{}, protos: map[string]int{}, kept: TinyPNG()}
-	hubu := serveH2C(t, b.guard(hubuapi.Handler(&fakeHubu{b: b})))
-	gongbu := serveH2C(t, b.guard(gongbuapi.Handler(&fakeGongbu{b: b})))
+	b := &Backend{Token: "hubu_agent_test", handles: map[string]string{}, calls: map[string]int{}, kept: TinyPNG()}
+	hubu := httptest.NewServer(b.guard(hubuapi.Handler(&fakeHubu{b: b})))
+	t.Cleanup(hubu.Close)
+	gongbu := httptest.NewServer(b.guard(gongbuapi.Handler(&fakeGongbu{b: b})))
+	t.Cleanup(gongbu.Close)
 	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.count("image")
 		w.Header().Set("Content-Type", "image/png")
@@ -105,22 +103,10 @@ func New(t testing.TB) *Backend {
 	return b
 }
 
-// serveH2C serves h on loopback over HTTP/1.1 and h2c until the test ends.
-func serveH2C(t testing.TB, h http.Handler) *httptest.Server {
-	srv := httptest.NewUnstartedServer(h)
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	t.Cleanup(srv.Close)
-	return srv
-}
-
 func (b *Backend) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.mu.Lock()
 		down := b.down
-		b.protos[r.Proto]++
 		b.mu.Unlock()
 		if down {
 			http.Error(w, "down", http.StatusServiceUnavailable)
@@ -154,14 +140,6 @@ func (b *Backend) Calls(what string) int {
 		}
 	}
 	return n
-}
-
-// Protocols counts the requests to the fake Hubu and Gongbu by the protocol they came in:
-// "HTTP/1.1", "HTTP/2.0".
-func (b *Backend) Protocols() map[string]int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return maps.Clone(b.protos)
 }
 
 // SetKept makes the fake Gongbu keep img for every execution, and serve it; nil keeps none,

@@ -39,7 +39,7 @@ import (
 
 const usage = `usage:
   hubu-unified-mcp --hubu-url URL --gongbu-url URL [--state FILE|URL] [--http ADDR [--session-timeout 1h]] [--diagnose-meta[=FILE]]
-                   [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s] [--allow-private-image-hosts] [--backend-h2c]
+                   [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s] [--allow-private-image-hosts]
   hubu-unified-mcp preallocate --file FILE --count N
   hubu-unified-mcp installation-id [--state FILE|URL]
   hubu-unified-mcp prune --state FILE|URL --older-than DURATION (--backup FILE | --backup-taken) [--dry-run]
@@ -48,7 +48,7 @@ The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present
 Either token may instead be in a file named by HUBU_AGENT_TOKEN_FILE or ROUTER_MCP_TOKEN_FILE, and the
 registry's location (a postgres:// URL may hold a password) in one named by ROUTER_STATE_FILE.
 Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_SESSION_TIMEOUT, ROUTER_DIAGNOSE_META,
-ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT, ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS and ROUTER_BACKEND_H2C.
+ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT and ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS.
 Without --http the router speaks stdio. --state is the registry: a SQLite file, or a postgres:// URL that a
 fleet of routers (behind a load balancer) shares.`
 
@@ -119,9 +119,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	allowPrivateImages := fs.Bool("allow-private-image-hosts", "ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS", false,
 		"download result images from loopback, private and link-local addresses too; only for a local stack, "+
 			"such as make up's mockflux on 127.0.0.1")
-	backendH2C := fs.Bool("backend-h2c", "ROUTER_BACKEND_H2C", false,
-		"speak unencrypted HTTP/2 (h2c) to http:// Hubu and Gongbu URLs, so that calls share a few connections "+
-			"rather than holding one each; Hubu and Gongbu must speak it too (see docs/operations.md)")
 	if err := fs.ParseNoArgs(args); err != nil {
 		return err
 	}
@@ -196,19 +193,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			diagOut = f
 		}
 	}
-	// Each client traces its calls as made to its peer.
-	backend := func(peer, baseURL string) *http.Client {
-		return &http.Client{Transport: httpjson.Timeout(tracing.Transport(backendTransport(baseURL, *backendH2C), peer), 60*time.Second)}
+	// One pool of connections to both backends; each client traces its calls as made to its peer.
+	pool := backendTransport()
+	backend := func(peer string) *http.Client {
+		return &http.Client{Transport: httpjson.Timeout(tracing.Transport(pool, peer), 60*time.Second)}
 	}
 	auth := func(_ context.Context, r *http.Request) error {
 		r.Header.Set("Authorization", "Bearer "+agentToken)
 		return nil
 	}
-	hubu, err := hubuapi.NewClientWithResponses(*hubuURL, hubuapi.WithHTTPClient(backend("hubu", *hubuURL)), hubuapi.WithRequestEditorFn(auth))
+	hubu, err := hubuapi.NewClientWithResponses(*hubuURL, hubuapi.WithHTTPClient(backend("hubu")), hubuapi.WithRequestEditorFn(auth))
 	if err != nil {
 		return err
 	}
-	gongbu, err := gongbuapi.NewClientWithResponses(*gongbuURL, gongbuapi.WithHTTPClient(backend("gongbu", *gongbuURL)), gongbuapi.WithRequestEditorFn(auth))
+	gongbu, err := gongbuapi.NewClientWithResponses(*gongbuURL, gongbuapi.WithHTTPClient(backend("gongbu")), gongbuapi.WithRequestEditorFn(auth))
 	if err != nil {
 		return err
 	}
@@ -235,30 +233,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	return serveHTTP(ctx, *httpAddr, mcpToken, server, counters, *sessionTimeout, logger)
 }
 
-// backendTransport is the transport to Hubu or Gongbu at baseURL. Over HTTP/1.1 the router
-// holds a connection for every call in flight to them, and keeps them pooled for the next;
-// their requests and answers are small JSON documents, so each connection reads and writes
-// through 2 KiB buffers rather than net/http's 4 KiB ones (those were a quarter of the
-// router's heap under make loadtest's 200 sessions). With h2c, every call to an http:// URL
-// is a stream on a few shared connections instead (a new one only once the server's limit of
-// streams per connection is reached): no connection, buffer pair and goroutine pair per call
-// in flight. Without a fallback: Go's transport cannot start with HTTP/2 and drop to
-// HTTP/1.1, so the backend must speak h2c. An https:// URL negotiates HTTP/2 or HTTP/1.1 in
-// its TLS handshake, either way. A connection idle for 30 s (net/http: 90 s) is closed, so
-// that a burst's connections do not outstay it by long.
-func backendTransport(baseURL string, h2c bool) *http.Transport {
+// backendTransport is the transport to Hubu and Gongbu. The router holds a connection for
+// every call in flight to them, and keeps them pooled for the next; their requests and answers
+// are small JSON documents, so each connection reads and writes through 2 KiB buffers rather
+// than net/http's 4 KiB ones (those were a quarter of the router's heap under make loadtest's
+// 200 sessions). A connection idle for 30 s (net/http: 90 s) is closed, so that a burst's
+// connections do not outstay it by long.
+func backendTransport() *http.Transport {
 	t := httpjson.PooledTransport()
-	t.IdleConnTimeout = 30 * time.Second
-	if h2c && strings.HasPrefix(strings.ToLower(baseURL), "http://") {
-		t.Protocols = new(http.Protocols)
-		t.Protocols.SetUnencryptedHTTP2(true)
-		// A connection that every call shares is pinged once it has been silent for 15 s, and
-		// closed when the ping goes unanswered for 5 s: a backend that vanished without a
-		// word (a host lost, a partition) costs the calls on it 20 s, not each its timeout.
-		t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 5 * time.Second}
-		return t
-	}
 	t.ReadBufferSize, t.WriteBufferSize = 2<<10, 2<<10
+	t.IdleConnTimeout = 30 * time.Second
 	return t
 }
 

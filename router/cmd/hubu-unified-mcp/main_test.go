@@ -125,37 +125,6 @@ func TestStdioSubprocess(t *testing.T) {
 	checkLogs(t, logText, b, "call_abc1232EADPR86qPkTXrm7ZS", "sess-secret-1")
 }
 
-// With --backend-h2c the router speaks unencrypted HTTP/2 to Hubu and Gongbu, and a spend, its
-// redelivery and a status read work as over HTTP/1.1, which it speaks without the flag.
-func TestBackendH2C(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		flags []string
-		proto string
-	}{{nil, "HTTP/1.1"}, {[]string{"--backend-h2c"}, "HTTP/2.0"}} {
-		t.Run(tc.proto, func(t *testing.T) {
-			t.Parallel()
-			b := routertest.New(t)
-			cs, _ := stdio(t, b, filepath.Join(t.TempDir(), "router.db"), tc.flags...)
-			meta := map[string]any{"callId": "call_h2c1232EADPR86qPkTXrm7ZS"}
-			first := call(t, cs, "generate_image", fox, meta)
-			again := call(t, cs, "generate_image", fox, meta)
-			if first["status"] != "succeeded" || again["replayed"] != true || again["public_handle"] != first["public_handle"] {
-				t.Fatalf("first %v, again %v", first, again)
-			}
-			if status := call(t, cs, "operation_status", `{"public_handle":"`+first["public_handle"].(string)+`"}`, nil); status["public_handle"] != first["public_handle"] {
-				t.Fatalf("operation_status: %v", status)
-			}
-			if n := b.Calls("authorize"); n != 1 {
-				t.Fatalf("%d authorizations", n)
-			}
-			if got := b.Protocols(); len(got) != 1 || got[tc.proto] != b.Calls("") {
-				t.Fatalf("backend requests by protocol: %v; want all %d in %s", got, b.Calls(""), tc.proto)
-			}
-		})
-	}
-}
-
 // The router is killed (SIGKILL) while its first delivery of a call is on its way to Hubu:
 // the row was committed before the request left. The restarted router continues the same
 // operation under the same key, and Hubu sees a replay, not a new operation.
