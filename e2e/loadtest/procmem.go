@@ -13,10 +13,13 @@ import (
 )
 
 // Memory is what /proc/<pid>/status says of a process's resident memory, in bytes: the
-// peak (VmHWM, since the start or since ResetPeak) and now (VmRSS).
+// peak (VmHWM, since the start or since ResetPeak), now (VmRSS), and how much of now is pages
+// mapped from files (RssFile): for our static binaries, their own code and read-only data,
+// which the kernel shares and can drop and read again, unlike the heap and the stacks.
 type Memory struct {
 	PeakBytes    int64 `json:"peak_bytes"`
 	CurrentBytes int64 `json:"current_bytes"`
+	FileBytes    int64 `json:"file_bytes"`
 }
 
 // readMemory reads a process's memory figures.
@@ -28,33 +31,32 @@ func readMemory(pid int) (Memory, error) {
 	return parseStatus(string(b))
 }
 
-// parseStatus reads VmHWM and VmRSS from the text of /proc/<pid>/status ("VmRSS:	  1540 kB").
+// parseStatus reads VmHWM, VmRSS and RssFile from the text of /proc/<pid>/status
+// ("VmRSS:	  1540 kB").
 func parseStatus(status string) (Memory, error) {
 	var m Memory
+	fields := map[string]*int64{"VmHWM": &m.PeakBytes, "VmRSS": &m.CurrentBytes, "RssFile": &m.FileBytes}
 	var seen int
 	sc := bufio.NewScanner(strings.NewReader(status))
 	for sc.Scan() {
 		key, rest, ok := strings.Cut(sc.Text(), ":")
-		if !ok || (key != "VmHWM" && key != "VmRSS") {
+		into := fields[key]
+		if !ok || into == nil {
 			continue
 		}
-		fields := strings.Fields(rest)
-		if len(fields) != 2 || fields[1] != "kB" {
+		value := strings.Fields(rest)
+		if len(value) != 2 || value[1] != "kB" {
 			return Memory{}, fmt.Errorf("unexpected %s line %q", key, sc.Text())
 		}
-		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		kb, err := strconv.ParseInt(value[0], 10, 64)
 		if err != nil {
 			return Memory{}, fmt.Errorf("unexpected %s line %q", key, sc.Text())
 		}
-		if key == "VmHWM" {
-			m.PeakBytes = kb * 1024
-		} else {
-			m.CurrentBytes = kb * 1024
-		}
+		*into = kb * 1024
 		seen++
 	}
-	if seen != 2 {
-		return Memory{}, errors.New("no VmHWM and VmRSS lines (a kernel thread, or not Linux)")
+	if seen != len(fields) {
+		return Memory{}, errors.New("no VmHWM, VmRSS and RssFile lines (a kernel thread, or not Linux 4.5 or later)")
 	}
 	return m, nil
 }

@@ -195,13 +195,13 @@ func (r *Report) WriteText(w io.Writer) {
 		tw.Flush()
 		fmt.Fprintln(w)
 		tw = newTable(w)
-		fmt.Fprintln(tw, "\tservice\tpid\tpeak RSS (VmHWM)\tRSS at the end (VmRSS)\tpeak since")
+		fmt.Fprintln(tw, "\tservice\tpid\tpeak RSS (VmHWM)\tRSS at the end (VmRSS)\tof it, mapped from the binary (RssFile)\tpeak since")
 		for _, m := range s.Memory {
 			if m.Err != "" {
-				fmt.Fprintf(tw, "\t%s\t\tunknown: %s\t\t\n", m.Service, m.Err)
+				fmt.Fprintf(tw, "\t%s\t\tunknown: %s\t\t\t\n", m.Service, m.Err)
 				continue
 			}
-			fmt.Fprintf(tw, "\t%s\t%d\t%s\t%s\t%s\n", m.Service, m.Pid, megabytes(m.PeakBytes), megabytes(m.CurrentBytes), m.PeakSince)
+			fmt.Fprintf(tw, "\t%s\t%d\t%s\t%s\t%s\t%s\n", m.Service, m.Pid, megabytes(m.PeakBytes), megabytes(m.CurrentBytes), megabytes(m.FileBytes), m.PeakSince)
 		}
 		tw.Flush()
 		r.writeChecks(w, ScenarioSessions)

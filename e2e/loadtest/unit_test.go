@@ -70,12 +70,13 @@ func TestRatio(t *testing.T) {
 }
 
 func TestParseStatus(t *testing.T) {
-	status := "Name:\thubu\nVmPeak:\t 1263508 kB\nVmHWM:\t   24346 kB\nVmRSS:\t   20000 kB\nThreads:\t8\n"
+	status := "Name:\thubu\nVmPeak:\t 1263508 kB\nVmHWM:\t   24346 kB\nVmRSS:\t   20000 kB\nRssAnon:\t   12000 kB\nRssFile:\t    8000 kB\nThreads:\t8\n"
 	m, err := parseStatus(status)
-	if err != nil || m.PeakBytes != 24346*1024 || m.CurrentBytes != 20000*1024 {
+	if err != nil || m.PeakBytes != 24346*1024 || m.CurrentBytes != 20000*1024 || m.FileBytes != 8000*1024 {
 		t.Fatalf("parseStatus = %+v, %v", m, err)
 	}
-	for _, bad := range []string{"Name:\tkthreadd\nThreads:\t1\n", "VmHWM:\t 12 MB\nVmRSS:\t 1 kB\n", "VmHWM:\t x kB\nVmRSS:\t 1 kB\n"} {
+	for _, bad := range []string{"Name:\tkthreadd\nThreads:\t1\n", "VmHWM:\t 12 MB\nVmRSS:\t 1 kB\nRssFile:\t 1 kB\n", "VmHWM:\t x kB\nVmRSS:\t 1 kB\nRssFile:\t 1 kB\n",
+		"VmHWM:\t 12 kB\nVmRSS:\t 1 kB\n"} {
 		if _, err := parseStatus(bad); err == nil {
 			t.Errorf("parseStatus(%q) took it", bad)
 		}
