@@ -8,7 +8,7 @@ MODULES := kit proto sql services/hubu services/gongbu services/mockflux router 
 PKGS := hubu.dev/hubu/kit/... hubu.dev/hubu/proto/... hubu.dev/hubu/sql/... \
 	hubu.dev/hubu/services/hubu/... hubu.dev/hubu/services/gongbu/... hubu.dev/hubu/services/mockflux/... \
 	hubu.dev/hubu/router/... hubu.dev/hubu/e2e/...
-GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi sql/hubu/hubudb sql/gongbu/gongbudb \
+GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi proto/hubuspec proto/gongbuspec proto/bflspec sql/hubu/hubudb sql/gongbu/gongbudb \
 	sql/router/routerdb sql/router/routerpg sql/router/prealloc/preallocdb
 # The official TypeScript MCP client, which the router's tests drive as well as the Go SDK's.
 TSCLIENT := router/testdata/tsclient
@@ -28,6 +28,7 @@ $(TOOLS)/%: tools/go.mod tools/go.sum
 .PHONY: generate
 generate: $(TOOLS)/oapi-codegen $(TOOLS)/sqlc ## regenerate Go code from the OpenAPI specs (oapi-codegen) and the SQL queries (sqlc)
 	for api in hubuapi gongbuapi bflapi; do (cd proto/$$api && ../../$(TOOLS)/oapi-codegen -config oapi-codegen.yaml ../$${api%api}.openapi.yaml); done
+	for spec in hubuspec gongbuspec bflspec; do (cd proto/$$spec && ../../$(TOOLS)/oapi-codegen -config oapi-codegen.yaml ../$${spec%spec}.openapi.yaml); done
 	cd sql && ../$(TOOLS)/sqlc generate
 
 .PHONY: generate-check

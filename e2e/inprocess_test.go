@@ -21,6 +21,7 @@ import (
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/gongbuspec"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/execution"
@@ -198,7 +199,7 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	gongbuTS.Start()
 
 	// Clients; every response of Hubu and Gongbu is checked against its spec.
-	gongbuHTTP := &http.Client{Transport: apitest.NewTransport(t, must(gongbuapi.GetSpec())(t), nil), Timeout: 30 * time.Second}
+	gongbuHTTP := &http.Client{Transport: apitest.NewTransport(t, must(gongbuspec.GetSpec())(t), nil), Timeout: 30 * time.Second}
 	agent, other := s.hubu.NewAgent(t, "agent", nil), s.hubu.NewAgent(t, "other", nil)
 	s.agent = agent.Client
 	s.agentGongbu = mustGongbuClient(t, s.gongbuURL, agent.Token, gongbuHTTP)

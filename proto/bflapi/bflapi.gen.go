@@ -5,20 +5,16 @@ package bflapi
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 	"github.com/oapi-codegen/runtime"
 )
@@ -3039,184 +3035,4 @@ func TaskReadyCallbackHandler(si CallbackReceiverInterface, errHandler func(w ht
 		h = mw(h)
 	}
 	return h
-}
-
-// Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
-// Stored as a slice of fixed-width chunks rather than one concatenated
-// const string: with thousands of chunks the chained `+` fold is several
-// times slower for the Go compiler than parsing a slice literal.
-var swaggerSpec = []string{
-	"zFttc9tGkv4rXditMnkBIVq2c1mqtq603iTOxdl1WU4lVYFPGAJNYiJgBjszEMV16b9fdc8ABElQlnPO",
-	"3vqLRXIwLz398vTTjQ9RrutGK1TORosPkUHbaGWRP3xtjDZ/RSdkRR9zrRwqR3+KpqlkLpzU6uxXqxV9",
-	"Z/MSa0F//dHgKlpEfzjbzX3mf7Vnwznv7+/jqECbG9nQVNEiulSANCKJ6LfwEM35shRmjbx2UUgaLao3",
-	"RjdonKTdrkRlMY6awVcfIlHrVrnrWuZG8xf7i70rERojcwSpgAfNfryaFbqqhLFJFEcrbWrhokUklfvy",
-	"eRRHbtug/4hrNNF9HOUGhcPiWrjj+X8qUYErEZywN7ARFkSeY+OwAKEKyPlIBUzefvMSnj179qcYlFDa",
-	"Yq5VYad7GyiEw5mTNe42YZ2Rak17kAWtPfI11o12qPLt9Q1ux8//3W7Q7Hvc8nZtu6ylg1wYI7GIQa5A",
-	"qC1MRGU1bOhQg6n5XHq14v2qtqrEssJo4UyLI1v9VS+vT2y31gVWo78YFMX2ERJeYi5qhLc0/JRUF5Dt",
-	"riyDpmotT2BQFWhSRTKOQascwZXCQSksNMJakoM/urPQoCqkWkOjq8rCBg1Ca7GAtoEli1CRsDZia2Ej",
-	"XZmqbDYLz8z8M/NsegHalWg20qI/gqwR9Ir/XkljHU/vdyGUpVUKf7YkVZdLi8rBppQVgtIObpTeqASy",
-	"TlYwg+E5pfXbcqzy+lYWaJ5Y0Bvl111pOnsQZALfY+PYKLDWZgtaVdsFiJVDAwIMWieMA+loWl4YxFpI",
-	"1YktXIe0qfJ3wb8mqXqkRvOV/6OVBoto8Qupd684nZrEB7Z9rO17pvm+X0Mvf8XckVZ5j2I/0aXku6ek",
-	"w9p+zN8Fv3Xfb0AYI7bsOWj/A30fOBWnnagGbuujfuhAYt0mu0UOZhyTxoGv3z900X//8E2FcWPzfyPa",
-	"yn2qrDsJ7Rv9lXdPtDBaZ2GywWWp9Y2NSY0hfLoujG6mpKTWyaoCDllowekLmEOrnKwgr1AYLJJRz15g",
-	"JbbX/oaPf72RqvjY3fOZv6eBh4Lip7vbOSmu78MaqNqanloJWV0vcaUNXvsrpjn4j2uybj7ywVcv5vMo",
-	"jmylNwc2olerKI6GwhpsZOd7eSNvvag/z/W90huoKZ4EX6fwznUh59F3un+b2oDwDvHoXmupZE3im3/s",
-	"jvd3+Y02QFKLodQbqLRaA4q87HYIG0GBwF9G8ISlUEUVVhV3ftUv5/TvY9v4DMp0Uok+1cGJ3MlbfLR/",
-	"83Y94t4GujYatyn2HaEPkqJWuqVQN+HthRB3oLk0UJgai+nAdpdaVyjUkXzCifa3NCqvqr37qKp7YHMM",
-	"pNao0DAi7nQkgXcMLEQFl2++C9jPQk0as5JYFRYmwjaYu2t+MAYjNjHIWqzxujG6blycqiRJphdkKFsQ",
-	"BkFUld54ABlzhNb5zapq72JoKCYHmxriM7o0YaTVym8o2FKqwh5oVqXdAiz64J15Y8yADs0n8qF7X09K",
-	"lOtyxLzfBskTEuo2B3hHZ2dTps+zxujZ0+TprK2cEXsG8/T586G5nL/4Mo7qtnKyqfDvq2jx7HzMgHTr",
-	"mtZdd3HycE/9PgpcsU2A09CoNa3cOddGrQlmNLge9YP+PmjqWqrXqNaujBZPTw68bhsr6qaiL3fxo9fQ",
-	"OLJihW577XSFRqicDW7nNT7mMCxi8ShgsPPwFnODbjwJePXD5Uu4wd4lZ4TfGLplkIuqWor85okFK9dK",
-	"uNYga95y65CQPyPiH999M/uK7rdO4ApVQS6RoC9k3fqtqTJy1ARWCdFWVQJ/0+4Ranux0yOFt2ig0mtL",
-	"C0z8CrNZIZzIOjwaoCvN96tujRJVTNddYCXp4QMUOw3a112pV7jBFX85cseDMx0L9FJRMNJV6xBK5xo6",
-	"NP1v4ce3rz2cN5ijvEV7UtinhOgv8TfKcS+hbI08OPj8+VdjR5UF/fpvYOUHXj0Y5Jgff4Wi8pv+hLhn",
-	"nXCtHcItfTPiCQ52EZ4a28VbtAHyHmbFB+C69U52BOj6nBWW6DaIClhhrzlfE6oAVAV/2CcKdEsr9ftR",
-	"bb30jqAbfrzOj0re+TRw0qXJuyxuJZW0pYc1j1hl5yePVIkd4sjyl+xYsGD76DSYguAFGQDeNdKghcnT",
-	"OdRSteR0ltvOkw/j/2Clx7vHnUw/US784CPFcqg0XhCnleZtYOGOM7ET3Elj9Nqg3U8W+92cYGV2l2Z6",
-	"VX0I6gWF9kILtvLx8Vd+7GhS/1HruToyyjeeRolohCgozefMNYqjd3Qr5BVXuuXsKkA5+EEXhGOQvnvp",
-	"OczBd2PB3meYn34LuqKAPx4WfirRIOMOXVUxZGk7nz/LS20d/4Vnt0/P1uiu/V38lyz+7EfIwv+eJTtH",
-	"6+kgy5GX2ZeioNu/CExWAJy12IaRHO7W7AeBVoRJxhFpcXYmGpm09mmyXFWJkGdJkmTTmEB3XkJeSbpQ",
-	"z0NJZR2KojPQpbDIBhtIscAw9d8/sX4lSqNKQQbMxJkwJP1C10Kq5HHMz1CqY5ryk4+NX9923PRDPv8Y",
-	"+yx18SDuSY6Qr7/945k86VXEICxk+yqUyCIb91S/tyWxN8xbI932imYLSV4jv/eMsKTdlygKJBtSgvxg",
-	"dDfzDFqX0/nRTNdLtdLjx7ft0mIPQf5SifwGvtEEs+C1WFr45vWPP7NeMgR61S5baC1axpKkG6y3thQN",
-	"Ljo6QKRqkFY5Ddmbv1+9AzKVD8wD3medrnYmIbpr4BApIGgPqeQFf0hV9u3Xfo59c8sCecAMOIuTdDrz",
-	"6nABK3R5uYtNsDK69mM5eMWp4kgV1qJDZX7uxLv7LElVql7LG9yz0hhEd1qyV7oAEAeo2Z/kEAQOYLEr",
-	"UaWKZEMCCNFUaSdz9jgs8N5W+whWCttH98B/0+4nh3lgqvpE8Int7WLPWAjy0SN4J3LCrIYZ5ZqZ64IZ",
-	"FKfhFo1cbUG6KYtil7nSk5XO6fqdUMVMqphcmoUNbXzPpxUaLTv5QudtjcotQKhUZQdEQgZepXdsQkWC",
-	"F9CILT0VJK8KaJVoSXxO5hQOIDu7po2d/UeWKqMZbThN6xespIFZ5UedBqnIysAnlX7CwLAv0UJ2VjIS",
-	"/ae/wuyMyfl/Zqma0Oc3RtfoSmwt1OiMzC0B+uwsfMg82OAiAVg0tzJHC6W4xQQ45nHqnqrsQxqI1zRa",
-	"QBolSZJG95nP2Z10FPejB8xxIixr0j6Yn0ZxdIvGevt+msyTOSfaDSrRyGgRPUvmyTPyjcKV7FOC4AYE",
-	"+drnm732fFdEi+i1tO5lz0/v1RvP5/PPVmfslhipMZKzCrtM9hxktPjlfRzZtq6F2UaL6OtbNNswdGds",
-	"ZDa1KDAGXRUkTi7WsHcXa0semYZG72nmIJNVT8QVWKHDY6m8rFCYwNf9jlIJK5wQCjNqQZlDnuy8rNQa",
-	"YaK0wunDEuNjALLceB6YBPdcWQ2uNcruJafsSLSajkgvHlefb9H9O4npYXEcjx45ZqPtCC3jdW/fN+2T",
-	"5JBrZdsaLWiF0CrJsZdJ6sGaMTtRpk2ks6nSrct1jXGXrGdDaj1b+FhBE0rbLcB+YcfH8wo0omg5uiwx",
-	"Vcy9Sws0SYNFDxYnnrChn2N224Z8Gxb+Az91yMd0hK/j+iGfJIFLU1NoEnAj2cUKXk1UxpcX+bgGm0rk",
-	"DDS979tXnEtTe67aoye07i+62H5elenI4/t9jEZZ1/2/p1Un5NSfn5+fWqLf80HjxmmdvzQ1iGD8HSzg",
-	"Ek/G9aDssNQTw66+Y4+KPTA5Wd2ZnnC5IeaeDEDfonsVhvyOdxI4qBN30hido2WAyZFdrcccycjhPIIY",
-	"nG1/7hfzZ74IT1glsJ8w6RjSKRhccaOCgI2Rjq0s121VeNukNI888iJ4cH9TqdrwEO4fWAlZxWA1PVCS",
-	"SeZCwRL7XhZ/Q32slLazayzGjPJbdG/9if5frsInafbwEATODObaFFiwgbyYP/t8BtLVvnoh0epO3PSg",
-	"BCb9T1pV21N67tMKe/ZhJSu8f0jdrzzfRFjNiBodGprrUHcCIxHSJ086JI1aM9s8+uOvDa45reUkkoDg",
-	"LoWkTUWHTjAe3NhR5v8Y9s27Lw8pyLFwpmU7te638o8WzXa3F7xrHtzKI9orjorYeMdVk9nVq8vzF1+C",
-	"vg1ulc7t2dm75tR+rFx/kmjef9Q4OCU94+LVnln0J1tKJcx2lHDxzzbqkx8d9Ww8m48qn2w09Mzzz2do",
-	"f9UbVWlB3i6wCIRMOHl3pdHtumQ3uSOfh4YWykXbYGx7bMFJ93upoFW+IUoWpJhcpFHw6t27N76vccHN",
-	"C4GrOJ/PfX0n0A3ZPoWZxT5rdSWmqsuAE/iJ8VGfxZtW2UPOIpCk2UUXDAZMRpyqA2KCodSQg2d8FXj3",
-	"k17beix14FLG1J0Jqs+p7b89FBzQ6yd0mOT6xLJAO1V++htU+Teo/ycDMYpN899gMr2RvKGg70mzofpT",
-	"9NmpfiDbmAgP2UpHA/n2qI4Jog8f/tj1Pyx1sf3D2YDK2pvhsNal3H7/4BMbSCkfBHaNmGBl0Oq9ltqJ",
-	"CBP4lsvhs/NpAm/2ejYL7VkkrMQWpFt4mOoZMyu29rj+1c0o1ToOOYpnF/149iSkMIyORFfiNWBLRk8n",
-	"qccdeeY/wyRQgaFtzRP4vUl3o1PVy6gWUvHJhiec+maPcCS28I24wVnbxKGKzuSSqrawEVtwOlUEq5XP",
-	"xNrKsacKwKjimgFzgnvpYoD59DcX5LWCpjWNtjglMaRKMF2IBm4QG9uTsXRtjDSt0w2TgT/tKMOYOwv4",
-	"nPTHIlUzJukXkH1II1mk0SKNRuBIGsVp4MF5CCtkGt1nMPHdCf999fe/UeIJzgjJ+1C4qaTC6QWtkYXa",
-	"0OzdtsEFHDqZzA/6efZDAGezd7ImbFv7tBlhB1ikgk2pK4QAXJjjLjCXNTnxq5fffReDXqUKwJV0Nc5h",
-	"3TiY+OQ9fJJ9aBIrg7acHm3gquvHyBaQ2VKcv/jyz6QgoUXItyIDfTC5sAgl3tGaA9wSww1usfBRaNf6",
-	"/cQetxxMdm0evvNDWJqM8rJp3LH+rhNJ4F+fWLgVVcsd1QhZksFkfnf+9XRHlRqx6VJBmo6rMcJ25lOw",
-	"crzruOOFJ2K753jwJBdNg8U0ZsheN63zLoR7WgiWpSrbbesLSKMkjeALftjzsr5DAvtuC3q6336Jd3R5",
-	"uVbWCeX4hKmaZGUt8uTrf7SiyqYXAYCSH+1XWrWGYb4rBRnVCjd9+ZpLB1vdGsgrnd/EqfKIdklR3+4a",
-	"Dsl6Gsf0dbDjYI9MdWyxuAhN3QYDT06HemJTlcki81bGJtJXHb3l8w8BA5B8/xqwzgKEg5ps/VmnhTYe",
-	"9KMHBxvvcnqx1K2Dp/M51MyJp+pF+DuwOpQvtgYvCAV1ik3fWfIVgixR2UYb59FRHCRIk05egJ2mipJ/",
-	"te3Ajd6J9PzuDiYGC2kwd30XW6/90wQue67DldIUqQqb2WVea27CaRtWg9BVlMBPw64i2lIQPk2/xUBb",
-	"bbjk0s9EjoyJLztktZjm4PTXXrAFbEpNahJkG94c4Di1EdtUccXWGHmL4DYyP4olfNFkHA3/LyyUwtQV",
-	"2gDTHszvHnJPwTcFO965pD6DOawQjrnBB1FeQzMamup/fpnP/vT+iz+OJSNHOWnv1b7Y92NDJzbZd1Ux",
-	"nDL36WOO0zvVxx4nbJFOJWar9x++fH4/drb3vw/vuFf9fgzv+PPPY91c3ttesK2FipO3uAm3mimPqqQC",
-	"skqfcjORmxzAyXcfLy4yziPY0RUjAyFIV8HMlD8RVxqO8XngxTvQF56VtidvaEaGq09s0HL/ipfom8y5",
-	"Z8pb+XjtsOdfpt7VWVEjt0fuwiR9w6uw6/BRK2R13e8eoQ3e9LIdaXYxMqtQOrBCNClhn+Gcz8/Pk1Qd",
-	"V4WPonTnBnfdgMINWgAXvpHYChY/96MQrmUP3CFez8370quGWtxgApccLpa1tFZqFVzWyUOkKmwLJj0A",
-	"DH2PgQsMwwmAQWe1Vmyne0L0QcdviWPL/pd0v2GZ0HvCRQkfywJyuOzeROqyX58hdPd7kGJMstnMf+YX",
-	"k7K46zKD+XSQf6RqPAERqhh5O2xy+O5XNuVbCi+MjeXXnpY8kVzv02zd21D/B57tB3ETOlGDfVixQl/0",
-	"dma7M4aLw0q8L8CTVoNt8zJgptNO9sDOouEu9zpwX8QPN1n/Xr502P//Ly7hHHScPUBMHCS9BJoOzHFY",
-	"YL3BbdyZBwpTSTQQyrj/Qlrjk1m930aFPD//07+aPgnvoonh6x+eNiDgGrz5hIGFzUuFBML5U4G38V6X",
-	"dDzSMz0do2T2Gc9dL9cv78kuLJrbzl9wH2I07PTzXX4ROYHdj4uzs6fn/5nMk3nydPHV/Ktn0f2u+DTW",
-	"6TVoHdmrT/tedW4ey/zrwKEWQDs/djxXPrv1LCT8+PZ1aGDsXzPoFDc3WNAqohpM2hO0xxPvlU/iwxYf",
-	"/0aZ49fMukqPymUl/asuQ9+a30T37+//NwAA//8=",
-}
-
-// decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
-// after base64-decoding and flate-decompressing the embedded blob.
-func decodeSpec() ([]byte, error) {
-	encoded := strings.Join(swaggerSpec, "")
-	compressed, err := base64.StdEncoding.DecodeString(encoded)
-	if err != nil {
-		return nil, fmt.Errorf("error base64 decoding spec: %w", err)
-	}
-	zr := flate.NewReader(bytes.NewReader(compressed))
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(zr); err != nil {
-		return nil, fmt.Errorf("read flate: %w", err)
-	}
-	if err := zr.Close(); err != nil {
-		return nil, fmt.Errorf("close flate reader: %w", err)
-	}
-
-	return buf.Bytes(), nil
-}
-
-var rawSpec = decodeSpecCached()
-
-// a naive cache of the decoded OpenAPI spec
-func decodeSpecCached() func() ([]byte, error) {
-	data, err := decodeSpec()
-	return func() ([]byte, error) {
-		return data, err
-	}
-}
-
-// Constructs a synthetic filesystem for resolving external references when loading openapi specifications.
-func PathToRawSpec(pathToFile string) map[string]func() ([]byte, error) {
-	res := make(map[string]func() ([]byte, error))
-	if len(pathToFile) > 0 {
-		res[pathToFile] = rawSpec
-	}
-
-	return res
-}
-
-// GetSpec returns the OpenAPI specification corresponding to the generated
-// code in this file. External references in the spec are resolved through
-// PathToRawSpec; externally-referenced files must be embedded in their
-// corresponding Go packages (via the import-mapping feature). URL-based
-// external refs are not supported.
-func GetSpec() (swagger *openapi3.T, err error) {
-	resolvePath := PathToRawSpec("")
-
-	loader := openapi3.NewLoader()
-	loader.IsExternalRefsAllowed = true
-	loader.ReadFromURIFunc = func(loader *openapi3.Loader, url *url.URL) ([]byte, error) {
-		pathToFile := url.String()
-		pathToFile = path.Clean(pathToFile)
-		getSpec, ok := resolvePath[pathToFile]
-		if !ok {
-			err1 := fmt.Errorf("path not found: %s", pathToFile)
-			return nil, err1
-		}
-		return getSpec()
-	}
-	var specData []byte
-	specData, err = rawSpec()
-	if err != nil {
-		return
-	}
-	swagger, err = loader.LoadFromData(specData)
-	if err != nil {
-		return
-	}
-	return
-}
-
-// GetSpecJSON returns the raw JSON bytes of the embedded OpenAPI
-// specification: decompressed but not unmarshaled. External references
-// are not resolved here; the bytes are the spec exactly as embedded by
-// codegen. The result is cached at package init time, so repeated calls
-// are cheap.
-func GetSpecJSON() ([]byte, error) {
-	return rawSpec()
-}
-
-// GetSwagger returns the OpenAPI specification corresponding to the
-// generated code in this file.
-//
-// Deprecated: GetSwagger predates kin-openapi renaming openapi3.Swagger
-// to openapi3.T. Use [GetSpec] instead. This wrapper is retained for
-// backwards compatibility.
-func GetSwagger() (*openapi3.T, error) {
-	return GetSpec()
 }

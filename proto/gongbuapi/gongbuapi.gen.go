@@ -5,20 +5,16 @@ package gongbuapi
 
 import (
 	"bytes"
-	"compress/flate"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"path"
 	"strings"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
@@ -2826,166 +2822,4 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 
 	return r
-}
-
-// Base64 encoded, compressed with deflate, json marshaled OpenAPI spec.
-// Stored as a slice of fixed-width chunks rather than one concatenated
-// const string: with thousands of chunks the chained `+` fold is several
-// times slower for the Go compiler than parsing a slice literal.
-var swaggerSpec = []string{
-	"7Fttcxs3kv4rXXNbZaluRFES5cTUJ13KSVznTVy2t3xXpk8EB00OrBlgAmBE0yr996tuzCs5euFmk3Xt",
-	"3ZddaoyXRqP76ae7kdsoMXlhNGrvoultZNEVRjvkP95Ys8gwp5+J0R61p5+iKDKVCK+MPi7CiH//7Iym",
-	"f3NJirmgX3+xuIym0b8dt+sfh391x/W6d3d3cSTRJVYVtFw0jS41oLXGxiAcvP3xB3gxOf8Oqm1Aohcq",
-	"c7BWPgUBzotFhjBPjMT5KKLVqi1IgpdfMCnDsreRkFLRb5G9saZA6xUdcSkyh3FUdD7dRmKF2l8pSb+X",
-	"xubCR9OoLJWM4shvCoymkfNW6VV0F0ciN6X2V7lKrHG9GUr755N2itIeV2h5jveYF0Hfu/+apMKuUHaW",
-	"7GvoQyo8+BRJKTdKooVqBqvsJ6NXixIsFsZ6B8qDN/BzuSjp/xNR+NLiKIqfImZiUXiUV8L3ziWFxyOv",
-	"chxSR1JaizrZdI7W/qPERDll9FN1y4YwuFJ99KvPZlGttjumXGQquUqFlhnSiIL0bkmF/5OWi3IaBhzR",
-	"1bMxT29Oph/HRy/E0fLT7fd3R83vyRN+n5ze/WXoDOEiUO7eI19KKhwsEDV4k0m+VVP6xOR8R9ViC2My",
-	"FDqs5kx209zJtmGgBqEhHMhYqEfzulh7AyytyUFpiR5trrTwfYN48H4tujLzj/l343lvw3D2S1PgY/Pe",
-	"8SAa7YXHJ+/yjkffxVFZyD0tlo/0W6ks3dDHnoVuW1DcAkN9nFrQbRjo+EHH23se1RP2UyOXWXzGhBXW",
-	"nO61cn5PBGvumv9SHnP3ZGXS3pUwwlqx2dFRZ/EH5X6Lv5X4BNH7Rvw+RahvgfCMvUQ5V6IE5clQ/1Cw",
-	"zpVWeZlH0/EgcNtVmdeR8iFtvsrFCi+b0f9oYPw2oG0/l/bGZGybmtT7MVqhJuHwSpGuOqb0e12TN2o9",
-	"tL2zB7z0EUOuMW8PFwynekQ5/4mFZ1Oh/XjGVWmzXWR/34n2zxxIzNQN2g387e3rCwrx+KVQFt3oUXxr",
-	"93jwxO9q+O2L4cpFrrxXejUFi4mxkkhHj4ooCmdKryARWYbyAqo5KKf9gRT46MNns7iYaVcmCaJECUJL",
-	"WAqV0YSl0iK76IeqrWVysYFU3GDNgXh+4EAznQitjYdrbdYxOEOaWqssA/po0dvNRYCXa8QiSJNSFC61",
-	"V9lQICU6NdMH81XNsfjr/DCGdaqSFHJxzWOgPc5BJdchGFudCw5o//r7aKajuHGKVsNkwbXq+He1IkVq",
-	"XiaKo55iBjwojn5Gkfl0T9OlmFa6rq+a68f9s5o1ZFdbaLifNCmqVcrel4svAZtPJpNxB6pPz58PgXVu",
-	"JGaDcGtKX5T+qobZ9pwF6/1zgatBbRbW5EUtymvUK1LtZDwOwtQfToagElEOx5v6TC/G4+9OXrw4PZ98",
-	"Nxm/eHHyWChaKxkudi+tbN1ZdaBaV/Wqca30octsMWv/wM7wU6coweuWxoJPlYPALGNwaImyLjYwX6H/",
-	"tY5gvOV8BJcLh9qTw2U4072ltNEVPEiz1pkRNZIwKDTI5K2iTyuhdExe2eCnhKWyzgeP7BuhFF4Mw3I4",
-	"kvIOsyUcLITD55PDGIzONrAmQk7y2ECFQLhr2iVsyjnsHPMFyhAD5z0avtj4QQaeqxyvwtfWcHn+cTDf",
-	"8JuNuP5jjYti0KJdKk7Pn28xiCbwP5/cE/jVV7wi+R7hUCePGmB7mN6qjWBDBtgpSvQvKTGyrxR9IzIl",
-	"r7oMoNSi9Kmx6muAUmMXSkqkG9eGIKHU9D1Hnxp5RZ9Elpk1D24YSK5cLnxCjlKIDRnalTfmKiNE5z1c",
-	"WYSs7ypHqUR9QtKC1SILctwIlYlFNgzcodAxiF4tPO+iglc+EMKdWbXFPAzilaBhmWarOKh26DLe1Rxw",
-	"D0S/H5jrsD58bvX1CSdolmhBjSfuCs+wnJRW+c074mNBuAUKi/ayDODKRI1zcP7cOkPqfRHKV0ovzS40",
-	"VMDkS6sdiDaj6aUz2hsQHnLjPBiNUAglO1UdkWUj+FV3UveZxi/KeQcF2nZNJS96pOiZAyUxL4wnbgvX",
-	"uCHwk2gVAWvI/v0IXlprrANhcabn99X05oOltpjYUamJWGmwpvQIB5PxBOaND80PGXTFTAdXAlGNkwYd",
-	"EzAvrnnWOcx3vW0eV/B4SX/PD0HpJCslygDOlZnXWg76MXQ9N2hduIGT0Xg05mhfoBaFiqbR2Wg8OmOn",
-	"9Slf9nHK/Ogr/V4hR/YmZXolaQP0P1dD4n5p9HQ8fqAsul85tGJpA9XQivgn6BzdIcVGpVejnvFG04+f",
-	"6O9ji0JuHjzL2zDin3YUCqMUIoHjvUhSsqkRXdL5+Oy+pRtZO2XjgdPfnBz3yx6DSnitnH/ZDvsDNdGv",
-	"39yjkFZi1sJkfLKHFmj82V7jz8P59tBymefCbqJp9JITzkbeGEwmidIwZYIDwrVnlYEmCIlFidorSt+W",
-	"nEAlRicqU6zJQz5sYZwf5lRhzZo00fwOgiYpJteuIVC0cVxlo26r0CncTM/blGoeM6a6fgbJMKXdGq2D",
-	"0/HpCC71BjLh0fYkoDlO5DjTbXWqmTUOsmzvzqmgF1o63kXjTQXrfRFGM33Z7LVOjUPg4gWR04a7gFTL",
-	"JdoA3+tU+H4oIX9alg4lSzLT8x2yQtx5Kw6lQlOOakisBS6NRThQ3kHjMrRuIZyn9ZQraJmgR2PDCokp",
-	"tUcJOc31KeXMGnndI7NcHtInX/N9yvi1qa4KzJJy95nm5J0r4E26CyJjKJuS/qrMoP6nUtOd1ZexE+eI",
-	"ds/0OkUWp1tuMNqU1tEgF/NtGJ+iXSuHTSkD5r2EOoQ+U3q+MqVXM927NTgfnwWKH1QRig0LDMhGerX1",
-	"0Qm605KNkHOTC4qApEpQjlfVjRAhwPVBK0AJRoHpoPP/YeTmHw9UdcH2rs+pvC3x7s8AykdBsjYMYBaE",
-	"kmHkdHz654hyCRrXHWHWwpF321qQyV7g+seD/WQ82XP8i/3Gn+wpz8n5Hxis/h4K0Qa34GD3EfX7oxsD",
-	"zmHgY30GcnzbKVjfPUTKWqP7JpzsX8KWfwfR6SVcsNh086wHLKHiNMKKnEKIi6YfbyNF2qVsI4ojLTiR",
-	"7Lcx+igbdy7zkR7Q3afK4hpzcse3vabIXWuMHesbzFKFuw6NtmcO5j+9fA8PLzxv2Q5X+Snh9Oaam89y",
-	"pmtaVJXAaqaSoXeBD4SxhORTyiO5dQPMO9a65R4ODoTmID3TPOSZaxjXZDw5jHsVeqE3o5me6Q+cNa6F",
-	"8vPQmQhTKAKn2NT2+0QtSYVeoWNWE6aCI74qmfy46UyHWVwopPSbRtYJKjeA5zHUQzgmeM5wKvEDL6oG",
-	"juBDqpKUmOBMW2R35q6D6xUKlYM1a4k+5oYYIB0R6hldvhvEh4M3xvmVRTfTr1+9e//yl+Nffn3/6sf/",
-	"Pgx0h9TtQtUTkLn8EtfNORfolCQVOAMCMuM8MRS1rMAGEuO8m2mixTrZxBWVbfVLx6qk9Srn05fFlppV",
-	"fX/E8DrceKa5dsAV3fBVZVlbJ2CVH47gQ0XGqhvq363KudDmcYg+/dQpI3fBdstZ+67xrtKMN6Ep1Nnv",
-	"ARuCg3FjpMKD0QkejrjyF02j30q0mxYJ6BxR1+WbSv7Z+OHq/108lDUFu2u9EjLhPDixvqhMddcr6Iur",
-	"NL9zWeEelK7a7kNHqF8/7BmDqvcaw8fgKqrzcI2FD9X1mITgwnBM18EVc/rUHiRU/UMp3ixBtA24mW7P",
-	"xOCjOAnhTSwkJkdHS81D92HES4yk8GJeN/WcuEHXVauY6YHOBKFV3XkkAdh8CNHQulQVIW09HMGYs7rQ",
-	"xOCThL7FxUw7E4xedI4eZO6lFhL4+RfXDRkXDpbok5Q8Z7EZFK3qMQ5dYKf7EA1Gn50+1dnZ+flkcnb6",
-	"iIV++r/EZSbfKq/tZ0/kGZ0AGxO5CZEdQmQnG4Y61pp1aI9R2OESTBttn8p1th9p3M92/gnvV57CoJpH",
-	"HA+xp7rZSJ7bKcEHRAkFAuV7EZvRyTk46FftZ7r7sKN+1MHgrTTkSpceXairh4an8hehd8o9U/qbAXKd",
-	"mnwLCBqXmcPalJkMM/qYP4JLXaFOVakKMW3aAdqZToS1ivdy8O7ny6PT8+cUzQU4b41ewfzle7Gax03B",
-	"Zf5qefSL0Xj0Vy5CsfTzt7TwPBCTXGxggbQwF00Kq26Ex2wzgpYVbLV5KynrslxbriKFWgwYrxE26ONQ",
-	"tGkawk1c6/SC2cz74U8qyeSjiiOHj9GKVxWCPoJ5ndZsD+3apq/SgvF5t8nVtnj/zqncBN5z7t29XfwR",
-	"vxIQkt3/NqJbHy7m/lYajxJS/NLYi1m28XrUizs7+3OB5/m/pBoLYX1PFSBqz4Cg2fa9AAPuWQg0975B",
-	"COBChr/tdITH7psMhpOT53/mf11A2trSsXKQi4zuMJRsORnm3JXwhWkn18Dbe3rmACnRPZjvvDCYH140",
-	"sJRxTIth/kM43FG170rVhLJezamvnLj8+eSgsrsOK6DDtTAY4hFB5P9zBeIKa1ykxlwTU6jC9l0Q6dHj",
-	"tc8SnnSyj+Lo6yf6n/HRi6NPt+P47GRYsPv6aFXIdMjdJ6gEZ2LBHS8o0B59NgvKVCxWzTQUlPCUi1w5",
-	"rnjV5EU5SIxeqlVpKaUK6eTRUbXoUWmz+QjInrTxKmEo4nynfmflqozls1lw8Yx3JAP6+a+XP4T+k09x",
-	"pr3K0XmRFywjucjCyE1cU6ClusGaBxFyhjM+c5BkJrk+rCfpqvTErzHrt6DeQGGyrH5zWmfn06rswlxN",
-	"ZGuxcVVWyI22rWcVZq3h8s2rqkyyNPzi1FSVHLFBWSsgEaFmQno2WVYXTES10wjeYoHC8+sLSIXNM3Ru",
-	"iGS8qTb/EFT9O1pAW8+T5aOvjElLSo4GH4BtP0G677mxHHp384Tu0lCgE9eop839rYVj1aKEA2NBh+e2",
-	"VVvt8BuNdWffWKLYeUPRjQyXXTNwaqVbw2Y3FsE2HEgiGwc/vv7bfz1zMK/g4IrggHsi/S36b6s+fiLs",
-	"4jSkQk1++c4Pq6bHxyen343Go/HoZPr9+PvT6O7T3f8GAAD//w==",
-}
-
-// decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
-// after base64-decoding and flate-decompressing the embedded blob.
-func decodeSpec() ([]byte, error) {
-	encoded := strings.Join(swaggerSpec, "")
-	compressed, err := base64.StdEncoding.DecodeString(encoded)
-	if err != nil {
-		return nil, fmt.Errorf("error base64 decoding spec: %w", err)
-	}
-	zr := flate.NewReader(bytes.NewReader(compressed))
-	var buf bytes.Buffer
-	if _, err := buf.ReadFrom(zr); err != nil {
-		return nil, fmt.Errorf("read flate: %w", err)
-	}
-	if err := zr.Close(); err != nil {
-		return nil, fmt.Errorf("close flate reader: %w", err)
-	}
-
-	return buf.Bytes(), nil
-}
-
-var rawSpec = decodeSpecCached()
-
-// a naive cache of the decoded OpenAPI spec
-func decodeSpecCached() func() ([]byte, error) {
-	data, err := decodeSpec()
-	return func() ([]byte, error) {
-		return data, err
-	}
-}
-
-// Constructs a synthetic filesystem for resolving external references when loading openapi specifications.
-func PathToRawSpec(pathToFile string) map[string]func() ([]byte, error) {
-	res := make(map[string]func() ([]byte, error))
-	if len(pathToFile) > 0 {
-		res[pathToFile] = rawSpec
-	}
-
-	return res
-}
-
-// GetSpec returns the OpenAPI specification corresponding to the generated
-// code in this file. External references in the spec are resolved through
-// PathToRawSpec; externally-referenced files must be embedded in their
-// corresponding Go packages (via the import-mapping feature). URL-based
-// external refs are not supported.
-func GetSpec() (swagger *openapi3.T, err error) {
-	resolvePath := PathToRawSpec("")
-
-	loader := openapi3.NewLoader()
-	loader.IsExternalRefsAllowed = true
-	loader.ReadFromURIFunc = func(loader *openapi3.Loader, url *url.URL) ([]byte, error) {
-		pathToFile := url.String()
-		pathToFile = path.Clean(pathToFile)
-		getSpec, ok := resolvePath[pathToFile]
-		if !ok {
-			err1 := fmt.Errorf("path not found: %s", pathToFile)
-			return nil, err1
-		}
-		return getSpec()
-	}
-	var specData []byte
-	specData, err = rawSpec()
-	if err != nil {
-		return
-	}
-	swagger, err = loader.LoadFromData(specData)
-	if err != nil {
-		return
-	}
-	return
-}
-
-// GetSpecJSON returns the raw JSON bytes of the embedded OpenAPI
-// specification: decompressed but not unmarshaled. External references
-// are not resolved here; the bytes are the spec exactly as embedded by
-// codegen. The result is cached at package init time, so repeated calls
-// are cheap.
-func GetSpecJSON() ([]byte, error) {
-	return rawSpec()
-}
-
-// GetSwagger returns the OpenAPI specification corresponding to the
-// generated code in this file.
-//
-// Deprecated: GetSwagger predates kin-openapi renaming openapi3.Swagger
-// to openapi3.T. Use [GetSpec] instead. This wrapper is retained for
-// backwards compatibility.
-func GetSwagger() (*openapi3.T, error) {
-	return GetSpec()
 }

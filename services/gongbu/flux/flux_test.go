@@ -23,6 +23,7 @@ import (
 
 	"hubu.dev/hubu/kit/leaktest"
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/bflspec"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/flux"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
@@ -53,7 +54,7 @@ type recorded struct {
 
 func newBFL(t *testing.T) *bfl {
 	t.Helper()
-	doc, err := bflapi.GetSpec()
+	doc, err := bflspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

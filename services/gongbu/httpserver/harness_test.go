@@ -16,6 +16,7 @@ import (
 	"hubu.dev/hubu/kit/leaktest"
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/gongbuspec"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/httpserver"
@@ -62,7 +63,7 @@ func setup(t *testing.T, options ...func(*httpserver.Server, *gongbutest.Env)) *
 	}
 	ts := httptest.NewServer(srv.Handler(prometheus.NewRegistry()))
 	t.Cleanup(ts.Close)
-	doc, err := gongbuapi.GetSpec()
+	doc, err := gongbuspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

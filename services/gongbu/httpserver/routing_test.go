@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/gongbuspec"
 )
 
 // Every error is problem+json with a stable code, also for a route Gongbu does not have or
@@ -15,7 +15,7 @@ import (
 func TestUnknownRoutesAndMethodsAreProblems(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	doc, err := gongbuapi.GetSpec()
+	doc, err := gongbuspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"hubu.dev/hubu/proto/gongbuapi"
+	"hubu.dev/hubu/proto/gongbuspec"
 )
 
 // Gongbu answers exactly the codes of its one status table; the spec's Problem enum and the
 // docs' table of Gongbu's errors (docs/http-api.md) list exactly those, with the same statuses.
 func TestErrorCodesAreDocumented(t *testing.T) {
-	doc, err := gongbuapi.GetSpec()
+	doc, err := gongbuspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"hubu.dev/hubu/proto/contract"
-	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/proto/hubuspec"
 )
 
 // The server validates formats with its own regular expressions; they must be the ones the
 // spec publishes, or clients would be told one thing and held to another.
 func TestSpecPatterns(t *testing.T) {
-	doc, err := hubuapi.GetSpec()
+	doc, err := hubuspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

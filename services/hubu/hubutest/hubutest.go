@@ -26,6 +26,7 @@ import (
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/proto/hubuspec"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/console"
 	"hubu.dev/hubu/services/hubu/httpserver"
@@ -160,7 +161,7 @@ func New(t testing.TB, opts *Options) *Env {
 	var h *Replica
 	h, e.Cache = e.wiring.start(t, e, e.Pool)
 	e.Store, e.Lifecycle, e.Handler, e.URL = h.Store, h.Lifecycle, h.Handler, h.URL
-	doc, err := hubuapi.GetSpec()
+	doc, err := hubuspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

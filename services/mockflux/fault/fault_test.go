@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/bflspec"
 	"hubu.dev/hubu/services/mockflux/fault"
 )
 
@@ -112,7 +113,7 @@ func TestArmRefusesNonsense(t *testing.T) {
 // Every kind the spec names is one the set knows.
 func TestKindsMatchTheSpec(t *testing.T) {
 	t.Parallel()
-	doc, err := bflapi.GetSpec()
+	doc, err := bflspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"hubu.dev/hubu/kit/testlog"
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/bflspec"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/httpserver"
 	"hubu.dev/hubu/services/mockflux/internal/timertest"
@@ -65,7 +66,7 @@ func setupWith(t *testing.T, cfg config) *bundle {
 	t.Cleanup(ts.Close)
 	t.Cleanup(srv.Close) // first: no webhook goroutine outlives the test
 
-	doc, err := bflapi.GetSpec()
+	doc, err := bflspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/bflspec"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
 	"hubu.dev/hubu/services/mockflux/webhook"
@@ -14,7 +14,7 @@ import (
 // image limits, proto/contract's, are checked there).
 func TestSpecMatchesTheServer(t *testing.T) {
 	t.Parallel()
-	doc, err := bflapi.GetSpec()
+	doc, err := bflspec.GetSpec()
 	if err != nil {
 		t.Fatal(err)
 	}
