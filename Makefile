@@ -130,7 +130,7 @@ loadtest: ## the load generator against a stack of its own; figures beside their
 		go run ./e2e/cmd/hubu-loadtest
 
 .PHONY: lint
-lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, and go mod tidy leaving every module as it is
+lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, go mod tidy leaving every module as it is, and no binary linking an API spec
 	unformatted=$$(gofmt -l kit proto sql services router e2e); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(PKGS)
 	GOOS=windows GOARCH=amd64 CGO_ENABLED=0 go build -o /dev/null hubu.dev/hubu/router/... || { echo "the router no longer builds for windows"; exit 1; }
@@ -138,3 +138,6 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, and go mod tidy leavin
 	go vet -tags images hubu.dev/hubu/e2e/images/ && $(TOOLS)/staticcheck -tags images hubu.dev/hubu/e2e/images/ # only make images-test compiles it
 	for m in $(MODULES) tools; do GOWORK=off go -C $$m mod tidy -diff || { echo "go mod tidy would change $$m: run it there and commit"; exit 1; }; done
 	for m in $(MODULES); do GOWORK=off go -C $$m vet ./... || { echo "$$m does not build on its own (GOWORK=off)"; exit 1; }; done
+	deps=$$(go list -deps hubu.dev/hubu/services/hubu/cmd/... hubu.dev/hubu/services/gongbu/cmd/... hubu.dev/hubu/services/mockflux/cmd/... hubu.dev/hubu/router/cmd/...); \
+	linked=$$(grep -E '^github.com/getkin/kin-openapi|/proto/[a-z]+spec$$' <<<"$$deps" || true); \
+	if [ -n "$$linked" ]; then echo "a binary links an OpenAPI spec or its parser (only tests may: proto/*spec):"; echo "$$linked"; exit 1; fi
