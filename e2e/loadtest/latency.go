@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/url"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/proto/bflapi"
 )
 
@@ -30,10 +33,14 @@ type LatencyReport struct {
 	RedeliveryOverFloor Ratio `json:"redelivery_over_floor_p50"`
 	// Charges is how many charges mockflux made during the scenario: one per new spend, none
 	// per redelivery.
-	Charges int       `json:"charges"`
-	Errors  errorLog  `json:"errors"`
-	Elapsed Millis    `json:"elapsed_ms"`
-	started time.Time // for Elapsed
+	Charges int      `json:"charges"`
+	Errors  errorLog `json:"errors"`
+	// CPU is the processor time of each process of the stack per round (a tools/list, a new
+	// spend and its redelivery): where the machine's work goes, which on a small machine is
+	// what a spend waits on once nothing waits on a timer.
+	CPU     []ProcessCPU `json:"cpu_per_round"`
+	Elapsed Millis       `json:"elapsed_ms"`
+	started time.Time    // for Elapsed
 }
 
 const (
@@ -50,7 +57,7 @@ type latencySpend struct {
 	took   time.Duration
 }
 
-func runLatency(ctx context.Context, cfg Config, rc *routerClient, flux *bflapi.ClientWithResponses, run string) (*LatencyReport, error) {
+func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClient, flux *bflapi.ClientWithResponses, run string) (*LatencyReport, error) {
 	n := cfg.Calls
 	cfg.say("latency: one session, %d rounds of a tools/list, a new spend and its redelivery ...", n)
 	rep := &LatencyReport{Calls: n, started: time.Now()}
@@ -71,6 +78,9 @@ func runLatency(ctx context.Context, cfg Config, rc *routerClient, flux *bflapi.
 	floor := make([]time.Duration, 0, n)
 	spends := make([]latencySpend, 0, n)
 	redelivered := make([]time.Duration, 0, n)
+	cpu := newCPUWatch(map[string]string{
+		"router": s.Router.Addr, "hubu": s.Hubu.Addr, "gongbu": s.Gongbu.Addr, "mockflux": s.Flux.Addr, "postgres": serverAddr(cfg.ServerURL),
+	}, []string{"router", "hubu", "gongbu", "mockflux", "postgres", "load generator"})
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -103,6 +113,7 @@ func runLatency(ctx context.Context, cfg Config, rc *routerClient, flux *bflapi.
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	rep.CPU = cpu.perRound(n)
 	rep.Elapsed = Millis(time.Since(rep.started))
 
 	charges, err := listCharges(ctx, flux)
@@ -121,6 +132,23 @@ func runLatency(ctx context.Context, cfg Config, rc *routerClient, flux *bflapi.
 	rep.SpendOverFloor = ratio(float64(rep.Spend.P50), float64(rep.ToolsList.P50))
 	rep.RedeliveryOverFloor = ratio(float64(rep.Redelivery.P50), float64(rep.ToolsList.P50))
 	return rep, nil
+}
+
+// serverAddr is the host:port of the Postgres server a URL names, for finding its process
+// ("" when the URL has none, as for a Unix socket: the process is then not found).
+func serverAddr(serverURL string) string {
+	u, err := url.Parse(serverURL)
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	host, port := u.Hostname(), u.Port()
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if port == "" {
+		port = "5432"
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // newSpend makes the i-th new spend; problem says what went wrong with it, if anything.

@@ -152,7 +152,7 @@ func runThroughRouter(ctx context.Context, cfg Config, dir string, rep *Report) 
 	defer rc.close()
 	run := runID()
 	if cfg.runs(ScenarioLatency) {
-		if rep.Latency, err = runLatency(ctx, cfg, rc, flux, run); err != nil {
+		if rep.Latency, err = runLatency(ctx, cfg, s, rc, flux, run); err != nil {
 			return fmt.Errorf("scenario latency: %w", err)
 		}
 	}

@@ -71,6 +71,22 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("latency: overhead basis %q, provider time %+v, want exactly %s for every spend", l.OverheadBasis, l.ProviderTime, renderTime)
 	}
 
+	// Every process of the stack was found and read; Postgres may run as a user whose
+	// processes this one cannot look into, and then only says so.
+	cpu, all := map[string]loadtest.ProcessCPU{}, time.Duration(0)
+	for _, c := range l.CPU {
+		cpu[c.Process] = c
+		all += time.Duration(c.PerRound)
+	}
+	for _, name := range []string{"router", "hubu", "gongbu", "mockflux", "postgres", "load generator"} {
+		if c, ok := cpu[name]; !ok || (c.Err != "" && name != "postgres") {
+			t.Errorf("latency: CPU of %s: %+v", name, c)
+		}
+	}
+	if all <= 0 || !strings.Contains(out.String(), "CPU time per round") {
+		t.Errorf("latency: no CPU time measured (%s in all):\n%s", all, out.String())
+	}
+
 	h := rep.Hubu
 	if h == nil {
 		t.Fatal("no hubu scenario in the report")

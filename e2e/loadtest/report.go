@@ -159,6 +159,9 @@ func (r *Report) WriteText(w io.Writer) {
 		} else {
 			fmt.Fprintf(w, "\n  spend overhead = a spend's latency − the configured render time (%s): mockflux's charges carry no ready_at\n", r.Config.RenderTime)
 		}
+		if len(l.CPU) > 0 {
+			writeCPU(w, l)
+		}
 		r.writeChecks(w, ScenarioLatency)
 		l.Errors.write(w)
 	}
@@ -297,4 +300,26 @@ func runID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b) // never fails (crypto/rand panics instead)
 	return hex.EncodeToString(b)
+}
+
+// writeCPU prints the latency scenario's CPU time per round, by process, beside a round's
+// wall time: more CPU than wall time means the round's work does not fit in one core.
+func writeCPU(w io.Writer, l *LatencyReport) {
+	fmt.Fprintln(w, "\n  CPU time per round (a tools/list, a new spend, its redelivery), from /proc/<pid>/stat:")
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "\tprocess\tCPU per round")
+	var all Millis
+	for _, c := range l.CPU {
+		if c.Err != "" {
+			fmt.Fprintf(tw, "\t%s\tunknown: %s\n", c.Process, c.Err)
+			continue
+		}
+		all += c.PerRound
+		fmt.Fprintf(tw, "\t%s\t%s\n", c.Process, c.PerRound)
+	}
+	if l.Calls > 0 {
+		fmt.Fprintf(tw, "\tall of them\t%s, in a round of %s on average\n", all, Millis(time.Duration(l.Elapsed)/time.Duration(l.Calls)))
+	}
+	tw.Flush()
 }

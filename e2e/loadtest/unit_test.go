@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +81,38 @@ func TestParseStatus(t *testing.T) {
 		if _, err := parseStatus(bad); err == nil {
 			t.Errorf("parseStatus(%q) took it", bad)
 		}
+	}
+}
+
+func TestParseStatCPU(t *testing.T) {
+	// The command name may hold spaces and parentheses; utime 250 and stime 50 ticks are 3 s.
+	stat := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 123 456 789"
+	if d, err := parseStatCPU(stat); err != nil || d != 3*time.Second {
+		t.Fatalf("parseStatCPU = %v, %v", d, err)
+	}
+	if ppid, ok := parentOf(stat); !ok || ppid != 1 {
+		t.Fatalf("parentOf = %d, %v", ppid, ok)
+	}
+	for _, bad := range []string{"4242 no parentheses", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 -5 50 0"} {
+		if _, err := parseStatCPU(bad); err == nil {
+			t.Errorf("parseStatCPU(%q) took it", bad)
+		}
+	}
+}
+
+// The watch reads this process's own CPU time, and what it spends between the two readings.
+func TestCPUWatch(t *testing.T) {
+	w := newCPUWatch(map[string]string{"router": "127.0.0.1:1"}, []string{"router", "load generator"})
+	deadline := time.Now().Add(100 * time.Millisecond)
+	for n := 0; time.Now().Before(deadline); n++ { // burn CPU
+		_ = strconv.Itoa(n)
+	}
+	got := w.perRound(2)
+	if got[0].Err == "" || got[0].Process != "router" {
+		t.Errorf("a process nobody runs: %+v", got[0])
+	}
+	if got[1].Err != "" || got[1].PerRound <= 0 || time.Duration(got[1].PerRound) > time.Second {
+		t.Errorf("this process, per round of two: %+v", got[1])
 	}
 }
 
