@@ -138,6 +138,6 @@ lint: $(TOOLS)/staticcheck ## gofmt, go vet, staticcheck, go mod tidy leaving ev
 	go vet -tags images hubu.dev/hubu/e2e/images/ && $(TOOLS)/staticcheck -tags images hubu.dev/hubu/e2e/images/ # only make images-test compiles it
 	for m in $(MODULES) tools; do GOWORK=off go -C $$m mod tidy -diff || { echo "go mod tidy would change $$m: run it there and commit"; exit 1; }; done
 	for m in $(MODULES); do GOWORK=off go -C $$m vet ./... || { echo "$$m does not build on its own (GOWORK=off)"; exit 1; }; done
-	deps=$$(go list -deps hubu.dev/hubu/services/hubu/cmd/... hubu.dev/hubu/services/gongbu/cmd/... hubu.dev/hubu/services/mockflux/cmd/... hubu.dev/hubu/router/cmd/...); \
+	deps=$$(go list -deps hubu.dev/hubu/services/hubu/cmd/... hubu.dev/hubu/services/gongbu/cmd/... hubu.dev/hubu/services/mockflux/cmd/... hubu.dev/hubu/router/cmd/... hubu.dev/hubu/e2e/cmd/...); \
 	linked=$$(grep -E '^github.com/getkin/kin-openapi|/proto/[a-z]+spec$$' <<<"$$deps" || true); \
 	if [ -n "$$linked" ]; then echo "a binary links an OpenAPI spec or its parser (only tests may: proto/*spec):"; echo "$$linked"; exit 1; fi

@@ -38,9 +38,11 @@ type LatencyReport struct {
 	// CPU is the processor time of each process of the stack per round (a tools/list, a new
 	// spend and its redelivery): where the machine's work goes, which on a small machine is
 	// what a spend waits on once nothing waits on a timer.
-	CPU     []ProcessCPU `json:"cpu_per_round"`
-	Elapsed Millis       `json:"elapsed_ms"`
-	started time.Time    // for Elapsed
+	CPU []ProcessCPU `json:"cpu_per_round"`
+	// RoundTime is the wall time of a round, on average, over the window the CPU was measured in.
+	RoundTime Millis    `json:"round_ms"`
+	Elapsed   Millis    `json:"elapsed_ms"`
+	started   time.Time // for Elapsed
 }
 
 const (
@@ -78,9 +80,11 @@ func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClien
 	floor := make([]time.Duration, 0, n)
 	spends := make([]latencySpend, 0, n)
 	redelivered := make([]time.Duration, 0, n)
-	cpu := newCPUWatch(map[string]string{
-		"router": s.Router.Addr, "hubu": s.Hubu.Addr, "gongbu": s.Gongbu.Addr, "mockflux": s.Flux.Addr, "postgres": serverAddr(cfg.ServerURL),
-	}, []string{"router", "hubu", "gongbu", "mockflux", "postgres", "load generator"})
+	cpu := newCPUWatch([]watched{
+		{name: "router", addr: s.Router.Addr}, {name: "hubu", addr: s.Hubu.Addr}, {name: "gongbu", addr: s.Gongbu.Addr},
+		{name: "mockflux", addr: s.Flux.Addr}, {name: "postgres", addr: serverAddr(cfg.ServerURL), tree: true, comm: "postgres"},
+		{name: "load generator", self: true},
+	})
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -113,7 +117,8 @@ func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClien
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rep.CPU = cpu.perRound(n)
+	rep.CPU = cpu.stop(n)
+	rep.RoundTime = Millis(cpu.done.Sub(cpu.started) / time.Duration(n))
 	rep.Elapsed = Millis(time.Since(rep.started))
 
 	charges, err := listCharges(ctx, flux)

@@ -121,7 +121,7 @@ func TestSmoke(t *testing.T) {
 	}
 	pids := map[int]bool{}
 	for _, m := range s.Memory {
-		if m.Err != "" || m.Pid <= 0 || m.PeakBytes <= 0 || m.CurrentBytes <= 0 || m.CurrentBytes > m.PeakBytes || m.FileBytes <= 0 || m.FileBytes > m.CurrentBytes {
+		if m.Err != "" || m.Pid <= 0 || m.PeakBytes <= 0 || m.CurrentBytes <= 0 || m.CurrentBytes > m.PeakBytes || m.BinaryBytes <= 0 || m.BinaryBytes > m.CurrentBytes {
 			t.Errorf("sessions: memory of %s: %+v", m.Service, m)
 		}
 		pids[m.Pid] = true

@@ -22,103 +22,161 @@ type ProcessCPU struct {
 	Err      string `json:"error,omitempty"`
 }
 
-// cpuWatch measures the CPU time of a set of processes between its start and perRound.
-type cpuWatch struct {
-	names  []string
-	roots  []int                   // per name: the process found, 0 when none was
-	before []map[int]time.Duration // per name: the CPU time of each of its processes at the start
-	errs   []string
+// watched is one process the watch measures: found by the address it listens on, or this
+// process; with tree, every process it started too (a Postgres server's backends and
+// workers), and then it must be named comm.
+type watched struct {
+	name, addr string
+	self, tree bool
+	comm       string
 }
 
-// newCPUWatch finds each process by the address it listens on (the load generator is this
-// process) and reads its CPU time so far; for postgres, that of the server and every process
-// it started (its backends and workers).
-func newCPUWatch(listening map[string]string, order []string) *cpuWatch {
-	w := &cpuWatch{names: order, roots: make([]int, len(order)), before: make([]map[int]time.Duration, len(order)), errs: make([]string, len(order))}
-	for i, name := range order {
+// cpuWatch measures the CPU time of a set of processes between its start and stop.
+type cpuWatch struct {
+	procs         []watched
+	roots         []int // per process: its pid, 0 when it was not found
+	before        []treeTimes
+	errs          []string
+	started, done time.Time
+}
+
+// treeTimes is the CPU time of a process and, for a tree, of each of its children, and of
+// the children it has reaped.
+type treeTimes struct {
+	self   map[int]time.Duration // each live process: its own CPU time so far
+	reaped time.Duration         // the root's reaped children, all of their time (cutime + cstime)
+}
+
+// newCPUWatch finds each process and reads its CPU time so far. This process is read first
+// and last, so that the watch's own reading of the others is not counted as its.
+func newCPUWatch(procs []watched) *cpuWatch {
+	w := &cpuWatch{procs: procs, roots: make([]int, len(procs)), before: make([]treeTimes, len(procs)), errs: make([]string, len(procs))}
+	for _, i := range w.readOrder() {
+		p := procs[i]
 		root := os.Getpid()
-		if name != "load generator" {
+		if !p.self {
 			var err error
-			if root, err = pidListening(listening[name]); err != nil {
+			if root, err = pidListening(p.addr); err != nil {
 				w.errs[i] = err.Error()
 				continue
 			}
 		}
-		w.roots[i] = root
-		w.before[i] = w.times(name, root)
+		if p.comm != "" {
+			if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", root)); err != nil || strings.TrimSpace(string(comm)) != p.comm {
+				w.errs[i] = fmt.Sprintf("the process listening on %s is not %s", p.addr, p.comm)
+				continue
+			}
+		}
+		times, err := readTree(root, p.tree)
+		if err != nil {
+			w.errs[i] = err.Error()
+			continue
+		}
+		w.roots[i], w.before[i] = root, times
 	}
+	w.started = time.Now()
 	return w
 }
 
-// times reads the CPU time of the process root and, for postgres, of its children.
-func (w *cpuWatch) times(name string, root int) map[int]time.Duration {
-	pids := []int{root}
-	if name == "postgres" {
-		pids = append(pids, childrenOf(root)...)
-	}
-	times := make(map[int]time.Duration, len(pids))
-	for _, pid := range pids {
-		if t, err := cpuTime(pid); err == nil {
-			times[pid] = t
+// readOrder lists this process first.
+func (w *cpuWatch) readOrder() []int {
+	order := make([]int, 0, len(w.procs))
+	for i, p := range w.procs {
+		if p.self {
+			order = append([]int{i}, order...)
+		} else {
+			order = append(order, i)
 		}
 	}
-	return times
+	return order
 }
 
-// perRound is each process's CPU time since newCPUWatch, divided by rounds. A Postgres process
-// that started meanwhile counts all of its time, and one that ended meanwhile what it had
-// spent by the start and no more (its last moments are lost: a few, with pooled connections).
-func (w *cpuWatch) perRound(rounds int) []ProcessCPU {
-	out := make([]ProcessCPU, len(w.names))
-	for i, name := range w.names {
-		out[i] = ProcessCPU{Process: name, Err: w.errs[i]}
-		if w.errs[i] != "" || rounds <= 0 {
+// stop reads each process's CPU time again and returns what each spent since the start,
+// divided by rounds.
+func (w *cpuWatch) stop(rounds int) []ProcessCPU {
+	w.done = time.Now()
+	out := make([]ProcessCPU, len(w.procs))
+	for _, i := range w.readOrder() {
+		out[i] = ProcessCPU{Process: w.procs[i].name, Err: w.errs[i]}
+		if w.errs[i] != "" {
 			continue
 		}
-		now := w.times(name, w.roots[i])
-		if _, ok := now[w.roots[i]]; !ok {
-			out[i].Err = fmt.Sprintf("process %d is gone", w.roots[i])
+		now, err := readTree(w.roots[i], w.procs[i].tree)
+		if err != nil {
+			out[i].Err = err.Error()
 			continue
 		}
-		var spent time.Duration
-		for pid, t := range now {
-			spent += t - w.before[i][pid] // 0 for a process that started meanwhile
+		if rounds > 0 {
+			out[i].PerRound = Millis(spentBetween(w.before[i], now, w.roots[i]) / time.Duration(rounds))
 		}
-		out[i].PerRound = Millis(spent / time.Duration(rounds))
 	}
 	return out
 }
 
-// cpuTime is the user and system CPU time of process pid so far.
-func cpuTime(pid int) (time.Duration, error) {
+// spentBetween is the CPU time a process tree spent between two readings: each live process's
+// time since the first (all of it for one started meanwhile), and the time of the children
+// reaped meanwhile, less what those that were already running had spent by the first.
+func spentBetween(before, after treeTimes, root int) time.Duration {
+	spent := after.reaped - before.reaped
+	for pid, t := range after.self {
+		spent += t - before.self[pid]
+	}
+	for pid, t := range before.self {
+		if _, alive := after.self[pid]; !alive && pid != root {
+			spent -= t
+		}
+	}
+	return spent
+}
+
+// readTree reads the CPU times of process root and, with tree, of its children.
+func readTree(root int, tree bool) (treeTimes, error) {
+	own, reaped, err := cpuTime(root)
+	if err != nil {
+		return treeTimes{}, err
+	}
+	times := treeTimes{self: map[int]time.Duration{root: own}}
+	if tree {
+		times.reaped = reaped
+		for _, pid := range childrenOf(root) {
+			if t, _, err := cpuTime(pid); err == nil { // one that ended meanwhile is in reaped next time
+				times.self[pid] = t
+			}
+		}
+	}
+	return times, nil
+}
+
+// cpuTime is the user and system CPU time of process pid so far, and that of its children it
+// has waited for.
+func cpuTime(pid int) (own, reaped time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	return parseStatCPU(string(b))
 }
 
-// parseStatCPU reads utime and stime (fields 14 and 15) from the text of /proc/<pid>/stat.
-// The command name (field 2) is in parentheses and may hold spaces and parentheses itself,
-// so the fields are counted from the last ')'.
-func parseStatCPU(stat string) (time.Duration, error) {
+// parseStatCPU reads utime, stime, cutime and cstime (fields 14 to 17) from the text of
+// /proc/<pid>/stat. The command name (field 2) is in parentheses and may hold spaces and
+// parentheses itself, so the fields are counted from the last ')'.
+func parseStatCPU(stat string) (own, reaped time.Duration, err error) {
 	end := strings.LastIndexByte(stat, ')')
 	if end < 0 {
-		return 0, fmt.Errorf("no command name in %q", stat)
+		return 0, 0, fmt.Errorf("no command name in %q", stat)
 	}
 	fields := strings.Fields(stat[end+1:]) // fields[0] is field 3, the state
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("too few fields in %q", stat)
+	if len(fields) < 15 {
+		return 0, 0, fmt.Errorf("too few fields in %q", stat)
 	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("bad CPU time %q", f)
+	var ticks [4]int64
+	for i, f := range fields[11:15] {
+		if ticks[i], err = strconv.ParseInt(f, 10, 64); err != nil || ticks[i] < 0 {
+			return 0, 0, fmt.Errorf("bad CPU time %q", f)
 		}
-		ticks += n
 	}
-	return time.Duration(ticks) * time.Second / userHZ, nil
+	tick := time.Second / userHZ
+	return time.Duration(ticks[0]+ticks[1]) * tick, time.Duration(ticks[2]+ticks[3]) * tick, nil
 }
 
 // parentOf reads the parent's pid (field 4) from the text of /proc/<pid>/stat.
@@ -135,8 +193,7 @@ func parentOf(stat string) (int, bool) {
 	return ppid, err == nil
 }
 
-// childrenOf lists the processes whose parent is pid (a Postgres server's backends and
-// workers).
+// childrenOf lists the processes whose parent is pid.
 func childrenOf(pid int) []int {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	var children []int

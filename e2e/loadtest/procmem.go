@@ -12,14 +12,15 @@ import (
 	"strings"
 )
 
-// Memory is what /proc/<pid>/status says of a process's resident memory, in bytes: the
-// peak (VmHWM, since the start or since ResetPeak), now (VmRSS), and how much of now is pages
-// mapped from files (RssFile): for our static binaries, their own code and read-only data,
-// which the kernel shares and can drop and read again, unlike the heap and the stacks.
+// Memory is what the kernel says of a process's resident memory, in bytes: the peak (VmHWM,
+// since the start or since ResetPeak) and now (VmRSS) from /proc/<pid>/status, and how much of
+// now is the process's own executable (from /proc/<pid>/smaps): its code and read-only data,
+// pages the kernel shares with the page cache and can drop and read back, unlike the heap and
+// the stacks.
 type Memory struct {
 	PeakBytes    int64 `json:"peak_bytes"`
 	CurrentBytes int64 `json:"current_bytes"`
-	FileBytes    int64 `json:"file_bytes"`
+	BinaryBytes  int64 `json:"binary_bytes"`
 }
 
 // readMemory reads a process's memory figures.
@@ -28,14 +29,28 @@ func readMemory(pid int) (Memory, error) {
 	if err != nil {
 		return Memory{}, err
 	}
-	return parseStatus(string(b))
+	m, err := parseStatus(string(b))
+	if err != nil {
+		return Memory{}, err
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	if m.BinaryBytes, err = mappedRSS(string(smaps), exe); err != nil {
+		return Memory{}, err
+	}
+	return m, nil
 }
 
-// parseStatus reads VmHWM, VmRSS and RssFile from the text of /proc/<pid>/status
-// ("VmRSS:	  1540 kB").
+// parseStatus reads VmHWM and VmRSS from the text of /proc/<pid>/status ("VmRSS:	  1540 kB").
 func parseStatus(status string) (Memory, error) {
 	var m Memory
-	fields := map[string]*int64{"VmHWM": &m.PeakBytes, "VmRSS": &m.CurrentBytes, "RssFile": &m.FileBytes}
+	fields := map[string]*int64{"VmHWM": &m.PeakBytes, "VmRSS": &m.CurrentBytes}
 	var seen int
 	sc := bufio.NewScanner(strings.NewReader(status))
 	for sc.Scan() {
@@ -44,11 +59,7 @@ func parseStatus(status string) (Memory, error) {
 		if !ok || into == nil {
 			continue
 		}
-		value := strings.Fields(rest)
-		if len(value) != 2 || value[1] != "kB" {
-			return Memory{}, fmt.Errorf("unexpected %s line %q", key, sc.Text())
-		}
-		kb, err := strconv.ParseInt(value[0], 10, 64)
+		kb, err := kilobytes(rest)
 		if err != nil {
 			return Memory{}, fmt.Errorf("unexpected %s line %q", key, sc.Text())
 		}
@@ -56,9 +67,49 @@ func parseStatus(status string) (Memory, error) {
 		seen++
 	}
 	if seen != len(fields) {
-		return Memory{}, errors.New("no VmHWM, VmRSS and RssFile lines (a kernel thread, or not Linux 4.5 or later)")
+		return Memory{}, errors.New("no VmHWM and VmRSS lines (a kernel thread, or not Linux)")
 	}
 	return m, nil
+}
+
+// mappedRSS sums the resident size (Rss) of the mappings of file path in the text of
+// /proc/<pid>/smaps, where each mapping is a header line ("start-end perms offset dev inode
+// path") followed by lines of "Key: value kB".
+func mappedRSS(smaps, path string) (int64, error) {
+	var total int64
+	var inFile, found bool
+	sc := bufio.NewScanner(strings.NewReader(smaps))
+	for sc.Scan() {
+		line := sc.Text()
+		key, rest, ok := strings.Cut(line, ":")
+		if ok && !strings.Contains(key, " ") { // "Rss:", "Size:", "VmFlags:", ...
+			if inFile && key == "Rss" {
+				kb, err := kilobytes(rest)
+				if err != nil {
+					return 0, fmt.Errorf("unexpected smaps line %q", line)
+				}
+				total += kb * 1024
+			}
+			continue
+		}
+		// A mapping's header: its path, when it has one, is the sixth field on.
+		f := strings.Fields(line)
+		inFile = len(f) >= 6 && strings.Join(f[5:], " ") == path
+		found = found || inFile
+	}
+	if !found {
+		return 0, fmt.Errorf("no mapping of %s", path)
+	}
+	return total, nil
+}
+
+// kilobytes reads "   1540 kB" as 1540.
+func kilobytes(s string) (int64, error) {
+	f := strings.Fields(s)
+	if len(f) != 2 || f[1] != "kB" {
+		return 0, fmt.Errorf("not a size in kB: %q", s)
+	}
+	return strconv.ParseInt(f[0], 10, 64)
 }
 
 // resetPeak makes the kernel forget a process's peak, so that the next VmHWM is the peak

@@ -198,13 +198,13 @@ func (r *Report) WriteText(w io.Writer) {
 		tw.Flush()
 		fmt.Fprintln(w)
 		tw = newTable(w)
-		fmt.Fprintln(tw, "\tservice\tpid\tpeak RSS (VmHWM)\tRSS at the end (VmRSS)\tof it, mapped from the binary (RssFile)\tpeak since")
+		fmt.Fprintln(tw, "\tservice\tpid\tpeak RSS (VmHWM)\tRSS at the end (VmRSS)\tof it, the binary's own pages (at the end)\tpeak since")
 		for _, m := range s.Memory {
 			if m.Err != "" {
 				fmt.Fprintf(tw, "\t%s\t\tunknown: %s\t\t\t\n", m.Service, m.Err)
 				continue
 			}
-			fmt.Fprintf(tw, "\t%s\t%d\t%s\t%s\t%s\t%s\n", m.Service, m.Pid, megabytes(m.PeakBytes), megabytes(m.CurrentBytes), megabytes(m.FileBytes), m.PeakSince)
+			fmt.Fprintf(tw, "\t%s\t%d\t%s\t%s\t%s\t%s\n", m.Service, m.Pid, megabytes(m.PeakBytes), megabytes(m.CurrentBytes), megabytes(m.BinaryBytes), m.PeakSince)
 		}
 		tw.Flush()
 		r.writeChecks(w, ScenarioSessions)
@@ -310,16 +310,20 @@ func writeCPU(w io.Writer, l *LatencyReport) {
 	tw := newTable(w)
 	fmt.Fprintln(tw, "\tprocess\tCPU per round")
 	var all Millis
+	var unknown []string
 	for _, c := range l.CPU {
 		if c.Err != "" {
 			fmt.Fprintf(tw, "\t%s\tunknown: %s\n", c.Process, c.Err)
+			unknown = append(unknown, c.Process)
 			continue
 		}
 		all += c.PerRound
 		fmt.Fprintf(tw, "\t%s\t%s\n", c.Process, c.PerRound)
 	}
-	if l.Calls > 0 {
-		fmt.Fprintf(tw, "\tall of them\t%s, in a round of %s on average\n", all, Millis(time.Duration(l.Elapsed)/time.Duration(l.Calls)))
+	what := "all of them"
+	if len(unknown) > 0 {
+		what = "all but " + strings.Join(unknown, ", ")
 	}
+	fmt.Fprintf(tw, "\t%s\t%s, in a round of %s on average\n", what, all, l.RoundTime)
 	tw.Flush()
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/hex"
 	"net"
 	"os"
+	"os/exec"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,49 +71,121 @@ func TestRatio(t *testing.T) {
 }
 
 func TestParseStatus(t *testing.T) {
-	status := "Name:\thubu\nVmPeak:\t 1263508 kB\nVmHWM:\t   24346 kB\nVmRSS:\t   20000 kB\nRssAnon:\t   12000 kB\nRssFile:\t    8000 kB\nThreads:\t8\n"
+	status := "Name:\thubu\nVmPeak:\t 1263508 kB\nVmHWM:\t   24346 kB\nVmRSS:\t   20000 kB\nThreads:\t8\n"
 	m, err := parseStatus(status)
-	if err != nil || m.PeakBytes != 24346*1024 || m.CurrentBytes != 20000*1024 || m.FileBytes != 8000*1024 {
+	if err != nil || m.PeakBytes != 24346*1024 || m.CurrentBytes != 20000*1024 {
 		t.Fatalf("parseStatus = %+v, %v", m, err)
 	}
-	for _, bad := range []string{"Name:\tkthreadd\nThreads:\t1\n", "VmHWM:\t 12 MB\nVmRSS:\t 1 kB\nRssFile:\t 1 kB\n", "VmHWM:\t x kB\nVmRSS:\t 1 kB\nRssFile:\t 1 kB\n",
-		"VmHWM:\t 12 kB\nVmRSS:\t 1 kB\n"} {
+	for _, bad := range []string{"Name:\tkthreadd\nThreads:\t1\n", "VmHWM:\t 12 MB\nVmRSS:\t 1 kB\n", "VmHWM:\t x kB\nVmRSS:\t 1 kB\n"} {
 		if _, err := parseStatus(bad); err == nil {
 			t.Errorf("parseStatus(%q) took it", bad)
 		}
 	}
 }
 
+// Only the mappings of the binary count, not those of the libraries or anonymous memory.
+func TestMappedRSS(t *testing.T) {
+	smaps := `00400000-0100a000 r-xp 00000000 fe:01 123 /opt/hubu/bin/hubu unified
+Size:              12328 kB
+Rss:               10212 kB
+VmFlags: rd ex mr mw me dw sd
+0100a000-01e48000 r--p 00c0a000 fe:01 123 /opt/hubu/bin/hubu unified
+Rss:                8248 kB
+01f03000-03f52000 rw-p 00000000 00:00 0
+Rss:                 168 kB
+7f0000000000-7f0000100000 r-xp 00000000 fe:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6
+Rss:                1092 kB
+`
+	if got, err := mappedRSS(smaps, "/opt/hubu/bin/hubu unified"); err != nil || got != (10212+8248)*1024 {
+		t.Fatalf("mappedRSS = %d, %v", got, err)
+	}
+	if _, err := mappedRSS(smaps, "/opt/other"); err == nil {
+		t.Error("a binary with no mapping was measured")
+	}
+	// This process: its binary is mapped, and resident, and not all of its memory.
+	m, err := readMemory(os.Getpid())
+	if err != nil || m.BinaryBytes <= 0 || m.BinaryBytes >= m.CurrentBytes {
+		t.Fatalf("readMemory(self) = %+v, %v", m, err)
+	}
+}
+
 func TestParseStatCPU(t *testing.T) {
-	// The command name may hold spaces and parentheses; utime 250 and stime 50 ticks are 3 s.
-	stat := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 123 456 789"
-	if d, err := parseStatCPU(stat); err != nil || d != 3*time.Second {
-		t.Fatalf("parseStatCPU = %v, %v", d, err)
+	// The command name may hold spaces and parentheses; utime 250 and stime 50 ticks are 3 s,
+	// cutime 20 and cstime 30 of reaped children 0.5 s.
+	stat := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 20 30 20 0 8 0 123 456 789"
+	if own, reaped, err := parseStatCPU(stat); err != nil || own != 3*time.Second || reaped != 500*time.Millisecond {
+		t.Fatalf("parseStatCPU = %v, %v, %v", own, reaped, err)
 	}
 	if ppid, ok := parentOf(stat); !ok || ppid != 1 {
 		t.Fatalf("parentOf = %d, %v", ppid, ok)
 	}
-	for _, bad := range []string{"4242 no parentheses", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 -5 50 0"} {
-		if _, err := parseStatCPU(bad); err == nil {
+	for _, bad := range []string{"4242 no parentheses", "4242 (x) S 1 2", "4242 (x) S 1 4242 4242 0 -1 0 0 0 0 0 -5 50 0 0"} {
+		if _, _, err := parseStatCPU(bad); err == nil {
 			t.Errorf("parseStatCPU(%q) took it", bad)
 		}
 	}
 }
 
-// The watch reads this process's own CPU time, and what it spends between the two readings.
+// A watch of a process tree (as of the Postgres server and its backends) counts the time of a
+// child that ran and ended in between, and of one still running; a process listening where
+// nobody listens, or one of another name, is an error.
 func TestCPUWatch(t *testing.T) {
-	w := newCPUWatch(map[string]string{"router": "127.0.0.1:1"}, []string{"router", "load generator"})
-	deadline := time.Now().Add(100 * time.Millisecond)
-	for n := 0; time.Now().Before(deadline); n++ { // burn CPU
-		_ = strconv.Itoa(n)
+	burn := func() *exec.Cmd { // a shell that spins for a while, then waits for its stdin to close
+		return exec.Command("sh", "-c", "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; read x || true")
 	}
-	got := w.perRound(2)
-	if got[0].Err == "" || got[0].Process != "router" {
+	w := newCPUWatch([]watched{{name: "nobody", addr: "127.0.0.1:1"}, {name: "tree", self: true, tree: true}})
+
+	ended := burn()
+	ended.Stdin = strings.NewReader("")
+	if err := ended.Run(); err != nil {
+		t.Fatal(err)
+	}
+	endedCPU := ended.ProcessState.UserTime() + ended.ProcessState.SystemTime()
+
+	running := burn()
+	stdin, err := running.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := running.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = running.Wait() }()
+	var runningCPU time.Duration
+	for deadline := time.Now().Add(20 * time.Second); runningCPU < 50*time.Millisecond && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		runningCPU, _, _ = cpuTime(running.Process.Pid)
+	}
+
+	got := w.stop(1)
+	if got[0].Err == "" || got[0].Process != "nobody" {
 		t.Errorf("a process nobody runs: %+v", got[0])
 	}
-	if got[1].Err != "" || got[1].PerRound <= 0 || time.Duration(got[1].PerRound) > time.Second {
-		t.Errorf("this process, per round of two: %+v", got[1])
+	if runningCPU < 50*time.Millisecond || endedCPU <= 0 {
+		t.Fatalf("the children did not burn: %s running, %s ended", runningCPU, endedCPU)
 	}
+	// /proc counts in ticks and truncates; the kernel's own count of the ended child does not.
+	if got[1].Err != "" || time.Duration(got[1].PerRound) < endedCPU+runningCPU-2*time.Second/userHZ {
+		t.Errorf("the tree: %+v, want at least the ended child's %s and the running one's %s", got[1], endedCPU, runningCPU)
+	}
+	if w.done.Before(w.started) {
+		t.Errorf("the window ends at %s, before it starts at %s", w.done, w.started)
+	}
+
+	other := newCPUWatch([]watched{{name: "postgres", addr: listening(t), comm: "postgres"}})
+	if got := other.stop(1); got[0].Err == "" || !strings.Contains(got[0].Err, "is not postgres") {
+		t.Errorf("a process of another name: %+v", got[0])
+	}
+}
+
+// listening is the address of a listener this test process holds until the test ends.
+func listening(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln.Addr().String()
 }
 
 func TestListeningInode(t *testing.T) {
