@@ -33,21 +33,9 @@ func TestSmoke(t *testing.T) {
 	jsonPath := filepath.Join(t.TempDir(), "report.json")
 	const renderTime = 50 * time.Millisecond
 	env := map[string]string{"HUBU_LOADTEST_DATABASE_URL": server, "HUBU_LOADTEST_RENDER_TIME": renderTime.String()}
-	cfg, err := loadtest.ParseArgs([]string{
+	rep, out := runLoadtest(t, env, 3*time.Minute,
 		"--n", "3", "--sessions", "2", "--spends", "2", "--clients", "2", "--agents", "2", "--duration", "1s",
-		"--pgbench-scale", "1", "--name", name, "--json", jsonPath,
-	}, func(k string) string { return env[k] }, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Bin = bin
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	rep, err := loadtest.Run(ctx, cfg, &out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+		"--pgbench-scale", "1", "--name", name, "--json", jsonPath)
 	if rep.Failed() {
 		t.Fatalf("a correctness check failed:\n%s", out.String())
 	}
@@ -159,6 +147,7 @@ func TestSmoke(t *testing.T) {
 	}
 
 	// Every database the run made is gone.
+	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, server)
 	if err != nil {
 		t.Fatal(err)
@@ -183,19 +172,7 @@ func TestPathSmoke(t *testing.T) {
 	server := sqltest.ServerURL(t)
 	name := "loadtest_path_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	env := map[string]string{"HUBU_LOADTEST_DATABASE_URL": server}
-	cfg, err := loadtest.ParseArgs([]string{"--scenarios", "path", "--path-spends", "3", "--name", name},
-		func(k string) string { return env[k] }, os.Stderr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Bin = bin
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	var out bytes.Buffer
-	rep, err := loadtest.Run(ctx, cfg, &out)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
+	rep, out := runLoadtest(t, env, 2*time.Minute, "--scenarios", "path", "--path-spends", "3", "--name", name)
 	p := rep.Path
 	if rep.Failed() || p == nil || p.Errors.Count != 0 || p.Traced != 3 {
 		t.Fatalf("path: %+v\n%s", p, out.String())
@@ -223,6 +200,25 @@ func TestPathSmoke(t *testing.T) {
 	if !strings.Contains(out.String(), "4. path") {
 		t.Errorf("the printed report has no path section:\n%s", out.String())
 	}
+}
+
+// runLoadtest runs the load test with args and the variables env, on the binaries TestMain
+// built, within timeout; it returns the report and what the run printed.
+func runLoadtest(t *testing.T, env map[string]string, timeout time.Duration, args ...string) (*loadtest.Report, *bytes.Buffer) {
+	t.Helper()
+	cfg, err := loadtest.ParseArgs(args, func(k string) string { return env[k] }, os.Stderr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bin = bin
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out bytes.Buffer
+	rep, err := loadtest.Run(ctx, cfg, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	return rep, &out
 }
 
 // positiveDist fails the test unless d has n samples, every one positive.

@@ -39,21 +39,13 @@ func TestTimeoutBoundsTheRequestAndItsBody(t *testing.T) {
 	client := &http.Client{Transport: Timeout(LimitResponses(srv.Client().Transport, 1<<10), 200*time.Millisecond)}
 	defer client.CloseIdleConnections()
 
-	resp, err := client.Get(srv.URL + "/fast")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || string(body) != "ok" {
-		t.Fatalf("fast: %q %v", body, err)
-	}
+	getOK(t, client, srv.URL+"/fast")
 
 	start := time.Now()
 	if _, err := client.Get(srv.URL + "/slow-headers"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("slow headers: %v", err)
 	}
-	resp, err = client.Get(srv.URL + "/slow-body")
+	resp, err := client.Get(srv.URL + "/slow-body")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +87,19 @@ func TestTimeoutSpansRedirects(t *testing.T) {
 	}
 	client = &http.Client{Transport: Timeout(srv.Client().Transport, 5*time.Second)}
 	defer client.CloseIdleConnections()
-	resp, err := client.Get(srv.URL + "/hop?hop=1")
+	getOK(t, client, srv.URL+"/hop?hop=1")
+}
+
+// getOK fails the test unless a GET of url through client is answered "ok" in whole.
+func getOK(t *testing.T, client *http.Client, url string) {
+	t.Helper()
+	resp, err := client.Get(url)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", url, err)
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if err != nil || string(body) != "ok" {
-		t.Fatalf("within the bound: %q %v", body, err)
+		t.Fatalf("%s: %q %v", url, body, err)
 	}
 }
