@@ -31,6 +31,10 @@ type LatencyReport struct {
 	ProviderTime        *Dist `json:"provider_time,omitempty"`
 	SpendOverFloor      Ratio `json:"spend_over_floor_p50"`
 	RedeliveryOverFloor Ratio `json:"redelivery_over_floor_p50"`
+	// ContractFloor is the least a new spend can take under the contracts, from its parts timed
+	// after the rounds; ContractFloorError says why it is missing, when it is.
+	ContractFloor      *ContractFloor `json:"contract_floor,omitempty"`
+	ContractFloorError string         `json:"contract_floor_error,omitempty"`
 	// Charges is how many charges mockflux made during the scenario: one per new spend, none
 	// per redelivery.
 	Charges int      `json:"charges"`
@@ -136,6 +140,13 @@ func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClien
 	rep.Spend = NewDist(took)
 	rep.SpendOverFloor = ratio(float64(rep.Spend.P50), float64(rep.ToolsList.P50))
 	rep.RedeliveryOverFloor = ratio(float64(rep.Redelivery.P50), float64(rep.ToolsList.P50))
+	cfg.say("latency: timing the parts of the contract floor, %d of each ...", n)
+	if rep.ContractFloor, err = measureContractFloor(ctx, cfg, s, rep, n); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		rep.ContractFloorError = err.Error()
+	}
 	return rep, nil
 }
 

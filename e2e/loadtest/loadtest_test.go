@@ -53,6 +53,22 @@ func TestSmoke(t *testing.T) {
 	if !l.SpendOverFloor.Valid || l.SpendOverFloor.Value <= 0 || !l.RedeliveryOverFloor.Valid || l.RedeliveryOverFloor.Value <= 0 {
 		t.Errorf("latency: ratios %v and %v", l.SpendOverFloor, l.RedeliveryOverFloor)
 	}
+	// The contract floor's parts were each timed once per round, and it is their sum as the
+	// report says it is.
+	f := l.ContractFloor
+	if f == nil {
+		t.Fatalf("latency: no contract floor: %s", l.ContractFloorError)
+	}
+	for what, d := range map[string]loadtest.Dist{"HTTP round trip": f.HTTP, "Postgres commit": f.PostgresCommit, "SQLite commit": f.SQLiteCommit} {
+		positiveDist(t, "contract floor: "+what, d, 3)
+	}
+	if want := l.ToolsList.P50 + 4*f.HTTP.P50 + 3*f.PostgresCommit.P50 + 2*f.SQLiteCommit.P50; f.Floor != want {
+		t.Errorf("latency: contract floor %s, want %s", f.Floor, want)
+	}
+	if !f.SpendOverFloor.Valid || f.SpendOverFloor.Value <= 0 || !f.FloorOverTransport.Valid || f.FloorOverTransport.Value <= 1 ||
+		!strings.Contains(out.String(), "new spend ÷ contract floor") {
+		t.Errorf("latency: contract floor ratios %v and %v:\n%s", f.SpendOverFloor, f.FloorOverTransport, out.String())
+	}
 	// mockflux makes a job Ready exactly its render time after the submit: each spend was
 	// matched with its own charge, and the setting reached mockflux.
 	if l.OverheadBasis != "provider" || l.ProviderTime == nil || time.Duration(l.ProviderTime.Min) != renderTime || time.Duration(l.ProviderTime.Max) != renderTime {

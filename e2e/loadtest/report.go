@@ -159,6 +159,12 @@ func (r *Report) WriteText(w io.Writer) {
 		} else {
 			fmt.Fprintf(w, "\n  spend overhead = a spend's latency − the configured render time (%s): mockflux's charges carry no ready_at\n", r.Config.RenderTime)
 		}
+		switch {
+		case l.ContractFloor != nil:
+			writeContractFloor(w, l)
+		case l.ContractFloorError != "":
+			fmt.Fprintf(w, "\n  contract floor: not measured: %s\n", l.ContractFloorError)
+		}
 		if len(l.CPU) > 0 {
 			writeCPU(w, l)
 		}
@@ -300,6 +306,26 @@ func runID() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b) // never fails (crypto/rand panics instead)
 	return hex.EncodeToString(b)
+}
+
+// writeContractFloor prints the parts of the contract floor and what they add up to, beside
+// the new spend's p50.
+func writeContractFloor(w io.Writer, l *LatencyReport) {
+	f := l.ContractFloor
+	fmt.Fprintln(w, "\n  contract floor: what a new spend cannot do without under the contracts, one after another, each timed in this run (p50):")
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	fmt.Fprintln(tw, "\tpart\teach\ttimes\tin all")
+	part := func(what string, each Millis, times int) {
+		fmt.Fprintf(tw, "\t%s\t%s\t%d\t%s\n", what, each, times, Millis(times)*each)
+	}
+	part("tools/list (the transport floor)", l.ToolsList.P50, 1)
+	part("HTTP round trip to a service (GET /healthz on Hubu)", f.HTTP.P50, floorExchanges)
+	part("durable Postgres commit (a one-row INSERT)", f.PostgresCommit.P50, floorPostgresCommits)
+	part("durable SQLite commit (WAL, synchronous=FULL)", f.SQLiteCommit.P50, floorSQLiteCommits)
+	fmt.Fprintf(tw, "\tcontract floor\t\t\t%s\n", f.Floor)
+	tw.Flush()
+	fmt.Fprintf(w, "\n  new spend ÷ contract floor, p50: %s; contract floor ÷ transport floor: %s\n", f.SpendOverFloor, f.FloorOverTransport)
 }
 
 // writeCPU prints the latency scenario's CPU time per round, by process, beside a round's
