@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +52,10 @@ type Config struct {
 	PgbenchScale int
 	// RenderTime is mockflux's --render-time: how long a job takes before it is Ready (default 0).
 	RenderTime time.Duration
+	// ServiceProcs is the GOMAXPROCS of each Go service of the stacks the spends go through
+	// (router, Hubu, Gongbu, mockflux); 0 leaves Go's default, every core (default
+	// DefaultServiceProcs).
+	ServiceProcs int
 	// Name names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth and pgbench_NAME,
 	// dropped before and after the run (default loadtest).
 	Name string
@@ -94,6 +100,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	pgbench := fs.String("pgbench", "HUBU_LOADTEST_PGBENCH", "pgbench", "pgbench binary, for the reference figures")
 	scale := fs.Int("pgbench-scale", "HUBU_LOADTEST_PGBENCH_SCALE", 10, "pgbench -i -s")
 	render := fs.Duration("render-time", "HUBU_LOADTEST_RENDER_TIME", 0, "mockflux's render time: how long after a submit a job is Ready")
+	serviceProcs := fs.Int("service-procs", "HUBU_LOADTEST_SERVICE_PROCS", DefaultServiceProcs(),
+		"GOMAXPROCS of each Go service the spends go through (router, Hubu, Gongbu, mockflux); 0 leaves Go's default (every core)")
 	name := fs.String("name", "HUBU_LOADTEST_NAME", "loadtest", "names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth, pgbench_NAME")
 	jsonPath := fs.String("json", "HUBU_LOADTEST_JSON", "", "also write every figure and sample to this file as JSON")
 	if err := fs.ParseNoArgs(args); err != nil {
@@ -101,7 +109,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	}
 	c := Config{
 		ServerURL: *server, Calls: *calls, Sessions: *sessions, Spends: *spends, PathSpends: *pathSpends, Clients: *clients, Agents: *agents,
-		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, Name: *name, JSONPath: *jsonPath,
+		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, ServiceProcs: *serviceProcs, Name: *name, JSONPath: *jsonPath,
 	}
 	for s := range strings.SplitSeq(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" && !slices.Contains(c.Scenarios, s) {
@@ -140,6 +148,9 @@ func (c Config) Validate() error {
 	if c.Duration < time.Second || c.Duration%time.Second != 0 {
 		return fmt.Errorf("--duration must be a whole number of seconds, at least 1s (pgbench -T runs as long), not %s", c.Duration)
 	}
+	if c.ServiceProcs < 0 {
+		return fmt.Errorf("--service-procs must not be negative, not %d", c.ServiceProcs)
+	}
 	if c.RenderTime < 0 {
 		return fmt.Errorf("--render-time must not be negative, not %s", c.RenderTime)
 	}
@@ -155,4 +166,30 @@ func (c Config) say(format string, args ...any) {
 	if c.Progress != nil {
 		fmt.Fprintf(c.Progress, "loadtest: "+format+"\n", args...)
 	}
+}
+
+// goServices are the processes of a stack that are Go programs with their own scheduler: the
+// ones ServiceProcs applies to (e2e/stack names them so).
+var goServices = []string{"router", "hubu", "gongbu", "mockflux"}
+
+// DefaultServiceProcs shares the machine's cores evenly among the stack's Go services, at
+// least one each: what each would get in a container with that CPU limit (Go sets GOMAXPROCS
+// from the limit). Left at Go's default, each of them runs as many schedulers as the machine has
+// cores, and on a small machine they spin looking for work the others are doing: on 2 cores a
+// spend cost about a quarter more CPU that way (docs/performance.md).
+func DefaultServiceProcs() int { return max(1, runtime.NumCPU()/len(goServices)) }
+
+// stackEnv is the environment of a stack's processes, by name: extra, and each Go service's
+// GOMAXPROCS.
+func (c Config) stackEnv(extra map[string][]string) map[string][]string {
+	env := make(map[string][]string, len(goServices))
+	for name, kv := range extra {
+		env[name] = append(env[name], kv...)
+	}
+	if c.ServiceProcs > 0 {
+		for _, name := range goServices {
+			env[name] = append(env[name], "GOMAXPROCS="+strconv.Itoa(c.ServiceProcs))
+		}
+	}
+	return env
 }

@@ -131,7 +131,7 @@ func runThroughRouter(ctx context.Context, cfg Config, dir string, rep *Report) 
 	cfg.say("starting the stack (mockflux render time %s) ...", cfg.RenderTime)
 	s, err := stack.Start(ctx, cfg.Bin, stack.Config{
 		Dir: filepath.Join(dir, "stack"), ServerURL: cfg.ServerURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: true,
-		Env: map[string][]string{"mockflux": {"MOCKFLUX_PENDING_POLLS=0", "MOCKFLUX_RENDER_TIME=" + cfg.RenderTime.String()}},
+		Env: cfg.stackEnv(map[string][]string{"mockflux": {"MOCKFLUX_PENDING_POLLS=0", "MOCKFLUX_RENDER_TIME=" + cfg.RenderTime.String()}}),
 	})
 	if err != nil {
 		return fmt.Errorf("start the stack: %w", err)
@@ -210,6 +210,7 @@ func newReport(cfg Config) *Report {
 		Config: reportConfig{
 			Scenarios: cfg.Scenarios, Calls: cfg.Calls, Sessions: cfg.Sessions, Spends: cfg.Spends, Clients: cfg.Clients,
 			Agents: cfg.Agents, Duration: cfg.Duration.String(), PgbenchScale: cfg.PgbenchScale, RenderTime: cfg.RenderTime.String(),
+			ServiceProcs: cfg.ServiceProcs,
 		},
 	}
 }

@@ -35,7 +35,7 @@ func TestSmoke(t *testing.T) {
 	env := map[string]string{"HUBU_LOADTEST_DATABASE_URL": server, "HUBU_LOADTEST_RENDER_TIME": renderTime.String()}
 	rep, out := runLoadtest(t, env, 3*time.Minute,
 		"--n", "3", "--sessions", "2", "--spends", "2", "--clients", "2", "--agents", "2", "--duration", "1s",
-		"--pgbench-scale", "1", "--name", name, "--json", jsonPath)
+		"--pgbench-scale", "1", "--service-procs", "1", "--name", name, "--json", jsonPath)
 	if rep.Failed() {
 		t.Fatalf("a correctness check failed:\n%s", out.String())
 	}
@@ -85,6 +85,11 @@ func TestSmoke(t *testing.T) {
 	for _, name := range []string{"router", "hubu", "gongbu", "mockflux", "postgres", "load generator"} {
 		if c, ok := cpu[name]; !ok || (c.Err != "" && name != "postgres") {
 			t.Errorf("latency: CPU of %s: %+v", name, c)
+		}
+	}
+	for _, name := range []string{"router", "hubu", "gongbu", "mockflux"} { // --service-procs 1 reached each
+		if c := cpu[name]; c.GOMAXPROCS != "1" {
+			t.Errorf("latency: %s runs with GOMAXPROCS %q, want 1", name, c.GOMAXPROCS)
 		}
 	}
 	if all <= 0 || !strings.Contains(out.String(), "CPU time per round") {

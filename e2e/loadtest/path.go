@@ -70,10 +70,10 @@ func runPath(ctx context.Context, cfg Config, dir string) (*PathReport, error) {
 	traced := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.url, "OTEL_BSP_SCHEDULE_DELAY=100"}
 	s, err := stack.Start(ctx, cfg.Bin, stack.Config{
 		Dir: filepath.Join(dir, "path-stack"), ServerURL: cfg.ServerURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: true,
-		Env: map[string][]string{
+		Env: cfg.stackEnv(map[string][]string{
 			"router": traced, "hubu": traced, "gongbu": traced,
 			"mockflux": append([]string{"MOCKFLUX_PENDING_POLLS=0", "MOCKFLUX_RENDER_TIME=" + cfg.RenderTime.String()}, traced...),
-		},
+		}),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start the traced stack: %w", err)

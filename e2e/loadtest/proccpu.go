@@ -1,9 +1,11 @@
 package loadtest
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +21,10 @@ const userHZ = 100
 type ProcessCPU struct {
 	Process  string `json:"process"`
 	PerRound Millis `json:"per_round_ms"`
-	Err      string `json:"error,omitempty"`
+	// GOMAXPROCS is the process's setting as its environment gives it ("default" when it
+	// gives none, "" for the Postgres server); for the load generator, the value it runs with.
+	GOMAXPROCS string `json:"gomaxprocs,omitempty"`
+	Err        string `json:"error,omitempty"`
 }
 
 // watched is one process the watch measures: found by the address it listens on, or this
@@ -36,6 +41,7 @@ type cpuWatch struct {
 	procs         []watched
 	roots         []int // per process: its pid, 0 when it was not found
 	before        []treeTimes
+	maxProcs      []string // per process: its GOMAXPROCS (ProcessCPU.GOMAXPROCS)
 	errs          []string
 	started, done time.Time
 }
@@ -50,7 +56,8 @@ type treeTimes struct {
 // newCPUWatch finds each process and reads its CPU time so far. This process is read first
 // and last, so that the watch's own reading of the others is not counted as its.
 func newCPUWatch(procs []watched) *cpuWatch {
-	w := &cpuWatch{procs: procs, roots: make([]int, len(procs)), before: make([]treeTimes, len(procs)), errs: make([]string, len(procs))}
+	w := &cpuWatch{procs: procs, roots: make([]int, len(procs)), before: make([]treeTimes, len(procs)),
+		maxProcs: make([]string, len(procs)), errs: make([]string, len(procs))}
 	for _, i := range w.readOrder() {
 		p := procs[i]
 		root := os.Getpid()
@@ -73,6 +80,12 @@ func newCPUWatch(procs []watched) *cpuWatch {
 			continue
 		}
 		w.roots[i], w.before[i] = root, times
+		switch {
+		case p.self:
+			w.maxProcs[i] = strconv.Itoa(runtime.GOMAXPROCS(0))
+		case !p.tree:
+			w.maxProcs[i] = cmp.Or(environValue(root, "GOMAXPROCS"), "default")
+		}
 	}
 	w.started = time.Now()
 	return w
@@ -97,7 +110,7 @@ func (w *cpuWatch) stop(rounds int) []ProcessCPU {
 	w.done = time.Now()
 	out := make([]ProcessCPU, len(w.procs))
 	for _, i := range w.readOrder() {
-		out[i] = ProcessCPU{Process: w.procs[i].name, Err: w.errs[i]}
+		out[i] = ProcessCPU{Process: w.procs[i].name, GOMAXPROCS: w.maxProcs[i], Err: w.errs[i]}
 		if w.errs[i] != "" {
 			continue
 		}
@@ -209,4 +222,19 @@ func childrenOf(pid int) []int {
 		}
 	}
 	return children
+}
+
+// environValue is the value of the variable key in the environment process pid started with,
+// "" when it has none or its environment cannot be read.
+func environValue(pid int, key string) string {
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	if err != nil {
+		return ""
+	}
+	for kv := range strings.SplitSeq(string(env), "\x00") {
+		if v, ok := strings.CutPrefix(kv, key+"="); ok {
+			return v
+		}
+	}
+	return ""
 }

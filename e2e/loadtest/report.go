@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -40,6 +41,7 @@ type reportConfig struct {
 	Duration     string   `json:"duration"`
 	PgbenchScale int      `json:"pgbench_scale"`
 	RenderTime   string   `json:"render_time"`
+	ServiceProcs int      `json:"service_gomaxprocs"` // 0: Go's default
 }
 
 // Check is a figure against its target. Only a correctness check (no errors, exact charges)
@@ -140,8 +142,12 @@ func megabytes(b int64) string { return strconv.FormatFloat(float64(b)/1e6, 'f',
 
 // WriteText prints the report as tables.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s\n",
-		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime)
+	procs := "Go's default GOMAXPROCS"
+	if n := r.Config.ServiceProcs; n > 0 {
+		procs = "GOMAXPROCS=" + strconv.Itoa(n)
+	}
+	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s; router, Hubu, Gongbu and mockflux at %s\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime, procs)
 	if l := r.Latency; l != nil {
 		fmt.Fprintf(w, "\n1. latency: one MCP session through the router (streamable HTTP), %d rounds of a tools/list, a new spend and its redelivery, in %s\n\n", l.Calls, l.Elapsed)
 		tw := newTable(w)
@@ -334,22 +340,22 @@ func writeCPU(w io.Writer, l *LatencyReport) {
 	fmt.Fprintln(w, "\n  CPU time per round (a tools/list, a new spend, its redelivery), from /proc/<pid>/stat:")
 	fmt.Fprintln(w)
 	tw := newTable(w)
-	fmt.Fprintln(tw, "\tprocess\tCPU per round")
+	fmt.Fprintln(tw, "\tprocess\tGOMAXPROCS\tCPU per round")
 	var all Millis
 	var unknown []string
 	for _, c := range l.CPU {
 		if c.Err != "" {
-			fmt.Fprintf(tw, "\t%s\tunknown: %s\n", c.Process, c.Err)
+			fmt.Fprintf(tw, "\t%s\t\tunknown: %s\n", c.Process, c.Err)
 			unknown = append(unknown, c.Process)
 			continue
 		}
 		all += c.PerRound
-		fmt.Fprintf(tw, "\t%s\t%s\n", c.Process, c.PerRound)
+		fmt.Fprintf(tw, "\t%s\t%s\t%s\n", c.Process, cmp.Or(c.GOMAXPROCS, "—"), c.PerRound)
 	}
 	what := "all of them"
 	if len(unknown) > 0 {
 		what = "all but " + strings.Join(unknown, ", ")
 	}
-	fmt.Fprintf(tw, "\t%s\t%s, in a round of %s on average\n", what, all, l.RoundTime)
+	fmt.Fprintf(tw, "\t%s\t\t%s, in a round of %s on average\n", what, all, l.RoundTime)
 	tw.Flush()
 }

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -172,9 +174,36 @@ func TestCPUWatch(t *testing.T) {
 		t.Errorf("the window ends at %s, before it starts at %s", w.done, w.started)
 	}
 
+	if got[1].GOMAXPROCS != strconv.Itoa(runtime.GOMAXPROCS(0)) {
+		t.Errorf("the load generator's GOMAXPROCS: %q, want %d", got[1].GOMAXPROCS, runtime.GOMAXPROCS(0))
+	}
+
 	other := newCPUWatch([]watched{{name: "postgres", addr: listening(t), comm: "postgres"}})
 	if got := other.stop(1); got[0].Err == "" || !strings.Contains(got[0].Err, "is not postgres") {
 		t.Errorf("a process of another name: %+v", got[0])
+	}
+}
+
+// TestEnvironValue reads a variable from another process's environment.
+func TestEnvironValue(t *testing.T) {
+	child := exec.Command("sh", "-c", "read x || true")
+	child.Env = []string{"PATH=" + os.Getenv("PATH"), "GOMAXPROCS=3"}
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { stdin.Close(); _ = child.Wait() }()
+	if got := environValue(child.Process.Pid, "GOMAXPROCS"); got != "3" {
+		t.Errorf("GOMAXPROCS: %q, want 3", got)
+	}
+	if got := environValue(child.Process.Pid, "GOGC"); got != "" {
+		t.Errorf("a variable it does not have: %q", got)
+	}
+	if got := environValue(-1, "GOMAXPROCS"); got != "" {
+		t.Errorf("no such process: %q", got)
 	}
 }
 
@@ -299,8 +328,11 @@ func TestParseArgs(t *testing.T) {
 	}
 	if c.Calls != 200 || c.Sessions != 200 || c.Spends != 10 || c.Clients != 8 || c.Agents != 16 || c.Duration != 10*time.Second ||
 		c.PgbenchScale != 10 || c.RenderTime != 0 || c.Name != "loadtest" || strings.Join(c.Scenarios, ",") != "latency,hubu,sessions" ||
-		c.PathSpends != 50 {
+		c.PathSpends != 50 || c.ServiceProcs != DefaultServiceProcs() || c.ServiceProcs < 1 {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c, err := ParseArgs([]string{"--service-procs", "0"}, env(), nil); err != nil || c.ServiceProcs != 0 {
+		t.Fatalf("--service-procs 0 (Go's default): %+v, %v", c, err)
 	}
 	c, err = ParseArgs([]string{"--scenarios", "sessions, latency", "--spends", "3"}, env("HUBU_LOADTEST_SESSIONS", "50", "HUBU_LOADTEST_SPENDS", "7"), nil)
 	if err != nil || c.Sessions != 50 || c.Spends != 3 || strings.Join(c.Scenarios, ",") != "sessions,latency" {
@@ -319,11 +351,32 @@ func TestParseArgs(t *testing.T) {
 		{[]string{"--scenarios", "path", "--path-spends", "0"}, env(), "--path-spends must be at least 1"},
 		{[]string{"--name", "Load-Test"}, env(), "--name"},
 		{[]string{"--render-time", "-1s"}, env(), "--render-time"},
+		{[]string{"--service-procs", "-1"}, env(), "--service-procs"},
 		{nil, env("HUBU_LOADTEST_N", "many"), "HUBU_LOADTEST_N"},
 		{[]string{"extra"}, env(), "unexpected argument"},
 	} {
 		if _, err := ParseArgs(tc.args, tc.env, &strings.Builder{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseArgs(%q) = %v, want an error about %s", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestStackEnv checks that every Go service of a stack gets ServiceProcs as its GOMAXPROCS,
+// beside the variables it had, and that 0 sets none.
+func TestStackEnv(t *testing.T) {
+	extra := map[string][]string{"mockflux": {"MOCKFLUX_RENDER_TIME=0s"}, "router": {"A=1"}}
+	env := Config{ServiceProcs: 2}.stackEnv(extra)
+	for _, name := range []string{"router", "hubu", "gongbu", "mockflux"} {
+		if !slices.Contains(env[name], "GOMAXPROCS=2") {
+			t.Errorf("%s: %q, want GOMAXPROCS=2", name, env[name])
+		}
+	}
+	if !slices.Contains(env["mockflux"], "MOCKFLUX_RENDER_TIME=0s") || !slices.Contains(env["router"], "A=1") || len(extra["router"]) != 1 {
+		t.Errorf("the extra variables: %q (extra now %q)", env, extra)
+	}
+	for name, kv := range (Config{}).stackEnv(extra) {
+		if slices.ContainsFunc(kv, func(v string) bool { return strings.HasPrefix(v, "GOMAXPROCS=") }) {
+			t.Errorf("%s: %q, want no GOMAXPROCS at 0", name, kv)
 		}
 	}
 }
