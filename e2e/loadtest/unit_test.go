@@ -145,14 +145,7 @@ func TestCPUWatch(t *testing.T) {
 	endedCPU := ended.ProcessState.UserTime() + ended.ProcessState.SystemTime()
 
 	running := burn()
-	stdin, err := running.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := running.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); _ = running.Wait() }()
+	startWaiting(t, running)
 	var runningCPU time.Duration
 	for deadline := time.Now().Add(20 * time.Second); runningCPU < 50*time.Millisecond && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
@@ -188,14 +181,7 @@ func TestCPUWatch(t *testing.T) {
 func TestEnvironValue(t *testing.T) {
 	child := exec.Command("sh", "-c", "read x || true")
 	child.Env = []string{"PATH=" + os.Getenv("PATH"), "GOMAXPROCS=3"}
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); _ = child.Wait() }()
+	startWaiting(t, child)
 	if got := environValue(child.Process.Pid, "GOMAXPROCS"); got != "3" {
 		t.Errorf("GOMAXPROCS: %q, want 3", got)
 	}
@@ -205,6 +191,20 @@ func TestEnvironValue(t *testing.T) {
 	if got := environValue(-1, "GOMAXPROCS"); got != "" {
 		t.Errorf("no such process: %q", got)
 	}
+}
+
+// startWaiting starts cmd, which runs until its standard input closes, and closes it when the
+// test ends.
+func startWaiting(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
 }
 
 // listening is the address of a listener this test process holds until the test ends.
