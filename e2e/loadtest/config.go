@@ -53,11 +53,11 @@ type Config struct {
 	// RenderTime is mockflux's --render-time: how long a job takes before it is Ready (default 0).
 	RenderTime time.Duration
 	// ServiceProcs is the GOMAXPROCS of each Go service of the stacks the spends go through
-	// (router, Hubu, Gongbu, mockflux); 0 leaves Go's default, every core (default
-	// DefaultServiceProcs).
+	// (router, Hubu, Gongbu, mockflux); 0 leaves Go's default: every core, or the CPU limit of
+	// its container rounded up to at least 2 (default DefaultServiceProcs).
 	ServiceProcs int
-	// Name names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth and pgbench_NAME,
-	// dropped before and after the run (default loadtest).
+	// Name names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth, hubu_NAME_floor
+	// and pgbench_NAME, dropped before and after the run (default loadtest).
 	Name string
 	// JSONPath, when set, receives the whole report with every sample.
 	JSONPath string
@@ -101,8 +101,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	scale := fs.Int("pgbench-scale", "HUBU_LOADTEST_PGBENCH_SCALE", 10, "pgbench -i -s")
 	render := fs.Duration("render-time", "HUBU_LOADTEST_RENDER_TIME", 0, "mockflux's render time: how long after a submit a job is Ready")
 	serviceProcs := fs.Int("service-procs", "HUBU_LOADTEST_SERVICE_PROCS", DefaultServiceProcs(),
-		"GOMAXPROCS of each Go service the spends go through (router, Hubu, Gongbu, mockflux); 0 leaves Go's default (every core)")
-	name := fs.String("name", "HUBU_LOADTEST_NAME", "loadtest", "names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth, pgbench_NAME")
+		"GOMAXPROCS of each Go service the spends go through (router, Hubu, Gongbu, mockflux); 0 leaves Go's default")
+	name := fs.String("name", "HUBU_LOADTEST_NAME", "loadtest", "names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth, hubu_NAME_floor, pgbench_NAME")
 	jsonPath := fs.String("json", "HUBU_LOADTEST_JSON", "", "also write every figure and sample to this file as JSON")
 	if err := fs.ParseNoArgs(args); err != nil {
 		return Config{}, err
@@ -173,10 +173,10 @@ func (c Config) say(format string, args ...any) {
 var goServices = []string{"router", "hubu", "gongbu", "mockflux"}
 
 // DefaultServiceProcs shares the machine's cores evenly among the stack's Go services, at
-// least one each: what each would get in a container with that CPU limit (Go sets GOMAXPROCS
-// from the limit). Left at Go's default, each of them runs as many schedulers as the machine has
+// least one each. Left at Go's default, each of them runs as many schedulers as the machine has
 // cores, and on a small machine they spin looking for work the others are doing: on 2 cores a
-// spend cost about a quarter more CPU that way (docs/performance.md).
+// round of the latency scenario cost about a third more CPU that way (docs/performance.md). A
+// container's CPU limit does not get there on its own: Go rounds a limit below 2 up to 2.
 func DefaultServiceProcs() int { return max(1, runtime.NumCPU()/len(goServices)) }
 
 // stackEnv is the environment of a stack's processes, by name: extra, and each Go service's

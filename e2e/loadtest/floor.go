@@ -14,6 +14,7 @@ import (
 	_ "modernc.org/sqlite" // the router's SQLite driver
 
 	"hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/proto/hubuapi"
 )
 
 // ContractFloor is the least a new spend can take under the contracts of DESIGN.md, whatever
@@ -28,8 +29,8 @@ type ContractFloor struct {
 	// PostgresCommit is a one-row INSERT committed with synchronous_commit on, on the stack's
 	// Postgres server: one durable commit of Hubu or Gongbu.
 	PostgresCommit Dist `json:"postgres_commit"`
-	// SQLiteCommit is a one-row INSERT in an IMMEDIATE transaction, in WAL mode with
-	// synchronous=FULL, beside the router's registry: one durable commit of the router.
+	// SQLiteCommit is a one-row INSERT in an IMMEDIATE transaction, with the router's settings,
+	// beside its registry: one durable commit of the router.
 	SQLiteCommit Dist `json:"sqlite_commit"`
 	// Floor is contractFloor of the transport floor and these three, at p50.
 	Floor Millis `json:"floor_ms"`
@@ -40,19 +41,24 @@ type ContractFloor struct {
 }
 
 // What a new spend cannot do without, one after another, under the contracts (a spend through
-// the router that auto-approves and succeeds):
+// the router that auto-approves and succeeds). Left out, because no guarantee needs them before
+// the answer: the record of the outcome (Gongbu's, and the router's final answer), which this
+// code commits before it answers so that what it answered is never lost, and every check that a
+// signed decision could make locally.
 const (
 	// The router asks Hubu; Hubu hands the decision to Gongbu; Gongbu submits the job to the
 	// provider, and asks it for the result (or is told, and fetches it).
 	floorExchanges = 4
-	// Hubu's decision with its budget hold before the hand-off; Gongbu's record that it is
-	// about to submit, before the provider call; Gongbu's record of the outcome, before it
-	// reports it.
-	floorPostgresCommits = 3
-	// The router's registry row before it forwards the call; its final answer before it
-	// answers.
-	floorSQLiteCommits = 2
+	// Hubu's decision with its budget hold, before the hand-off; Gongbu's record that it is
+	// about to submit, before the provider call.
+	floorPostgresCommits = 2
+	// The router's registry row for the call, before it forwards the call.
+	floorSQLiteCommits = 1
 )
+
+// floorTimeout bounds the timing of the contract floor: a stuck server leaves the floor
+// unmeasured instead of holding up the run.
+const floorTimeout = 2 * time.Minute
 
 // contractFloor adds up a new spend's floor from the p50 of each part.
 func contractFloor(transport, exchange, postgresCommit, sqliteCommit Millis) Millis {
@@ -64,7 +70,9 @@ func contractFloor(transport, exchange, postgresCommit, sqliteCommit Millis) Mil
 // transport floor and the new spends already in rep. It runs after the rounds, outside the
 // window their CPU time is measured in.
 func measureContractFloor(ctx context.Context, cfg Config, s *stack.Stack, rep *LatencyReport, n int) (*ContractFloor, error) {
-	dbName := "floor_" + cfg.Name
+	ctx, cancel := context.WithTimeout(ctx, floorTimeout)
+	defer cancel()
+	dbName := floorDB(cfg.Name)
 	dbURL, err := createDatabase(ctx, cfg.ServerURL, dbName)
 	if err != nil {
 		return nil, fmt.Errorf("create the database for timing commits: %w", err)
@@ -76,37 +84,40 @@ func measureContractFloor(ctx context.Context, cfg Config, s *stack.Stack, rep *
 	}()
 	pg, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("connect to %s: %w", dbName, err)
 	}
 	defer pg.Close(context.WithoutCancel(ctx))
 	if _, err := pg.Exec(ctx, "SET synchronous_commit = on"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("set synchronous_commit: %w", err)
 	}
 	if _, err := pg.Exec(ctx, "CREATE TABLE floor (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at timestamptz NOT NULL)"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create the Postgres table: %w", err)
 	}
 
-	// The router's own settings (router/registry/sqlite.go), in the directory of its registry.
+	// The router's settings (router/registry/sqlite.go, dsn), in the directory of its registry.
 	lite, err := sql.Open("sqlite", "file:"+filepath.Join(s.Config.Dir, "floor.db")+
-		"?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)")
+		"?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("open the SQLite file: %w", err)
 	}
 	defer lite.Close()
 	lite.SetMaxOpenConns(1)
 	if _, err := lite.ExecContext(ctx, "CREATE TABLE floor (id INTEGER PRIMARY KEY, at TEXT NOT NULL)"); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("create the SQLite table: %w", err)
 	}
 
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	defer hc.CloseIdleConnections()
-	healthz := "http://" + s.Hubu.Addr + "/healthz"
+	hubu, err := hubuapi.NewClient(s.Hubu.URL(), hubuapi.WithHTTPClient(hc))
+	if err != nil {
+		return nil, err
+	}
 
 	var exchanges, pgCommits, liteCommits []time.Duration
 	for range n {
-		took, err := timed(func() error { return getHealthz(ctx, hc, healthz) })
+		took, err := timed(func() error { return healthz(ctx, hubu) })
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("GET /healthz on Hubu: %w", err)
 		}
 		exchanges = append(exchanges, took)
 		if took, err = timed(func() error {
@@ -128,18 +139,19 @@ func measureContractFloor(ctx context.Context, cfg Config, s *stack.Stack, rep *
 	return f, nil
 }
 
+// floorDB is the scratch database the contract floor's Postgres commits are timed in.
+func floorDB(name string) string { return "hubu_" + name + "_floor" }
+
 func timed(f func() error) (time.Duration, error) {
 	start := time.Now()
 	err := f()
 	return time.Since(start), err
 }
 
-func getHealthz(ctx context.Context, hc *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
+// healthz asks a service whether it is up, through its generated client, and reads the whole
+// answer.
+func healthz(ctx context.Context, c *hubuapi.Client) error {
+	resp, err := c.GetHealthz(ctx)
 	if err != nil {
 		return err
 	}
@@ -148,7 +160,7 @@ func getHealthz(ctx context.Context, hc *http.Client, url string) error {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: status %d", url, resp.StatusCode)
+		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return nil
 }

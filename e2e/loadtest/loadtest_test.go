@@ -62,7 +62,7 @@ func TestSmoke(t *testing.T) {
 	for what, d := range map[string]loadtest.Dist{"HTTP round trip": f.HTTP, "Postgres commit": f.PostgresCommit, "SQLite commit": f.SQLiteCommit} {
 		positiveDist(t, "contract floor: "+what, d, 3)
 	}
-	if want := l.ToolsList.P50 + 4*f.HTTP.P50 + 3*f.PostgresCommit.P50 + 2*f.SQLiteCommit.P50; f.Floor != want {
+	if want := l.ToolsList.P50 + 4*f.HTTP.P50 + 2*f.PostgresCommit.P50 + f.SQLiteCommit.P50; f.Floor != want {
 		t.Errorf("latency: contract floor %s, want %s", f.Floor, want)
 	}
 	if !f.SpendOverFloor.Valid || f.SpendOverFloor.Value <= 0 || !f.FloorOverTransport.Valid || f.FloorOverTransport.Value <= 1 ||

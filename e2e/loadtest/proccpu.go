@@ -1,7 +1,6 @@
 package loadtest
 
 import (
-	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,7 +21,8 @@ type ProcessCPU struct {
 	Process  string `json:"process"`
 	PerRound Millis `json:"per_round_ms"`
 	// GOMAXPROCS is the process's setting as its environment gives it ("default" when it
-	// gives none, "" for the Postgres server); for the load generator, the value it runs with.
+	// gives none, "unknown" when it cannot be read, "" for the Postgres server); for the load
+	// generator, the value it runs with.
 	GOMAXPROCS string `json:"gomaxprocs,omitempty"`
 	Err        string `json:"error,omitempty"`
 }
@@ -84,7 +84,7 @@ func newCPUWatch(procs []watched) *cpuWatch {
 		case p.self:
 			w.maxProcs[i] = strconv.Itoa(runtime.GOMAXPROCS(0))
 		case !p.tree:
-			w.maxProcs[i] = cmp.Or(environValue(root, "GOMAXPROCS"), "default")
+			w.maxProcs[i] = gomaxprocsOf(root)
 		}
 	}
 	w.started = time.Now()
@@ -224,17 +224,30 @@ func childrenOf(pid int) []int {
 	return children
 }
 
+// gomaxprocsOf is the GOMAXPROCS that process pid's environment sets: "default" when it sets
+// none, "unknown" when the environment cannot be read.
+func gomaxprocsOf(pid int) string {
+	v, err := environValue(pid, "GOMAXPROCS")
+	switch {
+	case err != nil:
+		return "unknown"
+	case v == "":
+		return "default"
+	}
+	return v
+}
+
 // environValue is the value of the variable key in the environment process pid started with,
-// "" when it has none or its environment cannot be read.
-func environValue(pid int, key string) string {
+// "" when it has none.
+func environValue(pid int, key string) (string, error) {
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	if err != nil {
-		return ""
+		return "", err
 	}
 	for kv := range strings.SplitSeq(string(env), "\x00") {
 		if v, ok := strings.CutPrefix(kv, key+"="); ok {
-			return v
+			return v, nil
 		}
 	}
-	return ""
+	return "", nil
 }

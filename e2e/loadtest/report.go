@@ -140,14 +140,23 @@ func times(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) + "×"
 
 func megabytes(b int64) string { return strconv.FormatFloat(float64(b)/1e6, 'f', 1, 64) + " MB" }
 
+// serviceProcs says, for the header, what GOMAXPROCS the stack's services ran with; "" when no
+// scenario that started them ran.
+func (c reportConfig) serviceProcs() string {
+	if !slices.ContainsFunc(c.Scenarios, func(s string) bool { return s != ScenarioHubu }) {
+		return ""
+	}
+	procs := "Go's default GOMAXPROCS"
+	if c.ServiceProcs > 0 {
+		procs = "GOMAXPROCS=" + strconv.Itoa(c.ServiceProcs)
+	}
+	return "; router, Hubu, Gongbu and mockflux at " + procs
+}
+
 // WriteText prints the report as tables.
 func (r *Report) WriteText(w io.Writer) {
-	procs := "Go's default GOMAXPROCS"
-	if n := r.Config.ServiceProcs; n > 0 {
-		procs = "GOMAXPROCS=" + strconv.Itoa(n)
-	}
-	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s; router, Hubu, Gongbu and mockflux at %s\n",
-		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime, procs)
+	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s%s\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime, r.Config.serviceProcs())
 	if l := r.Latency; l != nil {
 		fmt.Fprintf(w, "\n1. latency: one MCP session through the router (streamable HTTP), %d rounds of a tools/list, a new spend and its redelivery, in %s\n\n", l.Calls, l.Elapsed)
 		tw := newTable(w)

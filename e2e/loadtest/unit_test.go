@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"net"
@@ -177,19 +178,22 @@ func TestCPUWatch(t *testing.T) {
 	}
 }
 
-// TestEnvironValue reads a variable from another process's environment.
+// TestEnvironValue reads GOMAXPROCS from another process's environment.
 func TestEnvironValue(t *testing.T) {
 	child := exec.Command("sh", "-c", "read x || true")
 	child.Env = []string{"PATH=" + os.Getenv("PATH"), "GOMAXPROCS=3"}
 	startWaiting(t, child)
-	if got := environValue(child.Process.Pid, "GOMAXPROCS"); got != "3" {
+	if got := gomaxprocsOf(child.Process.Pid); got != "3" {
 		t.Errorf("GOMAXPROCS: %q, want 3", got)
 	}
-	if got := environValue(child.Process.Pid, "GOGC"); got != "" {
-		t.Errorf("a variable it does not have: %q", got)
+	if got, err := environValue(child.Process.Pid, "GOGC"); got != "" || err != nil {
+		t.Errorf("a variable it does not have: %q, %v", got, err)
 	}
-	if got := environValue(-1, "GOMAXPROCS"); got != "" {
-		t.Errorf("no such process: %q", got)
+	if got := gomaxprocsOf(-1); got != "unknown" {
+		t.Errorf("no such process: %q, want unknown", got)
+	}
+	if got := gomaxprocsOf(os.Getpid()); got != cmp.Or(os.Getenv("GOMAXPROCS"), "default") {
+		t.Errorf("this process: %q, want what its environment says", got)
 	}
 }
 
@@ -328,7 +332,7 @@ func TestParseArgs(t *testing.T) {
 	}
 	if c.Calls != 200 || c.Sessions != 200 || c.Spends != 10 || c.Clients != 8 || c.Agents != 16 || c.Duration != 10*time.Second ||
 		c.PgbenchScale != 10 || c.RenderTime != 0 || c.Name != "loadtest" || strings.Join(c.Scenarios, ",") != "latency,hubu,sessions" ||
-		c.PathSpends != 50 || c.ServiceProcs != DefaultServiceProcs() || c.ServiceProcs < 1 {
+		c.PathSpends != 50 || c.ServiceProcs != max(1, runtime.NumCPU()/4) {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if c, err := ParseArgs([]string{"--service-procs", "0"}, env(), nil); err != nil || c.ServiceProcs != 0 {
@@ -377,6 +381,23 @@ func TestStackEnv(t *testing.T) {
 	for name, kv := range (Config{}).stackEnv(extra) {
 		if slices.ContainsFunc(kv, func(v string) bool { return strings.HasPrefix(v, "GOMAXPROCS=") }) {
 			t.Errorf("%s: %q, want no GOMAXPROCS at 0", name, kv)
+		}
+	}
+}
+
+// TestServiceProcsHeader checks that the report's first line says what GOMAXPROCS the stack's
+// services ran with, and says nothing of them when no scenario started them.
+func TestServiceProcsHeader(t *testing.T) {
+	for _, tc := range []struct {
+		c    reportConfig
+		want string
+	}{
+		{reportConfig{Scenarios: []string{ScenarioHubu}, ServiceProcs: 1}, ""},
+		{reportConfig{Scenarios: []string{ScenarioHubu, ScenarioLatency}, ServiceProcs: 1}, "; router, Hubu, Gongbu and mockflux at GOMAXPROCS=1"},
+		{reportConfig{Scenarios: []string{ScenarioSessions}}, "; router, Hubu, Gongbu and mockflux at Go's default GOMAXPROCS"},
+	} {
+		if got := tc.c.serviceProcs(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.c, got, tc.want)
 		}
 	}
 }
