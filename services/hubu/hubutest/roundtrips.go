@@ -91,14 +91,17 @@ type countingConn struct {
 	r *RoundTrips
 }
 
+// Write marks the write before it starts: the answer can arrive while it is still returning.
+// pgx reads in a goroutine of its own when a write takes longer than a few milliseconds (a
+// loaded machine), and that read may return the answer before this Write does; marked after, the
+// round trip would go uncounted.
 func (c *countingConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
-	if n > 0 {
+	if len(b) > 0 {
 		c.r.mu.Lock()
 		c.r.written = true
 		c.r.mu.Unlock()
 	}
-	return n, err
+	return c.Conn.Write(b)
 }
 
 func (c *countingConn) Read(b []byte) (int, error) {
