@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"bufio"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -180,9 +181,18 @@ func TestCPUWatch(t *testing.T) {
 
 // TestEnvironValue reads GOMAXPROCS from another process's environment.
 func TestEnvironValue(t *testing.T) {
-	child := exec.Command("sh", "-c", "read x || true")
+	child := exec.Command("sh", "-c", "echo running; read x || true")
 	child.Env = []string{"PATH=" + os.Getenv("PATH"), "GOMAXPROCS=3"}
+	out, err := child.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	startWaiting(t, child)
+	// Start returns while the kernel may still be setting up the new program, its environment
+	// not yet readable; a line the shell wrote says it is running.
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || line != "running\n" {
+		t.Fatalf("the child: %q, %v", line, err)
+	}
 	if got := gomaxprocsOf(child.Process.Pid); got != "3" {
 		t.Errorf("GOMAXPROCS: %q, want 3", got)
 	}
