@@ -57,6 +57,7 @@ type Authority struct {
 	failed     int // reports refused while down
 	asked      int
 	onDecision func() // called after each decision look-up, outside the lock
+	onOwns     func() // called before each ownership check answers, outside the lock
 }
 
 type authorityEntry struct {
@@ -115,6 +116,10 @@ func (a *Authority) OnDecision(f func()) {
 	a.onDecision = f
 }
 
+// OnOwns makes every ownership check call f before it answers, as a Hubu that is slow to
+// answer would.
+func (a *Authority) OnOwns(f func()) { under(&a.mu, func() { a.onOwns = f }) }
+
 // Reports returns the successful reports, in order.
 func (a *Authority) Reports() []Report {
 	return locked(&a.mu, func() []Report { return append([]Report(nil), a.reports...) })
@@ -172,6 +177,9 @@ func (a *Authority) report(r Report) error {
 // Owns answers like Hubu asked with the agent's token: true only for the agent that owns
 // the handle; an unknown token is unauthorized.
 func (a *Authority) Owns(_ context.Context, agentToken, handle string) (bool, error) {
+	if f := locked(&a.mu, func() func() { return a.onOwns }); f != nil {
+		f()
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.down {

@@ -253,11 +253,7 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "embed_image must be between 0 and %d bytes", gongbu.MaxImageBytes))
 		return
 	}
-	if err := s.requireOwner(r, handle); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	exec, err := s.awaitChange(r.Context(), handle, time.Duration(wait)*time.Second, params.State)
+	exec, err := s.awaitOwned(r, handle, time.Duration(wait)*time.Second, params.State)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -289,21 +285,65 @@ func (s *Server) embedImage(ctx context.Context, out *gongbuapi.Execution, exec 
 	out.Result.Image.Data = &img.Bytes
 }
 
+// awaitOwned is awaitChange for a caller whose token may read the operation of handle
+// (see requireOwner). The check with Hubu is a round trip of its own, so it runs beside the
+// read and the wait instead of before them: a long-poll whose execution is final by the time
+// it arrives (the router's, as a rule) answers once both are done, not one after the other.
+// Nothing that was read is answered before the check has passed, and a check that fails
+// ends the wait at once, so the answer to a caller who may not read the operation is the
+// same, and as soon, as it would be without the execution.
+func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, seen *gongbuapi.ExecutionState) (gongbu.Execution, error) {
+	token, err := ownerToken(r, handle)
+	if err != nil {
+		return gongbu.Execution{}, err
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	checked := make(chan error, 1)
+	go func() {
+		err := s.checkOwner(ctx, token, handle)
+		if err != nil {
+			cancel() // the wait is for nobody
+		}
+		checked <- err
+	}()
+	exec, err := s.awaitChange(ctx, handle, wait, seen)
+	if ownerErr := <-checked; ownerErr != nil {
+		return gongbu.Execution{}, ownerErr
+	}
+	return exec, err
+}
+
 // requireOwner lets through a caller whose token may read the operation of handle: Hubu, asked
 // with that token, decides (an agent its own operations, an operator any); any other
 // operation is not found. It also checks the handle's form.
 func (s *Server) requireOwner(r *http.Request, handle string) error {
+	token, err := ownerToken(r, handle)
+	if err != nil {
+		return err
+	}
+	return s.checkOwner(r.Context(), token, handle)
+}
+
+// ownerToken returns the bearer token that requireOwner asks Hubu about, once the token is
+// there and the handle well formed.
+func ownerToken(r *http.Request, handle string) (string, error) {
 	token := bearerToken(r)
 	if token == "" {
-		return gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required")
+		return "", gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required")
 	}
 	if !contract.IsPublicHandle(handle) {
-		return gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>")
+		return "", gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>")
 	}
-	owns, err := s.Authority.Owns(r.Context(), token, handle)
+	return token, nil
+}
+
+// checkOwner asks Hubu whether token may read the operation of handle.
+func (s *Server) checkOwner(ctx context.Context, token, handle string) error {
+	owns, err := s.Authority.Owns(ctx, token, handle)
 	if err != nil {
 		if gongbu.ErrorCode(err) == gongbu.CodeInternal {
-			s.logger().WarnContext(r.Context(), "cannot check ownership with Hubu", "err", err)
+			s.logger().WarnContext(ctx, "cannot check ownership with Hubu", "err", err)
 			err = gongbu.Errorf(gongbu.CodeUnavailable, "Hubu cannot be reached to check the operation")
 		}
 		return err

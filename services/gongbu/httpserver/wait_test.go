@@ -3,6 +3,7 @@ package httpserver_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -145,5 +146,83 @@ func TestWaitEndsWithTheExecutionAsItStands(t *testing.T) {
 		if status, body := b.do(t, req); status != http.StatusBadRequest || problemCode(t, body) != "invalid_arguments" {
 			t.Fatalf("%s: %d %s", path, status, body)
 		}
+	}
+}
+
+// Hubu's check of who may read the operation runs beside the wait, not before it: here Hubu
+// answers only once the request is waiting, which a check made first would never see.
+// Nothing read meanwhile is answered before the check passes.
+func TestOwnershipIsCheckedBesideTheWait(t *testing.T) {
+	t.Parallel()
+	feed := &changefeed.Feed{}
+	b := setup(t, withFeed(feed, time.Hour))
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+	seen := gongbuapi.Submitted
+
+	b.env.Authority.OnOwns(func() {
+		deadline := time.Now().Add(10 * time.Second)
+		for feed.Waiters() == 0 {
+			if time.Now().After(deadline) {
+				t.Error("the request did not wait until Hubu had checked who may read the operation")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+	answer := make(chan *gongbuapi.GetOperationExecutionResponse, 1)
+	go func() {
+		wait := 30
+		resp, err := b.client(t, agentA).GetOperationExecutionWithResponse(context.Background(), d.PublicHandle,
+			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: &seen})
+		if err != nil {
+			t.Error(err)
+		}
+		answer <- resp
+	}()
+	b.env.Provider.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.env.Clock.Advance(gongbutest.PollInterval)
+	b.env.Tick(t)
+	feed.Notify(d.PublicHandle) // as the listener would
+	if resp := answered(t, answer); resp.JSON200 == nil || resp.JSON200.State != gongbuapi.Succeeded {
+		t.Fatalf("owner: %d %s", resp.StatusCode(), resp.Body)
+	}
+}
+
+// A check that refuses ends the wait at once, and the answer tells nothing of the execution:
+// another agent's token, and a Hubu that cannot be reached.
+func TestRefusedOwnershipEndsTheWait(t *testing.T) {
+	t.Parallel()
+	feed := &changefeed.Feed{}
+	b := setup(t, withFeed(feed, time.Hour))
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+	seen := gongbuapi.Submitted
+	thirty := 30
+	ask := func(token string) *gongbuapi.GetOperationExecutionResponse {
+		t.Helper()
+		start := time.Now()
+		resp, err := b.client(t, token).GetOperationExecutionWithResponse(context.Background(), d.PublicHandle,
+			&gongbuapi.GetOperationExecutionParams{Wait: &thirty, State: &seen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatalf("the refusal waited for the execution: %d %s", resp.StatusCode(), resp.Body)
+		}
+		if strings.Contains(string(resp.Body), d.DecisionID.String()) || strings.Contains(string(resp.Body), "submitted") {
+			t.Fatalf("the refusal reveals the execution: %s", resp.Body)
+		}
+		return resp
+	}
+	if resp := ask(agentB); resp.StatusCode() != http.StatusNotFound || problemCode(t, resp.Body) != "not_found" {
+		t.Fatalf("another agent: %d %s", resp.StatusCode(), resp.Body)
+	}
+	b.env.Authority.SetDown(true)
+	if resp := ask(agentA); resp.StatusCode() != http.StatusServiceUnavailable || problemCode(t, resp.Body) != "unavailable" {
+		t.Fatalf("Hubu down: %d %s", resp.StatusCode(), resp.Body)
+	}
+	if n := feed.Waiters(); n != 0 {
+		t.Fatalf("%d waits left behind", n)
 	}
 }
