@@ -148,7 +148,7 @@ func TestCrashWhileSubmitting(t *testing.T) {
 			// What the dead Gongbu left: its submitting row (lease run out) and the charge.
 			d := s.issued(op)
 			key := vendorkey.For("bfl", d.DecisionID)
-			if _, created, err := s.gongbuStore.Insert(context.Background(), d.Decision, key, s.clock.Now(), s.clock.Now()); err != nil || !created {
+			if _, _, created, err := s.gongbuStore.Insert(context.Background(), d.Decision, key, s.clock.Now(), s.clock.Now()); err != nil || !created {
 				t.Fatalf("insert: %v %v", created, err)
 			}
 			sub := s.submitAtProvider("flux-dev", d.Arguments.Prompt, d.Arguments.Width, &key)

@@ -134,14 +134,10 @@ func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Exec
 	work := context.WithoutCancel(ctx)
 	insertCtx, cancel := context.WithTimeout(work, recordTimeout)
 	defer cancel()
-	// Read before the insert: the epoch says whether "no row until now" is evidence that no
-	// executor ever submitted this decision.
-	epoch, err := s.Store.Epoch(insertCtx)
-	if err != nil {
-		return gongbu.Execution{}, false, err
-	}
+	// The insert reads the database's epoch with it: whether "no row until now" is evidence
+	// that no executor ever submitted this decision.
 	now := s.Now()
-	exec, created, err := s.Store.Insert(insertCtx, issued.Decision, vendorkey.For(provider.Name(), issued.DecisionID), now.Add(s.Lease), now)
+	exec, epoch, created, err := s.Store.Insert(insertCtx, issued.Decision, vendorkey.For(provider.Name(), issued.DecisionID), now.Add(s.Lease), now)
 	if err != nil || !created {
 		return exec, false, err
 	}

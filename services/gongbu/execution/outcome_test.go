@@ -116,7 +116,7 @@ func crashedWhileSubmitting(t *testing.T, env *gongbutest.Env) gongbu.Decision {
 	t.Helper()
 	d := env.Issue("agent-a")
 	now := env.Clock.Now()
-	_, created, err := env.Store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(-gongbutest.PollInterval), now.Add(-gongbutest.Lease))
+	_, _, created, err := env.Store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(-gongbutest.PollInterval), now.Add(-gongbutest.Lease))
 	if err != nil || !created {
 		t.Fatalf("insert: created=%v err=%v", created, err)
 	}
@@ -162,7 +162,7 @@ func TestLiveSubmissionIsNotTakenOver(t *testing.T) {
 	env := gongbutest.New(t, false)
 	d := env.Issue("agent-a")
 	now := env.Clock.Now()
-	if _, _, err := env.Store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(gongbutest.Lease), now); err != nil {
+	if _, _, _, err := env.Store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(gongbutest.Lease), now); err != nil {
 		t.Fatal(err)
 	}
 	env.Tick(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -27,13 +28,15 @@ func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool, q: gongbudb
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Insert records a decision as submitting, under a lease that makes the caller its only
-// worker. created is false when the decision was recorded before; the existing row is
-// returned and nothing changes.
-func (s *Store) Insert(ctx context.Context, d gongbu.Decision, vendorKey string, leaseUntil, now time.Time) (gongbu.Execution, bool, error) {
+// worker, and returns the database's epoch as the insert read it: whether "no row until now"
+// is evidence that no executor ever submitted the decision (gongbu.Issued.PossiblySubmitted).
+// created is false when the decision was recorded before; the existing row is returned,
+// nothing changes, and epoch is the zero Epoch.
+func (s *Store) Insert(ctx context.Context, d gongbu.Decision, vendorKey string, leaseUntil, now time.Time) (exec gongbu.Execution, epoch gongbu.Epoch, created bool, err error) {
 	next := gongbu.Accept(d, vendorKey, now)
 	args, err := json.Marshal(next.Arguments)
 	if err != nil {
-		return gongbu.Execution{}, false, err
+		return gongbu.Execution{}, gongbu.Epoch{}, false, err
 	}
 	row, err := s.q.InsertExecution(ctx, s.pool, gongbudb.InsertExecutionParams{
 		DecisionID: next.DecisionID, PublicHandle: next.PublicHandle, AgentID: next.AgentID, Provider: next.Scope.Provider,
@@ -42,7 +45,11 @@ func (s *Store) Insert(ctx context.Context, d gongbu.Decision, vendorKey string,
 	})
 	if isNoRows(err) {
 		existing, err := s.Get(ctx, d.DecisionID)
-		return existing, false, err
+		if gongbu.ErrorCode(err) == gongbu.CodeNotFound {
+			// Neither inserted nor there before: the database has lost its epoch row.
+			return gongbu.Execution{}, gongbu.Epoch{}, false, errors.New("insert execution: the database has no epoch (database_epoch is empty); nothing was recorded")
+		}
+		return existing, gongbu.Epoch{}, false, err
 	}
 	// ON CONFLICT (decision_id) covers only the primary key. When two requests for one
 	// decision race, the loser can find the winner's row through another unique index first
@@ -50,18 +57,18 @@ func (s *Store) Insert(ctx context.Context, d gongbu.Decision, vendorKey string,
 	if uniqueViolation(err, "executions_public_handle_key") || uniqueViolation(err, "executions_vendor_key_key") {
 		existing, getErr := s.Get(ctx, d.DecisionID)
 		if getErr == nil {
-			return existing, false, nil
+			return existing, gongbu.Epoch{}, false, nil
 		}
 		if gongbu.ErrorCode(getErr) != gongbu.CodeNotFound {
-			return gongbu.Execution{}, false, getErr
+			return gongbu.Execution{}, gongbu.Epoch{}, false, getErr
 		}
-		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeDecisionMismatch, "another decision was executed for this public handle")
+		return gongbu.Execution{}, gongbu.Epoch{}, false, gongbu.Errorf(gongbu.CodeDecisionMismatch, "another decision was executed for this public handle")
 	}
 	if err != nil {
-		return gongbu.Execution{}, false, fmt.Errorf("insert execution: %w", err)
+		return gongbu.Execution{}, gongbu.Epoch{}, false, fmt.Errorf("insert execution: %w", err)
 	}
-	e, err := executionOf(row)
-	return e, true, err
+	exec, err = executionOf(row.Execution)
+	return exec, gongbu.Epoch{ID: row.EpochID, BeganAt: row.EpochBeganAt}, true, err
 }
 
 // Get returns the execution of a decision.

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestConcurrentInsertsOfOneDecision(t *testing.T) {
 		created := make([]bool, n)
 		errs := make([]error, n)
 		gongbutest.AtOnce(n, func(i int) {
-			x, c, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(time.Minute), now)
+			x, _, c, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(time.Minute), now)
 			if err == nil && x.DecisionID != d.DecisionID {
 				t.Errorf("got execution %s", x.DecisionID)
 			}
@@ -59,12 +60,12 @@ func TestInsertAnotherDecisionForOneHandle(t *testing.T) {
 	store := newStore(t)
 	now := time.Now()
 	d := gongbutest.NewDecision()
-	if _, created, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now, now); err != nil || !created {
+	if _, _, created, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now, now); err != nil || !created {
 		t.Fatalf("created=%v err=%v", created, err)
 	}
 	other := gongbutest.NewDecision()
 	other.PublicHandle = d.PublicHandle
-	_, created, err := store.Insert(context.Background(), other, vendorkey.For("bfl", other.DecisionID), now, now)
+	_, _, created, err := store.Insert(context.Background(), other, vendorkey.For("bfl", other.DecisionID), now, now)
 	if created || gongbu.ErrorCode(err) != gongbu.CodeDecisionMismatch {
 		t.Fatalf("created=%v err=%v, want decision_mismatch", created, err)
 	}
@@ -78,7 +79,7 @@ func TestRoundTrip(t *testing.T) {
 	d := gongbutest.NewDecision()
 	f := "jpeg"
 	d.Arguments.OutputFormat = &f
-	x, _, err := store.Insert(ctx, d, "k", now.Add(time.Minute), now)
+	x, _, _, err := store.Insert(ctx, d, "k", now.Add(time.Minute), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestWritesAreFencedByTheLease(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	d := gongbutest.NewDecision()
-	first, _, err := store.Insert(ctx, d, "k", now.Add(time.Minute), now)
+	first, _, _, err := store.Insert(ctx, d, "k", now.Add(time.Minute), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,5 +191,50 @@ func TestWritesAreFencedByTheLease(t *testing.T) {
 	fin, err := store.Finish(ctx, sub, gongbu.Succeeded("https://x/s.png", 25_000), later)
 	if err != nil || fin.State != gongbu.StateSucceeded {
 		t.Fatalf("finish by the second worker: %v %+v", err, fin)
+	}
+}
+
+// The insert reads the database's epoch in the same statement: the epoch comes back with
+// the new row (the one a restore's renewal made, once made), none with a row recorded
+// before, and a database that lost its epoch row records nothing.
+func TestInsertReadsTheEpoch(t *testing.T) {
+	t.Parallel()
+	pool, _ := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	store := postgres.NewStore(pool)
+	ctx := context.Background()
+	now := time.Now()
+	insert := func(d gongbu.Decision) (gongbu.Epoch, bool, error) {
+		_, epoch, created, err := store.Insert(ctx, d, vendorkey.For("bfl", d.DecisionID), now, now)
+		return epoch, created, err
+	}
+
+	first, err := store.Epoch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := gongbutest.NewDecision()
+	if epoch, created, err := insert(d); err != nil || !created || epoch != first {
+		t.Fatalf("new row: epoch %+v created=%v err=%v, want %+v", epoch, created, err, first)
+	}
+	if epoch, created, err := insert(d); err != nil || created || epoch != (gongbu.Epoch{}) {
+		t.Fatalf("recorded before: epoch %+v created=%v err=%v", epoch, created, err)
+	}
+	renewed, err := store.RenewEpoch(ctx)
+	if err != nil || renewed == first {
+		t.Fatalf("renew: %+v %v", renewed, err)
+	}
+	if epoch, created, err := insert(gongbutest.NewDecision()); err != nil || !created || epoch != renewed {
+		t.Fatalf("after the renewal: epoch %+v created=%v err=%v, want %+v", epoch, created, err, renewed)
+	}
+
+	if _, err := pool.Exec(ctx, "DELETE FROM database_epoch"); err != nil {
+		t.Fatal(err)
+	}
+	lost := gongbutest.NewDecision()
+	if _, created, err := insert(lost); err == nil || created || !strings.Contains(err.Error(), "no epoch") {
+		t.Fatalf("no epoch row: created=%v err=%v", created, err)
+	}
+	if _, err := store.Get(ctx, lost.DecisionID); gongbu.ErrorCode(err) != gongbu.CodeNotFound {
+		t.Fatalf("no epoch row, yet the decision was recorded: %v", err)
 	}
 }

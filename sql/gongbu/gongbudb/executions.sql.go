@@ -530,11 +530,12 @@ func (q *Queries) GetImageByHandle(ctx context.Context, db DBTX, publicHandle st
 }
 
 const insertExecution = `-- name: InsertExecution :one
+WITH epoch AS (SELECT id, began_at FROM database_epoch)
 INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, size, arguments,
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13 FROM epoch
 ON CONFLICT (decision_id) DO NOTHING
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+RETURNING executions.decision_id, executions.public_handle, executions.agent_id, executions.provider, executions.model, executions.size, executions.arguments, executions.amount_micros, executions.currency, executions.vendor_key, executions.state, executions.provider_job_id, executions.polling_url, executions.result_url, executions.error, executions.attempts, executions.lease_until, executions.poll_deadline, executions.charged_micros, executions.reported_at, executions.created_at, executions.updated_at, executions.resolved_at, executions.lease_generation, executions.image_mime_type, executions.image_sha256, executions.image_size, executions.image_fetch_attempts, executions.image_fetch_after, (SELECT id FROM epoch)::uuid AS epoch_id, (SELECT began_at FROM epoch)::timestamptz AS epoch_began_at
 `
 
 type InsertExecutionParams struct {
@@ -553,8 +554,17 @@ type InsertExecutionParams struct {
 	CreatedAt    time.Time
 }
 
+type InsertExecutionRow struct {
+	Execution    Execution
+	EpochID      uuid.UUID
+	EpochBeganAt time.Time
+}
+
 // The one insert per decision; a second request for the same decision inserts nothing.
-func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecutionParams) (Execution, error) {
+// It returns the database's epoch as the statement read it, so that the row and the epoch it
+// is judged by come in one round trip (see Store.Insert). A database without its epoch row
+// inserts nothing either.
+func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecutionParams) (InsertExecutionRow, error) {
 	row := db.QueryRow(ctx, insertExecution,
 		arg.DecisionID,
 		arg.PublicHandle,
@@ -570,37 +580,39 @@ func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecut
 		arg.LeaseUntil,
 		arg.CreatedAt,
 	)
-	var i Execution
+	var i InsertExecutionRow
 	err := row.Scan(
-		&i.DecisionID,
-		&i.PublicHandle,
-		&i.AgentID,
-		&i.Provider,
-		&i.Model,
-		&i.Size,
-		&i.Arguments,
-		&i.AmountMicros,
-		&i.Currency,
-		&i.VendorKey,
-		&i.State,
-		&i.ProviderJobID,
-		&i.PollingUrl,
-		&i.ResultUrl,
-		&i.Error,
-		&i.Attempts,
-		&i.LeaseUntil,
-		&i.PollDeadline,
-		&i.ChargedMicros,
-		&i.ReportedAt,
-		&i.CreatedAt,
-		&i.UpdatedAt,
-		&i.ResolvedAt,
-		&i.LeaseGeneration,
-		&i.ImageMimeType,
-		&i.ImageSha256,
-		&i.ImageSize,
-		&i.ImageFetchAttempts,
-		&i.ImageFetchAfter,
+		&i.Execution.DecisionID,
+		&i.Execution.PublicHandle,
+		&i.Execution.AgentID,
+		&i.Execution.Provider,
+		&i.Execution.Model,
+		&i.Execution.Size,
+		&i.Execution.Arguments,
+		&i.Execution.AmountMicros,
+		&i.Execution.Currency,
+		&i.Execution.VendorKey,
+		&i.Execution.State,
+		&i.Execution.ProviderJobID,
+		&i.Execution.PollingUrl,
+		&i.Execution.ResultUrl,
+		&i.Execution.Error,
+		&i.Execution.Attempts,
+		&i.Execution.LeaseUntil,
+		&i.Execution.PollDeadline,
+		&i.Execution.ChargedMicros,
+		&i.Execution.ReportedAt,
+		&i.Execution.CreatedAt,
+		&i.Execution.UpdatedAt,
+		&i.Execution.ResolvedAt,
+		&i.Execution.LeaseGeneration,
+		&i.Execution.ImageMimeType,
+		&i.Execution.ImageSha256,
+		&i.Execution.ImageSize,
+		&i.Execution.ImageFetchAttempts,
+		&i.Execution.ImageFetchAfter,
+		&i.EpochID,
+		&i.EpochBeganAt,
 	)
 	return i, err
 }

@@ -1,10 +1,14 @@
 -- name: InsertExecution :one
 -- The one insert per decision; a second request for the same decision inserts nothing.
+-- It returns the database's epoch as the statement read it, so that the row and the epoch it
+-- is judged by come in one round trip (see Store.Insert). A database without its epoch row
+-- inserts nothing either.
+WITH epoch AS (SELECT id, began_at FROM database_epoch)
 INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, size, arguments,
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)
+SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13 FROM epoch
 ON CONFLICT (decision_id) DO NOTHING
-RETURNING *;
+RETURNING sqlc.embed(executions), (SELECT id FROM epoch)::uuid AS epoch_id, (SELECT began_at FROM epoch)::timestamptz AS epoch_began_at;
 
 -- name: GetExecution :one
 SELECT * FROM executions WHERE decision_id = $1;

@@ -284,7 +284,7 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 	d := gongbutest.NewDecision()
 	now := time.Now()
 	// Left by a worker that died while submitting a few minutes ago: its lease ran out.
-	if _, _, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(-time.Minute), now.Add(-5*time.Minute)); err != nil {
+	if _, _, _, err := store.Insert(context.Background(), d, vendorkey.For("bfl", d.DecisionID), now.Add(-time.Minute), now.Add(-5*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	shutdownWithSubmissionInFlight(t, store, d, []string{"--database-url", dbURL, "--hubu-url", "http://127.0.0.1:1", "--flux-idempotent"},

@@ -26,7 +26,7 @@ func TestPruneImages(t *testing.T) {
 	succeeded := func() gongbu.Decision {
 		t.Helper()
 		d := gongbutest.NewDecision()
-		x, _, err := store.Insert(ctx, d, vendorkey.For("bfl", d.DecisionID), now, now)
+		x, _, _, err := store.Insert(ctx, d, vendorkey.For("bfl", d.DecisionID), now, now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,7 +28,7 @@ func TestResolve(t *testing.T) {
 	record := func(state gongbu.State) gongbu.Decision {
 		t.Helper()
 		d := gongbutest.NewDecision()
-		x, _, err := store.Insert(ctx, d, vendorkey.For("bfl", d.DecisionID), now, now)
+		x, _, _, err := store.Insert(ctx, d, vendorkey.For("bfl", d.DecisionID), now, now)
 		if err != nil {
 			t.Fatal(err)
 		}
