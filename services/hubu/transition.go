@@ -224,6 +224,18 @@ func (op Operation) HandOff(now time.Time) Change {
 	return ch
 }
 
+// WithFirstHandOff counts, in ch itself, the first try to hand the decision that ch issues
+// to the executor: for a caller that makes that try as soon as ch is committed, so the count
+// is written with the decision instead of in a write of its own on the way to the executor.
+// It is the count HandOff would make, and no more evidence than that. A change that does not
+// issue a decision (its operation does not become dispatching) is returned as it is.
+func (ch Change) WithFirstHandOff() Change {
+	if ch.Event != "" && ch.From != StateDispatching && ch.Operation.State == StateDispatching {
+		ch.Operation.DispatchAttempts++
+	}
+	return ch
+}
+
 // Accept records that the executor accepted the decision. It changes nothing once the
 // operation has moved on: the executor may settle before its acceptance is recorded.
 func (op Operation) Accept(now time.Time) Change {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -209,6 +210,37 @@ func TestTransitionDetails(t *testing.T) {
 	t.Run("a hand-off is counted", func(t *testing.T) {
 		if ch := fixtures["dispatching"].HandOff(now).Operation.HandOff(now); ch.Operation.DispatchAttempts != 2 {
 			t.Fatalf("attempts = %d", ch.Operation.DispatchAttempts)
+		}
+	})
+	t.Run("a decision's first hand-off is counted with it", func(t *testing.T) {
+		issue := func(e Event) Change {
+			t.Helper()
+			ch, err := Operation{ID: uuid.New(), AmountMicros: amount, Currency: "USD", CreatedAt: created}.Authorize(e, &Denial{Code: DenialDenied}, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ch
+		}
+		for _, c := range []struct {
+			name string
+			ch   Change
+			want int
+		}{
+			{"auto-approved", issue(EventAutoApprove), 1},
+			{"resumed", fixtures["approved"].Resume(now), 1},
+			{"held: no decision", issue(EventHold), 0},
+			{"refused: no decision", issue(EventRefuse), 0},
+			{"dispatching already: HandOff counts re-sends", fixtures["dispatching"].HandOff(now), 1},
+			{"a change that changes nothing", fixtures["executing"].Resume(now), 0},
+		} {
+			got := c.ch.WithFirstHandOff()
+			if got.Operation.DispatchAttempts != c.want {
+				t.Fatalf("%s: attempts = %d, want %d", c.name, got.Operation.DispatchAttempts, c.want)
+			}
+			got.Operation.DispatchAttempts = c.ch.Operation.DispatchAttempts
+			if !reflect.DeepEqual(got, c.ch) {
+				t.Fatalf("%s: changed more than the count: %+v", c.name, got)
+			}
 		}
 	})
 	t.Run("the budget counts holds and captures", func(t *testing.T) {

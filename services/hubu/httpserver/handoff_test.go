@@ -34,25 +34,29 @@ func failUpdates(t *testing.T, pool *pgxpool.Pool, name, when string) (restore f
 // A hand-off that fails at any of its three steps (counting the try, the executor, recording
 // its acceptance) leaves the operation dispatching, says so in the log, and is re-sent by the
 // next recovery pass; the executor sees the same decision every time, and the spend ends up
-// executing once the fault is gone.
+// executing once the fault is gone. A new decision's first try is counted in the transaction
+// that issues it, so counting can fail only for a re-send: here, the redelivery's after a
+// first hand-off that the executor failed.
 func TestHandOffFailuresAreResent(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		name      string
-		fault     func(t *testing.T, b *bundle) (restore func())
-		logged    string
-		delivered int // decisions the executor accepted during the failed hand-off
+		name        string
+		fault       func(t *testing.T, b *bundle) (restore func())
+		redelivered bool // the call is redelivered once, under the fault
+		logged      string
+		delivered   int // decisions the executor accepted during the failed hand-off
 	}{
 		{"counting the try fails", func(t *testing.T, b *bundle) func() {
+			b.Executor.FailNext(1)
 			return failUpdates(t, b.Pool, "count", "NEW.dispatch_attempts <> OLD.dispatch_attempts")
-		}, "could not count the hand-off; it will be re-sent", 0},
+		}, true, "could not count the hand-off; it will be re-sent", 0},
 		{"the executor fails", func(t *testing.T, b *bundle) func() {
 			b.Executor.FailNext(1)
 			return func() {}
-		}, "hand-off to the executor failed; it will be re-sent", 0},
+		}, false, "hand-off to the executor failed; it will be re-sent", 0},
 		{"recording the acceptance fails", func(t *testing.T, b *bundle) func() {
 			return failUpdates(t, b.Pool, "accept", "NEW.state = 'executing'")
-		}, "could not record the hand-off; it will be re-sent", 1},
+		}, false, "could not record the hand-off; it will be re-sent", 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -60,7 +64,11 @@ func TestHandOffFailuresAreResent(t *testing.T) {
 			b := setup(t)
 			a := b.NewAgent(t, "agent", nil)
 			restore := c.fault(t, b)
-			op := spend(t, a, newCall("flux-dev"), hubuapi.OperationStateDispatching)
+			call := newCall("flux-dev")
+			op := spend(t, a, call, hubuapi.OperationStateDispatching)
+			if c.redelivered {
+				spend(t, a, call, hubuapi.OperationStateDispatching)
+			}
 			if !strings.Contains(b.Logs.String(), c.logged) {
 				t.Fatalf("the log does not say %q:\n%s", c.logged, b.Logs.String())
 			}

@@ -42,7 +42,7 @@ func TestRoundTrips(t *testing.T) {
 			}
 			// dispatching is a new operation left dispatching: authorized by the store alone.
 			dispatching := func() hubu.Operation {
-				op, _, err := e.Store.Authorize(ctx, a.ID, newCall("flux-dev").AuthorizeRequest(), e.Clock.Now())
+				op, _, err := e.Store.Authorize(ctx, a.ID, newCall("flux-dev").AuthorizeRequest(), e.Clock.Now(), false)
 				if err != nil || op.State != hubu.StateDispatching {
 					t.Fatalf("authorize: %+v %v", op, err)
 				}
@@ -64,7 +64,7 @@ func TestRoundTrips(t *testing.T) {
 				uncached          int // round trips (and statements) more without the cache
 				prepare           func() (request func())
 			}{
-				{"new authorization, approved and handed off", 4, 10, 1, 2, func() func() {
+				{"new authorization, approved and handed off", 3, 6, 0, 2, func() func() {
 					return func() { decided("flux-dev", hubuapi.OperationStateExecuting) }
 				}},
 				{"new authorization, held for approval", 2, 5, 0, 2, func() func() {

@@ -34,14 +34,25 @@ type Service struct {
 
 // Authorize records or replays an authorization, then hands an approved decision on.
 // A replay of an operation still dispatching re-sends its decision: execution continues
-// under the same decision, never a new one.
+// under the same decision, never a new one. A new decision's first try is counted in the
+// transaction that issues it (hubu.Change.WithFirstHandOff): the hand-off that follows
+// writes nothing before it reaches the executor.
 func (s *Service) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest) (hubu.Operation, bool, error) {
-	op, replayed, err := s.Store.Authorize(ctx, agentID, req, s.Now())
+	op, replayed, err := s.Store.Authorize(ctx, agentID, req, s.Now(), s.Executor != nil)
 	if err != nil {
 		return op, replayed, err
 	}
 	failpoint.Inject(failpoint.HubuAfterAuthorizeCommit)
-	return s.dispatch(ctx, op), replayed, nil
+	if replayed {
+		return s.dispatch(ctx, op), true, nil
+	}
+	return s.handOff(ctx, op, countedWithDecision), false, nil
+}
+
+// countedWithDecision is the count of a first hand-off that the decision's own transaction
+// made: there is nothing left to write.
+func countedWithDecision(_ context.Context, op hubu.Operation, _ time.Time) (hubu.Operation, bool, error) {
+	return op, true, nil
 }
 
 // Resume moves an approved operation on and hands its decision to the executor.

@@ -119,7 +119,7 @@ func TestPriceChangeSeenByNewAuthorizations(t *testing.T) {
 	other := otherProcess(t, e, time.Hour)
 	price := func(store *postgres.Store) int64 {
 		t.Helper()
-		op, _, err := store.Authorize(ctx, a.ID, hubutest.NewCall("flux-dev").AuthorizeRequest(), e.Clock.Now())
+		op, _, err := store.Authorize(ctx, a.ID, hubutest.NewCall("flux-dev").AuthorizeRequest(), e.Clock.Now(), false)
 		if err != nil {
 			t.Fatal(err)
 		}

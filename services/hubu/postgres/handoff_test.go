@@ -21,7 +21,7 @@ func TestHandOffStepsFromAStaleRead(t *testing.T) {
 	now := e.Clock.Now()
 	authorize := func() hubu.Operation {
 		t.Helper()
-		op, _, err := e.Store.Authorize(ctx, a.ID, hubutest.NewCall("flux-dev").AuthorizeRequest(), now)
+		op, _, err := e.Store.Authorize(ctx, a.ID, hubutest.NewCall("flux-dev").AuthorizeRequest(), now, false)
 		if err != nil || op.State != hubu.StateDispatching || op.DispatchAttempts != 0 {
 			t.Fatalf("authorize: %+v %v", op, err)
 		}
@@ -65,5 +65,34 @@ func TestHandOffStepsFromAStaleRead(t *testing.T) {
 	op, ok, err := e.Store.CountDispatchAttempt(ctx, counted, now)
 	if err != nil || ok || op.State != hubu.StateSucceeded || op.DispatchAttempts != 2 {
 		t.Fatalf("a hand-off after the settle: %+v ok %v %v", op, ok, err)
+	}
+}
+
+// A caller that hands a new decision on at once has its first try counted in the
+// transaction that issues it; a held operation issues no decision and counts nothing, and a
+// caller without an executor counts nothing either.
+func TestAuthorizeCountsTheFirstHandOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := hubutest.New(t, nil)
+	a := e.NewAgent(t, "agent", nil)
+	for _, c := range []struct {
+		model   string
+		handOff bool
+		state   hubu.State
+		want    int
+	}{
+		{"flux-dev", true, hubu.StateDispatching, 1},
+		{"flux-dev", false, hubu.StateDispatching, 0},
+		{"flux-pro-1.1-ultra", true, hubu.StatePendingApproval, 0},
+	} {
+		op, _, err := e.Store.Authorize(ctx, a.ID, hubutest.NewCall(c.model).AuthorizeRequest(), e.Clock.Now(), c.handOff)
+		if err != nil || op.State != c.state || op.DispatchAttempts != c.want {
+			t.Fatalf("%s, hand-off %v: %s with %d attempts (%v), want %s with %d", c.model, c.handOff, op.State, op.DispatchAttempts, err, c.state, c.want)
+		}
+		stored, err := e.Store.GetOperation(ctx, hubu.Principal{Role: hubu.RoleAgent, AgentID: a.ID}, op.PublicHandle, e.Clock.Now())
+		if err != nil || stored.DispatchAttempts != c.want {
+			t.Fatalf("%s, hand-off %v: stored %d attempts (%v), want %d", c.model, c.handOff, stored.DispatchAttempts, err, c.want)
+		}
 	}
 }

@@ -32,7 +32,7 @@ import (
 // round trip. Or, for a key that is recorded, the record and COMMIT (and then the expiry of an
 // operation that waited for people past its deadline). The price comes from the catalog,
 // cached; a catalog that must be read is read in the transaction, for new operations only.
-func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time) (op hubu.Operation, replayed bool, err error) {
+func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time, handOff bool) (op hubu.Operation, replayed bool, err error) {
 	scope := hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model, Size: fmt.Sprintf("%dx%d", req.Arguments.Width, req.Arguments.Height)}
 	args, err := marshalArguments(req.Arguments)
 	if err != nil {
@@ -85,6 +85,9 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 		if err != nil {
 			return result{}, err
 		}
+		if handOff {
+			ch = ch.WithFirstHandOff()
+		}
 		o := ch.Operation
 		code, message := denialColumns(o.Denial)
 		l := ledgerColumnsOf(ch.Ledger)
@@ -94,7 +97,8 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 			Tool: req.Tool, Arguments: args, RequestHash: req.RequestHash, Account: o.Account,
 			Provider: scope.Provider, Model: scope.Model, Size: scope.Size, AmountMicros: o.AmountMicros,
 			Currency: o.Currency, State: string(o.State), BudgetDay: day, DecisionID: o.DecisionID,
-			DenialCode: code, DenialMessage: message, ApprovalExpiresAt: o.ApprovalExpiresAt, CreatedAt: now,
+			DenialCode: code, DenialMessage: message, ApprovalExpiresAt: o.ApprovalExpiresAt,
+			DispatchAttempts: int32(o.DispatchAttempts), CreatedAt: now,
 			BudgetDelta: l.budgetDelta, LedgerKinds: l.kinds, LedgerAmounts: l.amounts, LedgerCurrencies: l.currencies,
 			LedgerCreatedAt: l.createdAt,
 		})

@@ -241,24 +241,24 @@ WITH op AS (
     INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
                             account, provider, model, size, amount_micros, currency, state,
                             budget_day, decision_id, denial_code, denial_message,
-                            approval_expires_at, created_at, updated_at)
+                            approval_expires_at, dispatch_attempts, created_at, updated_at)
     VALUES ($1, $2, $3, $4, $5,
             $6, $7, $8, $9, $10,
             $11, $12, $13, $14, $15,
             $16, $17, $18, $19,
-            $20, $20)
+            $20, $21, $21)
     ON CONFLICT (agent_id, operation_key) DO NOTHING
     RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
 ), budget AS (
     INSERT INTO budget_usage (agent_id, day, used_micros)
-    SELECT op.agent_id, op.budget_day, $21::bigint FROM op
+    SELECT op.agent_id, op.budget_day, $22::bigint FROM op
     ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = budget_usage.used_micros + EXCLUDED.used_micros
     WHERE EXCLUDED.used_micros <> 0
 ), entries AS (
     INSERT INTO ledger_entries (operation_id, kind, amount_micros, currency, created_at)
-    SELECT op.id, ($22::text[])[i], ($23::bigint[])[i],
-           ($24::text[])[i], ($25::timestamptz[])[i]
-    FROM op, generate_subscripts($22::text[], 1) AS i
+    SELECT op.id, ($23::text[])[i], ($24::bigint[])[i],
+           ($25::text[])[i], ($26::timestamptz[])[i]
+    FROM op, generate_subscripts($23::text[], 1) AS i
     ORDER BY i
 )
 SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM op
@@ -284,6 +284,7 @@ type InsertAuthorizationParams struct {
 	DenialCode        *string
 	DenialMessage     *string
 	ApprovalExpiresAt *time.Time
+	DispatchAttempts  int32
 	CreatedAt         time.Time
 	BudgetDelta       int64
 	LedgerKinds       []string
@@ -321,7 +322,8 @@ type InsertAuthorizationRow struct {
 }
 
 // Records a new operation as its first move (a hubu.Change) left it, together with its ledger
-// entries and what they add to the budget use of its agent's day, in one statement. The
+// entries and what they add to the budget use of its agent's day, in one statement (and the
+// first hand-off's count, when the caller makes that hand-off at once). The
 // budget row is created if it is the day's first (operations reference it). The caller holds
 // the agent's policy lock and found no record under the key; should one exist all the same,
 // nothing is written and no row comes back.
@@ -346,6 +348,7 @@ func (q *Queries) InsertAuthorization(ctx context.Context, db DBTX, arg InsertAu
 		arg.DenialCode,
 		arg.DenialMessage,
 		arg.ApprovalExpiresAt,
+		arg.DispatchAttempts,
 		arg.CreatedAt,
 		arg.BudgetDelta,
 		arg.LedgerKinds,

@@ -56,7 +56,8 @@ SELECT 1 FROM operations WHERE decision_id = $1 FOR UPDATE;
 
 -- name: InsertAuthorization :one
 -- Records a new operation as its first move (a hubu.Change) left it, together with its ledger
--- entries and what they add to the budget use of its agent's day, in one statement. The
+-- entries and what they add to the budget use of its agent's day, in one statement (and the
+-- first hand-off's count, when the caller makes that hand-off at once). The
 -- budget row is created if it is the day's first (operations reference it). The caller holds
 -- the agent's policy lock and found no record under the key; should one exist all the same,
 -- nothing is written and no row comes back.
@@ -64,12 +65,12 @@ WITH op AS (
     INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
                             account, provider, model, size, amount_micros, currency, state,
                             budget_day, decision_id, denial_code, denial_message,
-                            approval_expires_at, created_at, updated_at)
+                            approval_expires_at, dispatch_attempts, created_at, updated_at)
     VALUES (sqlc.arg(id), sqlc.arg(agent_id), sqlc.arg(operation_key), sqlc.arg(public_handle), sqlc.arg(tool),
             sqlc.arg(arguments), sqlc.arg(request_hash), sqlc.arg(account), sqlc.arg(provider), sqlc.arg(model),
             sqlc.arg(size), sqlc.arg(amount_micros), sqlc.arg(currency), sqlc.arg(state), sqlc.arg(budget_day),
             sqlc.narg(decision_id), sqlc.narg(denial_code), sqlc.narg(denial_message), sqlc.narg(approval_expires_at),
-            sqlc.arg(created_at), sqlc.arg(created_at))
+            sqlc.arg(dispatch_attempts), sqlc.arg(created_at), sqlc.arg(created_at))
     ON CONFLICT (agent_id, operation_key) DO NOTHING
     RETURNING *
 ), budget AS (
