@@ -384,6 +384,18 @@ type Env struct {
 func New(t testing.TB, honours bool) *Env {
 	t.Helper()
 	pool, dbURL := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
+	return newEnv(pool, dbURL, honours)
+}
+
+// NewCounted is New on a pool of one connection whose traffic trips counts, for tests that
+// pin the round trips of a path (see sqltest.RoundTrips).
+func NewCounted(t testing.TB, honours bool, trips *sqltest.RoundTrips) *Env {
+	t.Helper()
+	dbURL := sqltest.NewDatabase(t, "gongbu", gongbusql.Migrations())
+	return newEnv(sqltest.NewCountedPool(t, dbURL, trips), dbURL, honours)
+}
+
+func newEnv(pool *pgxpool.Pool, dbURL string, honours bool) *Env {
 	e := &Env{
 		Pool: pool, DBURL: dbURL, Store: postgres.NewStore(pool), Clock: testclock.New(),
 		Authority: NewAuthority(), Provider: NewProvider(honours), Logs: &testlog.Buffer{},

@@ -8,6 +8,7 @@ import (
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
+	"hubu.dev/hubu/sql/sqltest"
 )
 
 // The round trips to Postgres, and the statements, that each request on the hot path costs,
@@ -30,7 +31,7 @@ func TestRoundTrips(t *testing.T) {
 	for _, cached := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cached=%v", cached), func(t *testing.T) {
 			t.Parallel()
-			trips := &hubutest.RoundTrips{}
+			trips := &sqltest.RoundTrips{}
 			e := hubutest.New(t, &hubutest.Options{RoundTrips: trips, NoCache: !cached})
 			b := &bundle{Env: e, service: e.Client(t, e.ServiceToken)}
 			a := b.NewAgent(t, "agent", nil)

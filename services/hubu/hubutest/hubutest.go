@@ -46,9 +46,9 @@ type Options struct {
 	Executor hubu.Executor
 	// Console serves the approval console too, refreshing every 300ms.
 	Console bool
-	// RoundTrips, when set, counts what Hubu sends to Postgres (see RoundTrips); Hubu's pool
+	// RoundTrips, when set, counts what Hubu sends to Postgres (see sqltest.RoundTrips); Hubu's pool
 	// then has one connection.
-	RoundTrips *RoundTrips
+	RoundTrips *sqltest.RoundTrips
 	// NoCache leaves Hubu without its cache of credentials and prices: every request reads
 	// them from Postgres. By default Hubu has one, fed by a listener that is connected before
 	// New returns.
@@ -153,7 +153,7 @@ func New(t testing.TB, opts *Options) *Env {
 	}
 	if opts.RoundTrips != nil {
 		e.DatabaseURL = sqltest.NewDatabase(t, "hubu", hubusql.Migrations())
-		e.Pool = NewCountedPool(t, e.DatabaseURL, opts.RoundTrips)
+		e.Pool = sqltest.NewCountedPool(t, e.DatabaseURL, opts.RoundTrips)
 	} else {
 		e.Pool, e.DatabaseURL = sqltest.NewPool(t, "hubu", hubusql.Migrations())
 	}

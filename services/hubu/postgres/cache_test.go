@@ -9,6 +9,7 @@ import (
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
 	"hubu.dev/hubu/services/hubu/postgres"
+	"hubu.dev/hubu/sql/sqltest"
 )
 
 // process is another Hubu process on a test's database: a pool, a cache and a listener of its
@@ -17,13 +18,13 @@ import (
 type process struct {
 	store *postgres.Store
 	cache *hubutest.Cache
-	trips *hubutest.RoundTrips
+	trips *sqltest.RoundTrips
 }
 
 func otherProcess(t *testing.T, e *hubutest.Env, ttl time.Duration) process {
 	t.Helper()
-	p := process{trips: &hubutest.RoundTrips{}}
-	p.store = postgres.NewStore(hubutest.NewCountedPool(t, e.DatabaseURL, p.trips), 24*time.Hour)
+	p := process{trips: &sqltest.RoundTrips{}}
+	p.store = postgres.NewStore(sqltest.NewCountedPool(t, e.DatabaseURL, p.trips), 24*time.Hour)
 	p.cache = hubutest.StartCache(t, e.DatabaseURL, &postgres.CacheOptions{TTL: ttl})
 	p.store.Cache = p.cache.Cache
 	return p
@@ -31,7 +32,7 @@ func otherProcess(t *testing.T, e *hubutest.Env, ttl time.Duration) process {
 
 // authenticate authenticates token on store at now, and returns the error code ("" when it
 // authenticates) and the round trips it took.
-func authenticate(t *testing.T, store *postgres.Store, trips *hubutest.RoundTrips, token string, now time.Time) (code hubu.Code, n int) {
+func authenticate(t *testing.T, store *postgres.Store, trips *sqltest.RoundTrips, token string, now time.Time) (code hubu.Code, n int) {
 	t.Helper()
 	trips.Reset()
 	_, err := store.Authenticate(context.Background(), token, now)
@@ -63,7 +64,7 @@ func operator(t *testing.T, e *hubutest.Env) hubu.Principal {
 // cache, without waiting for the notification.
 func TestRevocationRefusedAtOnceInItsProcess(t *testing.T) {
 	t.Parallel()
-	trips := &hubutest.RoundTrips{}
+	trips := &sqltest.RoundTrips{}
 	e := hubutest.New(t, &hubutest.Options{RoundTrips: trips})
 	a := e.NewAgent(t, "agent", nil)
 	alice := operator(t, e)
@@ -179,7 +180,7 @@ func TestNoCachingWithoutTheListener(t *testing.T) {
 // request's time on every use: the cache never lets a replaced token outlive its overlap.
 func TestCachedCredentialExpiresWithItsOverlap(t *testing.T) {
 	t.Parallel()
-	trips := &hubutest.RoundTrips{}
+	trips := &sqltest.RoundTrips{}
 	e := hubutest.New(t, &hubutest.Options{RoundTrips: trips})
 	a := e.NewAgent(t, "agent", nil)
 	if _, err := e.Store.RotateCredential(context.Background(), operator(t, e), e.CredentialID(t, a.Token), 5*time.Minute, e.Clock.Now()); err != nil {

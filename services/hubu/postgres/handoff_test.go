@@ -6,6 +6,7 @@ import (
 
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
+	"hubu.dev/hubu/sql/sqltest"
 )
 
 // The hand-off steps write the change computed from the operation the caller read, in one
@@ -15,7 +16,7 @@ import (
 func TestHandOffStepsFromAStaleRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	trips := &hubutest.RoundTrips{}
+	trips := &sqltest.RoundTrips{}
 	e := hubutest.New(t, &hubutest.Options{RoundTrips: trips})
 	a := e.NewAgent(t, "agent", nil)
 	now := e.Clock.Now()

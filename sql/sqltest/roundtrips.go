@@ -1,4 +1,4 @@
-package hubutest
+package sqltest
 
 import (
 	"context"
@@ -11,10 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// RoundTrips counts what Hubu's pool sends to Postgres: round trips as the wire sees them (a
-// read that answers what was written since the last one) and statements as pgx sends them
+// RoundTrips counts what a service's pool sends to Postgres: round trips as the wire sees them
+// (a read that answers what was written since the last one) and statements as pgx sends them
 // (a batch's each, BEGIN and COMMIT included). It is deterministic: the pool it configures has
 // one connection, so pgx's statement cache is warm after a path's first run, and never pings it.
+// Tests pin a hot path's round trips with it, so that one more cannot creep in unnoticed.
 type RoundTrips struct {
 	mu                sync.Mutex
 	trips, statements int
