@@ -14,6 +14,7 @@ import (
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/httpserver"
+	"hubu.dev/hubu/sql/sqltest"
 )
 
 // An agent gets its own operation's image by public handle, as Gongbu downloaded it; nobody
@@ -155,6 +156,37 @@ func TestExecutionEmbedsTheKeptImage(t *testing.T) {
 
 // submittedWithImages is a Gongbu whose provider delivers TinyPNG, and agent A's decision
 // executed there, submitted and not yet Ready.
+// The answer that embeds the kept image reads the execution and the image in one round trip
+// to Postgres (who may read the operation is Hubu's to say, not the database's): it is the
+// last step of a new spend's critical path.
+func TestEmbeddingTheImageIsOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	trips := &sqltest.RoundTrips{}
+	p := gongbutest.NewImageProvider(true)
+	b := setupOn(t, gongbutest.NewCounted(t, true, trips), func(srv *httpserver.Server, env *gongbutest.Env) {
+		env.Service = env.NewService(p)
+		srv.Executions = env.Service
+	})
+	size, wait := int64(len(gongbutest.TinyPNG)), 1
+	for run := range 2 { // counted the second time, once pgx's statement cache is warm
+		d := b.env.Issue(agentA)
+		b.execute(t, b.service, d)
+		p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+		b.env.Clock.Advance(gongbutest.PollInterval)
+		b.env.Tick(t)
+		trips.Reset()
+		resp, err := b.client(t, agentA).GetOperationExecutionWithResponse(context.Background(), d.PublicHandle,
+			&gongbuapi.GetOperationExecutionParams{Wait: &wait, EmbedImage: &size})
+		if err != nil || resp.JSON200 == nil || resp.JSON200.Result == nil || resp.JSON200.Result.Image == nil ||
+			resp.JSON200.Result.Image.Data == nil || !bytes.Equal(*resp.JSON200.Result.Image.Data, gongbutest.TinyPNG) {
+			t.Fatalf("no embedded image: %v %d %s", err, resp.StatusCode(), resp.Body)
+		}
+		if n, _ := trips.Counts(); run == 1 && n != 1 {
+			t.Fatalf("%d round trips to Postgres, want 1", n)
+		}
+	}
+}
+
 func submittedWithImages(t *testing.T) (*bundle, *gongbutest.ImageProvider, gongbu.Decision) {
 	t.Helper()
 	p := gongbutest.NewImageProvider(true)

@@ -253,36 +253,26 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "embed_image must be between 0 and %d bytes", gongbu.MaxImageBytes))
 		return
 	}
-	exec, err := s.awaitOwned(r, handle, time.Duration(wait)*time.Second, params.State)
+	exec, img, err := s.awaitOwned(r, handle, time.Duration(wait)*time.Second, params.State, embed)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	out := executionOf(exec)
-	s.embedImage(r.Context(), &out, exec, embed)
+	embedImage(&out, exec, img, embed)
 	httpjson.WriteJSON(w, http.StatusOK, out)
 }
 
-// embedImage puts the kept image of a succeeded execution into out when it is no larger than
-// limit bytes. It is a saving, not part of the answer's meaning: an image that cannot be read
-// now (a database error, or pruned a moment ago) is left out, and the caller fetches it by
-// GetOperationImage as it would without embed_image.
-func (s *Server) embedImage(ctx context.Context, out *gongbuapi.Execution, exec gongbu.Execution, limit int64) {
-	if limit <= 0 || exec.State != gongbu.StateSucceeded || exec.Image == nil || int64(exec.Image.Size) > limit ||
-		out.Result == nil || out.Result.Image == nil {
+// embedImage puts img, the kept image of a succeeded execution read with it, into out when
+// it is no larger than limit bytes. It is a saving, not part of the answer's meaning: an image
+// that was not read with the execution (pruned a moment ago) is left out, and the caller
+// fetches it by GetOperationImage as it would without embed_image.
+func embedImage(out *gongbuapi.Execution, exec gongbu.Execution, img []byte, limit int64) {
+	if limit <= 0 || img == nil || exec.State != gongbu.StateSucceeded || exec.Image == nil ||
+		int64(exec.Image.Size) > limit || len(img) != exec.Image.Size || out.Result == nil || out.Result.Image == nil {
 		return
 	}
-	img, digest, err := s.Executions.Store.ImageByHandle(ctx, exec.PublicHandle)
-	switch {
-	case err != nil:
-		if gongbu.ErrorCode(err) != gongbu.CodeNotFound {
-			s.logger().WarnContext(ctx, "cannot read a kept image to embed it", "public_handle", exec.PublicHandle, "err", err)
-		}
-		return
-	case digest != exec.Image.SHA256:
-		return // replaced between the two reads: the caller fetches the one it was told of
-	}
-	out.Result.Image.Data = &img.Bytes
+	out.Result.Image.Data = &img
 }
 
 // awaitOwned is awaitChange for a caller whose token may read the operation of handle
@@ -292,10 +282,10 @@ func (s *Server) embedImage(ctx context.Context, out *gongbuapi.Execution, exec 
 // Nothing that was read is answered before the check has passed, and a check that fails
 // ends the wait at once, so the answer to a caller who may not read the operation is the
 // same, and as soon, as it would be without the execution.
-func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, seen *gongbuapi.ExecutionState) (gongbu.Execution, error) {
+func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed int64) (gongbu.Execution, []byte, error) {
 	token, err := ownerToken(r, handle)
 	if err != nil {
-		return gongbu.Execution{}, err
+		return gongbu.Execution{}, nil, err
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -307,11 +297,11 @@ func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, 
 		}
 		checked <- err
 	}()
-	exec, err := s.awaitChange(ctx, handle, wait, seen)
+	exec, img, err := s.awaitChange(ctx, handle, wait, seen, embed)
 	if ownerErr := <-checked; ownerErr != nil {
-		return gongbu.Execution{}, ownerErr
+		return gongbu.Execution{}, nil, ownerErr
 	}
-	return exec, err
+	return exec, img, err
 }
 
 // requireOwner lets through a caller whose token may read the operation of handle: Hubu, asked
@@ -403,10 +393,18 @@ func (w *rangeRefusal) Write(b []byte) (int, error) {
 
 // awaitChange reads the execution of handle, and while it does not exist, or is still in
 // state seen, waits up to wait for it to change: woken by Changes the moment any replica
-// records a change, and reading again every WaitBackstop besides.
-func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState) (gongbu.Execution, error) {
+// records a change, and reading again every WaitBackstop besides. With embed, each read
+// brings the kept image of a succeeded execution no larger than embed bytes along with it.
+func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed int64) (gongbu.Execution, []byte, error) {
+	read := func() (gongbu.Execution, []byte, error) {
+		if embed > 0 {
+			return s.Executions.Store.GetByHandleWithImage(ctx, handle, embed)
+		}
+		exec, err := s.Executions.Store.GetByHandle(ctx, handle)
+		return exec, nil, err
+	}
 	if wait <= 0 {
-		return s.Executions.Store.GetByHandle(ctx, handle)
+		return read()
 	}
 	var woken <-chan struct{}
 	if s.Changes != nil {
@@ -419,20 +417,20 @@ func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Durat
 	backstop := time.NewTicker(cmp.Or(s.WaitBackstop, DefaultWaitBackstop))
 	defer backstop.Stop()
 	for {
-		exec, err := s.Executions.Store.GetByHandle(ctx, handle)
+		exec, img, err := read()
 		switch {
 		case err != nil && gongbu.ErrorCode(err) != gongbu.CodeNotFound:
-			return exec, err
+			return exec, nil, err
 		case err == nil && (seen == nil || exec.State != gongbu.State(*seen)):
-			return exec, nil
+			return exec, img, nil
 		}
 		select {
 		case <-woken:
 		case <-backstop.C:
 		case <-deadline.C:
-			return exec, err
+			return exec, img, err
 		case <-ctx.Done():
-			return exec, err // the caller left; nobody reads the answer
+			return exec, img, err // the caller left; nobody reads the answer
 		}
 	}
 }

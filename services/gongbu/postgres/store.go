@@ -95,6 +95,23 @@ func (s *Store) GetByHandle(ctx context.Context, handle string) (gongbu.Executio
 	return executionOf(row)
 }
 
+// GetByHandleWithImage is GetByHandle with the kept image of a succeeded execution when the
+// image is no larger than limit bytes (nil otherwise: not succeeded, larger, or not kept),
+// read in the same statement as the execution that describes it.
+func (s *Store) GetByHandleWithImage(ctx context.Context, handle string, limit int64) (gongbu.Execution, []byte, error) {
+	row, err := s.q.GetExecutionWithImageByHandle(ctx, s.pool, gongbudb.GetExecutionWithImageByHandleParams{
+		PublicHandle: handle, EmbedLimit: int32(min(limit, gongbu.MaxImageBytes)),
+	})
+	if isNoRows(err) {
+		return gongbu.Execution{}, nil, gongbu.Errorf(gongbu.CodeNotFound, "no execution for that operation")
+	}
+	if err != nil {
+		return gongbu.Execution{}, nil, fmt.Errorf("get execution: %w", err)
+	}
+	exec, err := executionOf(row.Execution)
+	return exec, row.Image, err
+}
+
 // GetByJob returns the execution whose provider job is jobID.
 func (s *Store) GetByJob(ctx context.Context, provider, jobID string) (gongbu.Execution, error) {
 	row, err := s.q.GetExecutionByJob(ctx, s.pool, gongbudb.GetExecutionByJobParams{Provider: provider, ProviderJobID: &jobID})

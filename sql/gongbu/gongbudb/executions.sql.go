@@ -510,6 +510,64 @@ func (q *Queries) GetExecutionByJob(ctx context.Context, db DBTX, arg GetExecuti
 	return i, err
 }
 
+const getExecutionWithImageByHandle = `-- name: GetExecutionWithImageByHandle :one
+SELECT e.decision_id, e.public_handle, e.agent_id, e.provider, e.model, e.size, e.arguments, e.amount_micros, e.currency, e.vendor_key, e.state, e.provider_job_id, e.polling_url, e.result_url, e.error, e.attempts, e.lease_until, e.poll_deadline, e.charged_micros, e.reported_at, e.created_at, e.updated_at, e.resolved_at, e.lease_generation, e.image_mime_type, e.image_sha256, e.image_size, e.image_fetch_attempts, e.image_fetch_after,
+    (CASE WHEN e.state = 'succeeded' AND e.image_size <= $1::integer THEN i.image END)::bytea AS image
+FROM executions e LEFT JOIN execution_images i USING (decision_id)
+WHERE e.public_handle = $2
+`
+
+type GetExecutionWithImageByHandleParams struct {
+	EmbedLimit   int32
+	PublicHandle string
+}
+
+type GetExecutionWithImageByHandleRow struct {
+	Execution Execution
+	Image     []byte
+}
+
+// The execution of an operation by its public handle and, when it succeeded with a kept
+// image of no more than embed_limit bytes, the image (NULL otherwise): a long-poll's answer
+// that embeds the image, in one statement, so the image is the one the row describes.
+func (q *Queries) GetExecutionWithImageByHandle(ctx context.Context, db DBTX, arg GetExecutionWithImageByHandleParams) (GetExecutionWithImageByHandleRow, error) {
+	row := db.QueryRow(ctx, getExecutionWithImageByHandle, arg.EmbedLimit, arg.PublicHandle)
+	var i GetExecutionWithImageByHandleRow
+	err := row.Scan(
+		&i.Execution.DecisionID,
+		&i.Execution.PublicHandle,
+		&i.Execution.AgentID,
+		&i.Execution.Provider,
+		&i.Execution.Model,
+		&i.Execution.Size,
+		&i.Execution.Arguments,
+		&i.Execution.AmountMicros,
+		&i.Execution.Currency,
+		&i.Execution.VendorKey,
+		&i.Execution.State,
+		&i.Execution.ProviderJobID,
+		&i.Execution.PollingUrl,
+		&i.Execution.ResultUrl,
+		&i.Execution.Error,
+		&i.Execution.Attempts,
+		&i.Execution.LeaseUntil,
+		&i.Execution.PollDeadline,
+		&i.Execution.ChargedMicros,
+		&i.Execution.ReportedAt,
+		&i.Execution.CreatedAt,
+		&i.Execution.UpdatedAt,
+		&i.Execution.ResolvedAt,
+		&i.Execution.LeaseGeneration,
+		&i.Execution.ImageMimeType,
+		&i.Execution.ImageSha256,
+		&i.Execution.ImageSize,
+		&i.Execution.ImageFetchAttempts,
+		&i.Execution.ImageFetchAfter,
+		&i.Image,
+	)
+	return i, err
+}
+
 const getImageByHandle = `-- name: GetImageByHandle :one
 SELECT e.image_mime_type, e.image_sha256, i.image
 FROM executions e JOIN execution_images i USING (decision_id)

@@ -159,6 +159,15 @@ WITH described AS (
 )
 SELECT described.decision_id FROM described;
 
+-- name: GetExecutionWithImageByHandle :one
+-- The execution of an operation by its public handle and, when it succeeded with a kept
+-- image of no more than embed_limit bytes, the image (NULL otherwise): a long-poll's answer
+-- that embeds the image, in one statement, so the image is the one the row describes.
+SELECT sqlc.embed(e),
+    (CASE WHEN e.state = 'succeeded' AND e.image_size <= sqlc.arg(embed_limit)::integer THEN i.image END)::bytea AS image
+FROM executions e LEFT JOIN execution_images i USING (decision_id)
+WHERE e.public_handle = sqlc.arg(public_handle);
+
 -- name: GetImageByHandle :one
 SELECT e.image_mime_type, e.image_sha256, i.image
 FROM executions e JOIN execution_images i USING (decision_id)
