@@ -3,6 +3,7 @@ package sqltest
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -19,15 +20,24 @@ import (
 type RoundTrips struct {
 	mu                sync.Mutex
 	trips, statements int
-	unflushed         int  // transactions told to commit without waiting for the disk
-	written           bool // something was written since the last counted read
+	unflushed         int      // transactions told to commit without waiting for the disk
+	written           bool     // something was written since the last counted read
+	queries           []string // the sqlc names of the statements sent
 }
 
 // Reset starts the counts over.
 func (r *RoundTrips) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.trips, r.statements, r.unflushed = 0, 0, 0
+	r.trips, r.statements, r.unflushed, r.queries = 0, 0, 0, nil
+}
+
+// Queries returns the names of the sqlc queries sent since the last Reset, in order (the
+// "-- name:" that sqlc puts at the head of each); other statements are left out.
+func (r *RoundTrips) Queries() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.queries)
 }
 
 // Counts returns the round trips and statements since the last Reset.
@@ -49,6 +59,10 @@ func (r *RoundTrips) statement(sql string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.statements++
+	if name, ok := strings.CutPrefix(sql, "-- name: "); ok {
+		name, _, _ = strings.Cut(name, " ")
+		r.queries = append(r.queries, name)
+	}
 	if strings.Contains(strings.ToLower(sql), "synchronous_commit = off") {
 		r.unflushed++
 	}

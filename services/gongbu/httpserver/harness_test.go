@@ -47,12 +47,7 @@ type bundle struct {
 // provider that honours idempotency keys; options change the server before it serves.
 func setup(t *testing.T, options ...func(*httpserver.Server, *gongbutest.Env)) *bundle {
 	t.Helper()
-	return setupOn(t, gongbutest.New(t, true), options...)
-}
-
-// setupOn is setup on env.
-func setupOn(t *testing.T, env *gongbutest.Env, options ...func(*httpserver.Server, *gongbutest.Env)) *bundle {
-	t.Helper()
+	env := gongbutest.New(t, true)
 	b := &bundle{env: env}
 	srv := &httpserver.Server{
 		Executions: env.Service, Authority: env.Authority, ServiceToken: serviceToken, Logger: env.Service.Logger,

@@ -8,12 +8,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/changefeed"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/httpserver"
+	"hubu.dev/hubu/services/gongbu/postgres"
 	"hubu.dev/hubu/sql/sqltest"
 )
 
@@ -156,34 +160,85 @@ func TestExecutionEmbedsTheKeptImage(t *testing.T) {
 
 // submittedWithImages is a Gongbu whose provider delivers TinyPNG, and agent A's decision
 // executed there, submitted and not yet Ready.
-// The answer that embeds the kept image reads the execution and the image in one round trip
-// to Postgres (who may read the operation is Hubu's to say, not the database's): it is the
-// last step of a new spend's critical path.
-func TestEmbeddingTheImageIsOneRoundTrip(t *testing.T) {
+// A long-poll that embeds the image brings it in the same read that finds the execution
+// changed: once woken, one statement to Postgres answers it (the last step of a new spend's
+// critical path). A caller who may not read the operation never has its image read, whatever
+// it asks. The server's reads are counted on a pool of their own; the worker that records the
+// success uses another.
+func TestEmbeddingReadsTheImageWithTheExecution(t *testing.T) {
 	t.Parallel()
 	trips := &sqltest.RoundTrips{}
+	feed := &changefeed.Feed{}
 	p := gongbutest.NewImageProvider(true)
-	b := setupOn(t, gongbutest.NewCounted(t, true, trips), func(srv *httpserver.Server, env *gongbutest.Env) {
+	var counted *postgres.Store
+	b := setup(t, withFeed(feed, time.Hour), func(srv *httpserver.Server, env *gongbutest.Env) {
 		env.Service = env.NewService(p)
-		srv.Executions = env.Service
+		served := env.NewService(p)
+		counted = postgres.NewStore(sqltest.NewCountedPool(t, env.DBURL, trips))
+		served.Store = counted
+		srv.Executions = served
 	})
-	size, wait := int64(len(gongbutest.TinyPNG)), 1
-	for run := range 2 { // counted the second time, once pgx's statement cache is warm
-		d := b.env.Issue(agentA)
-		b.execute(t, b.service, d)
+	size, thirty, seen := int64(len(gongbutest.TinyPNG)), 30, gongbuapi.Submitted
+	ask := func(token string, d gongbu.Decision) <-chan *gongbuapi.GetOperationExecutionResponse {
+		answer := make(chan *gongbuapi.GetOperationExecutionResponse, 1)
+		go func() {
+			resp, err := b.client(t, token).GetOperationExecutionWithResponse(context.Background(), d.PublicHandle,
+				&gongbuapi.GetOperationExecutionParams{Wait: &thirty, State: &seen, EmbedImage: &size})
+			if err != nil {
+				t.Error(err)
+			}
+			answer <- resp
+		}()
+		return answer
+	}
+	succeed := func(d gongbu.Decision) {
 		p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
 		b.env.Clock.Advance(gongbutest.PollInterval)
 		b.env.Tick(t)
+		feed.Notify(d.PublicHandle) // as the listener would
+	}
+
+	for run := range 2 { // counted the second time, once pgx's statement cache is warm
+		d := b.env.Issue(agentA)
+		b.execute(t, b.service, d)
+		// The first read is either form, as the check answers before it or not: warm both.
+		if _, err := counted.GetByHandle(context.Background(), d.PublicHandle); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := counted.GetByHandleWithImage(context.Background(), d.PublicHandle, size); err != nil {
+			t.Fatal(err)
+		}
 		trips.Reset()
-		resp, err := b.client(t, agentA).GetOperationExecutionWithResponse(context.Background(), d.PublicHandle,
-			&gongbuapi.GetOperationExecutionParams{Wait: &wait, EmbedImage: &size})
-		if err != nil || resp.JSON200 == nil || resp.JSON200.Result == nil || resp.JSON200.Result.Image == nil ||
+		answer := ask(agentA, d)
+		deadline := time.Now().Add(10 * time.Second)
+		for n, _ := trips.Counts(); n == 0; n, _ = trips.Counts() { // the first read's answer: still submitted
+			if time.Now().After(deadline) {
+				t.Fatal("the request never read the execution")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		trips.Reset()
+		succeed(d)
+		resp := answered(t, answer)
+		if resp.JSON200 == nil || resp.JSON200.Result == nil || resp.JSON200.Result.Image == nil ||
 			resp.JSON200.Result.Image.Data == nil || !bytes.Equal(*resp.JSON200.Result.Image.Data, gongbutest.TinyPNG) {
-			t.Fatalf("no embedded image: %v %d %s", err, resp.StatusCode(), resp.Body)
+			t.Fatalf("no embedded image: %d %s", resp.StatusCode(), resp.Body)
 		}
-		if n, _ := trips.Counts(); run == 1 && n != 1 {
-			t.Fatalf("%d round trips to Postgres, want 1", n)
+		if n, _ := trips.Counts(); run == 1 && (n != 1 || fmt.Sprint(trips.Queries()) != "[GetExecutionWithImageByHandle]") {
+			t.Fatalf("once woken: %d round trips, %v; want 1, the execution with its image", n, trips.Queries())
 		}
+	}
+
+	// Another agent, on a succeeded execution: refused, and no image read for it.
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+	succeed(d)
+	trips.Reset()
+	if resp := answered(t, ask(agentB, d)); resp.StatusCode() != http.StatusNotFound {
+		t.Fatalf("another agent: %d %s", resp.StatusCode(), resp.Body)
+	}
+	if q := fmt.Sprint(trips.Queries()); strings.Contains(q, "Image") {
+		t.Fatalf("an image was read for a caller who may not see it: %s", q)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -268,8 +269,7 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 // that was not read with the execution (pruned a moment ago) is left out, and the caller
 // fetches it by GetOperationImage as it would without embed_image.
 func embedImage(out *gongbuapi.Execution, exec gongbu.Execution, img []byte, limit int64) {
-	if limit <= 0 || img == nil || exec.State != gongbu.StateSucceeded || exec.Image == nil ||
-		int64(exec.Image.Size) > limit || len(img) != exec.Image.Size || out.Result == nil || out.Result.Image == nil {
+	if img == nil || !embeddable(exec, limit) || len(img) != exec.Image.Size || out.Result == nil || out.Result.Image == nil {
 		return
 	}
 	out.Result.Image.Data = &img
@@ -277,11 +277,17 @@ func embedImage(out *gongbuapi.Execution, exec gongbu.Execution, img []byte, lim
 
 // awaitOwned is awaitChange for a caller whose token may read the operation of handle
 // (see requireOwner). The check with Hubu is a round trip of its own, so it runs beside the
-// read and the wait instead of before them: a long-poll whose execution is final by the time
-// it arrives (the router's, as a rule) answers once both are done, not one after the other.
-// Nothing that was read is answered before the check has passed, and a check that fails
-// ends the wait at once, so the answer to a caller who may not read the operation is the
-// same, and as soon, as it would be without the execution.
+// first read and the wait instead of before them: a long-poll whose execution is final by the
+// time it arrives answers once both are done, not one after the other. Nothing that was read
+// is answered before the check has passed, and a check that fails ends the wait at once, so
+// the answer to a caller who may not read the operation is the same, and as soon, as it would
+// be without the execution.
+//
+// Reads bring the image along (embed) only once the check has passed, so no image is ever
+// read for a caller who may not see it. A read after a wait waits for the check first (it
+// began before the wait, and has answered by then as a rule), so the read that finds the
+// execution changed brings its image in the same statement; an execution found final by the
+// first read, before the check answered, is read once more with its image.
 func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed int64) (gongbu.Execution, []byte, error) {
 	token, err := ownerToken(r, handle)
 	if err != nil {
@@ -289,19 +295,50 @@ func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, 
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	var owned atomic.Bool
+	answered := make(chan struct{}) // closed once the check has answered, owned set before
 	checked := make(chan error, 1)
 	go func() {
 		err := s.checkOwner(ctx, token, handle)
 		if err != nil {
 			cancel() // the wait is for nobody
+		} else {
+			owned.Store(true)
 		}
+		close(answered)
 		checked <- err
 	}()
-	exec, img, err := s.awaitChange(ctx, handle, wait, seen, embed)
+	embedFor := func(afterWait bool) int64 {
+		if afterWait {
+			select {
+			case <-answered:
+			case <-ctx.Done():
+			}
+		}
+		if owned.Load() {
+			return embed
+		}
+		return 0
+	}
+	exec, img, err := s.awaitChange(ctx, handle, wait, seen, embedFor)
 	if ownerErr := <-checked; ownerErr != nil {
 		return gongbu.Execution{}, nil, ownerErr
 	}
+	if err == nil && img == nil && embeddable(exec, embed) {
+		if again, withImage, err := s.Executions.Store.GetByHandleWithImage(r.Context(), handle, embed); err == nil {
+			exec, img = again, withImage
+		} else {
+			// The image is a saving: without it the caller fetches it by GetOperationImage.
+			s.logger().WarnContext(r.Context(), "cannot read a kept image to embed it", "public_handle", handle, "err", err)
+		}
+	}
 	return exec, img, err
+}
+
+// embeddable reports whether exec's kept image goes into an answer that embeds images of up
+// to limit bytes.
+func embeddable(exec gongbu.Execution, limit int64) bool {
+	return limit > 0 && exec.State == gongbu.StateSucceeded && exec.Image != nil && int64(exec.Image.Size) <= limit
 }
 
 // requireOwner lets through a caller whose token may read the operation of handle: Hubu, asked
@@ -393,12 +430,14 @@ func (w *rangeRefusal) Write(b []byte) (int, error) {
 
 // awaitChange reads the execution of handle, and while it does not exist, or is still in
 // state seen, waits up to wait for it to change: woken by Changes the moment any replica
-// records a change, and reading again every WaitBackstop besides. With embed, each read
-// brings the kept image of a succeeded execution no larger than embed bytes along with it.
-func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed int64) (gongbu.Execution, []byte, error) {
+// records a change, and reading again every WaitBackstop besides. Each read brings the kept
+// image of a succeeded execution along with it when it is no larger than embed(afterWait)
+// bytes, as embed says for that read (0: no image); afterWait is false for the first.
+func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed func(afterWait bool) int64) (gongbu.Execution, []byte, error) {
+	afterWait := false
 	read := func() (gongbu.Execution, []byte, error) {
-		if embed > 0 {
-			return s.Executions.Store.GetByHandleWithImage(ctx, handle, embed)
+		if limit := embed(afterWait); limit > 0 {
+			return s.Executions.Store.GetByHandleWithImage(ctx, handle, limit)
 		}
 		exec, err := s.Executions.Store.GetByHandle(ctx, handle)
 		return exec, nil, err
@@ -432,6 +471,7 @@ func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Durat
 		case <-ctx.Done():
 			return exec, img, err // the caller left; nobody reads the answer
 		}
+		afterWait = true
 	}
 }
 
