@@ -180,16 +180,7 @@ func TestEmbeddingReadsTheImageWithTheExecution(t *testing.T) {
 	})
 	size, thirty, seen := int64(len(gongbutest.TinyPNG)), 30, gongbuapi.Submitted
 	ask := func(token string, d gongbu.Decision) <-chan *gongbuapi.GetOperationExecutionResponse {
-		answer := make(chan *gongbuapi.GetOperationExecutionResponse, 1)
-		go func() {
-			resp, err := b.client(t, token).GetOperationExecutionWithResponse(context.Background(), d.PublicHandle,
-				&gongbuapi.GetOperationExecutionParams{Wait: &thirty, State: &seen, EmbedImage: &size})
-			if err != nil {
-				t.Error(err)
-			}
-			answer <- resp
-		}()
-		return answer
+		return asking(t, b, token, d.PublicHandle, gongbuapi.GetOperationExecutionParams{Wait: &thirty, State: &seen, EmbedImage: &size})
 	}
 	succeed := func(d gongbu.Decision) {
 		p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))

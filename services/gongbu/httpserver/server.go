@@ -309,6 +309,9 @@ func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, 
 		checked <- err
 	}()
 	embedFor := func(afterWait bool) int64 {
+		if embed <= 0 {
+			return 0
+		}
 		if afterWait {
 			select {
 			case <-answered:

@@ -15,21 +15,27 @@ import (
 	"hubu.dev/hubu/services/gongbu/httpserver"
 )
 
-// waiting starts a request that waits up to 30 s for the operation's execution to leave state
-// seen (nil: to exist), and returns once Gongbu holds it, with a channel for its answer.
-func waiting(t *testing.T, b *bundle, feed *changefeed.Feed, handle string, seen *gongbuapi.ExecutionState) <-chan *gongbuapi.GetOperationExecutionResponse {
-	t.Helper()
-	before := feed.Waiters()
+// asking starts a request for the execution of handle with params, as the agent whose token
+// it is, and returns a channel for its answer.
+func asking(t *testing.T, b *bundle, token, handle string, params gongbuapi.GetOperationExecutionParams) <-chan *gongbuapi.GetOperationExecutionResponse {
 	answer := make(chan *gongbuapi.GetOperationExecutionResponse, 1)
 	go func() {
-		wait := 30
-		resp, err := b.client(t, agentA).GetOperationExecutionWithResponse(context.Background(), handle,
-			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen})
+		resp, err := b.client(t, token).GetOperationExecutionWithResponse(context.Background(), handle, &params)
 		if err != nil {
 			t.Error(err)
 		}
 		answer <- resp
 	}()
+	return answer
+}
+
+// waiting starts a request that waits up to 30 s for the operation's execution to leave state
+// seen (nil: to exist), and returns once Gongbu holds it, with a channel for its answer.
+func waiting(t *testing.T, b *bundle, feed *changefeed.Feed, handle string, seen *gongbuapi.ExecutionState) <-chan *gongbuapi.GetOperationExecutionResponse {
+	t.Helper()
+	before := feed.Waiters()
+	wait := 30
+	answer := asking(t, b, agentA, handle, gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen})
 	deadline := time.Now().Add(10 * time.Second)
 	for feed.Waiters() == before {
 		if time.Now().After(deadline) {
@@ -170,16 +176,8 @@ func TestOwnershipIsCheckedBesideTheWait(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	})
-	answer := make(chan *gongbuapi.GetOperationExecutionResponse, 1)
-	go func() {
-		wait := 30
-		resp, err := b.client(t, agentA).GetOperationExecutionWithResponse(context.Background(), d.PublicHandle,
-			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: &seen})
-		if err != nil {
-			t.Error(err)
-		}
-		answer <- resp
-	}()
+	wait := 30
+	answer := asking(t, b, agentA, d.PublicHandle, gongbuapi.GetOperationExecutionParams{Wait: &wait, State: &seen})
 	b.env.Provider.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
 	b.env.Clock.Advance(gongbutest.PollInterval)
 	b.env.Tick(t)
