@@ -32,6 +32,9 @@ import (
 // round trip. Or, for a key that is recorded, the record and COMMIT (and then the expiry of an
 // operation that waited for people past its deadline). The price comes from the catalog,
 // cached; a catalog that must be read is read in the transaction, for new operations only.
+//
+// handOff says that the caller hands a decision issued here to the executor as soon as this
+// returns: its first try is then counted in the same insert (hubu.Change.WithFirstHandOff).
 func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time, handOff bool) (op hubu.Operation, replayed bool, err error) {
 	scope := hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model, Size: fmt.Sprintf("%dx%d", req.Arguments.Width, req.Arguments.Height)}
 	args, err := marshalArguments(req.Arguments)
