@@ -182,12 +182,6 @@ func TestEmbeddingReadsTheImageWithTheExecution(t *testing.T) {
 	ask := func(token string, d gongbu.Decision) <-chan *gongbuapi.GetOperationExecutionResponse {
 		return asking(t, b, token, d.PublicHandle, gongbuapi.GetOperationExecutionParams{Wait: &thirty, State: &seen, EmbedImage: &size})
 	}
-	succeed := func(d gongbu.Decision) {
-		p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
-		b.env.Clock.Advance(gongbutest.PollInterval)
-		b.env.Tick(t)
-		feed.Notify(d.PublicHandle) // as the listener would
-	}
 
 	for run := range 2 { // counted the second time, once pgx's statement cache is warm
 		d := b.env.Issue(agentA)
@@ -201,15 +195,11 @@ func TestEmbeddingReadsTheImageWithTheExecution(t *testing.T) {
 		}
 		trips.Reset()
 		answer := ask(agentA, d)
-		deadline := time.Now().Add(10 * time.Second)
-		for n, _ := trips.Counts(); n == 0; n, _ = trips.Counts() { // the first read's answer: still submitted
-			if time.Now().After(deadline) {
-				t.Fatal("the request never read the execution")
-			}
-			time.Sleep(time.Millisecond)
+		if !within(func() bool { n, _ := trips.Counts(); return n > 0 }) { // the first read's answer: still submitted
+			t.Fatal("the request never read the execution")
 		}
 		trips.Reset()
-		succeed(d)
+		succeed(t, b, feed, p, d)
 		resp := answered(t, answer)
 		if resp.JSON200 == nil || resp.JSON200.Result == nil || resp.JSON200.Result.Image == nil ||
 			resp.JSON200.Result.Image.Data == nil || !bytes.Equal(*resp.JSON200.Result.Image.Data, gongbutest.TinyPNG) {
@@ -223,7 +213,7 @@ func TestEmbeddingReadsTheImageWithTheExecution(t *testing.T) {
 	// Another agent, on a succeeded execution: refused, and no image read for it.
 	d := b.env.Issue(agentA)
 	b.execute(t, b.service, d)
-	succeed(d)
+	succeed(t, b, feed, p, d)
 	trips.Reset()
 	if resp := answered(t, ask(agentB, d)); resp.StatusCode() != http.StatusNotFound {
 		t.Fatalf("another agent: %d %s", resp.StatusCode(), resp.Body)

@@ -36,14 +36,44 @@ func waiting(t *testing.T, b *bundle, feed *changefeed.Feed, handle string, seen
 	before := feed.Waiters()
 	wait := 30
 	answer := asking(t, b, agentA, handle, gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen})
+	if !within(func() bool { return feed.Waiters() != before }) {
+		t.Fatal("the request never began to wait")
+	}
+	return answer
+}
+
+// within waits up to 10 s for cond to hold and reports whether it did. It calls no t method,
+// so any goroutine may use it.
+func within(cond func() bool) bool {
 	deadline := time.Now().Add(10 * time.Second)
-	for feed.Waiters() == before {
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("the request never began to wait")
+			return false
 		}
 		time.Sleep(time.Millisecond)
 	}
-	return answer
+	return true
+}
+
+// waitable serves Gongbu with a feed of changes that only the test drives (the backstop is an
+// hour), and executes a decision of agent A, which is left submitted.
+func waitable(t *testing.T, options ...func(*httpserver.Server, *gongbutest.Env)) (*bundle, *changefeed.Feed, gongbu.Decision) {
+	t.Helper()
+	feed := &changefeed.Feed{}
+	b := setup(t, append([]func(*httpserver.Server, *gongbutest.Env){withFeed(feed, time.Hour)}, options...)...)
+	d := b.env.Issue(agentA)
+	b.execute(t, b.service, d)
+	return b, feed, d
+}
+
+// succeed has provider answer the next poll Ready, lets the worker record the success, and
+// wakes the waiters of d as the database's listener would.
+func succeed(t *testing.T, b *bundle, feed *changefeed.Feed, provider interface{ OnPoll(...gongbutest.PollFunc) }, d gongbu.Decision) {
+	t.Helper()
+	provider.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.env.Clock.Advance(gongbutest.PollInterval)
+	b.env.Tick(t)
+	feed.Notify(d.PublicHandle)
 }
 
 // answered takes the waiting request's answer; the wait is 30 s, so an answer within 20 s
@@ -160,28 +190,17 @@ func TestWaitEndsWithTheExecutionAsItStands(t *testing.T) {
 // Nothing read meanwhile is answered before the check passes.
 func TestOwnershipIsCheckedBesideTheWait(t *testing.T) {
 	t.Parallel()
-	feed := &changefeed.Feed{}
-	b := setup(t, withFeed(feed, time.Hour))
-	d := b.env.Issue(agentA)
-	b.execute(t, b.service, d)
+	b, feed, d := waitable(t)
 	seen := gongbuapi.Submitted
 
 	b.env.Authority.OnOwns(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for feed.Waiters() == 0 {
-			if time.Now().After(deadline) {
-				t.Error("the request did not wait until Hubu had checked who may read the operation")
-				return
-			}
-			time.Sleep(time.Millisecond)
+		if !within(func() bool { return feed.Waiters() > 0 }) {
+			t.Error("the request did not wait until Hubu had checked who may read the operation")
 		}
 	})
 	wait := 30
 	answer := asking(t, b, agentA, d.PublicHandle, gongbuapi.GetOperationExecutionParams{Wait: &wait, State: &seen})
-	b.env.Provider.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
-	b.env.Clock.Advance(gongbutest.PollInterval)
-	b.env.Tick(t)
-	feed.Notify(d.PublicHandle) // as the listener would
+	succeed(t, b, feed, b.env.Provider, d)
 	if resp := answered(t, answer); resp.JSON200 == nil || resp.JSON200.State != gongbuapi.Succeeded {
 		t.Fatalf("owner: %d %s", resp.StatusCode(), resp.Body)
 	}
@@ -191,10 +210,7 @@ func TestOwnershipIsCheckedBesideTheWait(t *testing.T) {
 // another agent's token, and a Hubu that cannot be reached.
 func TestRefusedOwnershipEndsTheWait(t *testing.T) {
 	t.Parallel()
-	feed := &changefeed.Feed{}
-	b := setup(t, withFeed(feed, time.Hour))
-	d := b.env.Issue(agentA)
-	b.execute(t, b.service, d)
+	b, feed, d := waitable(t)
 	seen := gongbuapi.Submitted
 	thirty := 30
 	ask := func(token string) *gongbuapi.GetOperationExecutionResponse {
