@@ -52,6 +52,10 @@ type Config struct {
 	PgbenchScale int
 	// RenderTime is mockflux's --render-time: how long a job takes before it is Ready (default 0).
 	RenderTime time.Duration
+	// ProviderIgnoresKeys runs Gongbu as against the real BFL API, which documents no
+	// Idempotency-Key: every submit on a connection of its own (default false: mockflux honours
+	// keys, as under make up).
+	ProviderIgnoresKeys bool
 	// ServiceProcs is the GOMAXPROCS of each Go service of the stacks the spends go through
 	// (router, Hubu, Gongbu, mockflux); 0 leaves Go's default: every core, or the CPU limit of
 	// its container rounded up to at least 2 (default DefaultServiceProcs).
@@ -100,6 +104,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	pgbench := fs.String("pgbench", "HUBU_LOADTEST_PGBENCH", "pgbench", "pgbench binary, for the reference figures")
 	scale := fs.Int("pgbench-scale", "HUBU_LOADTEST_PGBENCH_SCALE", 10, "pgbench -i -s")
 	render := fs.Duration("render-time", "HUBU_LOADTEST_RENDER_TIME", 0, "mockflux's render time: how long after a submit a job is Ready")
+	ignoresKeys := fs.Bool("provider-ignores-keys", "HUBU_LOADTEST_PROVIDER_IGNORES_KEYS", false,
+		"run Gongbu as against the real BFL API, which documents no Idempotency-Key (every submit on a connection of its own); default: mockflux honours keys, as under make up")
 	serviceProcs := fs.Int("service-procs", "HUBU_LOADTEST_SERVICE_PROCS", DefaultServiceProcs(),
 		"GOMAXPROCS of each Go service the spends go through (router, Hubu, Gongbu, mockflux); 0 leaves Go's default")
 	name := fs.String("name", "HUBU_LOADTEST_NAME", "loadtest", "names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth, hubu_NAME_floor, pgbench_NAME")
@@ -109,7 +115,7 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 	}
 	c := Config{
 		ServerURL: *server, Calls: *calls, Sessions: *sessions, Spends: *spends, PathSpends: *pathSpends, Clients: *clients, Agents: *agents,
-		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, ServiceProcs: *serviceProcs, Name: *name, JSONPath: *jsonPath,
+		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, ProviderIgnoresKeys: *ignoresKeys, ServiceProcs: *serviceProcs, Name: *name, JSONPath: *jsonPath,
 	}
 	for s := range strings.SplitSeq(*scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" && !slices.Contains(c.Scenarios, s) {

@@ -130,7 +130,7 @@ func runThroughRouter(ctx context.Context, cfg Config, dir string, rep *Report) 
 	}()
 	cfg.say("starting the stack (mockflux render time %s) ...", cfg.RenderTime)
 	s, err := stack.Start(ctx, cfg.Bin, stack.Config{
-		Dir: filepath.Join(dir, "stack"), ServerURL: cfg.ServerURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: true,
+		Dir: filepath.Join(dir, "stack"), ServerURL: cfg.ServerURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: !cfg.ProviderIgnoresKeys,
 		Env: cfg.stackEnv(map[string][]string{"mockflux": {"MOCKFLUX_PENDING_POLLS=0", "MOCKFLUX_RENDER_TIME=" + cfg.RenderTime.String()}}),
 	})
 	if err != nil {
@@ -210,7 +210,7 @@ func newReport(cfg Config) *Report {
 		Config: reportConfig{
 			Scenarios: cfg.Scenarios, Calls: cfg.Calls, Sessions: cfg.Sessions, Spends: cfg.Spends, Clients: cfg.Clients,
 			Agents: cfg.Agents, Duration: cfg.Duration.String(), PgbenchScale: cfg.PgbenchScale, RenderTime: cfg.RenderTime.String(),
-			ServiceProcs: cfg.ServiceProcs,
+			IgnoresKeys: cfg.ProviderIgnoresKeys, ServiceProcs: cfg.ServiceProcs,
 		},
 	}
 }

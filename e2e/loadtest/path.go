@@ -69,7 +69,7 @@ func runPath(ctx context.Context, cfg Config, dir string) (*PathReport, error) {
 	cfg.say("path: starting a stack with tracing on ...")
 	traced := []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + sink.url, "OTEL_BSP_SCHEDULE_DELAY=100"}
 	s, err := stack.Start(ctx, cfg.Bin, stack.Config{
-		Dir: filepath.Join(dir, "path-stack"), ServerURL: cfg.ServerURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: true,
+		Dir: filepath.Join(dir, "path-stack"), ServerURL: cfg.ServerURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: !cfg.ProviderIgnoresKeys,
 		Env: cfg.stackEnv(map[string][]string{
 			"router": traced, "hubu": traced, "gongbu": traced,
 			"mockflux": append([]string{"MOCKFLUX_PENDING_POLLS=0", "MOCKFLUX_RENDER_TIME=" + cfg.RenderTime.String()}, traced...),

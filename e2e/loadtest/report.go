@@ -41,6 +41,7 @@ type reportConfig struct {
 	Duration     string   `json:"duration"`
 	PgbenchScale int      `json:"pgbench_scale"`
 	RenderTime   string   `json:"render_time"`
+	IgnoresKeys  bool     `json:"provider_ignores_keys"`
 	ServiceProcs int      `json:"service_gomaxprocs"` // 0: Go's default
 }
 
@@ -153,10 +154,18 @@ func (c reportConfig) serviceProcs() string {
 	return "; router, Hubu, Gongbu and mockflux at " + procs
 }
 
+// keys says how Gongbu treats the provider's idempotency keys, when not as under make up.
+func (c reportConfig) keys() string {
+	if c.IgnoresKeys {
+		return ", Gongbu trusting no idempotency key (as against the real BFL API)"
+	}
+	return ""
+}
+
 // WriteText prints the report as tables.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s%s\n",
-		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime, r.Config.serviceProcs())
+	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s%s%s\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime, r.Config.keys(), r.Config.serviceProcs())
 	if l := r.Latency; l != nil {
 		fmt.Fprintf(w, "\n1. latency: one MCP session through the router (streamable HTTP), %d rounds of a tools/list, a new spend and its redelivery, in %s\n\n", l.Calls, l.Elapsed)
 		tw := newTable(w)

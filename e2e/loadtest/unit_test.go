@@ -342,8 +342,11 @@ func TestParseArgs(t *testing.T) {
 	}
 	if c.Calls != 200 || c.Sessions != 200 || c.Spends != 10 || c.Clients != 8 || c.Agents != 16 || c.Duration != 10*time.Second ||
 		c.PgbenchScale != 10 || c.RenderTime != 0 || c.Name != "loadtest" || strings.Join(c.Scenarios, ",") != "latency,hubu,sessions" ||
-		c.PathSpends != 50 || c.ServiceProcs != max(1, runtime.NumCPU()/4) {
+		c.PathSpends != 50 || c.ServiceProcs != max(1, runtime.NumCPU()/4) || c.ProviderIgnoresKeys {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c, err := ParseArgs(nil, env("HUBU_LOADTEST_PROVIDER_IGNORES_KEYS", "true"), nil); err != nil || !c.ProviderIgnoresKeys {
+		t.Fatalf("HUBU_LOADTEST_PROVIDER_IGNORES_KEYS=true: %+v, %v", c, err)
 	}
 	if c, err := ParseArgs([]string{"--service-procs", "0"}, env(), nil); err != nil || c.ServiceProcs != 0 {
 		t.Fatalf("--service-procs 0 (Go's default): %+v, %v", c, err)

@@ -2,7 +2,8 @@ package flux
 
 import "net/http"
 
-// NewTransport is the transport New gives an adapter.
+// NewTransport is the transport of the reads of an adapter New makes; its submits' transport
+// is made from it.
 var NewTransport = newTransport
 
 // NewAdapterWithTransport is NewAdapter with the transport given, so tests can trust a test

@@ -5,7 +5,6 @@ package flux
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,10 +23,11 @@ import (
 
 // Adapter implements gongbu.Provider for FLUX.
 type Adapter struct {
-	api         *bflapi.ClientWithResponses
+	submits     *bflapi.ClientWithResponses // on submitTransport: a submit can charge
+	api         *bflapi.ClientWithResponses // polls at the base URL, which charge nothing
 	base        *url.URL
-	hc          *http.Client
-	images      *http.Client // downloads results: no API key, no JSON limit
+	reads       *http.Client // polls, on the reused connections of newTransport
+	images      *http.Client // downloads results, on the same connections: no API key, no JSON limit
 	apiKey      string
 	idempotency bool
 	polling     []host // where the API key may go to poll, the base URL's host first
@@ -75,27 +75,41 @@ func New(baseURL, apiKey string, honoursIdempotency bool, timeout time.Duration)
 
 // NewAdapter returns an adapter configured by cfg.
 func NewAdapter(cfg Config) (*Adapter, error) {
-	return newAdapter(cfg, newTransport(cfg.HonoursIdempotency))
+	return newAdapter(cfg, newTransport())
 }
 
-// newTransport is the HTTP transport of an adapter.
+// newTransport is the HTTP transport of an adapter's reads: its polls and its downloads of
+// results. A read charges nothing, so reads reuse connections and speak HTTP/2 where the
+// provider offers it, whatever the provider does with idempotency keys: a read that Go's
+// transport sends again on its own only asks again. Against a provider over TLS this spares
+// every poll and download a handshake of its own.
+func newTransport() *http.Transport { return httpjson.PooledTransport() }
+
+// submitTransport is the transport of an adapter's submits, made from the one of its reads
+// (whose dialer and TLS settings it keeps).
 //
 // Go's HTTP transport silently re-sends a request on its own in two cases: HTTP/1.1 re-sends
 // a POST that carries an Idempotency-Key when a reused connection breaks before the answer,
 // and HTTP/2 re-sends a request after some stream resets and GOAWAYs. That is safe only where
-// the key is honoured, so for any other provider the adapter never reuses a connection and
-// never speaks HTTP/2 (an empty, non-nil TLSNextProto turns it off).
-func newTransport(honoursIdempotency bool) *http.Transport {
-	transport := httpjson.PooledTransport()
-	if !honoursIdempotency {
-		transport.DisableKeepAlives = true
-		transport.ForceAttemptHTTP2 = false
-		transport.TLSNextProto = map[string]func(authority string, c *tls.Conn) http.RoundTripper{}
+// the key is honoured, so for any other provider a submit never reuses a connection and never
+// speaks HTTP/2: each submit dials its own.
+func submitTransport(reads *http.Transport, honoursIdempotency bool) *http.Transport {
+	if honoursIdempotency {
+		return reads
 	}
-	return transport
+	t := reads.Clone()
+	t.DisableKeepAlives = true
+	t.Protocols = new(http.Protocols)
+	t.Protocols.SetHTTP1(true)
+	if t.TLSClientConfig != nil {
+		// Clone set the reads' transport up for HTTP/2 first, and that offers h2 in the TLS
+		// handshake: a server that took the offer would get HTTP/1.1 it cannot read.
+		t.TLSClientConfig.NextProtos = nil
+	}
+	return t
 }
 
-func newAdapter(cfg Config, transport *http.Transport) (*Adapter, error) {
+func newAdapter(cfg Config, reads *http.Transport) (*Adapter, error) {
 	base, err := url.Parse(cfg.BaseURL)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("the FLUX base URL %q is not an http(s) URL", cfg.BaseURL)
@@ -109,9 +123,12 @@ func newAdapter(cfg Config, transport *http.Transport) (*Adapter, error) {
 			return nil, errors.New("a webhook URL needs a webhook key of at least 32 bytes")
 		}
 	}
+	api := func(t *http.Transport, name string) *http.Client {
+		return &http.Client{Transport: httpjson.Timeout(tracing.Transport(httpjson.LimitResponses(t, maxBody), name), cfg.Timeout), CheckRedirect: refuseRedirect}
+	}
 	a := &Adapter{base: base, apiKey: cfg.APIKey, idempotency: cfg.HonoursIdempotency, webhookURL: cfg.WebhookURL, webhookKey: cfg.WebhookKey,
-		hc:     &http.Client{Transport: httpjson.Timeout(tracing.Transport(httpjson.LimitResponses(transport, maxBody), "flux"), cfg.Timeout), CheckRedirect: refuseRedirect},
-		images: &http.Client{Transport: httpjson.Timeout(tracing.Transport(transport, "flux-samples"), cfg.Timeout), CheckRedirect: refuseRedirect}}
+		reads:  api(reads, "flux"),
+		images: &http.Client{Transport: httpjson.Timeout(tracing.Transport(reads, "flux-samples"), cfg.Timeout), CheckRedirect: refuseRedirect}}
 	self := host{name: hostName(base), port: cmp.Or(base.Port(), defaultPort(base.Scheme))}
 	a.polling, a.samples = []host{self}, []host{self}
 	for _, list := range []struct {
@@ -127,7 +144,10 @@ func newAdapter(cfg Config, transport *http.Transport) (*Adapter, error) {
 			*list.into = append(*list.into, parsed)
 		}
 	}
-	if a.api, err = a.client(cfg.BaseURL); err != nil {
+	if a.api, err = a.client(cfg.BaseURL, a.reads); err != nil {
+		return nil, err
+	}
+	if a.submits, err = a.client(cfg.BaseURL, api(submitTransport(reads, cfg.HonoursIdempotency), "flux")); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -139,8 +159,8 @@ func refuseRedirect(req *http.Request, _ []*http.Request) error {
 	return fmt.Errorf("the FLUX API answered with a redirect (to host %q); not followed, so the API key goes nowhere else", req.URL.Host)
 }
 
-func (a *Adapter) client(server string) (*bflapi.ClientWithResponses, error) {
-	return bflapi.NewClientWithResponses(server, bflapi.WithHTTPClient(a.hc),
+func (a *Adapter) client(server string, hc *http.Client) (*bflapi.ClientWithResponses, error) {
+	return bflapi.NewClientWithResponses(server, bflapi.WithHTTPClient(hc),
 		bflapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			r.Header.Set("x-key", a.apiKey)
 			return nil
@@ -163,7 +183,7 @@ func (a *Adapter) Submit(ctx context.Context, key string, d gongbu.Decision) (go
 	if a.webhookURL != "" {
 		body.WebhookUrl, body.WebhookSecret = &a.webhookURL, new(a.webhookSecret(d.DecisionID))
 	}
-	resp, err := a.api.SubmitWithResponse(ctx, d.Scope.Model, &bflapi.SubmitParams{IdempotencyKey: &key}, body)
+	resp, err := a.submits.SubmitWithResponse(ctx, d.Scope.Model, &bflapi.SubmitParams{IdempotencyKey: &key}, body)
 	if err != nil {
 		return gongbu.Job{}, fmt.Errorf("submit to FLUX: %w", err) // the request may have arrived: unknown outcome
 	}
@@ -216,7 +236,7 @@ func (a *Adapter) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, 
 			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: %w", err)
 		}
 		if server != a.base.String() {
-			if api, err = a.client(server); err != nil {
+			if api, err = a.client(server, a.reads); err != nil {
 				return gongbu.PollResult{}, err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +45,7 @@ type bfl struct {
 	mu      sync.Mutex
 	answers []http.HandlerFunc
 	got     []recorded
+	conns   atomic.Int64 // connections accepted
 	url     string
 }
 
@@ -64,7 +67,13 @@ func newBFL(t *testing.T) *bfl {
 		t.Fatal(err)
 	}
 	b := &bfl{t: t, router: r}
-	ts := httptest.NewServer(http.HandlerFunc(b.serve))
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			b.conns.Add(1)
+		}
+	}
+	ts.Start()
 	t.Cleanup(ts.Close)
 	b.url = ts.URL
 	return b
@@ -75,6 +84,9 @@ func (b *bfl) answer(hs ...http.HandlerFunc) {
 	defer b.mu.Unlock()
 	b.answers = append(b.answers, hs...)
 }
+
+// dials is how many connections the server has accepted.
+func (b *bfl) dials() int { return int(b.conns.Load()) }
 
 func (b *bfl) requests() []recorded {
 	b.mu.Lock()
@@ -340,15 +352,20 @@ func TestPoll(t *testing.T) {
 }
 
 // HTTP/2's transport re-sends a request on its own after some stream resets and GOAWAYs.
-// Against a provider that does not honour keys the adapter must never speak it.
-func TestNoHTTP2WithoutIdempotency(t *testing.T) {
+// Against a provider that does not honour keys a submit must never speak it. A poll may: it
+// charges nothing.
+func TestNoHTTP2SubmitWithoutIdempotency(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	var protos []int
+	protos := map[string]int{} // the HTTP version of the last request, by method
 	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
-		protos = append(protos, r.ProtoMajor)
+		protos[r.Method] = r.ProtoMajor
 		mu.Unlock()
+		if r.Method == http.MethodPost {
+			accepted("task-1")(w, r)
+			return
+		}
 		reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.Pending})(w, r)
 	}))
 	ts.EnableHTTP2 = true
@@ -357,28 +374,64 @@ func TestNoHTTP2WithoutIdempotency(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(ts.Certificate())
 	for _, c := range []struct {
-		honours bool
-		proto   int
+		honours      bool
+		submit, poll int
 	}{
-		{false, 1},
-		{true, 2}, // the same server and client setup does reach HTTP/2 where it is allowed
+		{false, 1, 2},
+		{true, 2, 2}, // the same server and client setup does reach HTTP/2 where it is allowed
 	} {
-		tr := flux.NewTransport(c.honours)
+		tr := flux.NewTransport()
 		tr.TLSClientConfig = &tls.Config{RootCAs: roots}
 		a, err := flux.NewAdapterWithTransport(flux.Config{BaseURL: ts.URL, APIKey: apiKey, HonoursIdempotency: c.honours, Timeout: 5 * time.Second}, tr)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := a.Submit(context.Background(), "k", gongbutest.NewDecision()); err != nil {
+			t.Fatalf("honours=%v: submit: %v", c.honours, err)
+		}
 		if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-1"}); err != nil {
-			t.Fatalf("honours=%v: %v", c.honours, err)
+			t.Fatalf("honours=%v: poll: %v", c.honours, err)
 		}
 		mu.Lock()
-		got := protos[len(protos)-1]
+		submit, poll := protos[http.MethodPost], protos[http.MethodGet]
 		mu.Unlock()
-		if got != c.proto {
-			t.Fatalf("honours=%v: the request used HTTP/%d, want HTTP/%d", c.honours, got, c.proto)
+		if submit != c.submit || poll != c.poll {
+			t.Fatalf("honours=%v: the submit used HTTP/%d and the poll HTTP/%d, want HTTP/%d and HTTP/%d", c.honours, submit, poll, c.submit, c.poll)
 		}
 		tr.CloseIdleConnections()
+	}
+}
+
+// Polls charge nothing, so they reuse one connection whatever the provider does with keys; a
+// submit to a provider that does not honour them dials a connection of its own every time.
+func TestOnlySubmitsForgoConnectionReuse(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		honours bool
+		dials   int
+	}{
+		{false, 3}, // one for the polls, one per submit
+		{true, 1},
+	} {
+		b := newBFL(t)
+		a := newAdapter(t, b, c.honours)
+		for i := range 2 {
+			b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.Pending}))
+			if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-0"}); err != nil {
+				t.Fatal(err)
+			}
+			b.answer(accepted(fmt.Sprintf("task-%d", i+1)))
+			if _, err := a.Submit(context.Background(), "k", gongbutest.NewDecision()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.Pending}))
+		if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-0"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := b.dials(); got != c.dials {
+			t.Fatalf("honours=%v: the provider saw %d connections for 3 polls and 2 submits, want %d", c.honours, got, c.dials)
+		}
 	}
 }
 
@@ -464,7 +517,7 @@ func TestPollFollowsThePollingURL(t *testing.T) {
 // listening on the URL's port.
 func anyNameToLoopback(t *testing.T) *http.Transport {
 	t.Helper()
-	tr := flux.NewTransport(false)
+	tr := flux.NewTransport()
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		_, p, err := net.SplitHostPort(addr)
 		if err != nil {
