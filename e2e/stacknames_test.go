@@ -27,6 +27,7 @@ import (
 	harness "hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/kit/testlog"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/sql/sqltest"
 )
 
@@ -52,7 +53,7 @@ func TestTwoNamedStacks(t *testing.T) {
 
 	upA := startNamedStack(t, filepath.Join(tools, "hubu-stack"), root, a, env)
 	// b starts once a has been given its ports, which b must then leave alone.
-	waitFor(t, 30*time.Second, "a's ports", func() bool { _, err := os.Stat(filepath.Join(a.Dir, "addresses.json")); return err == nil })
+	waitfor.True(t, 30*time.Second, "a's ports", func() bool { _, err := os.Stat(filepath.Join(a.Dir, "addresses.json")); return err == nil })
 	upB := startNamedStack(t, filepath.Join(tools, "hubu-stack"), root, b, env)
 	upA.waitUp(t)
 	upB.waitUp(t)
@@ -192,15 +193,6 @@ func (s *namedStack) waitExit(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatalf("stack %s still runs a minute after make down", s.place.Name)
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(within); !ok(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", within, what)
-		}
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/sql/sqltest"
 )
 
@@ -214,20 +215,20 @@ func (d *docker) detach(image string, env []string, args ...string) string {
 // stopped.
 func (d *docker) waitHealthy(container, url string) {
 	d.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	if !waitfor.Within(30*time.Second, func() bool {
 		if resp, err := http.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return true
 			}
 		}
 		if running := d.output(nil, "inspect", "--format", "{{.State.Running}}", container); running != "true" {
 			logs, _ := exec.Command("docker", "logs", container).CombinedOutput()
 			d.t.Fatalf("the container for %s stopped:\n%s", url, logs)
 		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("%s did not answer within 30 s", url)
-		}
+		return false
+	}) {
+		d.t.Fatalf("%s did not answer within 30 s", url)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	harness "hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/sql/sqltest"
 )
@@ -68,11 +69,8 @@ func (st *interopStack) charges() int {
 // requireCharges waits (bounded) for n charges, then makes sure no late one follows.
 func (st *interopStack) requireCharges(n int) {
 	st.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for st.charges() < n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	time.Sleep(500 * time.Millisecond)
+	waitfor.Within(10*time.Second, func() bool { return st.charges() >= n })
+	time.Sleep(500 * time.Millisecond) // an observation window for a late charge, not synchronization
 	if got := st.charges(); got != n {
 		st.t.Fatalf("mockflux charged %d times, want %d", got, n)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/hubuapi"
 )
 
@@ -149,10 +150,10 @@ func TestCPUWatch(t *testing.T) {
 	running := burn()
 	startWaiting(t, running)
 	var runningCPU time.Duration
-	for deadline := time.Now().Add(20 * time.Second); runningCPU < 50*time.Millisecond && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
+	waitfor.Within(20*time.Second, func() bool {
 		runningCPU, _, _ = cpuTime(running.Process.Pid)
-	}
+		return runningCPU >= 50*time.Millisecond
+	})
 
 	got := w.stop(1)
 	if got[0].Err == "" || got[0].Process != "nobody" {

@@ -153,16 +153,6 @@ func (e *env) call(t testing.TB, tool, args string, meta map[string]any) *mcp.Ca
 	return res
 }
 
-// waitFor polls ok until it holds, for at most 10 seconds.
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 func codex(id string) map[string]any { return map[string]any{"callId": id} }
 
 const fox = `{"prompt":"an origami fox","model":"flux-dev","width":1024,"height":1024}`

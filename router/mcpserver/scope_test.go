@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"hubu.dev/hubu/kit/waitfor"
+	"time"
 )
 
 // codexIn is Codex's _meta for a call in a conversation (thread).
@@ -69,11 +72,11 @@ func TestConcurrentDeliveriesFromTwoConversations(t *testing.T) {
 		}()
 	}
 	deliver(0) // thread a reaches Hubu and is held there
-	waitFor(t, "the first delivery at Hubu", func() bool { return e.backend.Calls("authorize") == 1 })
+	waitfor.True(t, 10*time.Second, "the first delivery at Hubu", func() bool { return e.backend.Calls("authorize") == 1 })
 	for i := 1; i < len(threads); i++ {
 		deliver(i)
 	}
-	waitFor(t, "three deliveries waiting on the first", func() bool { return e.router.Waiters("codex", id) == 3 })
+	waitfor.True(t, 10*time.Second, "three deliveries waiting on the first", func() bool { return e.router.Waiters("codex", id) == 3 })
 	release()
 	wg.Wait()
 	for i, th := range threads {

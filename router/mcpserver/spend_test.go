@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/routertest"
 )
@@ -285,7 +286,7 @@ func TestCoalescedDeliverySurvivesTheFirstCancelling(t *testing.T) {
 		defer close(firstDone)
 		_, _ = e.session.CallTool(ctxA, &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codex(callID)})
 	}()
-	waitFor(t, "the first delivery at Hubu", func() bool { return e.backend.Calls("authorize") > 0 })
+	waitfor.True(t, 10*time.Second, "the first delivery at Hubu", func() bool { return e.backend.Calls("authorize") > 0 })
 	second := make(chan *mcp.CallToolResult, 1)
 	go func() {
 		res, err := e.session.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: codex(callID)})
@@ -294,7 +295,7 @@ func TestCoalescedDeliverySurvivesTheFirstCancelling(t *testing.T) {
 		}
 		second <- res
 	}()
-	waitFor(t, "the second delivery to join the first", func() bool { return e.router.Waiters("codex", callID) >= 1 })
+	waitfor.True(t, 10*time.Second, "the second delivery to join the first", func() bool { return e.router.Waiters("codex", callID) >= 1 })
 	cancelA()
 	<-firstDone
 	release()

@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"hubu.dev/hubu/kit/proctest"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/router/routertest"
 	"hubu.dev/hubu/sql/sqltest"
 )
@@ -87,11 +88,7 @@ func TestFleetSharesOnePostgresRegistry(t *testing.T) {
 		_, err := csA.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: inFlight})
 		done <- err
 	}()
-	for deadline := time.Now().Add(20 * time.Second); b.Calls("authorize") < 2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the delivery to a never reached Hubu")
-		}
-	}
+	waitfor.True(t, 20*time.Second, "the delivery to a to reach Hubu", func() bool { return b.Calls("authorize") >= 2 })
 	if err := a.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/kit/testlog"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/router/routertest"
 )
 
@@ -141,13 +142,7 @@ func TestKillBetweenRecordAndAnswer(t *testing.T) {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(fox), Meta: map[string]any{"callId": "call_kill1KWhLFD1WtOyhkG0GDA0"}})
 		done <- err
 	}()
-	deadline := time.Now().Add(20 * time.Second)
-	for b.Calls("authorize") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first delivery never reached Hubu")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.True(t, 20*time.Second, "the first delivery to reach Hubu", func() bool { return b.Calls("authorize") > 0 })
 	if err := cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

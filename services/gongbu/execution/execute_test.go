@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/vendorkey"
@@ -324,20 +325,21 @@ func TestDrainWaitsForExecutionsInFlight(t *testing.T) {
 	go func() { drained <- env.Service.Drain(context.Background()) }()
 	// Once draining, a new decision is refused before anything is written. (Until Drain has
 	// begun, a new one still runs: try fresh ones until one is refused.)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var refused gongbu.Decision
+	waitfor.True(t, 10*time.Second, "a new decision to be refused while draining", func() bool {
 		other := env.Issue("agent-a")
 		_, _, err := env.Service.Execute(context.Background(), other)
 		if gongbu.ErrorCode(err) == gongbu.CodeUnavailable {
-			if _, err := env.Store.Get(context.Background(), other.DecisionID); gongbu.ErrorCode(err) != gongbu.CodeNotFound {
-				t.Fatalf("a refused execution was recorded: %v", err)
-			}
-			break
+			refused = other
+			return true
 		}
-		if err != nil || time.Now().After(deadline) {
+		if err != nil {
 			t.Fatalf("a new execution while draining: %v", err)
 		}
-		time.Sleep(time.Millisecond)
+		return false
+	})
+	if _, err := env.Store.Get(context.Background(), refused.DecisionID); gongbu.ErrorCode(err) != gongbu.CodeNotFound {
+		t.Fatalf("a refused execution was recorded: %v", err)
 	}
 	select {
 	case err := <-drained:

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 )
@@ -21,13 +22,9 @@ func TestRunTicksUntilCancelled(t *testing.T) {
 		defer close(done)
 		env.Service.Run(ctx, 10*time.Millisecond)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for env.Get(t, d.DecisionID).State != gongbu.StateSucceeded {
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("not succeeded within 10s: %+v", env.Get(t, d.DecisionID))
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !waitfor.Within(10*time.Second, func() bool { return env.Get(t, d.DecisionID).State == gongbu.StateSucceeded }) {
+		cancel()
+		t.Fatalf("not succeeded within 10s: %+v", env.Get(t, d.DecisionID))
 	}
 	cancel()
 	select {

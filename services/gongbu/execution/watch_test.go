@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 )
@@ -14,17 +15,14 @@ import (
 // test that looked at the state alone could catch the execution between the two.
 func waitReported(t *testing.T, env *gongbutest.Env, x gongbu.Execution, state gongbu.State) gongbu.Execution {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		got := env.Get(t, x.DecisionID)
-		if got.State == state && got.Reported {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("still %s (reported %v) after 10s, want %s and reported", got.State, got.Reported, state)
-		}
-		time.Sleep(5 * time.Millisecond)
+	var got gongbu.Execution
+	if !waitfor.Within(10*time.Second, func() bool {
+		got = env.Get(t, x.DecisionID)
+		return got.State == state && got.Reported
+	}) {
+		t.Fatalf("still %s (reported %v) after 10s, want %s and reported", got.State, got.Reported, state)
 	}
+	return got
 }
 
 // The worker that submitted a job looks at it soon, and again with growing waits, so a quick
@@ -57,13 +55,7 @@ func TestBackgroundPassTakesOverAJobItsWatcherLeft(t *testing.T) {
 	env.Provider.OnPoll(gongbutest.Answer(gongbu.JobPending, "", ""), gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
 	d := env.Issue("agent-a")
 	mustExecute(t, env, d)
-	deadline := time.Now().Add(10 * time.Second)
-	for env.Provider.Polls() < 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the watcher never made its first look")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, "the watcher's first look", func() bool { return env.Provider.Polls() >= 1 })
 
 	env.Tick(t)
 	if n := env.Provider.Polls(); n != 1 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/changefeed"
@@ -195,7 +196,7 @@ func TestEmbeddingReadsTheImageWithTheExecution(t *testing.T) {
 		}
 		trips.Reset()
 		answer := ask(agentA, d)
-		if !within(func() bool { n, _ := trips.Counts(); return n > 0 }) { // the first read's answer: still submitted
+		if !waitfor.Within(10*time.Second, func() bool { n, _ := trips.Counts(); return n > 0 }) { // the first read's answer: still submitted
 			t.Fatal("the request never read the execution")
 		}
 		trips.Reset()

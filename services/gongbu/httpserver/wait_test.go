@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/kit/pglisten"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/changefeed"
@@ -36,23 +37,10 @@ func waiting(t *testing.T, b *bundle, feed *changefeed.Feed, handle string, seen
 	before := feed.Waiters()
 	wait := 30
 	answer := asking(t, b, agentA, handle, gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen})
-	if !within(func() bool { return feed.Waiters() != before }) {
+	if !waitfor.Within(10*time.Second, func() bool { return feed.Waiters() != before }) {
 		t.Fatal("the request never began to wait")
 	}
 	return answer
-}
-
-// within waits up to 10 s for cond to hold and reports whether it did. It calls no t method,
-// so any goroutine may use it.
-func within(cond func() bool) bool {
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(time.Millisecond)
-	}
-	return true
 }
 
 // waitable serves Gongbu with a feed of changes that only the test drives (the backstop is an
@@ -106,9 +94,7 @@ func TestWaitEndsWhenTheExecutionChanges(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); listener.Run(ctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	for !listener.Connected() {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.True(t, 10*time.Second, "the listener to connect", listener.Connected)
 
 	// Waiting for an execution that does not exist yet: its insert ends the wait.
 	d := b.env.Issue(agentA)
@@ -194,7 +180,7 @@ func TestOwnershipIsCheckedBesideTheWait(t *testing.T) {
 	seen := gongbuapi.Submitted
 
 	b.env.Authority.OnOwns(func() {
-		if !within(func() bool { return feed.Waiters() > 0 }) {
+		if !waitfor.Within(10*time.Second, func() bool { return feed.Waiters() > 0 }) {
 			t.Error("the request did not wait until Hubu had checked who may read the operation")
 		}
 	})

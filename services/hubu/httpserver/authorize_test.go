@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
-	"hubu.dev/hubu/services/hubu/hubutest"
 )
 
 func TestAuthorizeNewThenReplay(t *testing.T) {
@@ -149,7 +149,7 @@ func TestRedeliveryWaitsForNoDecision(t *testing.T) {
 		resp, _ := a.Client.AuthorizeWithResponse(ctx, newCall("flux-dev").Request())
 		answered <- resp
 	}()
-	hubutest.WaitFor(t, "the new call to wait for the agent's lock", func() bool {
+	waitfor.True(t, 10*time.Second, "the new call to wait for the agent's lock", func() bool {
 		return b.Count(t, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'") > 0
 	})
 	select {

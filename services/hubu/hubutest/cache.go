@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"hubu.dev/hubu/kit/pglisten"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/services/hubu/postgres"
 )
 
@@ -61,7 +62,7 @@ func StartCache(t testing.TB, dbURL string, opts *postgres.CacheOptions) *Cache 
 		<-done
 	})
 	t.Cleanup(c.stop)
-	WaitFor(t, "the cache's listener to connect", c.listener.Connected)
+	waitfor.True(t, 10*time.Second, "the cache's listener to connect", c.listener.Connected)
 	return c
 }
 
@@ -133,17 +134,5 @@ func (c *Cache) Sync(t testing.TB) {
 		case <-deadline:
 			t.Fatal("timed out waiting for the cache to handle its notifications")
 		}
-	}
-}
-
-// WaitFor waits until cond holds, failing t after 10s.
-func WaitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

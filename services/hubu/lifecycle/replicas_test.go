@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
@@ -160,7 +161,7 @@ func race(t *testing.T, b *hubutest.Env, services []*lifecycle.Service, barriers
 		wg.Go(func() { sent[i], errs[i] = s.Recover(context.Background()) })
 	}
 	for i, br := range barriers {
-		hubutest.WaitFor(t, "both passes to wait in "+br.query, func() bool {
+		waitfor.True(t, 10*time.Second, "both passes to wait in "+br.query, func() bool {
 			var n int
 			err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
 				WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '-- name: ' || $1 || ' %'`, br.query).Scan(&n)

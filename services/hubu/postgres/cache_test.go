@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
@@ -104,7 +105,7 @@ func TestRevocationRefusedInAnotherProcess(t *testing.T) {
 	code, n = authenticate(t, other.store, other.trips, a.Token, now)
 	want(t, "the other process before the notification", code, n, "", 0)
 	resume()
-	hubutest.WaitFor(t, "the other process to refuse the revoked credential", func() bool {
+	waitfor.True(t, 10*time.Second, "the other process to refuse the revoked credential", func() bool {
 		code, _ := authenticate(t, other.store, other.trips, a.Token, now)
 		return code == hubu.CodeCredentialRevoked
 	})
@@ -138,7 +139,7 @@ func TestPriceChangeSeenByNewAuthorizations(t *testing.T) {
 	if here := price(e.Store); here != 30_000 {
 		t.Fatalf("after the change, flux-dev costs %d in the process that made it, want 30000", here)
 	}
-	hubutest.WaitFor(t, "the other process to see the new price", func() bool {
+	waitfor.True(t, 10*time.Second, "the other process to see the new price", func() bool {
 		prices, err := other.store.ListPrices(ctx)
 		for _, p := range prices {
 			if p.Model == "flux-dev" {

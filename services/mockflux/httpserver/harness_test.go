@@ -13,6 +13,7 @@ import (
 
 	"hubu.dev/hubu/kit/testclock"
 	"hubu.dev/hubu/kit/testlog"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/proto/bflspec"
@@ -243,11 +244,7 @@ func (b *bundle) metrics(t *testing.T) string {
 // awaitMetric waits (at most 10 s) until /metrics has line, for what goroutines count.
 func (b *bundle) awaitMetric(t *testing.T, line string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(b.metrics(t), line+"\n") {
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics lacks %q after 10s:\n%s", line, b.metrics(t))
-		}
-		time.Sleep(time.Millisecond)
+	if !waitfor.Within(10*time.Second, func() bool { return strings.Contains(b.metrics(t), line+"\n") }) {
+		t.Fatalf("/metrics lacks %q after 10s:\n%s", line, b.metrics(t))
 	}
 }

@@ -3,13 +3,13 @@ package httpserver_test
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/bflapi"
 )
 
@@ -57,17 +57,10 @@ func TestReadinessAndMetrics(t *testing.T) {
 	// saw the connection close: wait (bounded) until it is.
 	const dropped = `mockflux_http_requests_total{method="POST",route="/v1/{model}",status="none"} 1`
 	var metrics string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		resp, err := http.Get(b.url + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if metrics = string(body); strings.Contains(metrics, dropped) || time.Now().After(deadline) {
-			break
-		}
-	}
+	waitfor.Within(5*time.Second, func() bool {
+		metrics = b.metrics(t)
+		return strings.Contains(metrics, dropped)
+	})
 	for _, want := range []string{
 		"mockflux_charges_total 2\n",
 		"mockflux_charged_micros_total 28000\n", // flux-dev 25000 and the dropped flux-schnell 3000

@@ -22,6 +22,7 @@ import (
 	"hubu.dev/hubu/kit/leaktest"
 	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/kit/testlog"
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
@@ -289,10 +290,8 @@ func TestShutdownWaitsForASubmissionInFlight(t *testing.T) {
 	}
 	shutdownWithSubmissionInFlight(t, store, d, []string{"--database-url", dbURL, "--hubu-url", "http://127.0.0.1:1", "--flux-idempotent"},
 		nil, func(log *testlog.Buffer) {
-			// The answer comes once Gongbu has begun to shut down.
-			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(log.String(), `"shutting down"`) && time.Now().Before(deadline); {
-				time.Sleep(5 * time.Millisecond)
-			}
+			// The answer comes once Gongbu has begun to shut down (or, should it never, after 10 s).
+			waitfor.Within(10*time.Second, func() bool { return strings.Contains(log.String(), `"shutting down"`) })
 		}, 20*time.Second)
 }
 
@@ -323,17 +322,16 @@ func TestShutdownWaitsForAnExecuteInFlight(t *testing.T) {
 	const late = 16 * time.Second // the answer comes after the signal, later than the old 15 s grace
 	handOff := func(log *testlog.Buffer) {
 		var addr string
-		for deadline := time.Now().Add(20 * time.Second); addr == ""; {
+		if !waitfor.Within(20*time.Second, func() bool {
 			for line := range strings.SplitSeq(log.String(), "\n") {
 				var rec map[string]any
 				if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "listening" {
 					addr, _ = rec["addr"].(string)
 				}
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("gongbu did not listen within 20s\n%s", log.String())
-			}
-			time.Sleep(10 * time.Millisecond)
+			return addr != ""
+		}) {
+			t.Fatalf("gongbu did not listen within 20s\n%s", log.String())
 		}
 		// Hubu's hand-off; its client gives up long before the provider answers.
 		body, _ := json.Marshal(map[string]any{

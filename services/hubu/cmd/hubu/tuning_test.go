@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/kit/proctest"
+	"hubu.dev/hubu/kit/waitfor"
 	hubusql "hubu.dev/hubu/sql/hubu"
 	"hubu.dev/hubu/sql/sqltest"
 )
@@ -70,10 +71,8 @@ func TestServeWithPoolSettings(t *testing.T) {
 			WHERE datname = current_database() AND query ILIKE 'listen %'`).Scan(&n)
 		return err == nil && n > 0
 	}
-	for deadline := time.Now().Add(10 * time.Second); !listening(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the cache's listener never connected\n%s", p.Log())
-		}
+	if !waitfor.Within(10*time.Second, listening) {
+		t.Fatalf("the cache's listener never connected\n%s", p.Log())
 	}
 	proctest.Stop(t, p)
 }
