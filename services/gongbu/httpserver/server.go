@@ -288,20 +288,25 @@ func embedImage(out *gongbuapi.Execution, exec gongbu.Execution, img []byte, lim
 // began before the wait, and has answered by then as a rule), so the read that finds the
 // execution changed brings its image in the same statement; an execution found final by the
 // first read, before the check answered, is read once more with its image.
+//
+// A refusal ends the wait, not a read already on its way to Postgres: that read finishes
+// (a fraction of a millisecond as a rule) and its connection goes back to the pool. Cancelling
+// it would make pgx close the connection, and a stream of refused callers would then cost
+// Gongbu's pool, which hand-offs share, a new connection each.
 func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed int64) (gongbu.Execution, []byte, error) {
 	token, err := ownerToken(r, handle)
 	if err != nil {
 		return gongbu.Execution{}, nil, err
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
+	ctx := r.Context()
 	var owned atomic.Bool
 	answered := make(chan struct{}) // closed once the check has answered, owned set before
+	refused := make(chan struct{})  // closed, before answered, if the check did not pass
 	checked := make(chan error, 1)
 	go func() {
 		err := s.checkOwner(ctx, token, handle)
 		if err != nil {
-			cancel() // the wait is for nobody
+			close(refused) // the wait is for nobody
 		} else {
 			owned.Store(true)
 		}
@@ -323,7 +328,7 @@ func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, 
 		}
 		return 0
 	}
-	exec, img, err := s.awaitChange(ctx, handle, wait, seen, embedFor)
+	exec, img, err := s.awaitChange(ctx, handle, wait, seen, embedFor, refused)
 	if ownerErr := <-checked; ownerErr != nil {
 		return gongbu.Execution{}, nil, ownerErr
 	}
@@ -435,8 +440,9 @@ func (w *rangeRefusal) Write(b []byte) (int, error) {
 // state seen, waits up to wait for it to change: woken by Changes the moment any replica
 // records a change, and reading again every WaitBackstop besides. Each read brings the kept
 // image of a succeeded execution along with it when it is no larger than embed(afterWait)
-// bytes, as embed says for that read (0: no image); afterWait is false for the first.
-func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed func(afterWait bool) int64) (gongbu.Execution, []byte, error) {
+// bytes, as embed says for that read (0: no image); afterWait is false for the first. The
+// wait ends early when stop is closed.
+func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed func(afterWait bool) int64, stop <-chan struct{}) (gongbu.Execution, []byte, error) {
 	afterWait := false
 	read := func() (gongbu.Execution, []byte, error) {
 		if limit := embed(afterWait); limit > 0 {
@@ -470,6 +476,8 @@ func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Durat
 		case <-woken:
 		case <-backstop.C:
 		case <-deadline.C:
+			return exec, img, err
+		case <-stop:
 			return exec, img, err
 		case <-ctx.Done():
 			return exec, img, err // the caller left; nobody reads the answer

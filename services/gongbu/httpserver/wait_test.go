@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,6 +190,54 @@ func TestOwnershipIsCheckedBesideTheWait(t *testing.T) {
 	succeed(t, b, feed, b.env.Provider, d)
 	if resp := answered(t, answer); resp.JSON200 == nil || resp.JSON200.State != gongbuapi.Succeeded {
 		t.Fatalf("owner: %d %s", resp.StatusCode(), resp.Body)
+	}
+}
+
+// A refusal ends the wait, not a read already in Postgres: the read finishes and its
+// connection goes back to the pool. (pgx closes a connection whose query is cancelled, so
+// each refused caller would otherwise cost the pool that hand-offs share a connection.)
+func TestRefusalLeavesTheReadItsConnection(t *testing.T) {
+	t.Parallel()
+	b, _, d := waitable(t)
+	ctx, pool := context.Background(), b.env.Pool
+	lockWaiters := func() bool {
+		var n int
+		err := pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&n)
+		return err == nil && n > 0
+	}
+	// A lock on the table holds the request's first read in Postgres.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE executions IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	destroyed := func() int64 { st := pool.Stat(); return st.NewConnsCount() - int64(st.TotalConns()) }
+	before := destroyed()
+	var asked atomic.Bool
+	b.env.Authority.OnOwns(func() { // Hubu refuses once the read is in Postgres
+		waitfor.Within(10*time.Second, lockWaiters)
+		asked.Store(true)
+	})
+	seen, thirty := gongbuapi.Submitted, 30
+	answer := asking(t, b, agentB, d.PublicHandle, gongbuapi.GetOperationExecutionParams{Wait: &thirty, State: &seen})
+	waitfor.True(t, 10*time.Second, "the first read to wait for the lock", lockWaiters)
+	waitfor.True(t, 10*time.Second, "Hubu to answer", asked.Load)
+	select {
+	case resp := <-answer:
+		t.Fatalf("answered %d while its read was still in Postgres: the refusal broke the read off", resp.StatusCode())
+	case <-time.After(300 * time.Millisecond): // the fake Hubu's refusal follows at once
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if resp := answered(t, answer); resp.StatusCode() != http.StatusNotFound {
+		t.Fatalf("another agent: %d %s", resp.StatusCode(), resp.Body)
+	}
+	if n := destroyed() - before; n != 0 {
+		t.Fatalf("the refused request cost the pool %d connections", n)
 	}
 }
 
