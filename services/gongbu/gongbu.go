@@ -67,9 +67,12 @@ type Epoch struct {
 // unless the row was lost: because Hubu saw an executor accept the decision (its operation is
 // past dispatching), or because the decision is no younger than the database's unbroken record.
 // A hand-off that failed on the way (a proxy's 502, a timeout, a crash of Hubu) is no
-// evidence of a submission, however often it was re-sent.
+// evidence of a submission, however often it was re-sent. An epoch not read (its zero value)
+// proves nothing either, so against it every decision is in doubt.
 func (i Issued) PossiblySubmitted(e Epoch) (bool, string) {
 	switch {
+	case e.ID == uuid.Nil || e.BeganAt.IsZero():
+		return true, "Gongbu does not know since when its database has kept its record, so it cannot tell that the decision was never submitted"
 	case i.State != "dispatching":
 		return true, fmt.Sprintf("Hubu saw an executor accept this decision (operation %s) but Gongbu has no record of it", i.State)
 	case !i.IssuedAt.After(e.BeganAt):

@@ -195,3 +195,31 @@ func mermaid() string {
 	}
 	return b.String()
 }
+
+// A decision Gongbu has no row for is in doubt when Hubu saw it accepted, when it is no
+// younger than the database's record, or when the epoch was not read at all: only a decision
+// still dispatching and issued after the epoch began can have been submitted by nobody.
+func TestPossiblySubmitted(t *testing.T) {
+	t.Parallel()
+	began := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	epoch := Epoch{ID: uuid.New(), BeganAt: began}
+	for _, c := range []struct {
+		name  string
+		state string
+		at    time.Time
+		epoch Epoch
+		doubt bool
+	}{
+		{"dispatching, issued after the epoch began", "dispatching", began.Add(time.Second), epoch, false},
+		{"accepted by an executor", "executing", began.Add(time.Second), epoch, true},
+		{"issued when the epoch began", "dispatching", began, epoch, true},
+		{"issued before the epoch", "dispatching", began.Add(-time.Second), epoch, true},
+		{"no epoch read", "dispatching", began.Add(time.Second), Epoch{}, true},
+		{"an epoch without its start", "dispatching", began.Add(time.Second), Epoch{ID: epoch.ID}, true},
+	} {
+		doubt, why := Issued{State: c.state, IssuedAt: c.at}.PossiblySubmitted(c.epoch)
+		if doubt != c.doubt || (doubt && why == "") {
+			t.Errorf("%s: doubt %v (%q), want %v", c.name, doubt, why, c.doubt)
+		}
+	}
+}
