@@ -33,6 +33,13 @@ func (r *Router) authorize(ctx context.Context, entry registry.Entry, img contra
 	if op == nil {
 		op = resp.JSON200
 	}
+	if op != nil && (op.PublicHandle != entry.PublicHandle || op.RequestHash != entry.RequestHash) {
+		// Hubu keeps one record per operation key and refuses another handle or request under
+		// it, so this is a fault on the way: never take, or record, another operation's answer
+		// as this call's.
+		r.cfg.Logger.ErrorContext(ctx, "Hubu answered for another operation or request", "public_handle", entry.PublicHandle)
+		return r.unavailable(entry.PublicHandle)
+	}
 	if op != nil {
 		a := r.afterDecision(ctx, *op)
 		a.Replayed = a.Replayed || resp.HTTPResponse.Header.Get("Idempotent-Replayed") == "true"

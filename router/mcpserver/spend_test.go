@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"hubu.dev/hubu/kit/waitfor"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/routertest"
 )
@@ -229,6 +230,35 @@ func TestPolicyOutcomes(t *testing.T) {
 		e.backend.SetDecide(hubuProblem(409, hubuapi.CreateNewOperation))
 		mustError(t, e.call(t, "generate_image", fox, codex("call_n1Kfwk6nyJd4scA3OcE8GiKn")), "create_new_operation")
 	})
+}
+
+// An answer from Hubu about another operation, or another request, is never taken as this
+// call's: even a final one (a denial) is not recorded, and the retry asks Hubu again under
+// the same key.
+func TestAnswerForAnotherOperationIsNotTaken(t *testing.T) {
+	t.Parallel()
+	for name, edit := range map[string]func(*hubuapi.Operation){
+		"another handle":  func(op *hubuapi.Operation) { op.PublicHandle = contract.NewPublicHandle() },
+		"another request": func(op *hubuapi.Operation) { op.RequestHash = "sha256:" + strings.Repeat("0", 64) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, nil)
+			id := codex("call_o1" + strings.ReplaceAll(name, " ", "") + "X9hsOrCqLvq")
+			e.backend.SetDecide(hubuState(hubuapi.OperationStateDenied, func(op *hubuapi.Operation) {
+				op.Denial = &hubuapi.Denial{Code: hubuapi.DenialCodeDenied, Message: "another operation's denial"}
+				edit(op)
+			}))
+			mustError(t, e.call(t, "generate_image", fox, id), "backend_unavailable")
+			e.backend.SetDecide(nil)
+			if got := toolResult(t, e.call(t, "generate_image", fox, id)); got.Status != "succeeded" {
+				t.Fatalf("the retry: %+v", got)
+			}
+			if keys := e.backend.Keys(); len(keys) != 2 || keys[0] != keys[1] {
+				t.Fatalf("authorizations under %d keys %v, want the same key asked twice", len(keys), keys)
+			}
+		})
+	}
 }
 
 // An unreachable Hubu is no loss: the call is recorded, and the retry continues the same

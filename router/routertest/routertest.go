@@ -171,8 +171,9 @@ func (b *Backend) echo(v any) any {
 	raw, _ := json.Marshal(v)
 	var m any
 	_ = json.Unmarshal(raw, &m)
-	// Free-text fields carry the key; ids, times and enums must stay parseable.
-	structural := map[string]bool{"agent_id": true, "decision_id": true, "public_handle": true, "state": true, "tool": true,
+	// Free-text fields carry the key; ids, hashes, times and enums must stay as they are (the
+	// router refuses an operation whose handle or request hash is not its call's).
+	structural := map[string]bool{"agent_id": true, "decision_id": true, "public_handle": true, "request_hash": true, "state": true, "tool": true,
 		"created_at": true, "updated_at": true, "approval_expires_at": true, "period_start": true, "code": true, "period": true, "kind": true, "data": true}
 	var walk func(string, any) any
 	walk = func(name string, x any) any {
