@@ -3,6 +3,7 @@ package registry
 import (
 	"container/list"
 	"sync"
+	"time"
 )
 
 // DefaultFinalsBytes is how many bytes of final results a Registry keeps in memory by
@@ -19,23 +20,32 @@ const DefaultFinalsBytes = 512 << 10
 //
 // It is bounded by the bytes of the results it holds, and forgets the least recently used
 // first: a redelivery usually follows its first delivery within seconds (a client retrying
-// a lost answer).
+// a lost answer). It also forgets a row finalsMaxAge after caching it, so that an answer in
+// memory never outlives its row: pruning deletes a row a day after its call at the soonest,
+// and a call id that comes back after that is a new call, which must not meet the old answer
+// in a router that happened to keep it.
 type finals struct {
 	mu    sync.Mutex
 	max   int // bytes of results; 0 keeps nothing
 	size  int
 	byKey map[callKey]*list.Element // of *finalRow
 	lru   list.List                 // most recently used first
+	now   func() time.Time
 }
 
+// finalsMaxAge is how long a row stays in finals: well below the one day after which a
+// final call may be pruned (the router's prune command refuses less).
+const finalsMaxAge = time.Hour
+
 type finalRow struct {
-	key  callKey
-	row  seenRow
-	size int
+	key    callKey
+	row    seenRow
+	size   int
+	cached time.Time
 }
 
 func newFinals(maxBytes int) *finals {
-	return &finals{max: maxBytes, byKey: map[callKey]*list.Element{}}
+	return &finals{max: maxBytes, byKey: map[callKey]*list.Element{}, now: time.Now}
 }
 
 // callKey is a call's row in a registry: the installation is the registry's own.
@@ -49,8 +59,19 @@ func (f *finals) get(platform, callID string) (seenRow, bool) {
 	if !ok {
 		return seenRow{}, false
 	}
+	if fr := el.Value.(*finalRow); f.now().Sub(fr.cached) >= finalsMaxAge {
+		f.remove(el)
+		return seenRow{}, false
+	}
 	f.lru.MoveToFront(el)
 	return el.Value.(*finalRow).row, true
+}
+
+// remove forgets one cached row; f.mu is held.
+func (f *finals) remove(el *list.Element) {
+	old := f.lru.Remove(el).(*finalRow)
+	delete(f.byKey, old.key)
+	f.size -= old.size
 }
 
 // put caches the row of a finished call, unless its result would take more than a quarter
@@ -69,12 +90,10 @@ func (f *finals) put(platform, callID string, row seenRow) seenRow {
 		return el.Value.(*finalRow).row
 	}
 	row.entry.decoded = &decoded{}
-	f.byKey[key] = f.lru.PushFront(&finalRow{key: key, row: row, size: n})
+	f.byKey[key] = f.lru.PushFront(&finalRow{key: key, row: row, size: n, cached: f.now()})
 	f.size += n
 	for f.size > f.max {
-		old := f.lru.Remove(f.lru.Back()).(*finalRow)
-		delete(f.byKey, old.key)
-		f.size -= old.size
+		f.remove(f.lru.Back())
 	}
 	return row
 }

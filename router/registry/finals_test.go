@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A call whose final result this registry recorded is resolved from memory, with the same
@@ -192,5 +193,30 @@ func testDecodedOnce(t *testing.T, newState func() string) {
 	uncached.Decoded(decode)
 	if n := decodes.Load(); n != 3 {
 		t.Fatalf("%d decodes, want 3: an entry the registry does not keep is not warmed, and decoded every time", n)
+	}
+}
+
+// A row stays in memory for finalsMaxAge at most, far less than the day after which pruning
+// may delete it: a call id that comes back once its row is gone must reach the database (and
+// be a new call there), not an answer this router happened to keep.
+func TestFinalsForgetOldRows(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	f := newFinals(DefaultFinalsBytes)
+	f.now = func() time.Time { return now }
+	f.put("codex", "call_finalsOld000000000001", seenRow{entry: Entry{Result: []byte(`{"final":1}`)}})
+	now = now.Add(finalsMaxAge - time.Second)
+	if _, ok := f.get("codex", "call_finalsOld000000000001"); !ok {
+		t.Fatal("a row cached just under finalsMaxAge ago was forgotten")
+	}
+	now = now.Add(time.Second)
+	if _, ok := f.get("codex", "call_finalsOld000000000001"); ok {
+		t.Fatal("a row cached finalsMaxAge ago was still answered from memory")
+	}
+	if f.size != 0 || f.lru.Len() != 0 || len(f.byKey) != 0 {
+		t.Fatalf("a forgotten row still counts: size %d, %d in the list, %d in the map", f.size, f.lru.Len(), len(f.byKey))
+	}
+	if finalsMaxAge >= 24*time.Hour {
+		t.Fatalf("finalsMaxAge %v is not below the day after which a row may be pruned", finalsMaxAge)
 	}
 }

@@ -38,8 +38,8 @@ func (r *Registry) Count(ctx context.Context, before time.Time) (Counts, error) 
 // it about half the time. New calls and new results are written after before, so they are
 // never deleted.
 //
-// A router that keeps a pruned call's final answer in memory (finals) replays it until it
-// forgets it: that is the answer the row held, never rewritten.
+// A router that keeps a pruned call's final answer in memory (finals) forgets it within
+// finalsMaxAge of caching it, an hour, and a row is pruned a day after its call at the soonest.
 func (r *Registry) Prune(ctx context.Context, before time.Time, batch int) (int, error) {
 	if batch <= 0 {
 		return 0, errors.New("prune: the batch must be at least one call")
