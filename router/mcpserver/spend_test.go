@@ -357,6 +357,7 @@ func TestScrubber(t *testing.T) {
 		e.call(t, "operation_status", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),
 		e.call(t, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),
 		e.call(t, "get_execution", fmt.Sprintf(`{"public_handle":%q}`, handle), nil),
+		e.call(t, "capabilities", `{}`, nil),
 	}
 	if len(e.backend.Keys()) == 0 {
 		t.Fatal("no authorization")

@@ -51,7 +51,7 @@ func (r *Router) Server(version string) *mcp.Server {
 			Description: "What this agent may do: tools, models and prices, budget left, the approval limit, and the identity sources the router accepts.",
 			InputSchema: emptySchema,
 			Annotations: readOnly,
-		}, run: r.capabilities},
+		}, run: func(ctx context.Context, c toolCall) answer { return r.scrubbed(ctx, r.capabilities(ctx, c), "") }},
 		{Tool: &mcp.Tool{
 			Name:        ToolGetExecution,
 			Description: "The provider's state and result of an operation's execution, by its public handle.",

@@ -275,10 +275,12 @@ func (f *fakeHubu) GetOperation(w http.ResponseWriter, r *http.Request, handle s
 
 func (f *fakeHubu) GetCapabilities(w http.ResponseWriter, r *http.Request) {
 	f.b.count("capabilities")
-	writeJSON(w, 200, hubuapi.Capabilities{AgentId: uuid.New(), AgentName: "agent", Account: "acct:test", Tools: []hubuapi.Tool{hubuapi.GenerateImage},
+	f.b.mu.Lock()
+	defer f.b.mu.Unlock()
+	writeJSON(w, 200, f.b.echo(hubuapi.Capabilities{AgentId: uuid.New(), AgentName: "agent", Account: "acct:test", Tools: []hubuapi.Tool{hubuapi.GenerateImage},
 		Prices:                 []hubuapi.Price{{Provider: "bfl", Model: "flux-dev", Size: "*", AmountMicros: 25_000, Currency: "USD", UpdatedAt: time.Now()}},
 		Budget:                 hubuapi.Budget{Period: hubuapi.BudgetPeriodDay, PeriodStart: time.Now(), LimitMicros: 5_000_000, RemainingMicros: 5_000_000, Currency: "USD"},
-		AutoApproveLimitMicros: 50_000, PerOperationCeilingMicros: 1_000_000})
+		AutoApproveLimitMicros: 50_000, PerOperationCeilingMicros: 1_000_000}))
 }
 
 type fakeGongbu struct {
