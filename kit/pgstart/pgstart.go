@@ -14,8 +14,20 @@ import (
 
 // Open opens a pool on url and checks, within 10 s, that the database answers. Its errors
 // are one line and never hold the URL, which may hold a password.
+//
+// Every connection of the pool commits durably (synchronous_commit=on, whatever the server's,
+// the database's or the role's default): Hubu's authorization record and Gongbu's record that
+// it is about to submit are the evidence that a decision was (or was not) sent to a provider,
+// and a commit acknowledged before it reached the disk could be lost after the provider
+// charged. A write that is evidence of nothing may still opt out for its own transaction
+// (SET LOCAL synchronous_commit = off).
 func Open(ctx context.Context, url string) (*pgxpool.Pool, error) {
-	pool, err := pgxpool.New(ctx, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, errors.New("--database-url is not a valid PostgreSQL URL")
+	}
+	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, errors.New("--database-url is not a valid PostgreSQL URL")
 	}
