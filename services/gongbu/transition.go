@@ -60,6 +60,7 @@ var transitions = []transition{
 
 	{StateIndeterminate, EventResolve, StateSucceeded, "operator gongbu resolve --charged-micros N (resolved_at set)"},
 	{StateIndeterminate, EventResolve, StateFailed, "operator gongbu resolve --not-charged (resolved_at set)"},
+	{StateIndeterminate, EventResolve, StateSubmitted, "operator gongbu resolve --job-id JOB: the provider's job, from the log line of a record that failed (polled again)"},
 
 	{StateSucceeded, EventReport, "", "reported to Hubu (settle)"},
 	{StateFailed, EventReport, "", "reported to Hubu (settle failed, or release)"},
@@ -131,6 +132,27 @@ func (e Execution) Resolve(charged int64, now time.Time) (Execution, error) {
 		verdict = *e.Error + "; " + verdict
 	}
 	e.State, e.ChargedMicros, e.Error, e.ResolvedAt, e.UpdatedAt, e.Reported = to, &charged, &verdict, &now, now, false
+	return e, nil
+}
+
+// ResumeJob is an operator's verdict on an indeterminate execution that the provider did take:
+// its job, which Gongbu could not record (the log line "could not record a submitted job"
+// names it), is recorded, and the execution is submitted again, to be polled until
+// pollDeadline, its lease free for the background pass to take at once. Only an execution
+// that has no job of its own can be given one.
+func (e Execution) ResumeJob(job Job, pollDeadline, now time.Time) (Execution, error) {
+	if CheckMove(e.State, EventResolve, StateSubmitted) != nil {
+		return Execution{}, Errorf(CodeInvalidArguments,
+			"the execution of decision %s is %s, not indeterminate: only an indeterminate execution can be resolved", e.DecisionID, e.State)
+	}
+	if e.ProviderJobID != nil {
+		return Execution{}, Errorf(CodeInvalidArguments,
+			"the execution of decision %s has a job of its own (%s); only one whose job was never recorded can be given one", e.DecisionID, *e.ProviderJobID)
+	}
+	if job.ID == "" {
+		return Execution{}, Errorf(CodeInvalidArguments, "the job id is empty")
+	}
+	e.State, e.ProviderJobID, e.PollingURL, e.PollDeadline, e.Error, e.ResolvedAt, e.UpdatedAt = StateSubmitted, &job.ID, &job.PollingURL, &pollDeadline, nil, &now, now
 	return e, nil
 }
 

@@ -22,7 +22,7 @@ func TestCheckMove(t *testing.T) {
 		"-accept->submitting",
 		"submitting-claim->submitting", "submitting-submit->submitted", "submitting-finish->failed", "submitting-finish->indeterminate",
 		"submitted-claim->submitted", "submitted-finish->succeeded", "submitted-finish->failed", "submitted-finish->indeterminate",
-		"indeterminate-resolve->succeeded", "indeterminate-resolve->failed",
+		"indeterminate-resolve->succeeded", "indeterminate-resolve->failed", "indeterminate-resolve->submitted",
 		"succeeded-report->", "failed-report->",
 	}
 	states := []State{"", StateSubmitting, StateSubmitted, StateSucceeded, StateFailed, StateIndeterminate}
@@ -67,6 +67,9 @@ func TestTransitions(t *testing.T) {
 	}
 	resolve := func(charged int64) func(Execution) (Execution, error) {
 		return func(e Execution) (Execution, error) { return e.Resolve(charged, now) }
+	}
+	resume := func(j Job) func(Execution) (Execution, error) {
+		return func(e Execution) (Execution, error) { return e.ResumeJob(j, deadline, now) }
 	}
 	notIndeterminate := func(s State) error {
 		return Errorf(CodeInvalidArguments, "the execution of decision %s is %s, not indeterminate: only an indeterminate execution can be resolved", d.DecisionID, s)
@@ -133,6 +136,15 @@ func TestTransitions(t *testing.T) {
 		{"a submitted job resolved", at(StateSubmitted, nil), resolve(-1), Execution{}, notIndeterminate(StateSubmitted)},
 		{"a resolved execution resolved again", at(StateSucceeded, nil), resolve(25_000), Execution{}, notIndeterminate(StateSucceeded)},
 		{"a failure resolved", at(StateFailed, nil), resolve(0), Execution{}, notIndeterminate(StateFailed)},
+
+		{"given its job", at(StateIndeterminate, &unknown), resume(job), with(at(StateIndeterminate, nil), func(e *Execution) {
+			e.State, e.ProviderJobID, e.PollingURL, e.PollDeadline, e.ResolvedAt, e.UpdatedAt = StateSubmitted, str("job-1"), str("https://poll/1"), &deadline, &now, now
+		}), nil},
+		{"given an empty job", at(StateIndeterminate, nil), resume(Job{}), Execution{}, Errorf(CodeInvalidArguments, "the job id is empty")},
+		{"given a job besides its own", with(at(StateIndeterminate, nil), func(e *Execution) { e.ProviderJobID = str("job-0") }), resume(job), Execution{},
+			Errorf(CodeInvalidArguments, "the execution of decision %s has a job of its own (job-0); only one whose job was never recorded can be given one", d.DecisionID)},
+		{"a submission given a job", at(StateSubmitting, nil), resume(job), Execution{}, notIndeterminate(StateSubmitting)},
+		{"a success given a job", at(StateSucceeded, nil), resume(job), Execution{}, notIndeterminate(StateSucceeded)},
 	} {
 		got, err := c.move(c.from)
 		switch {

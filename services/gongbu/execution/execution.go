@@ -74,6 +74,9 @@ type Service struct {
 	// CallTimeout bounds one provider call of a submission (the adapter's own HTTP timeout
 	// bounds it too; set this at least as long). 0 means DefaultCallTimeout.
 	CallTimeout time.Duration
+	// RecordPatience is how long a worker retries the record of a job the provider accepted
+	// (see recordJob). 0 means DefaultRecordPatience.
+	RecordPatience time.Duration
 	// Metrics, when set, counts polls.
 	Metrics *Metrics
 
@@ -83,6 +86,8 @@ type Service struct {
 	idle     chan struct{} // closed when inflight drops to 0 while draining
 	stop     chan struct{} // closed by Drain: watchers stop waiting for their next look
 	traces   origins       // where each execution began, so that its later steps join its trace (tracing.go)
+	// unrecorded are jobs the provider accepted whose record failed (jobrecord.go).
+	unrecorded unrecordedJobs
 }
 
 // executableStates are the Hubu operation states in which a decision may run: handed off,
@@ -159,7 +164,7 @@ func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Exec
 // SubmissionBound is the longest one submission can take, from recording it to recording
 // its answer: a worker's Lease must be longer, and a shutdown waits this long for one.
 func (s *Service) SubmissionBound() time.Duration {
-	return recordTimeout + orDefault(s.CallTimeout, DefaultCallTimeout) + recordTimeout
+	return recordTimeout + orDefault(s.CallTimeout, DefaultCallTimeout) + max(recordTimeout, orDefault(s.RecordPatience, DefaultRecordPatience))
 }
 
 // Drain stops new executions from starting (they are refused as unavailable) and waits until
@@ -234,20 +239,11 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 	defer cancel()
 	switch {
 	case err == nil:
-		// A worker that watches its job keeps the lease for a poll interval; should it die,
-		// the background pass takes the job over when the lease runs out. Without a watcher,
-		// the background pass polls it from now on.
-		now := s.Now()
-		nextPoll := now
-		if s.FirstPoll >= 0 {
-			nextPoll = now.Add(s.PollInterval)
-		}
-		next, err := s.Store.MarkSubmitted(ctx, exec, job, now.Add(s.PollDeadline), nextPoll, now)
+		next, err := s.recordJob(ctx, exec, job)
 		if err != nil {
 			// The job exists but is not recorded here. Either another worker took the
-			// execution over (it resubmits under the same key, or decides it is
-			// indeterminate), or the lease runs out and Tick does.
-			s.logger().ErrorContext(ctx, "could not record a submitted job", "decision_id", exec.DecisionID, "err", err)
+			// execution over, or the lease runs out and recovery (Tick) records the job
+			// this process kept.
 			return s.current(ctx, exec)
 		}
 		s.watch(provider, next)
@@ -348,6 +344,14 @@ func (s *Service) Tick(ctx context.Context) error {
 // provider honours keys, a bounded number of times and for a bounded time; it is never a
 // first submission.
 func (s *Service) recoverSubmission(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution) {
+	if job, ok := s.unrecorded.find(exec.DecisionID); ok {
+		// The provider accepted the job; only its record failed, in this process.
+		s.logger().InfoContext(ctx, "recording a submitted job whose record failed before", "decision_id", exec.DecisionID, "job_id", job.ID)
+		if next, err := s.recordJob(ctx, exec, job); err == nil {
+			s.watch(provider, next)
+		}
+		return
+	}
 	if !provider.HonoursIdempotencyKeys() {
 		s.finish(ctx, exec, gongbu.Indeterminate(
 			"Gongbu stopped while submitting and the provider does not honour idempotency keys, so it may have charged; not resubmitted"))

@@ -312,6 +312,34 @@ func (s *Store) Resolve(ctx context.Context, id uuid.UUID, charged int64, now ti
 	return executionOf(row)
 }
 
+// ResumeJob records an operator's verdict that the provider took an indeterminate execution's
+// job (gongbu.Execution.ResumeJob). A job that another execution has is refused.
+func (s *Store) ResumeJob(ctx context.Context, id uuid.UUID, job gongbu.Job, pollDeadline, now time.Time) (gongbu.Execution, error) {
+	cur, err := s.Get(ctx, id)
+	if err != nil {
+		return gongbu.Execution{}, err
+	}
+	next, err := cur.ResumeJob(job, pollDeadline, now)
+	if err != nil {
+		return gongbu.Execution{}, err
+	}
+	if other, err := s.GetByJob(ctx, cur.Scope.Provider, job.ID); err == nil {
+		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "job %s is the job of decision %s already", job.ID, other.DecisionID)
+	} else if gongbu.ErrorCode(err) != gongbu.CodeNotFound {
+		return gongbu.Execution{}, err
+	}
+	row, err := s.q.ResumeJob(ctx, s.pool, gongbudb.ResumeJobParams{
+		DecisionID: id, ProviderJobID: next.ProviderJobID, PollingUrl: next.PollingURL, PollDeadline: next.PollDeadline, Now: now,
+	})
+	if isNoRows(err) {
+		return gongbu.Execution{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "the execution of decision %s changed meanwhile; look again", id)
+	}
+	if err != nil {
+		return gongbu.Execution{}, fmt.Errorf("resume job: %w", err)
+	}
+	return executionOf(row)
+}
+
 // MarkReported records that Hubu has the outcome.
 func (s *Store) MarkReported(ctx context.Context, id uuid.UUID, now time.Time) error {
 	if err := s.q.MarkReported(ctx, s.pool, gongbudb.MarkReportedParams{DecisionID: id, ReportedAt: &now}); err != nil {

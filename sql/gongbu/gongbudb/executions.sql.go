@@ -1102,3 +1102,66 @@ func (q *Queries) ResolveExecution(ctx context.Context, db DBTX, arg ResolveExec
 	)
 	return i, err
 }
+
+const resumeJob = `-- name: ResumeJob :one
+UPDATE executions
+SET lease_until = $1, state = 'submitted', provider_job_id = $2,
+    polling_url = $3, poll_deadline = $4, error = NULL, resolved_at = $1,
+    lease_generation = lease_generation + 1, updated_at = $1
+WHERE decision_id = $5 AND state = 'indeterminate' AND provider_job_id IS NULL
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+`
+
+type ResumeJobParams struct {
+	Now           time.Time
+	ProviderJobID *string
+	PollingUrl    *string
+	PollDeadline  *time.Time
+	DecisionID    uuid.UUID
+}
+
+// An operator gives an indeterminate execution the job the provider took for it (a record
+// that failed logged it): it is submitted again, its lease free, so the background pass polls
+// it at once; the new lease generation fences any worker that still held the old one.
+func (q *Queries) ResumeJob(ctx context.Context, db DBTX, arg ResumeJobParams) (Execution, error) {
+	row := db.QueryRow(ctx, resumeJob,
+		arg.Now,
+		arg.ProviderJobID,
+		arg.PollingUrl,
+		arg.PollDeadline,
+		arg.DecisionID,
+	)
+	var i Execution
+	err := row.Scan(
+		&i.DecisionID,
+		&i.PublicHandle,
+		&i.AgentID,
+		&i.Provider,
+		&i.Model,
+		&i.Size,
+		&i.Arguments,
+		&i.AmountMicros,
+		&i.Currency,
+		&i.VendorKey,
+		&i.State,
+		&i.ProviderJobID,
+		&i.PollingUrl,
+		&i.ResultUrl,
+		&i.Error,
+		&i.Attempts,
+		&i.LeaseUntil,
+		&i.PollDeadline,
+		&i.ChargedMicros,
+		&i.ReportedAt,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ResolvedAt,
+		&i.LeaseGeneration,
+		&i.ImageMimeType,
+		&i.ImageSha256,
+		&i.ImageSize,
+		&i.ImageFetchAttempts,
+		&i.ImageFetchAfter,
+	)
+	return i, err
+}

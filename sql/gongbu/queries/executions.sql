@@ -100,6 +100,17 @@ SET state = sqlc.arg(state), charged_micros = sqlc.arg(charged_micros), error = 
 WHERE decision_id = sqlc.arg(decision_id) AND state = 'indeterminate'
 RETURNING *;
 
+-- name: ResumeJob :one
+-- An operator gives an indeterminate execution the job the provider took for it (a record
+-- that failed logged it): it is submitted again, its lease free, so the background pass polls
+-- it at once; the new lease generation fences any worker that still held the old one.
+UPDATE executions
+SET lease_until = sqlc.arg(now), state = 'submitted', provider_job_id = sqlc.arg(provider_job_id),
+    polling_url = sqlc.arg(polling_url), poll_deadline = sqlc.arg(poll_deadline), error = NULL, resolved_at = sqlc.arg(now),
+    lease_generation = lease_generation + 1, updated_at = sqlc.arg(now)
+WHERE decision_id = sqlc.arg(decision_id) AND state = 'indeterminate' AND provider_job_id IS NULL
+RETURNING *;
+
 -- name: GetDatabaseEpoch :one
 SELECT id, began_at FROM database_epoch;
 

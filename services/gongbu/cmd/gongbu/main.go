@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -43,7 +44,7 @@ const usage = `usage:
                [--webhook-url URL --webhook-key KEY]
   gongbu migrate up|down|version --database-url URL
   gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL [--require-final]
-  gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged)
+  gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged | --job-id JOB [--polling-url URL])
   gongbu renew-epoch --database-url URL   (after restoring the database from a backup)
   gongbu prune-images --database-url URL --older-than DURATION [--dry-run]   (at least 24h)
 Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
@@ -276,7 +277,10 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	dbURL := databaseURLFlag(fs)
 	decision := fs.String("decision", "", "", "the decision id of the indeterminate execution")
 	charged := fs.Int64("charged-micros", 0, "what the provider charged for it, in micro-units (more than 0, at most the authorized amount)")
-	notCharged := fs.Bool("not-charged", "", false, "the provider charged nothing for it")
+	fs.Bool("not-charged", "", false, "the provider charged nothing for it")
+	jobID := fs.String("job-id", "", "", "the provider's job for it, from the log line \"could not record a submitted job\": Gongbu polls it again")
+	pollingURL := fs.String("polling-url", "", "", "with --job-id: the job's polling URL from the same log line (without it, the job is polled at the API's base URL)")
+	pollDeadline := fs.Duration("poll-deadline", "", 10*time.Minute, "with --job-id: how long the job may stay pending before it is indeterminate again")
 	if err := fs.ParseNoArgs(args); err != nil {
 		return err
 	}
@@ -287,13 +291,30 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return errors.New("--decision must be a decision id (a UUID)")
 	}
-	chargedSet := false
-	fs.Visit(func(f *flag.Flag) { chargedSet = chargedSet || f.Name == "charged-micros" })
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	verdicts := 0
+	for _, v := range []string{"charged-micros", "not-charged", "job-id"} {
+		if given[v] {
+			verdicts++
+		}
+	}
 	switch {
-	case chargedSet == *notCharged:
-		return errors.New("give exactly one of --charged-micros N and --not-charged")
-	case chargedSet && *charged <= 0:
+	case verdicts != 1:
+		return errors.New("give exactly one of --charged-micros N, --not-charged and --job-id JOB")
+	case given["charged-micros"] && *charged <= 0:
 		return errors.New("--charged-micros must be more than 0; use --not-charged when the provider charged nothing")
+	case (given["polling-url"] || given["poll-deadline"]) && !given["job-id"]:
+		return errors.New("--polling-url and --poll-deadline go with --job-id")
+	case given["job-id"] && strings.TrimSpace(*jobID) == "":
+		return errors.New("--job-id must not be empty")
+	case given["poll-deadline"] && *pollDeadline <= 0:
+		return errors.New("--poll-deadline must be positive")
+	}
+	if given["polling-url"] {
+		if err := command.RequireHTTPURL("polling-url", *pollingURL); err != nil {
+			return err
+		}
 	}
 
 	store, pool, err := openStore(ctx, *dbURL)
@@ -301,12 +322,18 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	defer pool.Close()
+	if given["job-id"] {
+		now := time.Now()
+		x, err := store.ResumeJob(ctx, id, gongbu.Job{ID: *jobID, PollingURL: *pollingURL}, now.Add(*pollDeadline), now)
+		if err != nil {
+			return resolveError(err)
+		}
+		fmt.Fprintf(stdout, "decision %s resolved: submitted as job %s; a running gongbu polls it and settles it with Hubu\n", id, *x.ProviderJobID)
+		return nil
+	}
 	x, err := store.Resolve(ctx, id, *charged, time.Now())
 	if err != nil {
-		if code := gongbu.ErrorCode(err); code != gongbu.CodeInternal {
-			return errors.New(gongbu.ErrorMessage(err))
-		}
-		return err
+		return resolveError(err)
 	}
 	if x.State == gongbu.StateSucceeded {
 		fmt.Fprintf(stdout, "decision %s resolved: succeeded, the provider charged %d micros; a running gongbu settles it with Hubu (capture %d, release the rest)\n",
@@ -315,6 +342,15 @@ func resolveCmd(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	fmt.Fprintf(stdout, "decision %s resolved: failed, nothing charged; a running gongbu has Hubu release its hold\n", id)
 	return nil
+}
+
+// resolveError is a refused verdict in one line: the store's message for the operator's
+// mistakes, the error itself otherwise.
+func resolveError(err error) error {
+	if code := gongbu.ErrorCode(err); code != gongbu.CodeInternal {
+		return errors.New(gongbu.ErrorMessage(err))
+	}
+	return err
 }
 
 // renewEpochCmd starts a new epoch of Gongbu's database: run it after restoring the database
