@@ -5,6 +5,9 @@
 package contract
 
 import (
+	"errors"
+	"fmt"
+	"net/http"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -87,3 +90,22 @@ func ValidSeed(s int64) bool { return s >= 0 && s <= SeedMax }
 
 // ValidOutputFormat reports whether f is an allowed output format.
 func ValidOutputFormat(f string) bool { return f == FormatPNG || f == FormatJPEG }
+
+// The image types a result may have: what Gongbu keeps and the router embeds. Anything else a
+// provider's link serves (SVG above all, which can carry script) is refused.
+var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/webp": true}
+
+// CheckImage reports why b is not a non-empty image of a kept type whose bytes are what its
+// declared type says (by http.DetectContentType's sniffing), or nil when it is.
+func CheckImage(mimeType string, b []byte) error {
+	switch {
+	case !imageTypes[mimeType]:
+		return fmt.Errorf("%q is not a PNG, JPEG or WebP image", mimeType)
+	case len(b) == 0:
+		return errors.New("the image is empty")
+	}
+	if sniffed := http.DetectContentType(b); sniffed != mimeType {
+		return fmt.Errorf("the image is declared %s but is %s", mimeType, sniffed)
+	}
+	return nil
+}

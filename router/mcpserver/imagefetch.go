@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/proto/contract"
 )
 
 // ImageClient is the client the router downloads generated images with. An image URL comes
@@ -114,8 +115,9 @@ func (t *refusalLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// fetchImage downloads a small image to embed it; a larger one, or one that could not be
-// downloaded, is only linked, and img is nil.
+// fetchImage downloads a small image to embed it; a larger one, one that could not be
+// downloaded, or one that is not a PNG, JPEG or WebP image of the type it declares (what
+// Gongbu keeps: an SVG can carry script) is only linked, and img is nil.
 func (r *Router) fetchImage(ctx context.Context, url string) (img []byte, mimeType string) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -133,6 +135,10 @@ func (r *Router) fetchImage(ctx context.Context, url string) (img []byte, mimeTy
 	b, err := io.ReadAll(io.LimitReader(resp.Body, r.cfg.ImageLimit+1))
 	if err != nil || int64(len(b)) > r.cfg.ImageLimit {
 		return nil, mt
+	}
+	if err := contract.CheckImage(mt, b); err != nil {
+		r.cfg.Logger.WarnContext(ctx, "image download refused", "host", req.URL.Host, "reason", err.Error())
+		return nil, ""
 	}
 	return b, mt
 }

@@ -264,3 +264,31 @@ func TestReplayOfARowWithImageBytes(t *testing.T) {
 		t.Fatalf("the replay asked Gongbu for the image (%d→%d)", kept, n)
 	}
 }
+
+// The router embeds only what Gongbu would keep: a PNG, JPEG or WebP image whose bytes are the
+// type it declares. An SVG (which can carry script) or bytes that are not the declared type
+// are linked, never embedded.
+func TestOnlyKeptImageTypesAreEmbedded(t *testing.T) {
+	t.Parallel()
+	svg := []byte(`<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>`)
+	for i, c := range []struct {
+		contentType string
+		body        []byte
+	}{
+		{"image/svg+xml", svg},
+		{"image/png", svg},
+		{"image/gif", []byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;")},
+		{"image/jpeg", routertest.TinyPNG()},
+	} {
+		host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", c.contentType)
+			_, _ = w.Write(c.body)
+		}))
+		t.Cleanup(host.Close)
+		e := setup(t, nil)
+		e.backend.SetKept(nil)
+		url := host.URL + "/sample"
+		e.backend.SetImageURL(url)
+		linkedOnly(t, e.call(t, "generate_image", fox, codex(fmt.Sprintf("call_imagetypeVtFFd0UMtFdJG%d", i))), url)
+	}
+}

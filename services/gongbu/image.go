@@ -4,7 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"net/http"
+
+	"hubu.dev/hubu/proto/contract"
 )
 
 // MaxImageBytes is the largest image Gongbu keeps (FLUX's largest outputs are a few MiB).
@@ -28,23 +29,14 @@ func (img Image) Info() ImageInfo {
 	return ImageInfo{MIMEType: img.MIMEType, Size: len(img.Bytes), SHA256: sha256.Sum256(img.Bytes)}
 }
 
-// imageTypes are the image types Gongbu keeps; the provider's Content-Type must name one of
-// them and the bytes must be one.
-var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/webp": true}
-
 // NewImage checks what a provider delivered: a non-empty image of a kept type, no larger than
-// MaxImageBytes, whose bytes are what its declared type says.
+// MaxImageBytes, whose bytes are what its declared type says (contract.CheckImage).
 func NewImage(mimeType string, b []byte) (Image, error) {
-	switch {
-	case !imageTypes[mimeType]:
-		return Image{}, fmt.Errorf("the provider delivered %q, not a PNG, JPEG or WebP image", mimeType)
-	case len(b) == 0:
-		return Image{}, fmt.Errorf("the provider delivered an empty image")
-	case len(b) > MaxImageBytes:
+	if len(b) > MaxImageBytes {
 		return Image{}, fmt.Errorf("the provider delivered an image larger than %d bytes", MaxImageBytes)
 	}
-	if sniffed := http.DetectContentType(b); sniffed != mimeType {
-		return Image{}, fmt.Errorf("the provider declared %s but delivered %s", mimeType, sniffed)
+	if err := contract.CheckImage(mimeType, b); err != nil {
+		return Image{}, fmt.Errorf("the provider delivered what is not a kept image: %w", err)
 	}
 	return Image{MIMEType: mimeType, Bytes: b}, nil
 }
