@@ -9,28 +9,27 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"strings"
-	"syscall"
 	"time"
 
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/netguard"
 	"hubu.dev/hubu/proto/contract"
 )
 
 // ImageClient is the client the router downloads generated images with. An image URL comes
 // from the provider by way of Gongbu, so it is not trusted to point somewhere harmless: unless
-// allowPrivate, the client connects to no loopback, private (RFC 1918, fc00::/7), link-local,
-// unspecified or multicast address, judged on the address it dials so that no DNS answer can
-// steer it there. It follows redirects only on the same scheme and host. logger (nil is
-// silent) is told of every refusal.
+// allowPrivate, the client connects to no address of the IANA special-purpose ranges
+// (kit/netguard: loopback, private, link-local, CGNAT, benchmarking, multicast, ...), judged on
+// the address it dials so that no DNS answer can steer it there. It follows redirects only on
+// the same scheme and host. logger (nil is silent) is told of every refusal.
 func ImageClient(allowPrivate bool, timeout time.Duration, logger *slog.Logger) *http.Client {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	if !allowPrivate {
-		dialer.Control = refusePrivate
+		dialer.Control = netguard.Control
 	}
 	transport := httpjson.PooledTransport()
 	// Through a proxy the address dialed is the proxy's, and the guard would judge nothing.
@@ -40,47 +39,6 @@ func ImageClient(allowPrivate bool, timeout time.Duration, logger *slog.Logger) 
 		Transport:     httpjson.Timeout(&refusalLog{next: transport, logger: logger}, timeout),
 		CheckRedirect: sameHostRedirect(logger),
 	}
-}
-
-// refusedAddrError is a connection the guard refused.
-type refusedAddrError struct {
-	addr netip.Addr
-	kind string
-}
-
-func (e *refusedAddrError) Error() string {
-	return fmt.Sprintf("image download refused: %s is a %s address", e.addr, e.kind)
-}
-
-// refusePrivate is a net.Dialer Control function: it runs on the resolved address of every
-// connection attempt, before the connection is made.
-func refusePrivate(_, address string, _ syscall.RawConn) error {
-	ap, err := netip.ParseAddrPort(address)
-	if err != nil {
-		return fmt.Errorf("image download refused: cannot judge the address %q", address)
-	}
-	addr := ap.Addr().Unmap()
-	if kind := privateKind(addr); kind != "" {
-		return &refusedAddrError{addr: addr, kind: kind}
-	}
-	return nil
-}
-
-// privateKind names why an address is not a public unicast one, or is "" for one that is.
-func privateKind(a netip.Addr) string {
-	switch {
-	case a.IsLoopback():
-		return "loopback"
-	case a.IsPrivate():
-		return "private"
-	case a.IsLinkLocalUnicast():
-		return "link-local"
-	case a.IsUnspecified(), a.Is4() && a.As4()[0] == 0: // 0.0.0.0/8 reaches this host
-		return "unspecified"
-	case a.IsMulticast():
-		return "multicast"
-	}
-	return ""
 }
 
 // sameHostRedirect follows at most a few redirects, each on the first request's scheme and
@@ -108,7 +66,7 @@ type refusalLog struct {
 
 func (t *refusalLog) RoundTrip(r *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(r)
-	var refused *refusedAddrError
+	var refused *netguard.RefusedError
 	if errors.As(err, &refused) {
 		t.logger.WarnContext(r.Context(), "image download refused", "host", r.URL.Host, "reason", refused.Error())
 	}
