@@ -49,7 +49,7 @@ func TestAlerts(t *testing.T) {
 
 	// A submission charged and answered with a 500, which Gongbu may not resend: indeterminate.
 	one := 1
-	if r, err := su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: bflapi.ChargeThen500, Count: &one}); err != nil || r.StatusCode() != http.StatusOK {
+	if r, err := su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: bflapi.FaultKindChargeThen500, Count: &one}); err != nil || r.StatusCode() != http.StatusOK {
 		t.Fatalf("arm charge_then_500: %v", err)
 	}
 	stdio := su.routerWaiting(2 * time.Second)
@@ -57,10 +57,15 @@ func TestAlerts(t *testing.T) {
 		t.Fatalf("the call through the fault: %v", err)
 	}
 	// Above the auto-approve limit: held for a human.
-	if r := su.mustCall(stdio, "generate_image", `{"prompt":"an origami fox","model":"flux-pro-1.1-ultra","width":1024,"height":1024}`,
+	if r := su.mustCall(stdio, "generate_image", `{"prompt":"an origami fox","model":"flux-pro-1.1-ultra","aspect_ratio":"16:9"}`,
 		codexMeta("call_alerts_held")); r.code() != "approval_required" {
 		t.Fatalf("the call above the approval limit: %v", r)
 	}
+	// A price below the provider's: it states a cost above the hold, which is captured instead.
+	if _, err := su.hubuctl("prices", "set", "--provider", "bfl", "--model", "flux-pro-1.1", "--size", "*", "--amount-micros", "10000"); err != nil {
+		t.Fatalf("lower a price: %v", err)
+	}
+	su.mustSucceed(stdio, `{"prompt":"an origami fox","model":"flux-pro-1.1"}`, codexMeta("call_alerts_cost_above_hold"), "a spend priced below the provider")
 	// No trusted identity: the router refuses the call.
 	if r := su.mustCall(su.httpRouter(), "generate_image", foxArgs, nil); r.code() != "identity_required" {
 		t.Fatalf("the call without an identity: %v", r)
@@ -78,7 +83,7 @@ func TestAlerts(t *testing.T) {
 	}
 	prom.waitFiring(t, badTokens,
 		"HubuIndeterminateExecutions", "ProviderErrors", "HubuApprovalsWaiting", "RouterRefusingCalls",
-		"HubuBadCredentials", "GongbuBadCredentials")
+		"HubuBadCredentials", "GongbuBadCredentials", "HubuProviderCostAboveHold")
 
 	// The router serves /metrics without its token, so it must show nothing that identifies a
 	// call or opens a door, after it has served an identified spend.

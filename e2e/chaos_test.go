@@ -255,7 +255,7 @@ func (c *chaosCall) last() string {
 
 func explore(t *testing.T, seed uint64, tally *chaosTally) {
 	rng := rand.New(rand.NewPCG(seed, 0x68756275))
-	x := &explorer{t: t, seed: seed, rng: rng, idempotent: rng.IntN(2) == 0, shortTTL: rng.IntN(3) == 0, hops: map[string]*hop{}, tally: tally,
+	x := &explorer{t: t, seed: seed, rng: rng, idempotent: rng.IntN(4) == 0, shortTTL: rng.IntN(3) == 0, hops: map[string]*hop{}, tally: tally,
 		more: rand.New(rand.NewPCG(seed, 0x6d6f7265)), replica: map[string]*harness.Process{}, dbUp: make(chan struct{})}
 	close(x.dbUp)
 	x.replicas = x.more.IntN(3) == 0
@@ -387,7 +387,6 @@ func (x *explorer) start() {
 			x.replica[p.Name] = r
 		}
 	}
-	x.setIdempotency()
 	x.routers = []*mcp.ClientSession{su.routerWaiting(2 * time.Second), su.routerWaiting(2 * time.Second), su.httpRouter()}
 	x.agent2 = x.secondAgent()
 }
@@ -412,14 +411,6 @@ func (x *explorer) keepLogs(dir string) {
 	x.t.Logf("logs: %s", to)
 }
 
-// setIdempotency turns mockflux's idempotency off for a run against a provider that ignores
-// keys (clearing mockflux's faults turns it back on).
-func (x *explorer) setIdempotency() {
-	if !x.idempotent {
-		x.su.idempotencyOff()
-	}
-}
-
 // secondAgent creates an agent on a tight budget (four flux-dev images a day) and a stdio
 // router for it with a registry of its own.
 func (x *explorer) secondAgent() *mcp.ClientSession {
@@ -435,13 +426,24 @@ func (x *explorer) secondAgent() *mcp.ClientSession {
 	return x.su.routerFor(created.Token, 2*time.Second, []string{"--state", filepath.Join(x.su.s.Config.Dir, "router-tight.db")})
 }
 
-var chaosModels = []string{"flux-schnell", "flux-dev", "flux-dev", "flux-pro-1.1", "flux-pro-1.1-ultra"}
+// chaosModels are the models the workload spends on, each with its size arguments: priced per
+// megapixel (FLUX.2) and flat, under the auto-approve limit and above it (Ultra).
+var chaosModels = []struct{ name, size string }{
+	{"flux-2-klein-4b", `"width":1024,"height":1024`}, {"flux-2-pro", `"width":1920,"height":1072`}, {"flux-dev", `"width":1024,"height":1024`},
+	{"flux-dev", `"width":1024,"height":1024`}, {"flux-pro-1.1", `"width":1024,"height":768`}, {"flux-pro-1.1-ultra", `"aspect_ratio":"16:9"`},
+}
+
+// autoApproved is a new call's arguments with flux-dev where they name Ultra, which waits for
+// a person's approval.
+func autoApproved(args string) string {
+	return strings.Replace(args, `"model":"flux-pro-1.1-ultra","aspect_ratio":"16:9"`, `"model":"flux-dev","width":1024,"height":1024`, 1)
+}
 
 // newCall makes a call the workload has not made before.
 func (x *explorer) newCall() *chaosCall {
 	x.seq++
 	model := chaosModels[x.rng.IntN(len(chaosModels))]
-	c := &chaosCall{args: fmt.Sprintf(`{"prompt":"chaos %d","model":%q,"width":1024,"height":1024}`, x.seq, model)}
+	c := &chaosCall{args: fmt.Sprintf(`{"prompt":"chaos %d","model":%q,%s}`, x.seq, model.name, model.size)}
 	id := fmt.Sprintf("call_chaos_%06d_%s", x.seq, uuid.NewString()[:8])
 	c.id = id
 	switch x.rng.IntN(3) {
@@ -621,8 +623,9 @@ func (x *explorer) decideOne() {
 	}
 }
 
-// chaosPrices is the default catalog, which is also what mockflux charges.
-var chaosPrices = map[string]int{"flux-schnell": 3000, "flux-dev": 25000, "flux-pro-1.1": 40000, "flux-pro-1.1-ultra": 60000}
+// chaosPrices are the default catalog's flat prices, which are also what mockflux charges; an
+// operator's change raises one of them for a while.
+var chaosPrices = map[string]int{"flux-dev": 25000, "flux-pro-1.1": 40000, "flux-pro-1.1-ultra": 60000}
 
 // operatorChange changes a model's price or moves the demo agent to another account, and
 // delivers some earlier calls again meanwhile: calls already decided keep the amount and the
@@ -634,7 +637,8 @@ func (x *explorer) operatorChange() {
 		x.hubuctl("agent", "set-account", x.su.s.Credentials.AgentID, fmt.Sprintf("acct-chaos-%d", x.rng.IntN(1000)))
 	} else {
 		x.tally.count(&x.tally.faults, "operator changes a price")
-		model := chaosModels[x.rng.IntN(len(chaosModels))]
+		models := slices.Sorted(maps.Keys(chaosPrices))
+		model := models[x.rng.IntN(len(models))]
 		price := chaosPrices[model]
 		x.hubuctl("prices", "set", "--provider", "bfl", "--model", model, "--size", "*", "--amount-micros", strconv.Itoa(price+1+x.rng.IntN(price/4)))
 		defer func() {
@@ -679,7 +683,7 @@ var (
 	chaosToxics = []string{"latency", "reset_peer", "timeout", "response_lost", "bad_gateway"}
 	// chaosProvider are a hostile or slow provider's answers, made by the gate before mockflux.
 	chaosProvider = []string{"late_refusal", "redirect_elsewhere"}
-	chaosFlux     = []bflapi.FaultKind{bflapi.FailBeforeCharge, bflapi.ChargeThenDrop, bflapi.ChargeThen500, bflapi.Slow}
+	chaosFlux     = []bflapi.FaultKind{bflapi.FaultKindFailBeforeCharge, bflapi.FaultKindChargeThenDrop, bflapi.FaultKindChargeThen500, bflapi.FaultKindSlow}
 )
 
 // fault injects one fault, chosen by the seed.
@@ -694,8 +698,6 @@ func (x *explorer) fault() {
 		_ = p.Kill()
 		x.restart(p)
 		switch name {
-		case "mockflux":
-			x.setIdempotency() // its faults are not kept across a restart
 		case "router":
 			x.routers[2] = x.su.httpRouter() // the HTTP sessions died with it
 		}
@@ -739,7 +741,7 @@ func (x *explorer) fault() {
 		// A new spend drives it to the point (or a redelivery or recovery does, later).
 		c := x.newCall()
 		c.agent2 = false
-		c.args = strings.Replace(c.args, `"model":"flux-pro-1.1-ultra"`, `"model":"flux-dev"`, 1) // auto-approved, so it runs
+		c.args = autoApproved(c.args) // so that it runs
 		x.deliver(x.routers[x.rng.IntN(len(x.routers))], c, c.args)
 		if err := p.WaitExit(10 * time.Second); !p.Running() && strings.Contains(err.Error(), "killed") {
 			x.su.requireFailpointIn(p.LogPath, point)
@@ -763,7 +765,7 @@ func (x *explorer) fault() {
 			h.redirectTo.Store(&to)
 		}
 		c := x.newCall() // a new spend meets it
-		c.args = strings.Replace(c.args, `"model":"flux-pro-1.1-ultra"`, `"model":"flux-dev"`, 1)
+		c.args = autoApproved(c.args)
 		x.deliver(x.session(c), c, c.args)
 	case n < 92:
 		kind := chaosFlux[x.rng.IntN(len(chaosFlux))]
@@ -898,7 +900,6 @@ func (x *explorer) heal() {
 	if _, err := x.su.flux.ClearFaultsWithResponse(context.Background()); err != nil {
 		x.t.Fatalf("clear mockflux's faults: %v", err)
 	}
-	x.setIdempotency()
 	<-x.dbUp
 	s := x.su.s
 	for _, p := range []*harness.Process{s.Flux, s.Gongbu, x.replica["gongbu"], s.Hubu, x.replica["hubu"], s.Router} {

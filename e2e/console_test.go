@@ -24,7 +24,7 @@ func TestSuiteConsoleApproval(t *testing.T) {
 	su := newSuite(t)
 	cs := su.router()
 	ultra := func(p string) string {
-		return fmt.Sprintf(`{"prompt":%q,"model":"flux-pro-1.1-ultra","width":1024,"height":1024}`, p)
+		return fmt.Sprintf(`{"prompt":%q,"model":"flux-pro-1.1-ultra","aspect_ratio":"16:9"}`, p)
 	}
 	approveMe := su.mustCall(cs, "generate_image", ultra("a cathedral of paper"), codexMeta("call_console1WKmiI5gRXneR0Y4d"))
 	denyMe := su.mustCall(cs, "generate_image", ultra("a bridge of paper"), codexMeta("call_console2XRWMKxcVjBLPyFYP"))

@@ -3,7 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"image/png"
+	"image/jpeg"
 	"io"
 	"net/http"
 	"sync"
@@ -39,8 +39,8 @@ func TestSpendEndToEnd(t *testing.T) {
 	resp := must(http.Get(exec.JSON200.Result.ImageUrl))(t)
 	img, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if _, err := png.Decode(bytes.NewReader(img)); err != nil {
-		t.Fatalf("the result is not a PNG: %v", err)
+	if _, err := jpeg.Decode(bytes.NewReader(img)); err != nil { // BFL's default output_format
+		t.Fatalf("the result is not a JPEG: %v", err)
 	}
 	if r, _ := s.otherGongbu.GetOperationExecutionWithResponse(ctx, op.PublicHandle, nil); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("another agent reading the execution: %d", r.StatusCode())
@@ -59,7 +59,7 @@ func TestConcurrentDeliveriesOfOneDecision(t *testing.T) {
 	if op.State != hubuapi.OperationStateDispatching {
 		t.Fatalf("with the hand-off cut: %s", op.State)
 	}
-	s.arm(bflapi.IdempotencyOff, 0)
+	s.arm(bflapi.FaultKindIdempotencyOff, 0)
 	req := s.decision(op)
 	statuses := make([]int, 20)
 	var wg sync.WaitGroup
@@ -179,7 +179,7 @@ func TestCrashWhileSubmitting(t *testing.T) {
 // is indeterminate. Either way there is exactly one charge.
 func TestChargeThenNoAnswer(t *testing.T) {
 	t.Parallel()
-	for _, fault := range []bflapi.FaultKind{bflapi.ChargeThen500, bflapi.ChargeThenDrop} {
+	for _, fault := range []bflapi.FaultKind{bflapi.FaultKindChargeThen500, bflapi.FaultKindChargeThenDrop} {
 		for _, honoured := range []bool{true, false} {
 			t.Run(string(fault)+map[bool]string{true: "/honoured", false: "/ignored"}[honoured], func(t *testing.T) {
 				t.Parallel()

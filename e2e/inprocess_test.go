@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/kit/testclock"
 	"hubu.dev/hubu/proto/apitest"
 	"hubu.dev/hubu/proto/bflapi"
@@ -61,12 +62,11 @@ func (p *pausable) Execute(ctx context.Context, d hubu.Decision) error {
 }
 
 // gate stands between Gongbu and mockflux when a test asks for it: it forwards everything,
-// except that it can answer the next submits with a refusal of its own, or the next polls
-// with a status of its own, as the real provider might.
+// except that it can answer the next submits with a refusal of its own, as the real provider
+// might.
 type gate struct {
 	mu     sync.Mutex
-	refuse []int                 // statuses for the next submits
-	polls  []bflapi.ResultStatus // statuses for the next polls
+	refuse []int // statuses for the next submits
 	proxy  *httputil.ReverseProxy
 }
 
@@ -74,12 +74,6 @@ func (g *gate) refuseNext(status int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.refuse = append(g.refuse, status)
-}
-
-func (g *gate) answerNextPoll(status bflapi.ResultStatus) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.polls = append(g.polls, status)
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -92,12 +86,6 @@ func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(bflapi.ErrorDetail{Detail: http.StatusText(status)})
-	case r.Method == http.MethodGet && r.URL.Path == "/v1/get_result" && len(g.polls) > 0:
-		status := g.polls[0]
-		g.polls = g.polls[1:]
-		g.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(bflapi.ResultResponse{Id: r.URL.Query().Get("id"), Status: status})
 	default:
 		g.mu.Unlock()
 		g.proxy.ServeHTTP(w, r)
@@ -131,7 +119,7 @@ type inProcess struct {
 
 type inProcessOptions struct {
 	// fluxIdempotent: the provider honours idempotency keys, and Gongbu is told so; without
-	// it, mockflux's idempotency_off fault is armed, as the real BFL API ignores the keys.
+	// it, mockflux ignores them, as the real BFL API does.
 	fluxIdempotent bool
 	// gate puts a gate between Gongbu and mockflux.
 	gate bool
@@ -150,7 +138,7 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	s := &inProcess{t: t, clock: testclock.At(time.Now().UTC().Truncate(time.Second))}
 
 	// mockflux
-	fp := must(mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now}))(t)
+	fp := must(mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now, HonoursIdempotency: opts.fluxIdempotent}))(t)
 	t.Cleanup(func() { _ = fp.Close() })
 	s.faults = &fault.Set{}
 	fluxSrv := &fluxhttp.Server{Provider: fp, Faults: s.faults, Now: s.clock.Now}
@@ -188,7 +176,9 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 		t.Cleanup(gateTS.Close)
 		fluxForGongbu = gateTS.URL
 	}
-	adapter := must(flux.New(fluxForGongbu, "test-key", opts.fluxIdempotent, 30*time.Second))(t)
+	otherHost := stack.MockfluxOtherHost(fluxForGongbu)
+	adapter := must(flux.NewAdapter(flux.Config{BaseURL: fluxForGongbu, APIKey: "test-key", HonoursIdempotency: opts.fluxIdempotent,
+		Timeout: 30 * time.Second, PollingHosts: []string{otherHost}, SampleHosts: []string{otherHost}}))(t)
 	s.gongbu = &execution.Service{
 		Store: s.gongbuStore, Providers: map[string]gongbu.Provider{"bfl": adapter}, Authority: s.authority,
 		Now: s.clock.Now, Lease: lease, PollInterval: pollInterval, PollDeadline: 10 * time.Minute,
@@ -206,9 +196,6 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	s.otherGongbu = mustGongbuClient(t, s.gongbuURL, other.Token, gongbuHTTP)
 	s.asHubu = mustGongbuClient(t, s.gongbuURL, s.gongbuToken, gongbuHTTP)
 	s.fluxAdmin = must(bflapi.NewClientWithResponses(s.fluxURL))(t)
-	if !opts.fluxIdempotent {
-		s.arm(bflapi.IdempotencyOff, 0)
-	}
 	return s
 }
 
@@ -293,8 +280,10 @@ func (s *inProcess) requireCharges(want int, when string) {
 // dead Gongbu, another client), with an idempotency key or none.
 func (s *inProcess) submitAtProvider(model, prompt string, size int, key *string) bflapi.SubmitResponse {
 	s.t.Helper()
+	// The body Gongbu sends for a square image of that size, BFL's defaults stated.
+	format := bflapi.FluxRequestOutputFormat("jpeg")
 	r, err := s.fluxAdmin.SubmitWithResponse(context.Background(), model, &bflapi.SubmitParams{IdempotencyKey: key},
-		bflapi.FluxRequest{Prompt: prompt, Width: &size, Height: &size}, func(_ context.Context, r *http.Request) error {
+		bflapi.FluxRequest{Prompt: prompt, Width: &size, Height: &size, OutputFormat: &format, SafetyTolerance: new(2)}, func(_ context.Context, r *http.Request) error {
 			r.Header.Set("x-key", "test-key")
 			return nil
 		})

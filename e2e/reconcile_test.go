@@ -18,7 +18,7 @@ func TestReconcileCommand(t *testing.T) {
 	if out, err := s.reconcileCommand(); err != nil || !strings.Contains(out, "in agreement") {
 		t.Fatalf("agreeing records: %v\n%s", err, out)
 	}
-	s.submitAtProvider("flux-schnell", "stray", 1024, nil) // a charge for nobody Hubu or Gongbu knows of
+	s.submitAtProvider("flux-dev", "stray", 1024, nil) // a charge for nobody Hubu or Gongbu knows of
 	out, err := s.reconcileCommand()
 	if err == nil || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "belongs to no Gongbu execution") {
 		t.Fatalf("stray charge: %v\n%s", err, out)
@@ -43,8 +43,12 @@ func TestMockfluxPricesMatchHubusCatalog(t *testing.T) {
 			t.Errorf("catalog entry %+v has no mockflux model", p)
 			continue
 		}
-		if m.PriceMicros != p.AmountMicros || p.Currency != "USD" {
-			t.Errorf("%s: Hubu prices %d %s, mockflux charges %d USD", p.Model, p.AmountMicros, p.Currency, m.PriceMicros)
+		var extra, input int64
+		if p.ExtraMpMicros != nil && p.InputMpMicros != nil {
+			extra, input = *p.ExtraMpMicros, *p.InputMpMicros
+		}
+		if got := (mockflux.Price{FirstMPMicros: p.AmountMicros, ExtraMPMicros: extra, InputMPMicros: input}); got != m.Price || p.Currency != "USD" {
+			t.Errorf("%s: Hubu prices %+v %s, mockflux charges %+v USD", p.Model, got, p.Currency, m.Price)
 		}
 		seen++
 	}

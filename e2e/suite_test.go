@@ -40,14 +40,16 @@ type suite struct {
 	extraSecrets []string
 }
 
+// newSuite starts a stack as against the real BFL API: mockflux ignores idempotency keys, and
+// Gongbu is told so, so "charged once" rests on Gongbu alone.
 func newSuite(t *testing.T) *suite {
 	t.Helper()
-	return newSuiteWith(t, true)
+	return newSuiteWith(t, false)
 }
 
-// newSuiteWith starts a stack whose provider honours idempotency keys, or, with idempotent
-// false, one that ignores them as the real BFL API does (mockflux's idempotency_off, and
-// Gongbu told so): then "charged once" rests on Gongbu alone.
+// newSuiteWith starts a stack whose provider honours idempotency keys (mockflux's
+// --honour-idempotency, and Gongbu told so), or, with idempotent false, one that ignores them
+// as the real BFL API does.
 func newSuiteWith(t *testing.T, idempotent bool) *suite {
 	t.Helper()
 	server, id, dir, idConfig := stackPlace(t)
@@ -60,9 +62,6 @@ func newSuiteWith(t *testing.T, idempotent bool) *suite {
 			"hubu":   {"HUBU_RETRY_AFTER=1s"},
 		},
 	})
-	if !idempotent {
-		su.idempotencyOff()
-	}
 	return su
 }
 
@@ -85,20 +84,6 @@ func startSuiteWith(t *testing.T, b harness.Binaries, cfg harness.Config) *suite
 	})
 	su.flux, _ = bflapi.NewClientWithResponses(s.Flux.URL())
 	return su
-}
-
-// idempotencyOff makes mockflux ignore idempotency keys, as the real BFL API does (clearing
-// its faults, or restarting it, turns them back on).
-func (su *suite) idempotencyOff() {
-	su.t.Helper()
-	r, err := su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: bflapi.IdempotencyOff})
-	if err != nil || r.JSON200 == nil || r.JSON200.Idempotency {
-		var body []byte
-		if r != nil {
-			body = r.Body
-		}
-		su.t.Fatalf("turn mockflux's idempotency off: %v %s", err, body)
-	}
 }
 
 // stackPlace is what a stack of one test needs before it starts: the Postgres server, a
@@ -476,7 +461,7 @@ func TestSuiteApproval(t *testing.T) {
 	t.Parallel()
 	su := newSuite(t)
 	cs := su.router()
-	ultra := `{"prompt":"a cathedral of paper","model":"flux-pro-1.1-ultra","width":1024,"height":1024}`
+	ultra := `{"prompt":"a cathedral of paper","model":"flux-pro-1.1-ultra","aspect_ratio":"16:9"}`
 	held := su.mustCall(cs, "generate_image", ultra, codexMeta("call_bigv9JUqrQ1pHBTXkF8mF1vn"))
 	if held.code() != "approval_required" {
 		t.Fatalf("above the auto-approve limit: %v", held)
@@ -635,14 +620,16 @@ func gongbuResolve(t *testing.T, dbURL, decision string, verdict ...string) stri
 	return string(out)
 }
 
-// mockflux charges and then drops the connection, or answers 500: Gongbu resubmits under the
-// same key and mockflux answers with the first job. The armed fault must have fired.
+// A provider that honours idempotency keys charges and then drops the connection, or answers
+// 500: Gongbu resubmits under the same key and the provider answers with the first job. The
+// armed fault must have fired. (Against one that ignores keys, as BFL, the same faults make
+// the execution indeterminate: TestChargeThenNoAnswer.)
 func TestSuiteProviderFaults(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []bflapi.FaultKind{bflapi.ChargeThenDrop, bflapi.ChargeThen500} {
+	for _, kind := range []bflapi.FaultKind{bflapi.FaultKindChargeThenDrop, bflapi.FaultKindChargeThen500} {
 		t.Run(string(kind), func(t *testing.T) {
 			t.Parallel()
-			su := newSuite(t)
+			su := newSuiteWith(t, true)
 			one := 1
 			if r, err := su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: kind, Count: &one}); err != nil || r.StatusCode() != http.StatusOK {
 				t.Fatalf("arm: %v", err)

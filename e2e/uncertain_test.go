@@ -23,7 +23,7 @@ func TestRefusedResubmissionKeepsTheHold(t *testing.T) {
 		t.Run(http.StatusText(status), func(t *testing.T) {
 			t.Parallel()
 			s := newInProcess(t, inProcessOptions{fluxIdempotent: true, gate: true})
-			s.arm(bflapi.ChargeThen500, 1)
+			s.arm(bflapi.FaultKindChargeThen500, 1)
 			op := s.spend("flux-dev")
 			s.requireCharges(1, "after the first submission")
 			if x := s.execution(op); x.State != gongbuapi.Submitting {
@@ -137,8 +137,8 @@ func TestResolveAnIndeterminateExecution(t *testing.T) {
 		state   hubuapi.OperationState
 		capture int64
 	}{
-		{bflapi.ChargeThen500, []string{"--charged-micros", "25000"}, hubuapi.OperationStateSucceeded, 25_000},
-		{bflapi.FailBeforeCharge, []string{"--not-charged"}, hubuapi.OperationStateFailed, 0},
+		{bflapi.FaultKindChargeThen500, []string{"--charged-micros", "25000"}, hubuapi.OperationStateSucceeded, 25_000},
+		{bflapi.FaultKindFailBeforeCharge, []string{"--not-charged"}, hubuapi.OperationStateFailed, 0},
 	} {
 		t.Run(string(c.fault), func(t *testing.T) {
 			t.Parallel()
@@ -165,30 +165,36 @@ func TestResolveAnIndeterminateExecution(t *testing.T) {
 	}
 }
 
-// The provider takes a job (and charges) and then fails it: Hubu captures the charge and
-// records the operation as failed with the provider's reason, not as a success without an
-// image.
-func TestChargedFailureIsCapturedAsFailed(t *testing.T) {
+// The provider takes a job and ends it without a result, which it does not charge for (BFL:
+// moderated, or an error): Hubu releases the whole hold and records the operation as failed
+// with the provider's reason, not as a success without an image; the provider's ledger, where
+// the charge was refunded, agrees.
+func TestUnchargedFailureIsReleased(t *testing.T) {
 	t.Parallel()
-	s := newInProcess(t, inProcessOptions{fluxIdempotent: true, gate: true})
-	s.gate.answerNextPoll(bflapi.ContentModerated)
-	op := s.spend("flux-dev")
-	final := s.settle(op.PublicHandle)
-	if final.State != hubuapi.OperationStateFailed || final.CapturedMicros != 25_000 || final.HeldMicros != 0 ||
-		final.FailureReason == nil || !strings.Contains(*final.FailureReason, "Content Moderated") {
-		t.Fatalf("final: %+v", final)
+	for _, kind := range []bflapi.FaultKind{bflapi.FaultKindRequestModerated, bflapi.FaultKindContentModerated, bflapi.FaultKindTaskError} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			s := newInProcess(t, inProcessOptions{})
+			s.arm(kind, 1)
+			op := s.spend("flux-dev")
+			final := s.settle(op.PublicHandle)
+			if final.State != hubuapi.OperationStateFailed || final.CapturedMicros != 0 || final.ReleasedMicros != 25_000 || final.HeldMicros != 0 ||
+				final.FailureReason == nil || !strings.Contains(*final.FailureReason, "charges nothing") {
+				t.Fatalf("final: %+v", final)
+			}
+			if x := s.execution(op); x.State != gongbuapi.Failed || x.Result != nil || x.ChargedMicros == nil || *x.ChargedMicros != 0 {
+				t.Fatalf("execution: %+v", x)
+			}
+			// The agent reads its failed execution, and so does an operator (Hubu lets both read it).
+			for _, c := range []*gongbuapi.ClientWithResponses{s.agentGongbu, mustGongbuClient(t, s.gongbuURL, s.hubu.OperatorToken, http.DefaultClient)} {
+				r, err := c.GetOperationExecutionWithResponse(context.Background(), op.PublicHandle, nil)
+				if err != nil || r.JSON200 == nil || r.JSON200.State != gongbuapi.Failed {
+					t.Fatalf("read the execution: %v %s", err, r.Body)
+				}
+			}
+			s.mustAgree()
+		})
 	}
-	if x := s.execution(op); x.State != gongbuapi.Failed || x.Result != nil {
-		t.Fatalf("execution: %+v", x)
-	}
-	// The agent reads its failed execution, and so does an operator (Hubu lets both read it).
-	for _, c := range []*gongbuapi.ClientWithResponses{s.agentGongbu, mustGongbuClient(t, s.gongbuURL, s.hubu.OperatorToken, http.DefaultClient)} {
-		r, err := c.GetOperationExecutionWithResponse(context.Background(), op.PublicHandle, nil)
-		if err != nil || r.JSON200 == nil || r.JSON200.State != gongbuapi.Failed {
-			t.Fatalf("read the execution: %v %s", err, r.Body)
-		}
-	}
-	s.mustAgree()
 }
 
 // A live system reconciles: an operation under way is listed as in flight, and the command

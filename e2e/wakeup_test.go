@@ -36,7 +36,7 @@ func TestSuiteWebhookWakesGongbu(t *testing.T) {
 	t.Parallel()
 	su := newWakeupSuite(t, "300ms", "GONGBU_FIRST_POLL=20s", "GONGBU_POLL_INTERVAL=30s")
 	cs := su.routerWaiting(15 * time.Second)
-	su.mustSucceed(cs, `{"prompt":"woken by the provider","model":"flux-schnell","width":512,"height":512}`,
+	su.mustSucceed(cs, `{"prompt":"woken by the provider","model":"flux-2-klein-4b","width":512,"height":512}`,
 		codexMeta("call_webhookWakesGongbu0000001"), "a spend the webhook finishes")
 	gongbu, flux := su.s.Gongbu.URL(), su.s.Flux.URL()
 	if n := metricSum(t, gongbu, "gongbu_provider_polls_total", `trigger="webhook"`, `result="ready"`); n != 1 {
@@ -66,12 +66,12 @@ func TestSuiteLostWebhook(t *testing.T) {
 	t.Parallel()
 	su := newWakeupSuite(t, "300ms")
 	one := 1
-	r, err := su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: bflapi.WebhookDrop, Count: &one})
+	r, err := su.flux.ArmFaultWithResponse(context.Background(), bflapi.FaultRequest{Kind: bflapi.FaultKindWebhookDrop, Count: &one})
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("arm webhook_drop: %v", err)
 	}
 	cs := su.routerWaiting(15 * time.Second)
-	su.mustSucceed(cs, `{"prompt":"the webhook is lost","model":"flux-schnell","width":512,"height":512}`,
+	su.mustSucceed(cs, `{"prompt":"the webhook is lost","model":"flux-2-klein-4b","width":512,"height":512}`,
 		codexMeta("call_lostWebhookStillDone0000001"), "a spend whose webhook was lost")
 	gongbu, flux := su.s.Gongbu.URL(), su.s.Flux.URL()
 	if n := metricSum(t, flux, "mockflux_webhooks_total", `outcome="dropped"`); n != 1 {

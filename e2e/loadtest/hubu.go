@@ -188,7 +188,7 @@ func createAgents(ctx context.Context, hubuURL, operatorToken string, n int) ([]
 // authorizeFor runs clients closed-loop clients for d, each request a new operation (a new
 // private key and public handle) of the next agent in turn.
 func authorizeFor(ctx context.Context, cl *hubuapi.ClientWithResponses, tokens []string, clients int, d time.Duration) (*Throughput, error) {
-	args := hubuapi.GenerateImageArguments{Prompt: "load test: an origami fox", Model: "flux-schnell", Width: 512, Height: 512}
+	args := contract.ImageRequest{Prompt: "load test: an origami fox", Model: "flux-dev", Width: 512, Height: 512}
 	hash, err := requestHash(args)
 	if err != nil {
 		return nil, err
@@ -249,7 +249,7 @@ func authorizeFor(ctx context.Context, cl *hubuapi.ClientWithResponses, tokens [
 // tool name, a zero byte and the arguments' canonical JSON. These arguments hold only short
 // ASCII strings and small integers, for which canonical JSON (RFC 8785) is encoding/json's
 // output of a map: keys sorted, no spaces.
-func requestHash(args hubuapi.GenerateImageArguments) (string, error) {
+func requestHash(args contract.ImageRequest) (string, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return "", err

@@ -66,7 +66,7 @@ type imageArgs struct {
 // spendArgs is a new spend's request: the cheapest model and a small image, with a prompt
 // that names the call, so that no two spends of a run ask for the same work.
 func spendArgs(prompt string) json.RawMessage {
-	b, _ := json.Marshal(imageArgs{Prompt: prompt, Model: "flux-schnell", Width: 512, Height: 512}) // cannot fail
+	b, _ := json.Marshal(imageArgs{Prompt: prompt, Model: "flux-2-klein-4b", Width: 512, Height: 512}) // cannot fail
 	return b
 }
 

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/kit/waitfor"
-	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/proto/contract"
 )
 
 func TestNewDist(t *testing.T) {
@@ -318,7 +318,7 @@ func TestJobID(t *testing.T) {
 }
 
 func TestRequestHash(t *testing.T) {
-	got, err := requestHash(hubuapi.GenerateImageArguments{Prompt: "a fox", Model: "flux-schnell", Width: 512, Height: 768})
+	got, err := requestHash(contract.ImageRequest{Prompt: "a fox", Model: "flux-schnell", Width: 512, Height: 768})
 	if err != nil {
 		t.Fatal(err)
 	}

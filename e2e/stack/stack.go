@@ -55,8 +55,12 @@ type Config struct {
 	// RouterState is the routers' registry: a postgres:// URL a fleet of routers shares, reached
 	// through Via(router, postgres); empty means the file router.db in Dir.
 	RouterState string
-	// FluxIdempotent tells Gongbu that mockflux honours Idempotency-Key.
+	// FluxIdempotent makes mockflux honour Idempotency-Key (--honour-idempotency), and tells
+	// Gongbu it does. Without it, both are as against the real BFL API, which documents no key.
 	FluxIdempotent bool
+	// BFLAPIKey, when set, runs the stack against BFL's API with this key instead of mockflux:
+	// Gongbu is given the key and nothing else about the provider (its defaults are BFL's).
+	BFLAPIKey string
 	// Env adds environment entries per process name (hubu, gongbu, mockflux, router); an
 	// entry overrides the stack's own setting of the same variable.
 	Env map[string][]string
@@ -163,32 +167,51 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 	env := func(name string, kv ...string) []string {
 		return append(append(append([]string{}, base...), kv...), cfg.Env[name]...)
 	}
-	s.Flux = &Process{Name: "mockflux", Path: bin.Path("mockflux"), Addr: cfg.FluxAddr, LogPath: logs("mockflux"),
-		Args: []string{"serve", "--listen", cfg.FluxAddr, "--data", filepath.Join(cfg.Dir, "mockflux.jsonl")}, Env: env("mockflux")}
-	s.Gongbu = &Process{Name: "gongbu", Path: bin.Path("gongbu"), Addr: cfg.GongbuAddr, LogPath: logs("gongbu"),
-		Args: []string{"serve", "--listen", cfg.GongbuAddr},
-		Env: env("gongbu", "GONGBU_POLL_INTERVAL=200ms", "GONGBU_DATABASE_URL="+cfg.via("gongbu", "postgres", s.GongbuDBURL), "GONGBU_HUBU_URL="+cfg.url("gongbu", "hubu", cfg.HubuAddr),
-			"GONGBU_HUBU_TOKEN="+s.Credentials.GongbuAtHubuToken, "GONGBU_SERVICE_TOKEN="+s.Credentials.HubuAtGongbuToken,
-			"GONGBU_FLUX_URL="+cfg.url("gongbu", "mockflux", cfg.FluxAddr), "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
+	gongbuEnv := []string{"GONGBU_POLL_INTERVAL=200ms", "GONGBU_DATABASE_URL=" + cfg.via("gongbu", "postgres", s.GongbuDBURL),
+		"GONGBU_HUBU_URL=" + cfg.url("gongbu", "hubu", cfg.HubuAddr),
+		"GONGBU_HUBU_TOKEN=" + s.Credentials.GongbuAtHubuToken, "GONGBU_SERVICE_TOKEN=" + s.Credentials.HubuAtGongbuToken}
+	if cfg.BFLAPIKey != "" {
+		// BFL's API: the key is the whole configuration. No webhook: BFL cannot reach loopback.
+		gongbuEnv = append(gongbuEnv, "GONGBU_FLUX_KEY="+cfg.BFLAPIKey)
+	} else {
+		fluxArgs := []string{"serve", "--listen", cfg.FluxAddr, "--data", filepath.Join(cfg.Dir, "mockflux.jsonl")}
+		if cfg.FluxIdempotent {
+			fluxArgs = append(fluxArgs, "--honour-idempotency")
+		}
+		s.Flux = &Process{Name: "mockflux", Path: bin.Path("mockflux"), Addr: cfg.FluxAddr, LogPath: logs("mockflux"), Args: fluxArgs, Env: env("mockflux")}
+		fluxForGongbu := cfg.url("gongbu", "mockflux", cfg.FluxAddr)
+		gongbuEnv = append(gongbuEnv, "GONGBU_FLUX_URL="+fluxForGongbu, "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
+			"GONGBU_FLUX_POLLING_HOSTS="+MockfluxOtherHost(fluxForGongbu), "GONGBU_FLUX_SAMPLE_HOSTS="+MockfluxOtherHost(fluxForGongbu),
 			"GONGBU_WEBHOOK_URL="+cfg.url("mockflux", "gongbu", cfg.GongbuAddr)+"/v1/webhooks/bfl", "GONGBU_WEBHOOK_KEY="+s.Credentials.WebhookKey,
-			fmt.Sprintf("GONGBU_FLUX_IDEMPOTENT=%v", cfg.FluxIdempotent))}
+			fmt.Sprintf("GONGBU_FLUX_IDEMPOTENT=%v", cfg.FluxIdempotent))
+	}
+	s.Gongbu = &Process{Name: "gongbu", Path: bin.Path("gongbu"), Addr: cfg.GongbuAddr, LogPath: logs("gongbu"),
+		Args: []string{"serve", "--listen", cfg.GongbuAddr}, Env: env("gongbu", gongbuEnv...)}
 	s.Hubu = &Process{Name: "hubu", Path: bin.Path("hubu"), Addr: cfg.HubuAddr, LogPath: logs("hubu"),
 		Args: []string{"serve", "--listen", cfg.HubuAddr},
 		Env: env("hubu", "HUBU_DATABASE_URL="+cfg.via("hubu", "postgres", s.HubuDBURL), "HUBU_GONGBU_URL="+cfg.url("hubu", "gongbu", cfg.GongbuAddr),
 			"HUBU_GONGBU_TOKEN="+s.Credentials.HubuAtGongbuToken)}
-	for _, p := range []*Process{s.Flux, s.Gongbu, s.Hubu} {
+	services := []*Process{s.Gongbu, s.Hubu}
+	if s.Flux != nil {
+		services = append([]*Process{s.Flux}, services...)
+	}
+	for _, p := range services {
 		if err := p.Start(); err != nil {
 			s.Stop()
 			return nil, err
 		}
 	}
-	for _, p := range []*Process{s.Flux, s.Gongbu, s.Hubu} {
+	for _, p := range services {
 		if err := p.WaitHealthy(ctx, 30*time.Second); err != nil {
 			s.Stop()
 			return nil, err
 		}
 	}
-	cfg.say("mockflux, gongbu and hubu healthy")
+	if s.Flux != nil {
+		cfg.say("mockflux, gongbu and hubu healthy")
+	} else {
+		cfg.say("gongbu (on BFL's API) and hubu healthy")
+	}
 	if err := s.ensureAgent(ctx); err != nil {
 		s.Stop()
 		return nil, err
@@ -338,10 +361,14 @@ func (s *Stack) EnvFile() map[string]string {
 		return strings.Join(out, " ")
 	}
 	routerCmd := append([]string{"env", "HUBU_AGENT_TOKEN=" + s.Credentials.AgentToken, s.Bin.Path("hubu-unified-mcp")}, s.RouterArgs()...)
+	mockflux := "" // against BFL's API there is none
+	if s.Flux != nil {
+		mockflux = s.Flux.URL()
+	}
 	return map[string]string{
 		"HUBU_URL":            s.Hubu.URL(),
 		"GONGBU_URL":          s.Gongbu.URL(),
-		"MOCKFLUX_URL":        s.Flux.URL(),
+		"MOCKFLUX_URL":        mockflux,
 		"ROUTER_MCP_URL":      s.Router.URL() + "/mcp",
 		"ROUTER_MCP_TOKEN":    s.Credentials.RouterMCPToken,
 		"ROUTER_CMD":          q(routerCmd...),

@@ -14,8 +14,10 @@ import (
 	"unicode"
 )
 
-// MaxBody bounds every request body; the services' requests are small.
-const MaxBody = 64 << 10
+// MaxBody bounds every request body. The services' requests are small but for a spend's
+// prompt: a FLUX.2 prompt of 32,000 characters is up to 384 KiB of JSON (12 bytes for a
+// character escaped as a surrogate pair).
+const MaxBody = 512 << 10
 
 // Kind says what was wrong with a request body.
 type Kind int

@@ -21,28 +21,37 @@ import (
 
 // Defines values for FaultKind.
 const (
-	ChargeThen500    FaultKind = "charge_then_500"
-	ChargeThenDrop   FaultKind = "charge_then_drop"
-	FailBeforeCharge FaultKind = "fail_before_charge"
-	IdempotencyOff   FaultKind = "idempotency_off"
-	Slow             FaultKind = "slow"
-	WebhookDrop      FaultKind = "webhook_drop"
+	FaultKindChargeThen500    FaultKind = "charge_then_500"
+	FaultKindChargeThenDrop   FaultKind = "charge_then_drop"
+	FaultKindContentModerated FaultKind = "content_moderated"
+	FaultKindFailBeforeCharge FaultKind = "fail_before_charge"
+	FaultKindIdempotencyOff   FaultKind = "idempotency_off"
+	FaultKindRequestModerated FaultKind = "request_moderated"
+	FaultKindSlow             FaultKind = "slow"
+	FaultKindTaskError        FaultKind = "task_error"
+	FaultKindWebhookDrop      FaultKind = "webhook_drop"
 )
 
 // Valid indicates whether the value is a known member of the FaultKind enum.
 func (e FaultKind) Valid() bool {
 	switch e {
-	case ChargeThen500:
+	case FaultKindChargeThen500:
 		return true
-	case ChargeThenDrop:
+	case FaultKindChargeThenDrop:
 		return true
-	case FailBeforeCharge:
+	case FaultKindContentModerated:
 		return true
-	case IdempotencyOff:
+	case FaultKindFailBeforeCharge:
 		return true
-	case Slow:
+	case FaultKindIdempotencyOff:
 		return true
-	case WebhookDrop:
+	case FaultKindRequestModerated:
+		return true
+	case FaultKindSlow:
+		return true
+	case FaultKindTaskError:
+		return true
+	case FaultKindWebhookDrop:
 		return true
 	default:
 		return false
@@ -84,28 +93,28 @@ func (e HealthStatus) Valid() bool {
 
 // Defines values for ResultStatus.
 const (
-	ContentModerated ResultStatus = "Content Moderated"
-	Error            ResultStatus = "Error"
-	Pending          ResultStatus = "Pending"
-	Ready            ResultStatus = "Ready"
-	RequestModerated ResultStatus = "Request Moderated"
-	TaskNotFound     ResultStatus = "Task not found"
+	ResultStatusContentModerated ResultStatus = "Content Moderated"
+	ResultStatusError            ResultStatus = "Error"
+	ResultStatusPending          ResultStatus = "Pending"
+	ResultStatusReady            ResultStatus = "Ready"
+	ResultStatusRequestModerated ResultStatus = "Request Moderated"
+	ResultStatusTaskNotFound     ResultStatus = "Task not found"
 )
 
 // Valid indicates whether the value is a known member of the ResultStatus enum.
 func (e ResultStatus) Valid() bool {
 	switch e {
-	case ContentModerated:
+	case ResultStatusContentModerated:
 		return true
-	case Error:
+	case ResultStatusError:
 		return true
-	case Pending:
+	case ResultStatusPending:
 		return true
-	case Ready:
+	case ResultStatusReady:
 		return true
-	case RequestModerated:
+	case ResultStatusRequestModerated:
 		return true
-	case TaskNotFound:
+	case ResultStatusTaskNotFound:
 		return true
 	default:
 		return false
@@ -133,13 +142,26 @@ type Charge struct {
 	// the task. Kept in memory only: after a restart it is known again once the task is
 	// Ready again.
 	ReadyAt *time.Time `json:"ready_at,omitempty"`
+
+	// Refunded The task ended without a result (moderated, or an error) and its charge was given back.
+	Refunded *bool `json:"refunded,omitempty"`
 }
 
 // Charges defines model for Charges.
 type Charges struct {
-	Charges     []Charge `json:"charges"`
-	Count       int      `json:"count"`
-	TotalMicros int64    `json:"total_micros"`
+	Charges []Charge `json:"charges"`
+
+	// Count The charges that stand (refunded ones are listed but not counted).
+	Count int `json:"count"`
+
+	// TotalMicros The total of the charges that stand.
+	TotalMicros int64 `json:"total_micros"`
+}
+
+// CreditsResponse defines model for CreditsResponse.
+type CreditsResponse struct {
+	// Credits The balance left, in credits (1 credit = $0.01).
+	Credits float64 `json:"credits"`
 }
 
 // ErrorDetail defines model for ErrorDetail.
@@ -150,12 +172,18 @@ type ErrorDetail struct {
 // Fault defines model for Fault.
 type Fault struct {
 	// Count Submit requests (webhooks, for webhook_drop) it still applies to; 0 until cleared.
-	Count   int       `json:"count"`
-	DelayMs *int      `json:"delay_ms,omitempty"`
-	Kind    FaultKind `json:"kind"`
+	Count   int  `json:"count"`
+	DelayMs *int `json:"delay_ms,omitempty"`
+
+	// Kind request_moderated, content_moderated and task_error make the task end so (its polls
+	// answer that status, without a result) and refund its charge, as the real API charges only
+	// a task that is Ready; with several armed, the first of them here wins.
+	Kind FaultKind `json:"kind"`
 }
 
-// FaultKind defines model for FaultKind.
+// FaultKind request_moderated, content_moderated and task_error make the task end so (its polls
+// answer that status, without a result) and refund its charge, as the real API charges only
+// a task that is Ready; with several armed, the first of them here wins.
 type FaultKind string
 
 // FaultRequest defines model for FaultRequest.
@@ -164,8 +192,12 @@ type FaultRequest struct {
 	Count *int `json:"count,omitempty"`
 
 	// DelayMs For slow, how long each request waits before it is handled.
-	DelayMs *int      `json:"delay_ms,omitempty"`
-	Kind    FaultKind `json:"kind"`
+	DelayMs *int `json:"delay_ms,omitempty"`
+
+	// Kind request_moderated, content_moderated and task_error make the task end so (its polls
+	// answer that status, without a result) and refund its charge, as the real API charges only
+	// a task that is Ready; with several armed, the first of them here wins.
+	Kind FaultKind `json:"kind"`
 }
 
 // Faults defines model for Faults.
@@ -176,32 +208,51 @@ type Faults struct {
 	Idempotency bool `json:"idempotency"`
 }
 
-// FluxRequest The generation request. The real API accepts more fields (aspect_ratio, raw, image_prompt,
-// ...); they are allowed and, in mockflux, part of the idempotency comparison. The webhook
-// fields are not: see the `submit` operation.
+// FluxRequest The generation request, the union of what BFL's endpoints take (each model takes the
+// fields its own schema at api.bfl.ai names: FLUX.2 width, height and up to 8 input images
+// (4 for [klein]); FLUX1.1 [pro] and FLUX.1 [dev] width and height; FLUX1.1 [pro] Ultra
+// aspect_ratio and raw; Kontext aspect_ratio and up to 4 input images). Other fields are
+// allowed, as the real API ignores the ones a model does not take, and in mockflux they take
+// part in the idempotency comparison. The webhook fields do not: see the `submit` operation.
 type FluxRequest struct {
-	// Height Required by mockflux except for flux-pro-1.1-ultra.
-	Height *int `json:"height,omitempty"`
+	// AspectRatio FLUX1.1 [pro] Ultra (default 16:9) and Kontext (default 1:1), W:H between 21:9 and 9:21.
+	AspectRatio *string `json:"aspect_ratio,omitempty"`
+	Height      *int    `json:"height,omitempty"`
 
-	// OutputFormat mockflux defaults to png.
+	// InputImage An input image for an edit (FLUX.2, Kontext), base64 of its bytes, or a URL (Hubu sends base64).
+	InputImage  *string `json:"input_image,omitempty"`
+	InputImage2 *string `json:"input_image_2,omitempty"`
+	InputImage3 *string `json:"input_image_3,omitempty"`
+	InputImage4 *string `json:"input_image_4,omitempty"`
+	InputImage5 *string `json:"input_image_5,omitempty"`
+	InputImage6 *string `json:"input_image_6,omitempty"`
+	InputImage7 *string `json:"input_image_7,omitempty"`
+	InputImage8 *string `json:"input_image_8,omitempty"`
+
+	// OutputFormat jpeg by default, as with the real API.
 	OutputFormat     *FluxRequestOutputFormat `json:"output_format,omitempty"`
 	Prompt           string                   `json:"prompt"`
 	PromptUpsampling *bool                    `json:"prompt_upsampling,omitempty"`
-	SafetyTolerance  *int                     `json:"safety_tolerance,omitempty"`
-	Seed             *int64                   `json:"seed,omitempty"`
 
-	// WebhookSecret The HMAC key of the `taskReady` callback's signature, in bytes of its UTF-8 form. Send it with `webhook_url` or not at all. Not part of the idempotency comparison; mockflux never logs it (with `--data` it is kept in the journal, to deliver after a restart).
+	// Raw FLUX1.1 [pro] Ultra only.
+	Raw *bool `json:"raw,omitempty"`
+
+	// SafetyTolerance FLUX.2 0 to 5, FLUX.1 0 to 6, Kontext with input images 0 to 2; default 2.
+	SafetyTolerance *int   `json:"safety_tolerance,omitempty"`
+	Seed            *int64 `json:"seed,omitempty"`
+
+	// WebhookSecret The secret of the `taskReady` callback (see there), in bytes of its UTF-8 form. Send it with `webhook_url`. Not part of the idempotency comparison; mockflux never logs it (with `--data` it is kept in the journal, to deliver after a restart).
 	WebhookSecret *string `json:"webhook_secret,omitempty"`
 
-	// WebhookUrl An absolute http or https URL that receives the `taskReady` callback. Send it with `webhook_secret` or not at all. Not part of the idempotency comparison.
+	// WebhookUrl An absolute http or https URL that receives the `taskReady` callback. Not part of the idempotency comparison.
 	WebhookUrl *string `json:"webhook_url,omitempty"`
 
-	// Width Required by mockflux except for flux-pro-1.1-ultra.
+	// Width FLUX.2 multiples of 16 up to 4 MP in all (default 1024); FLUX1.1 [pro] and [dev] multiples of 32 from 256 to 1440.
 	Width                *int                   `json:"width,omitempty"`
 	AdditionalProperties map[string]interface{} `json:"-"`
 }
 
-// FluxRequestOutputFormat mockflux defaults to png.
+// FluxRequestOutputFormat jpeg by default, as with the real API.
 type FluxRequestOutputFormat string
 
 // Health defines model for Health.
@@ -231,10 +282,12 @@ type Result struct {
 
 // ResultResponse defines model for ResultResponse.
 type ResultResponse struct {
-	Id       string       `json:"id"`
-	Progress *float64     `json:"progress,omitempty"`
-	Result   *Result      `json:"result,omitempty"`
-	Status   ResultStatus `json:"status"`
+	// Details Why a task ended without a result: for a moderation, `{"Moderation Reasons": [...]}`.
+	Details  *map[string]interface{} `json:"details,omitempty"`
+	Id       string                  `json:"id"`
+	Progress *float64                `json:"progress,omitempty"`
+	Result   *Result                 `json:"result,omitempty"`
+	Status   ResultStatus            `json:"status"`
 }
 
 // ResultStatus defines model for ResultStatus.
@@ -242,7 +295,15 @@ type ResultStatus string
 
 // SubmitResponse defines model for SubmitResponse.
 type SubmitResponse struct {
-	Id string `json:"id"`
+	// Cost What the task costs, in credits (1 credit = $0.01). A task that ends moderated or in an error is not charged (BFL: only a task that is Ready consumes credits).
+	Cost *float64 `json:"cost,omitempty"`
+	Id   string   `json:"id"`
+
+	// InputMp The input images' megapixels (2^20 pixels), to two decimals.
+	InputMp *float64 `json:"input_mp,omitempty"`
+
+	// OutputMp The output's megapixels (2^20 pixels), to two decimals.
+	OutputMp *float64 `json:"output_mp,omitempty"`
 
 	// PollingUrl Where to poll, `<host>/v1/get_result?id=<id>`. mockflux answers its own address; the real API may answer a regional host (`https://api.us1.bfl.ai/...`), which clients poll instead of the base URL when it is the base URL's host or shares its parent domain.
 	PollingUrl string `json:"polling_url"`
@@ -277,11 +338,11 @@ type SubmitParams struct {
 
 // TaskReadyParams defines parameters for TaskReady.
 type TaskReadyParams struct {
-	// XMockfluxTimestamp Unix time in whole seconds, decimal, of this attempt.
-	XMockfluxTimestamp string `json:"X-Mockflux-Timestamp"`
+	// XWebhookSecret The submit's webhook_secret.
+	XWebhookSecret string `json:"X-Webhook-Secret"`
 
-	// XMockfluxSignature `sha256=` + lowercase hex HMAC-SHA256(webhook_secret, timestamp + "." + body).
-	XMockfluxSignature string `json:"X-Mockflux-Signature"`
+	// XBFLSignature `sha256=` + lowercase hex HMAC-SHA256(webhook_secret, body).
+	XBFLSignature string `json:"X-BFL-Signature"`
 }
 
 // ArmFaultJSONRequestBody defines body for ArmFault for application/json ContentType.
@@ -318,12 +379,84 @@ func (a *FluxRequest) UnmarshalJSON(b []byte) error {
 		return err
 	}
 
+	if raw, found := object["aspect_ratio"]; found {
+		err = json.Unmarshal(raw, &a.AspectRatio)
+		if err != nil {
+			return fmt.Errorf("error reading 'aspect_ratio': %w", err)
+		}
+		delete(object, "aspect_ratio")
+	}
+
 	if raw, found := object["height"]; found {
 		err = json.Unmarshal(raw, &a.Height)
 		if err != nil {
 			return fmt.Errorf("error reading 'height': %w", err)
 		}
 		delete(object, "height")
+	}
+
+	if raw, found := object["input_image"]; found {
+		err = json.Unmarshal(raw, &a.InputImage)
+		if err != nil {
+			return fmt.Errorf("error reading 'input_image': %w", err)
+		}
+		delete(object, "input_image")
+	}
+
+	if raw, found := object["input_image_2"]; found {
+		err = json.Unmarshal(raw, &a.InputImage2)
+		if err != nil {
+			return fmt.Errorf("error reading 'input_image_2': %w", err)
+		}
+		delete(object, "input_image_2")
+	}
+
+	if raw, found := object["input_image_3"]; found {
+		err = json.Unmarshal(raw, &a.InputImage3)
+		if err != nil {
+			return fmt.Errorf("error reading 'input_image_3': %w", err)
+		}
+		delete(object, "input_image_3")
+	}
+
+	if raw, found := object["input_image_4"]; found {
+		err = json.Unmarshal(raw, &a.InputImage4)
+		if err != nil {
+			return fmt.Errorf("error reading 'input_image_4': %w", err)
+		}
+		delete(object, "input_image_4")
+	}
+
+	if raw, found := object["input_image_5"]; found {
+		err = json.Unmarshal(raw, &a.InputImage5)
+		if err != nil {
+			return fmt.Errorf("error reading 'input_image_5': %w", err)
+		}
+		delete(object, "input_image_5")
+	}
+
+	if raw, found := object["input_image_6"]; found {
+		err = json.Unmarshal(raw, &a.InputImage6)
+		if err != nil {
+			return fmt.Errorf("error reading 'input_image_6': %w", err)
+		}
+		delete(object, "input_image_6")
+	}
+
+	if raw, found := object["input_image_7"]; found {
+		err = json.Unmarshal(raw, &a.InputImage7)
+		if err != nil {
+			return fmt.Errorf("error reading 'input_image_7': %w", err)
+		}
+		delete(object, "input_image_7")
+	}
+
+	if raw, found := object["input_image_8"]; found {
+		err = json.Unmarshal(raw, &a.InputImage8)
+		if err != nil {
+			return fmt.Errorf("error reading 'input_image_8': %w", err)
+		}
+		delete(object, "input_image_8")
 	}
 
 	if raw, found := object["output_format"]; found {
@@ -348,6 +481,14 @@ func (a *FluxRequest) UnmarshalJSON(b []byte) error {
 			return fmt.Errorf("error reading 'prompt_upsampling': %w", err)
 		}
 		delete(object, "prompt_upsampling")
+	}
+
+	if raw, found := object["raw"]; found {
+		err = json.Unmarshal(raw, &a.Raw)
+		if err != nil {
+			return fmt.Errorf("error reading 'raw': %w", err)
+		}
+		delete(object, "raw")
 	}
 
 	if raw, found := object["safety_tolerance"]; found {
@@ -409,10 +550,73 @@ func (a FluxRequest) MarshalJSON() ([]byte, error) {
 	var err error
 	object := make(map[string]json.RawMessage)
 
+	if a.AspectRatio != nil {
+		object["aspect_ratio"], err = json.Marshal(a.AspectRatio)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'aspect_ratio': %w", err)
+		}
+	}
+
 	if a.Height != nil {
 		object["height"], err = json.Marshal(a.Height)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'height': %w", err)
+		}
+	}
+
+	if a.InputImage != nil {
+		object["input_image"], err = json.Marshal(a.InputImage)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'input_image': %w", err)
+		}
+	}
+
+	if a.InputImage2 != nil {
+		object["input_image_2"], err = json.Marshal(a.InputImage2)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'input_image_2': %w", err)
+		}
+	}
+
+	if a.InputImage3 != nil {
+		object["input_image_3"], err = json.Marshal(a.InputImage3)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'input_image_3': %w", err)
+		}
+	}
+
+	if a.InputImage4 != nil {
+		object["input_image_4"], err = json.Marshal(a.InputImage4)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'input_image_4': %w", err)
+		}
+	}
+
+	if a.InputImage5 != nil {
+		object["input_image_5"], err = json.Marshal(a.InputImage5)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'input_image_5': %w", err)
+		}
+	}
+
+	if a.InputImage6 != nil {
+		object["input_image_6"], err = json.Marshal(a.InputImage6)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'input_image_6': %w", err)
+		}
+	}
+
+	if a.InputImage7 != nil {
+		object["input_image_7"], err = json.Marshal(a.InputImage7)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'input_image_7': %w", err)
+		}
+	}
+
+	if a.InputImage8 != nil {
+		object["input_image_8"], err = json.Marshal(a.InputImage8)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'input_image_8': %w", err)
 		}
 	}
 
@@ -432,6 +636,13 @@ func (a FluxRequest) MarshalJSON() ([]byte, error) {
 		object["prompt_upsampling"], err = json.Marshal(a.PromptUpsampling)
 		if err != nil {
 			return nil, fmt.Errorf("error marshaling 'prompt_upsampling': %w", err)
+		}
+	}
+
+	if a.Raw != nil {
+		object["raw"], err = json.Marshal(a.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'raw': %w", err)
 		}
 	}
 
@@ -608,6 +819,15 @@ type ClientInterface interface {
 	// Corresponds with GET /samples/{file} (the `GetSample` operationId).
 	GetSample(ctx context.Context, file string, params *GetSampleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetCredits The account's balance of credits.
+	//
+	// mockflux starts with `--credits` and takes each task's cost from it (refunds given back);
+	// a submit that costs more than is left answers 402. Without `--credits`, a balance that
+	// does not run out.
+	//
+	// Corresponds with GET /v1/credits (the `GetCredits` operationId).
+	GetCredits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetResult Poll a task.
 	//
 	// An unknown id is not an HTTP error: it answers 200 with status `Task not found`, like the
@@ -617,11 +837,14 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/get_result (the `GetResult` operationId).
 	GetResult(ctx context.Context, params *GetResultParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// SubmitWithBody Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+	// SubmitWithBody Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 	//
-	// Every accepted submit is charged the model's whole price at submit time. With an
-	// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
-	// task and charges nothing; the same key with another model or body answers 422.
+	// Every accepted submit is charged at submit time what the task costs (its answer states
+	// the cost): the model's price, per megapixel of output and input for FLUX.2. A task that
+	// ends without a result is refunded. With `--honour-idempotency` and an `Idempotency-Key`
+	// (mockflux only), the same key with the same model and body answers the same task and
+	// charges nothing; the same key with another model or body answers 422. Without it (the
+	// default, as the real API), the header is ignored: every submit is a new task.
 	// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
 	// report the task, not what to make. A resubmission under the same key with another
 	// webhook (a caller that restarted with a new secret, say) answers the first task, and
@@ -635,11 +858,14 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/{model} (the `Submit` operationId).
 	SubmitWithBody(ctx context.Context, model string, params *SubmitParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Submit Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+	// Submit Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 	//
-	// Every accepted submit is charged the model's whole price at submit time. With an
-	// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
-	// task and charges nothing; the same key with another model or body answers 422.
+	// Every accepted submit is charged at submit time what the task costs (its answer states
+	// the cost): the model's price, per megapixel of output and input for FLUX.2. A task that
+	// ends without a result is refunded. With `--honour-idempotency` and an `Idempotency-Key`
+	// (mockflux only), the same key with the same model and body answers the same task and
+	// charges nothing; the same key with another model or body answers 422. Without it (the
+	// default, as the real API), the header is ignored: every submit is a new task.
 	// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
 	// report the task, not what to make. A resubmission under the same key with another
 	// webhook (a caller that restarted with a new secret, say) answers the first task, and
@@ -789,6 +1015,25 @@ func (c *Client) GetSample(ctx context.Context, file string, params *GetSamplePa
 	return c.Client.Do(req)
 }
 
+// GetCredits The account's balance of credits.
+//
+// mockflux starts with `--credits` and takes each task's cost from it (refunds given back);
+// a submit that costs more than is left answers 402. Without `--credits`, a balance that
+// does not run out.
+//
+// Corresponds with GET /v1/credits (the `GetCredits` operationId).
+func (c *Client) GetCredits(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetCreditsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetResult Poll a task.
 //
 // An unknown id is not an HTTP error: it answers 200 with status `Task not found`, like the
@@ -808,11 +1053,14 @@ func (c *Client) GetResult(ctx context.Context, params *GetResultParams, reqEdit
 	return c.Client.Do(req)
 }
 
-// SubmitWithBody Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+// SubmitWithBody Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 //
-// Every accepted submit is charged the model's whole price at submit time. With an
-// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
-// task and charges nothing; the same key with another model or body answers 422.
+// Every accepted submit is charged at submit time what the task costs (its answer states
+// the cost): the model's price, per megapixel of output and input for FLUX.2. A task that
+// ends without a result is refunded. With `--honour-idempotency` and an `Idempotency-Key`
+// (mockflux only), the same key with the same model and body answers the same task and
+// charges nothing; the same key with another model or body answers 422. Without it (the
+// default, as the real API), the header is ignored: every submit is a new task.
 // `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
 // report the task, not what to make. A resubmission under the same key with another
 // webhook (a caller that restarted with a new secret, say) answers the first task, and
@@ -836,11 +1084,14 @@ func (c *Client) SubmitWithBody(ctx context.Context, model string, params *Submi
 	return c.Client.Do(req)
 }
 
-// Submit Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+// Submit Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 //
-// Every accepted submit is charged the model's whole price at submit time. With an
-// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
-// task and charges nothing; the same key with another model or body answers 422.
+// Every accepted submit is charged at submit time what the task costs (its answer states
+// the cost): the model's price, per megapixel of output and input for FLUX.2. A task that
+// ends without a result is refunded. With `--honour-idempotency` and an `Idempotency-Key`
+// (mockflux only), the same key with the same model and body answers the same task and
+// charges nothing; the same key with another model or body answers 422. Without it (the
+// default, as the real API), the header is ignored: every submit is a new task.
 // `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
 // report the task, not what to make. A resubmission under the same key with another
 // webhook (a caller that restarted with a new secret, say) answers the first task, and
@@ -1104,6 +1355,33 @@ func NewGetSampleRequest(server string, file string, params *GetSampleParams) (*
 	return req, nil
 }
 
+// NewGetCreditsRequest constructs an http.Request for the GetCredits method
+func NewGetCreditsRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/credits")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetResultRequest constructs an http.Request for the GetResult method
 func NewGetResultRequest(server string, params *GetResultParams) (*http.Request, error) {
 	var err error
@@ -1327,6 +1605,17 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /samples/{file} (the `GetSample` operationId).
 	GetSampleWithResponse(ctx context.Context, file string, params *GetSampleParams, reqEditors ...RequestEditorFn) (*GetSampleHTTPResponse, error)
 
+	// GetCreditsWithResponse The account's balance of credits.
+	//
+	// mockflux starts with `--credits` and takes each task's cost from it (refunds given back);
+	// a submit that costs more than is left answers 402. Without `--credits`, a balance that
+	// does not run out.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/credits (the `GetCredits` operationId).
+	GetCreditsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCreditsHTTPResponse, error)
+
 	// GetResultWithResponse Poll a task.
 	//
 	// An unknown id is not an HTTP error: it answers 200 with status `Task not found`, like the
@@ -1338,11 +1627,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/get_result (the `GetResult` operationId).
 	GetResultWithResponse(ctx context.Context, params *GetResultParams, reqEditors ...RequestEditorFn) (*GetResultHTTPResponse, error)
 
-	// SubmitWithBodyWithResponse Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+	// SubmitWithBodyWithResponse Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 	//
-	// Every accepted submit is charged the model's whole price at submit time. With an
-	// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
-	// task and charges nothing; the same key with another model or body answers 422.
+	// Every accepted submit is charged at submit time what the task costs (its answer states
+	// the cost): the model's price, per megapixel of output and input for FLUX.2. A task that
+	// ends without a result is refunded. With `--honour-idempotency` and an `Idempotency-Key`
+	// (mockflux only), the same key with the same model and body answers the same task and
+	// charges nothing; the same key with another model or body answers 422. Without it (the
+	// default, as the real API), the header is ignored: every submit is a new task.
 	// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
 	// report the task, not what to make. A resubmission under the same key with another
 	// webhook (a caller that restarted with a new secret, say) answers the first task, and
@@ -1356,11 +1648,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /v1/{model} (the `Submit` operationId).
 	SubmitWithBodyWithResponse(ctx context.Context, model string, params *SubmitParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SubmitHTTPResponse, error)
 
-	// SubmitWithResponse Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+	// SubmitWithResponse Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 	//
-	// Every accepted submit is charged the model's whole price at submit time. With an
-	// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
-	// task and charges nothing; the same key with another model or body answers 422.
+	// Every accepted submit is charged at submit time what the task costs (its answer states
+	// the cost): the model's price, per megapixel of output and input for FLUX.2. A task that
+	// ends without a result is refunded. With `--honour-idempotency` and an `Idempotency-Key`
+	// (mockflux only), the same key with the same model and body answers the same task and
+	// charges nothing; the same key with another model or body answers 422. Without it (the
+	// default, as the real API), the header is ignored: every submit is a new task.
 	// `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
 	// report the task, not what to make. A resubmission under the same key with another
 	// webhook (a caller that restarted with a new secret, say) answers the first task, and
@@ -1683,6 +1978,61 @@ func (r GetSampleHTTPResponse) ContentType() string {
 	return ""
 }
 
+type GetCreditsHTTPResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *CreditsResponse
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *ErrorDetail
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *ErrorDetail
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetCreditsHTTPResponse) GetJSON200() *CreditsResponse {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetCreditsHTTPResponse) GetJSON401() *ErrorDetail {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetCreditsHTTPResponse) GetJSON403() *ErrorDetail {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r GetCreditsHTTPResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetCreditsHTTPResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetCreditsHTTPResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetCreditsHTTPResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetResultHTTPResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -1759,6 +2109,8 @@ type SubmitHTTPResponse struct {
 	JSON200 *SubmitResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *ErrorDetail
+	// JSON402 the response for an HTTP 402 `application/json` response
+	JSON402 *ErrorDetail
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *ErrorDetail
 	// JSON404 the response for an HTTP 404 `application/json` response
@@ -1779,6 +2131,11 @@ func (r SubmitHTTPResponse) GetJSON200() *SubmitResponse {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r SubmitHTTPResponse) GetJSON401() *ErrorDetail {
 	return r.JSON401
+}
+
+// GetJSON402 returns the response for an HTTP 402 `application/json` response
+func (r SubmitHTTPResponse) GetJSON402() *ErrorDetail {
+	return r.JSON402
 }
 
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
@@ -1950,6 +2307,23 @@ func (c *ClientWithResponses) GetSampleWithResponse(ctx context.Context, file st
 	return ParseGetSampleHTTPResponse(rsp)
 }
 
+// GetCreditsWithResponse The account's balance of credits.
+//
+// mockflux starts with `--credits` and takes each task's cost from it (refunds given back);
+// a submit that costs more than is left answers 402. Without `--credits`, a balance that
+// does not run out.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/credits (the `GetCredits` operationId).
+func (c *ClientWithResponses) GetCreditsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetCreditsHTTPResponse, error) {
+	rsp, err := c.GetCredits(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetCreditsHTTPResponse(rsp)
+}
+
 // GetResultWithResponse Poll a task.
 //
 // An unknown id is not an HTTP error: it answers 200 with status `Task not found`, like the
@@ -1967,11 +2341,14 @@ func (c *ClientWithResponses) GetResultWithResponse(ctx context.Context, params 
 	return ParseGetResultHTTPResponse(rsp)
 }
 
-// SubmitWithBodyWithResponse Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+// SubmitWithBodyWithResponse Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 //
-// Every accepted submit is charged the model's whole price at submit time. With an
-// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
-// task and charges nothing; the same key with another model or body answers 422.
+// Every accepted submit is charged at submit time what the task costs (its answer states
+// the cost): the model's price, per megapixel of output and input for FLUX.2. A task that
+// ends without a result is refunded. With `--honour-idempotency` and an `Idempotency-Key`
+// (mockflux only), the same key with the same model and body answers the same task and
+// charges nothing; the same key with another model or body answers 422. Without it (the
+// default, as the real API), the header is ignored: every submit is a new task.
 // `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
 // report the task, not what to make. A resubmission under the same key with another
 // webhook (a caller that restarted with a new secret, say) answers the first task, and
@@ -1991,11 +2368,14 @@ func (c *ClientWithResponses) SubmitWithBodyWithResponse(ctx context.Context, mo
 	return ParseSubmitHTTPResponse(rsp)
 }
 
-// SubmitWithResponse Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+// SubmitWithResponse Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 //
-// Every accepted submit is charged the model's whole price at submit time. With an
-// `Idempotency-Key` (mockflux), the same key with the same model and body answers the same
-// task and charges nothing; the same key with another model or body answers 422.
+// Every accepted submit is charged at submit time what the task costs (its answer states
+// the cost): the model's price, per megapixel of output and input for FLUX.2. A task that
+// ends without a result is refunded. With `--honour-idempotency` and an `Idempotency-Key`
+// (mockflux only), the same key with the same model and body answers the same task and
+// charges nothing; the same key with another model or body answers 422. Without it (the
+// default, as the real API), the header is ignored: every submit is a new task.
 // `webhook_url` and `webhook_secret` are not part of that comparison: they say where to
 // report the task, not what to make. A resubmission under the same key with another
 // webhook (a caller that restarted with a new secret, say) answers the first task, and
@@ -2218,6 +2598,46 @@ func ParseGetSampleHTTPResponse(rsp *http.Response) (*GetSampleHTTPResponse, err
 	return response, nil
 }
 
+// ParseGetCreditsHTTPResponse parses an HTTP response from a GetCreditsWithResponse call
+func ParseGetCreditsHTTPResponse(rsp *http.Response) (*GetCreditsHTTPResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetCreditsHTTPResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest CreditsResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest ErrorDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest ErrorDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetResultHTTPResponse parses an HTTP response from a GetResultWithResponse call
 func ParseGetResultHTTPResponse(rsp *http.Response) (*GetResultHTTPResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -2299,6 +2719,13 @@ func ParseSubmitHTTPResponse(rsp *http.Response) (*SubmitHTTPResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 402:
+		var dest ErrorDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON402 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
 		var dest ErrorDetail
@@ -2469,21 +2896,21 @@ func NewTaskReadyCallbackRequestWithBody(targetURL string, params *TaskReadyPara
 
 		var headerParam0 string
 
-		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Mockflux-Timestamp", params.XMockfluxTimestamp, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "X-Webhook-Secret", params.XWebhookSecret, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 		if err != nil {
 			return nil, err
 		}
 
-		req.Header.Set("X-Mockflux-Timestamp", headerParam0)
+		req.Header.Set("X-Webhook-Secret", headerParam0)
 
 		var headerParam1 string
 
-		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-Mockflux-Signature", params.XMockfluxSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+		headerParam1, err = runtime.StyleParamWithOptions("simple", false, "X-BFL-Signature", params.XBFLSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
 		if err != nil {
 			return nil, err
 		}
 
-		req.Header.Set("X-Mockflux-Signature", headerParam1)
+		req.Header.Set("X-BFL-Signature", headerParam1)
 
 	}
 	return req, nil
@@ -2512,10 +2939,13 @@ type ServerInterface interface {
 	// GetSample Download a generated image through its signed URL.
 	// (GET /samples/{file})
 	GetSample(w http.ResponseWriter, r *http.Request, file string, params GetSampleParams)
+	// GetCredits The account's balance of credits.
+	// (GET /v1/credits)
+	GetCredits(w http.ResponseWriter, r *http.Request)
 	// GetResult Poll a task.
 	// (GET /v1/get_result)
 	GetResult(w http.ResponseWriter, r *http.Request, params GetResultParams)
-	// Submit Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+	// Submit Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 	// (POST /v1/{model})
 	Submit(w http.ResponseWriter, r *http.Request, model string, params SubmitParams)
 }
@@ -2565,13 +2995,19 @@ func (_ Unimplemented) GetSample(w http.ResponseWriter, r *http.Request, file st
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// GetCredits The account's balance of credits.
+// (GET /v1/credits)
+func (_ Unimplemented) GetCredits(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // GetResult Poll a task.
 // (GET /v1/get_result)
 func (_ Unimplemented) GetResult(w http.ResponseWriter, r *http.Request, params GetResultParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// Submit Submit a generation task for a model (flux-schnell, flux-dev, flux-pro-1.1, flux-pro-1.1-ultra).
+// Submit Submit a generation task for a model (flux-2-pro, flux-2-max, flux-2-flex, flux-2-klein-4b, flux-2-klein-9b, flux-pro-1.1, flux-pro-1.1-ultra, flux-dev, flux-kontext-pro, flux-kontext-max).
 // (POST /v1/{model})
 func (_ Unimplemented) Submit(w http.ResponseWriter, r *http.Request, model string, params SubmitParams) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -2716,6 +3152,20 @@ func (siw *ServerInterfaceWrapper) GetSample(w http.ResponseWriter, r *http.Requ
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetSample(w, r, file, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// GetCredits operation middleware
+func (siw *ServerInterfaceWrapper) GetCredits(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetCredits(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -2937,6 +3387,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/samples/{file}", wrapper.GetSample)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/credits", wrapper.GetCredits)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/_mock/charges", wrapper.ListCharges)
 	})
 	r.Group(func(r chi.Router) {
@@ -2958,7 +3411,7 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 // callback http.Handler returned by {Op}CallbackHandler at
 // whatever URL path they advertise to senders.
 type CallbackReceiverInterface interface {
-	// The task has finished rendering (sent only when the submit named a webhook).
+	// The task has ended (sent only when the submit named a webhook).
 	// HandleTaskReadyCallback handles the POST callback for taskReady.
 	HandleTaskReadyCallback(w http.ResponseWriter, r *http.Request, params TaskReadyParams)
 }
@@ -2985,47 +3438,47 @@ func TaskReadyCallbackHandler(si CallbackReceiverInterface, errHandler func(w ht
 		// Parameter object where we will unmarshal all parameters from the request.
 		var params TaskReadyParams
 
-		// ------------- Required header parameter "X-Mockflux-Timestamp" -------------
-		if valueList, found := r.Header[http.CanonicalHeaderKey("X-Mockflux-Timestamp")]; found {
-			var XMockfluxTimestamp string
+		// ------------- Required header parameter "X-Webhook-Secret" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("X-Webhook-Secret")]; found {
+			var XWebhookSecret string
 			n := len(valueList)
 			if n != 1 {
-				errHandler(w, r, &TooManyValuesForParamError{ParamName: "X-Mockflux-Timestamp", Count: n})
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "X-Webhook-Secret", Count: n})
 				return
 			}
 
-			err = runtime.BindStyledParameterWithOptions("simple", "X-Mockflux-Timestamp", valueList[0], &XMockfluxTimestamp, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			err = runtime.BindStyledParameterWithOptions("simple", "X-Webhook-Secret", valueList[0], &XWebhookSecret, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
 			if err != nil {
-				errHandler(w, r, &InvalidParamFormatError{ParamName: "X-Mockflux-Timestamp", Err: err})
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "X-Webhook-Secret", Err: err})
 				return
 			}
-			params.XMockfluxTimestamp = XMockfluxTimestamp
+			params.XWebhookSecret = XWebhookSecret
 
 		} else {
-			err := fmt.Errorf("Header parameter X-Mockflux-Timestamp is required, but not found")
-			errHandler(w, r, &RequiredHeaderError{ParamName: "X-Mockflux-Timestamp", Err: err})
+			err := fmt.Errorf("Header parameter X-Webhook-Secret is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "X-Webhook-Secret", Err: err})
 			return
 		}
 
-		// ------------- Required header parameter "X-Mockflux-Signature" -------------
-		if valueList, found := r.Header[http.CanonicalHeaderKey("X-Mockflux-Signature")]; found {
-			var XMockfluxSignature string
+		// ------------- Required header parameter "X-BFL-Signature" -------------
+		if valueList, found := r.Header[http.CanonicalHeaderKey("X-BFL-Signature")]; found {
+			var XBFLSignature string
 			n := len(valueList)
 			if n != 1 {
-				errHandler(w, r, &TooManyValuesForParamError{ParamName: "X-Mockflux-Signature", Count: n})
+				errHandler(w, r, &TooManyValuesForParamError{ParamName: "X-BFL-Signature", Count: n})
 				return
 			}
 
-			err = runtime.BindStyledParameterWithOptions("simple", "X-Mockflux-Signature", valueList[0], &XMockfluxSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+			err = runtime.BindStyledParameterWithOptions("simple", "X-BFL-Signature", valueList[0], &XBFLSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
 			if err != nil {
-				errHandler(w, r, &InvalidParamFormatError{ParamName: "X-Mockflux-Signature", Err: err})
+				errHandler(w, r, &InvalidParamFormatError{ParamName: "X-BFL-Signature", Err: err})
 				return
 			}
-			params.XMockfluxSignature = XMockfluxSignature
+			params.XBFLSignature = XBFLSignature
 
 		} else {
-			err := fmt.Errorf("Header parameter X-Mockflux-Signature is required, but not found")
-			errHandler(w, r, &RequiredHeaderError{ParamName: "X-Mockflux-Signature", Err: err})
+			err := fmt.Errorf("Header parameter X-BFL-Signature is required, but not found")
+			errHandler(w, r, &RequiredHeaderError{ParamName: "X-BFL-Signature", Err: err})
 			return
 		}
 

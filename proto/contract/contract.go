@@ -1,7 +1,8 @@
 // Package contract holds the formats every layer must agree on byte for byte: the router's
-// private operation key, the public handle an agent sees, and generate_image's request with
-// its limits. The OpenAPI specs beside it (../*.openapi.yaml) state the same rules for HTTP,
-// and the router's tool schema states them for MCP; tests keep each of them equal to this.
+// private operation key, the public handle an agent sees, the FLUX models with their limits and
+// a spend's request (models.go), and the image types a result may have. The OpenAPI specs
+// beside it (../*.openapi.yaml) state the same rules for HTTP, and the router's tool schemas
+// state them for MCP; tests keep each of them equal to this.
 package contract
 
 import (
@@ -47,49 +48,11 @@ func IsPublicHandle(s string) bool { return publicHandleRE.MatchString(s) }
 // IsOperationKey reports whether s is a well-formed private operation key.
 func IsOperationKey(s string) bool { return operationKeyRE.MatchString(s) }
 
-// ImageRequest is generate_image's request: what the agent asks for, as the router hashes
-// it, Hubu prices and records it, and Gongbu submits it.
-type ImageRequest struct {
-	Prompt       string  `json:"prompt"`
-	Model        string  `json:"model"`
-	Width        int     `json:"width"`
-	Height       int     `json:"height"`
-	Seed         *int64  `json:"seed,omitempty"`
-	OutputFormat *string `json:"output_format,omitempty"`
-}
-
-// The limits of an ImageRequest, which are the FLUX API's.
-const (
-	PromptMaxChars = 4000 // characters (runes), at least one, no NUL
-	SideMin        = 256  // pixels, width and height alike
-	SideMax        = 1440
-	SideStep       = 32        // a side is a multiple of this
-	SeedMax        = 1<<53 - 1 // the largest integer every JSON reader keeps exactly
-	FormatPNG      = "png"
-	FormatJPEG     = "jpeg"
-	// ModelPattern is a model name: the catalog decides which names exist.
-	ModelPattern = `^[a-z0-9][a-z0-9._-]{0,63}$`
-)
-
-var modelRE = regexp.MustCompile(ModelPattern)
-
-// ValidPrompt reports whether p is 1 to PromptMaxChars characters of UTF-8 without NUL.
-func ValidPrompt(p string) bool {
+// ValidPrompt reports whether p is 1 to max characters of UTF-8 without NUL.
+func ValidPrompt(p string, max int) bool {
 	n := utf8.RuneCountInString(p)
-	return n > 0 && n <= PromptMaxChars && utf8.ValidString(p) && !strings.ContainsRune(p, 0)
+	return n > 0 && n <= max && utf8.ValidString(p) && !strings.ContainsRune(p, 0)
 }
-
-// ValidModel reports whether m is shaped like a model name.
-func ValidModel(m string) bool { return modelRE.MatchString(m) }
-
-// ValidSide reports whether n is an allowed width or height.
-func ValidSide(n int64) bool { return n >= SideMin && n <= SideMax && n%SideStep == 0 }
-
-// ValidSeed reports whether s is an allowed seed.
-func ValidSeed(s int64) bool { return s >= 0 && s <= SeedMax }
-
-// ValidOutputFormat reports whether f is an allowed output format.
-func ValidOutputFormat(f string) bool { return f == FormatPNG || f == FormatJPEG }
 
 // The image types a result may have: what Gongbu keeps and the router embeds. Anything else a
 // provider's link serves (SVG above all, which can carry script) is refused.

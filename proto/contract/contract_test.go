@@ -84,18 +84,18 @@ func TestSpecsStateTheKeyAndHandleFormats(t *testing.T) {
 	}
 }
 
-// Each spec's generate_image arguments state the limits its service enforces, as the contract
-// has them: Hubu's every one; Gongbu's all but a side's step and the model's pattern (Gongbu
-// takes the arguments from Hubu's decision, which it checks with Hubu, not on its own); the
-// FLUX API's the sides' and the formats.
+// Each spec's arguments state the widest limits any model allows, as the contract has them
+// (contract.Widest, which CheckShape enforces): Hubu's and Gongbu's every one; the FLUX API's
+// the sides', the formats' and the safety level's.
 func TestSpecsStateTheImageLimits(t *testing.T) {
+	w := contract.Widest
 	for _, c := range []struct {
-		spec, schema          string
-		complete, step, model bool
+		spec, schema string
+		complete     bool
 	}{
-		{"hubu", "GenerateImageArguments", true, true, true},
-		{"gongbu", "ImageArguments", true, false, false},
-		{"bfl", "FluxRequest", false, true, false},
+		{"hubu", "ImageArguments", true},
+		{"gongbu", "ImageArguments", true},
+		{"bfl", "FluxRequest", false},
 	} {
 		t.Run(c.spec, func(t *testing.T) {
 			ref := load(t, c.spec).Components.Schemas[c.schema]
@@ -128,31 +128,41 @@ func TestSpecsStateTheImageLimits(t *testing.T) {
 			if prompt.MinLength != 1 {
 				t.Errorf("prompt minLength: spec %d, contract 1", prompt.MinLength)
 			}
-			limit("prompt maxLength", length(prompt.MaxLength), contract.PromptMaxChars, c.complete)
+			limit("prompt maxLength", length(prompt.MaxLength), float64(w.PromptMaxChars), c.complete)
 			for _, side := range []string{"width", "height"} {
 				s := prop(side)
-				limit(side+" minimum", s.Min, contract.SideMin, true)
-				limit(side+" maximum", s.Max, contract.SideMax, true)
-				limit(side+" multipleOf", s.MultipleOf, contract.SideStep, c.step)
+				limit(side+" minimum", s.Min, float64(w.SideMin), true)
+				limit(side+" maximum", s.Max, float64(w.SideMax), true)
+				limit(side+" multipleOf", s.MultipleOf, float64(w.SideStep), true)
 			}
 			seed := prop("seed")
 			limit("seed minimum", seed.Min, 0, c.complete)
 			limit("seed maximum", seed.Max, contract.SeedMax, c.complete)
-			if got := prop("output_format").Enum; !slices.Equal(got, []any{contract.FormatPNG, contract.FormatJPEG}) {
-				t.Errorf("output_format enum: spec %v, contract [png jpeg]", got)
+			safety := prop("safety_tolerance")
+			limit("safety_tolerance minimum", safety.Min, 0, true)
+			limit("safety_tolerance maximum", safety.Max, float64(w.SafetyMax), true)
+			if got := prop("output_format").Enum; !slices.Equal(got, []any{contract.FormatJPEG, contract.FormatPNG}) {
+				t.Errorf("output_format enum: spec %v, contract [jpeg png]", got)
 			}
-
-			model, ok := ref.Value.Properties["model"]
-			if !ok {
+			if !c.complete {
 				return
 			}
-			if p := model.Value.Pattern; (p != "" || c.model) && p != contract.ModelPattern {
+			if p := prop("aspect_ratio").Pattern; p != contract.AspectRatioPattern {
+				t.Errorf("aspect_ratio pattern: spec %q, contract %q", p, contract.AspectRatioPattern)
+			}
+			images := prop("input_images")
+			limit("input_images maxItems", length(images.MaxItems), float64(w.MaxInputImages), true)
+			if images.Items == nil || images.Items.Value == nil || images.Items.Value.Pattern != contract.PublicHandlePattern {
+				t.Errorf("input_images items: not the public handle's pattern")
+			}
+			model := prop("model")
+			if p := model.Pattern; p != contract.ModelPattern {
 				t.Errorf("model pattern: spec %q, contract %q", p, contract.ModelPattern)
 			}
-			if n := model.Value.MinLength; n > 0 && (!contract.ValidModel(strings.Repeat("a", int(n))) || contract.ValidModel(strings.Repeat("a", int(n)-1))) {
+			if n := model.MinLength; n > 0 && (!contract.ValidModel(strings.Repeat("a", int(n))) || contract.ValidModel(strings.Repeat("a", int(n)-1))) {
 				t.Errorf("model minLength %d is not the contract's pattern's", n)
 			}
-			if n := model.Value.MaxLength; n != nil && (!contract.ValidModel(strings.Repeat("a", int(*n))) || contract.ValidModel(strings.Repeat("a", int(*n)+1))) {
+			if n := model.MaxLength; n != nil && (!contract.ValidModel(strings.Repeat("a", int(*n))) || contract.ValidModel(strings.Repeat("a", int(*n)+1))) {
 				t.Errorf("model maxLength %d is not the contract's pattern's", *n)
 			}
 		})
@@ -173,9 +183,10 @@ func TestImageRequestIsTheSpecsArguments(t *testing.T) {
 		}
 		return slices.Sorted(maps.Keys(m))
 	}
-	full := keys(contract.ImageRequest{Prompt: "p", Model: "m", Width: 256, Height: 256, Seed: new(int64(7)), OutputFormat: new(contract.FormatPNG)})
+	full := keys(contract.ImageRequest{Prompt: "p", Model: "m", Width: 256, Height: 256, AspectRatio: "1:1", Raw: new(true), Seed: new(int64(7)),
+		OutputFormat: new(contract.FormatPNG), SafetyTolerance: new(2), InputImages: []string{contract.NewPublicHandle()}})
 	bare := keys(contract.ImageRequest{})
-	for spec, schema := range map[string]string{"hubu": "GenerateImageArguments", "gongbu": "ImageArguments"} {
+	for spec, schema := range map[string]string{"hubu": "ImageArguments", "gongbu": "ImageArguments"} {
 		s := load(t, spec).Components.Schemas[schema].Value
 		if want := slices.Sorted(maps.Keys(s.Properties)); !slices.Equal(full, want) {
 			t.Errorf("%s.%s has properties %v; ImageRequest has %v", spec, schema, want, full)
@@ -224,17 +235,19 @@ func TestKeysAndHandles(t *testing.T) {
 }
 
 func TestImageLimits(t *testing.T) {
+	flux2, _ := contract.ModelNamed("flux-2-pro")
+	flux1, _ := contract.ModelNamed("flux-pro-1.1")
 	for _, c := range []struct {
 		name string
 		got  bool
 		want bool
 	}{
-		{"prompt of one character", contract.ValidPrompt("a"), true},
-		{"empty prompt", contract.ValidPrompt(""), false},
-		{"prompt of 4000 two-byte characters", contract.ValidPrompt(strings.Repeat("é", contract.PromptMaxChars)), true},
-		{"prompt of 4001 characters", contract.ValidPrompt(strings.Repeat("a", contract.PromptMaxChars+1)), false},
-		{"prompt with NUL", contract.ValidPrompt("a\x00b"), false},
-		{"prompt of invalid UTF-8", contract.ValidPrompt("a\xffb"), false},
+		{"prompt of one character", contract.ValidPrompt("a", 10), true},
+		{"empty prompt", contract.ValidPrompt("", 10), false},
+		{"prompt of 4000 two-byte characters", contract.ValidPrompt(strings.Repeat("é", 4000), contract.PromptMaxFLUX1), true},
+		{"prompt of 4001 characters", contract.ValidPrompt(strings.Repeat("a", 4001), contract.PromptMaxFLUX1), false},
+		{"prompt with NUL", contract.ValidPrompt("a\x00b", 10), false},
+		{"prompt of invalid UTF-8", contract.ValidPrompt("a\xffb", 10), false},
 
 		{"model flux-dev", contract.ValidModel("flux-dev"), true},
 		{"model flux-pro-1.1", contract.ValidModel("flux-pro-1.1"), true},
@@ -245,14 +258,25 @@ func TestImageLimits(t *testing.T) {
 		{"model starting with a dash", contract.ValidModel("-flux"), false},
 		{"model *", contract.ValidModel("*"), false},
 
-		{"side 256", contract.ValidSide(256), true},
-		{"side 1024", contract.ValidSide(1024), true},
-		{"side 1440", contract.ValidSide(1440), true},
-		{"side 224", contract.ValidSide(224), false},
-		{"side 1472", contract.ValidSide(1472), false},
-		{"side 1000", contract.ValidSide(1000), false},
-		{"side 0", contract.ValidSide(0), false},
-		{"side -256", contract.ValidSide(-256), false},
+		{"FLUX.2 1024x1024", flux2.ValidSize(1024, 1024), true},
+		{"FLUX.2 2048x2048 (4 MP)", flux2.ValidSize(2048, 2048), true},
+		{"FLUX.2 2048x2064 (over 4 MP)", flux2.ValidSize(2048, 2064), false},
+		{"FLUX.2 64x4096", flux2.ValidSize(64, 4096), true},
+		{"FLUX.2 48x1024", flux2.ValidSize(48, 1024), false},
+		{"FLUX.2 1000x1024", flux2.ValidSize(1000, 1024), false},
+		{"FLUX1.1 1440x1440", flux1.ValidSize(1440, 1440), true},
+		{"FLUX1.1 1472x256", flux1.ValidSize(1472, 256), false},
+		{"FLUX1.1 1008x1024 (not /32)", flux1.ValidSize(1008, 1024), false},
+		{"FLUX1.1 224x256", flux1.ValidSize(224, 256), false},
+
+		{"ratio 16:9", contract.ValidAspectRatio("16:9"), true},
+		{"ratio 21:9", contract.ValidAspectRatio("21:9"), true},
+		{"ratio 9:21", contract.ValidAspectRatio("9:21"), true},
+		{"ratio 22:9", contract.ValidAspectRatio("22:9"), false},
+		{"ratio 1:3", contract.ValidAspectRatio("1:3"), false},
+		{"ratio 16x9", contract.ValidAspectRatio("16x9"), false},
+		{"ratio 0:1", contract.ValidAspectRatio("0:1"), false},
+		{"ratio 100:99", contract.ValidAspectRatio("100:99"), false},
 
 		{"seed 0", contract.ValidSeed(0), true},
 		{"seed 2^53-1", contract.ValidSeed(1<<53 - 1), true},
@@ -263,10 +287,120 @@ func TestImageLimits(t *testing.T) {
 		{"format jpeg", contract.ValidOutputFormat("jpeg"), true},
 		{"format jpg", contract.ValidOutputFormat("jpg"), false},
 		{"format PNG", contract.ValidOutputFormat("PNG"), false},
+		{"format webp", contract.ValidOutputFormat("webp"), false},
 		{"no format", contract.ValidOutputFormat(""), false},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: valid is %v", c.name, c.got)
 		}
+	}
+}
+
+// Each model takes the parameters BFL documents for it, and each refusal names what to change.
+func TestCheck(t *testing.T) {
+	h := contract.NewPublicHandle()
+	req := func(model string, change func(*contract.ImageRequest)) contract.ImageRequest {
+		r := contract.ImageRequest{Prompt: "an origami fox", Model: model}
+		if change != nil {
+			change(&r)
+		}
+		return r
+	}
+	for _, c := range []struct {
+		name    string
+		r       contract.ImageRequest
+		editing bool
+		err     string
+	}{
+		{"FLUX.2 with defaults", req("flux-2-pro", nil), false, ""},
+		{"FLUX.2 at 4 MP", req("flux-2-max", func(r *contract.ImageRequest) { r.Width, r.Height = 2048, 2048 }), false, ""},
+		{"FLUX.2 over 4 MP", req("flux-2-max", func(r *contract.ImageRequest) { r.Width, r.Height = 4096, 1040 }), false, "at most 4 MP"},
+		{"FLUX.2 a width alone", req("flux-2-pro", func(r *contract.ImageRequest) { r.Width = 1024 }), false, "give both or neither"},
+		{"FLUX.2 safety 5", req("flux-2-flex", func(r *contract.ImageRequest) { r.SafetyTolerance = new(5) }), false, ""},
+		{"FLUX.2 safety 6", req("flux-2-flex", func(r *contract.ImageRequest) { r.SafetyTolerance = new(6) }), false, "from 0 (strictest) to 5"},
+		{"FLUX.2 a ratio", req("flux-2-pro", func(r *contract.ImageRequest) { r.AspectRatio = "16:9" }), false, "takes width and height, not aspect_ratio"},
+		{"FLUX.2 raw", req("flux-2-pro", func(r *contract.ImageRequest) { r.Raw = new(true) }), false, "raw is for flux-pro-1.1-ultra only"},
+		{"FLUX.2 a long prompt", req("flux-2-klein-4b", func(r *contract.ImageRequest) { r.Prompt = strings.Repeat("a", 32_000) }), false, ""},
+		{"FLUX.2 a prompt too long", req("flux-2-klein-4b", func(r *contract.ImageRequest) { r.Prompt = strings.Repeat("a", 32_001) }), false, "1 to 32000 characters"},
+		{"FLUX1.1 a prompt too long", req("flux-pro-1.1", func(r *contract.ImageRequest) { r.Prompt = strings.Repeat("a", 4_001) }), false, "1 to 4000 characters"},
+		{"FLUX1.1 a FLUX.2 size", req("flux-pro-1.1", func(r *contract.ImageRequest) { r.Width, r.Height = 2048, 1024 }), false, "multiples of 32 from 256 to 1440"},
+		{"FLUX1.1 safety 6", req("flux-pro-1.1", func(r *contract.ImageRequest) { r.SafetyTolerance = new(6) }), false, ""},
+		{"Ultra raw and a ratio", req("flux-pro-1.1-ultra", func(r *contract.ImageRequest) { r.Raw, r.AspectRatio = new(true), "9:21" }), false, ""},
+		{"Ultra a size", req("flux-pro-1.1-ultra", func(r *contract.ImageRequest) { r.Width, r.Height = 1024, 1024 }), false, "takes aspect_ratio, not width and height"},
+		{"Ultra a ratio too wide", req("flux-pro-1.1-ultra", func(r *contract.ImageRequest) { r.AspectRatio = "3:1" }), false, "between 21:9 and 9:21"},
+		{"an unknown model", req("flux-schnell", nil), false, "model must be one of flux-2-pro"},
+		{"a webp", req("flux-2-pro", func(r *contract.ImageRequest) { r.OutputFormat = new("webp") }), false, "output_format must be jpeg"},
+		{"input images to generate", req("flux-2-pro", func(r *contract.ImageRequest) { r.InputImages = []string{h} }), false, "input_images are edit_image's"},
+
+		{"an edit", req("flux-2-pro", func(r *contract.ImageRequest) { r.InputImages = []string{h} }), true, ""},
+		{"an edit without images", req("flux-2-pro", nil), true, "input_images must name 1 to 8"},
+		{"an edit of 9 images", req("flux-2-pro", func(r *contract.ImageRequest) {
+			for range 9 {
+				r.InputImages = append(r.InputImages, contract.NewPublicHandle())
+			}
+		}), true, "1 to 8"},
+		{"a klein edit of 5 images", req("flux-2-klein-9b", func(r *contract.ImageRequest) {
+			for range 5 {
+				r.InputImages = append(r.InputImages, contract.NewPublicHandle())
+			}
+		}), true, "1 to 4"},
+		{"an image twice", req("flux-2-pro", func(r *contract.ImageRequest) { r.InputImages = []string{h, h} }), true, "names " + h + " twice"},
+		{"an image that is no handle", req("flux-2-pro", func(r *contract.ImageRequest) { r.InputImages = []string{"https://example.com/a.png"} }), true, "public handles"},
+		{"a Kontext edit at safety 2", req("flux-kontext-pro", func(r *contract.ImageRequest) { r.InputImages, r.SafetyTolerance = []string{h}, new(2) }), true, ""},
+		{"a Kontext edit at safety 3", req("flux-kontext-pro", func(r *contract.ImageRequest) { r.InputImages, r.SafetyTolerance = []string{h}, new(3) }), true, "to 2 for flux-kontext-pro when editing"},
+		{"an edit by a model that does not edit", req("flux-pro-1.1-ultra", func(r *contract.ImageRequest) { r.InputImages = []string{h} }), true, "does not edit images"},
+	} {
+		err := c.r.Check(c.editing)
+		switch {
+		case c.err == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)):
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.err)
+		}
+		if c.err == "" {
+			if err := c.r.CheckShape(); err != nil {
+				t.Errorf("%s: a request its model takes is refused by the shape check: %v", c.name, err)
+			}
+		}
+	}
+}
+
+// The size a request makes is the one it names, else its model's default, or (an edit on
+// FLUX.2) its first input's, shrunk to 4 MP and cut to multiples of 16.
+func TestResolveSize(t *testing.T) {
+	h := contract.NewPublicHandle()
+	dims := func(w, h int) *contract.Dimensions { return &contract.Dimensions{Width: w, Height: h} }
+	for _, c := range []struct {
+		r     contract.ImageRequest
+		first *contract.Dimensions
+		want  string
+	}{
+		{contract.ImageRequest{Model: "flux-2-pro"}, nil, "1024x1024"},
+		{contract.ImageRequest{Model: "flux-2-pro", Width: 1920, Height: 1072}, nil, "1920x1072"},
+		{contract.ImageRequest{Model: "flux-pro-1.1"}, nil, "1024x768"},
+		{contract.ImageRequest{Model: "flux-dev"}, nil, "1024x768"},
+		{contract.ImageRequest{Model: "flux-pro-1.1-ultra"}, nil, "16:9"},
+		{contract.ImageRequest{Model: "flux-pro-1.1-ultra", AspectRatio: "21:9"}, nil, "21:9"},
+		{contract.ImageRequest{Model: "flux-kontext-max"}, nil, "1:1"},
+		{contract.ImageRequest{Model: "flux-kontext-pro", InputImages: []string{h}}, nil, "1:1"},
+		{contract.ImageRequest{Model: "flux-2-pro", InputImages: []string{h}}, dims(1440, 816), "1440x816"},
+		{contract.ImageRequest{Model: "flux-2-pro", InputImages: []string{h}}, dims(1000, 1000), "992x992"},
+		{contract.ImageRequest{Model: "flux-2-pro", InputImages: []string{h}}, dims(4096, 4096), "2048x2048"},
+		{contract.ImageRequest{Model: "flux-2-pro", InputImages: []string{h}}, dims(2752, 1536), "2736x1520"},
+		{contract.ImageRequest{Model: "flux-2-pro", InputImages: []string{h}, Width: 512, Height: 512}, dims(4096, 4096), "512x512"},
+	} {
+		got, err := c.r.ResolveSize(c.first)
+		if err != nil || got != c.want {
+			t.Errorf("%+v from %v: %q %v, want %q", c.r, c.first, got, err, c.want)
+		}
+		if d, ok := contract.ParseSize(got); ok {
+			m, _ := contract.ModelNamed(c.r.Model)
+			if !m.ValidSize(d.Width, d.Height) {
+				t.Errorf("%+v: resolved to %s, which %s does not make", c.r, got, m.Name)
+			}
+		}
+	}
+	if _, err := (contract.ImageRequest{Model: "flux-2-pro", InputImages: []string{h}}).ResolveSize(nil); err == nil {
+		t.Error("an edit resolved without its first input's size")
 	}
 }

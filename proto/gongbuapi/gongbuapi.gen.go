@@ -18,16 +18,20 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
+	"hubu.dev/hubu/proto/contract"
 )
 
 // Defines values for ExecutionRequestTool.
 const (
+	EditImage     ExecutionRequestTool = "edit_image"
 	GenerateImage ExecutionRequestTool = "generate_image"
 )
 
 // Valid indicates whether the value is a known member of the ExecutionRequestTool enum.
 func (e ExecutionRequestTool) Valid() bool {
 	switch e {
+	case EditImage:
+		return true
 	case GenerateImage:
 		return true
 	default:
@@ -71,24 +75,6 @@ const (
 func (e HealthStatus) Valid() bool {
 	switch e {
 	case Ok:
-		return true
-	default:
-		return false
-	}
-}
-
-// Defines values for ImageArgumentsOutputFormat.
-const (
-	Jpeg ImageArgumentsOutputFormat = "jpeg"
-	Png  ImageArgumentsOutputFormat = "png"
-)
-
-// Valid indicates whether the value is a known member of the ImageArgumentsOutputFormat enum.
-func (e ImageArgumentsOutputFormat) Valid() bool {
-	switch e {
-	case Jpeg:
-		return true
-	case Png:
 		return true
 	default:
 		return false
@@ -170,8 +156,11 @@ type Execution struct {
 	Currency      string             `json:"currency"`
 	DecisionId    openapi_types.UUID `json:"decision_id"`
 	Error         *string            `json:"error,omitempty"`
-	ProviderJobId *string            `json:"provider_job_id,omitempty"`
-	PublicHandle  string             `json:"public_handle"`
+
+	// ProviderCostMicros What the provider stated the job costs when it took it (BFL's cost, 1 credit = 10000 micros). What is captured is this, or the decision's amount where this is above it.
+	ProviderCostMicros *int64  `json:"provider_cost_micros,omitempty"`
+	ProviderJobId      *string `json:"provider_job_id,omitempty"`
+	PublicHandle       string  `json:"public_handle"`
 
 	// Reported Hubu has been told the outcome.
 	Reported *bool `json:"reported,omitempty"`
@@ -196,8 +185,12 @@ type ExecutionList struct {
 
 // ExecutionRequest The decision as Hubu issued it.
 type ExecutionRequest struct {
-	AgentId      openapi_types.UUID   `json:"agent_id"`
-	AmountMicros int64                `json:"amount_micros"`
+	AgentId      openapi_types.UUID `json:"agent_id"`
+	AmountMicros int64              `json:"amount_micros"`
+
+	// Arguments A spend's request, generate_image's or edit_image's, exactly as the agent wrote it (absent
+	// fields take the model's defaults, proto/contract/models.go). Which fields a model takes,
+	// and its limits, are the model's: the ones below are the widest any model allows.
 	Arguments    ImageArguments       `json:"arguments"`
 	Currency     string               `json:"currency"`
 	DecisionId   openapi_types.UUID   `json:"decision_id"`
@@ -233,18 +226,10 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
-// ImageArguments defines model for ImageArguments.
-type ImageArguments struct {
-	Height       int                         `json:"height"`
-	Model        string                      `json:"model"`
-	OutputFormat *ImageArgumentsOutputFormat `json:"output_format,omitempty"`
-	Prompt       string                      `json:"prompt"`
-	Seed         *int64                      `json:"seed,omitempty"`
-	Width        int                         `json:"width"`
-}
-
-// ImageArgumentsOutputFormat defines model for ImageArguments.OutputFormat.
-type ImageArgumentsOutputFormat string
+// ImageArguments A spend's request, generate_image's or edit_image's, exactly as the agent wrote it (absent
+// fields take the model's defaults, proto/contract/models.go). Which fields a model takes,
+// and its limits, are the model's: the ones below are the widest any model allows.
+type ImageArguments = contract.ImageRequest
 
 // KeptImage The image Gongbu keeps for this result, served by `getOperationImage`. Absent while
 // Gongbu keeps none: the download failed and is being tried again, or it expired first.

@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/oapi-codegen/runtime"
 	openapi_types "github.com/oapi-codegen/runtime/types"
+	"hubu.dev/hubu/proto/contract"
 )
 
 // Defines values for BudgetPeriod.
@@ -154,24 +155,6 @@ func (e ErrorCode) Valid() bool {
 	}
 }
 
-// Defines values for GenerateImageArgumentsOutputFormat.
-const (
-	Jpeg GenerateImageArgumentsOutputFormat = "jpeg"
-	Png  GenerateImageArgumentsOutputFormat = "png"
-)
-
-// Valid indicates whether the value is a known member of the GenerateImageArgumentsOutputFormat enum.
-func (e GenerateImageArgumentsOutputFormat) Valid() bool {
-	switch e {
-	case Jpeg:
-		return true
-	case Png:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for HealthStatus.
 const (
 	Ok HealthStatus = "ok"
@@ -265,14 +248,35 @@ func (e PolicyBudgetPeriod) Valid() bool {
 	}
 }
 
+// Defines values for PriceRule.
+const (
+	Flat      PriceRule = "flat"
+	Megapixel PriceRule = "megapixel"
+)
+
+// Valid indicates whether the value is a known member of the PriceRule enum.
+func (e PriceRule) Valid() bool {
+	switch e {
+	case Flat:
+		return true
+	case Megapixel:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Tool.
 const (
+	EditImage     Tool = "edit_image"
 	GenerateImage Tool = "generate_image"
 )
 
 // Valid indicates whether the value is a known member of the Tool enum.
 func (e Tool) Valid() bool {
 	switch e {
+	case EditImage:
+		return true
 	case GenerateImage:
 		return true
 	default:
@@ -317,7 +321,10 @@ type AgentList struct {
 
 // AuthorizeRequest defines model for AuthorizeRequest.
 type AuthorizeRequest struct {
-	Arguments GenerateImageArguments `json:"arguments"`
+	// Arguments A spend's request, generate_image's or edit_image's, exactly as the agent wrote it (absent
+	// fields take the model's defaults, proto/contract/models.go). Which fields a model takes,
+	// and its limits, are the model's: the ones below are the widest any model allows.
+	Arguments ImageArguments `json:"arguments"`
 
 	// OperationKey The router's private key, `hubu:operation:v1:<platform>:<uuid>`. Never returned.
 	OperationKey OperationKey `json:"operation_key"`
@@ -425,11 +432,15 @@ type CredentialState string
 
 // Decision defines model for Decision.
 type Decision struct {
-	AgentId      openapi_types.UUID     `json:"agent_id"`
-	AmountMicros int64                  `json:"amount_micros"`
-	Arguments    GenerateImageArguments `json:"arguments"`
-	Currency     string                 `json:"currency"`
-	DecisionId   openapi_types.UUID     `json:"decision_id"`
+	AgentId      openapi_types.UUID `json:"agent_id"`
+	AmountMicros int64              `json:"amount_micros"`
+
+	// Arguments A spend's request, generate_image's or edit_image's, exactly as the agent wrote it (absent
+	// fields take the model's defaults, proto/contract/models.go). Which fields a model takes,
+	// and its limits, are the model's: the ones below are the widest any model allows.
+	Arguments  ImageArguments     `json:"arguments"`
+	Currency   string             `json:"currency"`
+	DecisionId openapi_types.UUID `json:"decision_id"`
 
 	// DispatchAttempts How many times Hubu has tried to hand this decision to the executor (for operators: many attempts mean the hand-offs keep failing). It is no evidence of a submission: a hand-off can fail on the way.
 	DispatchAttempts int `json:"dispatch_attempts"`
@@ -486,19 +497,6 @@ type DenyRequest struct {
 // ErrorCode defines model for ErrorCode.
 type ErrorCode string
 
-// GenerateImageArguments defines model for GenerateImageArguments.
-type GenerateImageArguments struct {
-	Height       int                                 `json:"height"`
-	Model        string                              `json:"model"`
-	OutputFormat *GenerateImageArgumentsOutputFormat `json:"output_format,omitempty"`
-	Prompt       string                              `json:"prompt"`
-	Seed         *int64                              `json:"seed,omitempty"`
-	Width        int                                 `json:"width"`
-}
-
-// GenerateImageArgumentsOutputFormat defines model for GenerateImageArguments.OutputFormat.
-type GenerateImageArgumentsOutputFormat string
-
 // Health defines model for Health.
 type Health struct {
 	Status HealthStatus `json:"status"`
@@ -507,13 +505,24 @@ type Health struct {
 // HealthStatus defines model for Health.Status.
 type HealthStatus string
 
+// ImageArguments A spend's request, generate_image's or edit_image's, exactly as the agent wrote it (absent
+// fields take the model's defaults, proto/contract/models.go). Which fields a model takes,
+// and its limits, are the model's: the ones below are the widest any model allows.
+type ImageArguments = contract.ImageRequest
+
 // Ledger defines model for Ledger.
 type Ledger struct {
+	// AmountMicros The price held when the operation was decided.
+	AmountMicros   int64         `json:"amount_micros"`
 	CapturedMicros int64         `json:"captured_micros"`
+	Currency       string        `json:"currency"`
 	Entries        []LedgerEntry `json:"entries"`
 	HeldMicros     int64         `json:"held_micros"`
-	PublicHandle   PublicHandle  `json:"public_handle"`
-	ReleasedMicros int64         `json:"released_micros"`
+
+	// ProviderCostMicros What the provider stated the execution cost, where it did (see Operation).
+	ProviderCostMicros *int64       `json:"provider_cost_micros,omitempty"`
+	PublicHandle       PublicHandle `json:"public_handle"`
+	ReleasedMicros     int64        `json:"released_micros"`
 
 	// State pending_approval: held, waiting for a human until approval_expires_at; approved: a human
 	// approved it, waiting for the agent to resume it until approval_expires_at; dispatching: decision issued and being handed to the executor; executing:
@@ -535,14 +544,18 @@ type LedgerEntryKind string
 
 // Operation defines model for Operation.
 type Operation struct {
-	Account           string                 `json:"account"`
-	AgentId           openapi_types.UUID     `json:"agent_id"`
-	AmountMicros      int64                  `json:"amount_micros"`
-	ApprovalExpiresAt *time.Time             `json:"approval_expires_at,omitempty"`
-	Arguments         GenerateImageArguments `json:"arguments"`
-	CapturedMicros    int64                  `json:"captured_micros"`
-	CreatedAt         time.Time              `json:"created_at"`
-	Currency          string                 `json:"currency"`
+	Account           string             `json:"account"`
+	AgentId           openapi_types.UUID `json:"agent_id"`
+	AmountMicros      int64              `json:"amount_micros"`
+	ApprovalExpiresAt *time.Time         `json:"approval_expires_at,omitempty"`
+
+	// Arguments A spend's request, generate_image's or edit_image's, exactly as the agent wrote it (absent
+	// fields take the model's defaults, proto/contract/models.go). Which fields a model takes,
+	// and its limits, are the model's: the ones below are the widest any model allows.
+	Arguments      ImageArguments `json:"arguments"`
+	CapturedMicros int64          `json:"captured_micros"`
+	CreatedAt      time.Time      `json:"created_at"`
+	Currency       string         `json:"currency"`
 
 	// DecidedBy The operator who approved or denied it.
 	DecidedBy  *string             `json:"decided_by,omitempty"`
@@ -553,10 +566,13 @@ type Operation struct {
 	FailureReason *string `json:"failure_reason,omitempty"`
 
 	// HeldMicros Budget still held (0 once final).
-	HeldMicros     int64        `json:"held_micros"`
-	PublicHandle   PublicHandle `json:"public_handle"`
-	ReleasedMicros int64        `json:"released_micros"`
-	RequestHash    string       `json:"request_hash"`
+	HeldMicros int64 `json:"held_micros"`
+
+	// ProviderCostMicros What the provider stated the execution cost, as the executor reported it (BFL states a task's cost when it takes it). What was captured is this, or the hold where this is above it: an operator takes the difference up with the provider.
+	ProviderCostMicros *int64       `json:"provider_cost_micros,omitempty"`
+	PublicHandle       PublicHandle `json:"public_handle"`
+	ReleasedMicros     int64        `json:"released_micros"`
+	RequestHash        string       `json:"request_hash"`
 
 	// Scope What the decision is bound to; the executor must run exactly this.
 	Scope Scope `json:"scope"`
@@ -609,12 +625,26 @@ type PolicyBudgetPeriod string
 
 // Price defines model for Price.
 type Price struct {
+	// AmountMicros A flat price's amount an image; a per-megapixel price's for the first megapixel of output.
 	AmountMicros int64  `json:"amount_micros"`
 	Currency     string `json:"currency"`
-	Model        string `json:"model"`
-	Provider     string `json:"provider"`
 
-	// Size `<width>x<height>`, or `*` for any size without an entry of its own.
+	// ExtraMpMicros A per-megapixel price's amount for each further megapixel of output.
+	ExtraMpMicros *int64 `json:"extra_mp_micros,omitempty"`
+
+	// InputMpMicros A per-megapixel price's amount for each megapixel of an edit's input images.
+	InputMpMicros *int64 `json:"input_mp_micros,omitempty"`
+	Model         string `json:"model"`
+	Provider      string `json:"provider"`
+
+	// Rule flat: amount_micros an image, whatever its size. megapixel: as BFL prices FLUX.2, amount_micros
+	// for the first megapixel of output, extra_mp_micros for each further one, input_mp_micros for
+	// each megapixel of the input images; a megapixel is 2^20 pixels, and the output's count and
+	// the inputs' (together, each input at most 4) are rounded up. A per-megapixel price covers
+	// every size (`*`) of a model sized in pixels.
+	Rule PriceRule `json:"rule"`
+
+	// Size `<width>x<height>`, `<w>:<h>` (an aspect ratio), or `*` for any size without an entry of its own.
 	Size      string    `json:"size"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
@@ -624,13 +654,33 @@ type PriceList struct {
 	Prices []Price `json:"prices"`
 }
 
-// PriceUpdate defines model for PriceUpdate.
+// PriceRule flat: amount_micros an image, whatever its size. megapixel: as BFL prices FLUX.2, amount_micros
+// for the first megapixel of output, extra_mp_micros for each further one, input_mp_micros for
+// each megapixel of the input images; a megapixel is 2^20 pixels, and the output's count and
+// the inputs' (together, each input at most 4) are rounded up. A per-megapixel price covers
+// every size (`*`) of a model sized in pixels.
+type PriceRule string
+
+// PriceUpdate One catalog entry to create or change; its rule is flat when absent.
 type PriceUpdate struct {
 	AmountMicros int64  `json:"amount_micros"`
 	Currency     string `json:"currency"`
-	Model        string `json:"model"`
-	Provider     string `json:"provider"`
-	Size         string `json:"size"`
+
+	// ExtraMpMicros Required with rule megapixel, and only with it.
+	ExtraMpMicros *int64 `json:"extra_mp_micros,omitempty"`
+
+	// InputMpMicros Required with rule megapixel, and only with it.
+	InputMpMicros *int64 `json:"input_mp_micros,omitempty"`
+	Model         string `json:"model"`
+	Provider      string `json:"provider"`
+
+	// Rule flat: amount_micros an image, whatever its size. megapixel: as BFL prices FLUX.2, amount_micros
+	// for the first megapixel of output, extra_mp_micros for each further one, input_mp_micros for
+	// each megapixel of the input images; a megapixel is 2^20 pixels, and the output's count and
+	// the inputs' (together, each input at most 4) are rounded up. A per-megapixel price covers
+	// every size (`*`) of a model sized in pixels.
+	Rule *PriceRule `json:"rule,omitempty"`
+	Size string     `json:"size"`
 }
 
 // Problem defines model for Problem.
@@ -663,7 +713,8 @@ type Scope struct {
 	Model    string `json:"model"`
 	Provider string `json:"provider"`
 
-	// Size `<width>x<height>`
+	// Size The size the request makes, with the model's defaults applied: `<width>x<height>` for a
+	// model sized in pixels, `<w>:<h>` (an aspect ratio) for one sized by aspect ratio.
 	Size string `json:"size"`
 }
 
@@ -674,6 +725,9 @@ type SettleRequest struct {
 
 	// Failed The execution failed although the provider charged (it took the job, then failed it): the amount is captured and the rest released as for a success, but the operation becomes failed, with reason as its failure reason. Absent or false: it succeeded.
 	Failed *bool `json:"failed,omitempty"`
+
+	// ProviderCostMicros What the provider stated it charged, where it states it; may be above the authorized amount (then amount_micros is the authorized amount, and the difference is the operator's to raise with the provider).
+	ProviderCostMicros *int64 `json:"provider_cost_micros,omitempty"`
 
 	// Reason Why the execution failed; only with failed.
 	Reason *string `json:"reason,omitempty"`

@@ -4,24 +4,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"hubu.dev/hubu/proto/contract"
 )
 
-// imageFields are generate_image's argument names, matched exactly: encoding/json alone
-// would also take "Prompt" or "ſeed" for them.
-var imageFields = map[string]bool{"prompt": true, "model": true, "width": true, "height": true, "seed": true, "output_format": true}
+// imageFields are the spend tools' argument names, matched exactly: encoding/json alone would
+// also take "Prompt" or "ſeed" for them. input_images is edit_image's alone.
+var imageFields = []string{"prompt", "model", "width", "height", "aspect_ratio", "raw", "seed", "output_format", "safety_tolerance", "input_images"}
 
-// parseImageArgs decodes generate_image's arguments strictly.
-func parseImageArgs(raw []byte) (contract.ImageRequest, error) {
+// parseImageArgs decodes a spend tool's arguments strictly and checks them against the model
+// they name (contract.ImageRequest.Check); editing says they are edit_image's.
+func parseImageArgs(raw []byte, editing bool) (contract.ImageRequest, error) {
 	var a contract.ImageRequest
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
 		return a, errors.New("arguments must be an object")
 	}
 	for k := range fields {
-		if !imageFields[k] {
-			return a, errors.New("arguments take prompt, model, width, height and optionally seed and output_format, and nothing else")
+		if !slices.Contains(imageFields, k) || (k == "input_images" && !editing) {
+			return a, errors.New(argumentsTaken(editing))
 		}
 	}
 	str := func(k string, dst *string) error {
@@ -46,11 +49,31 @@ func parseImageArgs(raw []byte) (contract.ImageRequest, error) {
 		i := int64(f)
 		return &i, nil
 	}
+	// small is an integer argument that is a size or a level: anything beyond int32 is out of
+	// every model's range anyway, and is refused as such.
+	small := func(k string, dst *int) error {
+		n, err := integer(k)
+		switch {
+		case err != nil:
+			return err
+		case n != nil && (*n < 0 || *n > 1<<31-1):
+			return fmt.Errorf("%s is out of range", k)
+		case n != nil:
+			*dst = int(*n)
+		}
+		return nil
+	}
 	if err := str("prompt", &a.Prompt); err != nil {
 		return a, err
 	}
 	if err := str("model", &a.Model); err != nil {
 		return a, err
+	}
+	if err := str("aspect_ratio", &a.AspectRatio); err != nil {
+		return a, err
+	}
+	if _, ok := fields["aspect_ratio"]; ok && a.AspectRatio == "" {
+		return a, errors.New("aspect_ratio must be W:H between 21:9 and 9:21, such as 16:9")
 	}
 	if _, ok := fields["output_format"]; ok {
 		var f string
@@ -59,33 +82,52 @@ func parseImageArgs(raw []byte) (contract.ImageRequest, error) {
 		}
 		a.OutputFormat = &f
 	}
-	w, err := integer("width")
-	if err != nil {
-		return a, err
+	if v, ok := fields["raw"]; ok {
+		var b bool
+		if json.Unmarshal(v, &b) != nil {
+			return a, errors.New("raw must be true or false")
+		}
+		a.Raw = &b
 	}
-	h, err := integer("height")
-	if err != nil {
-		return a, err
+	for _, f := range []struct {
+		name string
+		dst  *int
+	}{{"width", &a.Width}, {"height", &a.Height}} {
+		if err := small(f.name, f.dst); err != nil {
+			return a, err
+		}
+		if _, ok := fields[f.name]; ok && *f.dst == 0 {
+			return a, fmt.Errorf("%s must be positive", f.name)
+		}
 	}
+	if _, ok := fields["safety_tolerance"]; ok {
+		var level int
+		if err := small("safety_tolerance", &level); err != nil {
+			return a, err
+		}
+		a.SafetyTolerance = &level
+	}
+	var err error
 	if a.Seed, err = integer("seed"); err != nil {
 		return a, err
 	}
-	side := func(n *int64) bool { return n != nil && contract.ValidSide(*n) }
-	switch {
-	case !contract.ValidPrompt(a.Prompt):
-		return a, fmt.Errorf("prompt must be 1 to %d characters", contract.PromptMaxChars)
-	case !contract.ValidModel(a.Model):
-		return a, errors.New("model must be a model name such as flux-dev (see the capabilities tool)")
-	case !side(w) || !side(h):
-		return a, fmt.Errorf("width and height must be multiples of %d from %d to %d", contract.SideStep, contract.SideMin, contract.SideMax)
-	case a.Seed != nil && !contract.ValidSeed(*a.Seed):
-		return a, errors.New("seed must be from 0 to 2^53-1")
-	case a.OutputFormat != nil && !contract.ValidOutputFormat(*a.OutputFormat):
-		return a, fmt.Errorf("output_format must be %s or %s", contract.FormatPNG, contract.FormatJPEG)
+	if v, ok := fields["input_images"]; ok {
+		if json.Unmarshal(v, &a.InputImages) != nil || a.InputImages == nil {
+			return a, errors.New("input_images must be a list of public handles of earlier results")
+		}
 	}
-	a.Width, a.Height = int(*w), int(*h)
-	return a, nil
+	return a, a.Check(editing)
 }
+
+// argumentsTaken says which arguments a spend tool takes.
+func argumentsTaken(editing bool) string {
+	if editing {
+		return "arguments take prompt, model and input_images, and optionally " + strings.Join(optionalFields, ", ") + ", and nothing else"
+	}
+	return "arguments take prompt and model, and optionally " + strings.Join(optionalFields, ", ") + ", and nothing else"
+}
+
+var optionalFields = []string{"width", "height", "aspect_ratio", "raw", "seed", "output_format", "safety_tolerance"}
 
 // handleArgs decodes {"public_handle": ...} strictly.
 func handleArgs(args []byte) (string, *answer) {

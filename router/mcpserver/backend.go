@@ -17,12 +17,8 @@ import (
 // authorize forwards the spend to Hubu under the private key.
 func (r *Router) authorize(ctx context.Context, entry registry.Entry, img contract.ImageRequest) answer {
 	body := hubuapi.AuthorizeRequest{
-		OperationKey: entry.OperationKey, PublicHandle: entry.PublicHandle, Tool: hubuapi.GenerateImage, RequestHash: entry.RequestHash,
-		Arguments: hubuapi.GenerateImageArguments{Prompt: img.Prompt, Model: img.Model, Width: img.Width, Height: img.Height, Seed: img.Seed},
-	}
-	if img.OutputFormat != nil {
-		f := hubuapi.GenerateImageArgumentsOutputFormat(*img.OutputFormat)
-		body.Arguments.OutputFormat = &f
+		OperationKey: entry.OperationKey, PublicHandle: entry.PublicHandle, Tool: hubuapi.Tool(entry.Tool), RequestHash: entry.RequestHash,
+		Arguments: img,
 	}
 	resp, err := r.cfg.Hubu.AuthorizeWithResponse(ctx, body)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 
 // generateImage is the spend tool.
 func (r *Router) generateImage(ctx context.Context, c toolCall) answer {
-	img, err := parseImageArgs(c.args)
+	img, err := parseImageArgs(c.args, false)
 	if err != nil {
 		r.countCall(c.call.Tool, ResolutionRefused)
 		return refusal(CodeInvalidArguments, "%s", err.Error())

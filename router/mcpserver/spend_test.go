@@ -158,6 +158,18 @@ func TestInvalidArguments(t *testing.T) {
 		"missing prompt":       `{"model":"flux-dev","width":1024,"height":1024}`,
 		"not an object":        `[1,2]`,
 		"a string for a width": `{"prompt":"a","model":"flux-dev","width":"1024","height":1024}`,
+		"an unknown model":     `{"prompt":"a","model":"flux-schnell","width":1024,"height":1024}`,
+		"width without height": `{"prompt":"a","model":"flux-2-pro","width":1024}`,
+		"over 4 MP":            `{"prompt":"a","model":"flux-2-pro","width":2048,"height":2064}`,
+		"FLUX.2 width not /16": `{"prompt":"a","model":"flux-2-pro","width":1000,"height":1024}`,
+		"a size for Ultra":     `{"prompt":"a","model":"flux-pro-1.1-ultra","width":1024,"height":1024}`,
+		"a ratio for FLUX.2":   `{"prompt":"a","model":"flux-2-pro","aspect_ratio":"16:9"}`,
+		"a ratio too wide":     `{"prompt":"a","model":"flux-pro-1.1-ultra","aspect_ratio":"22:9"}`,
+		"raw on FLUX.2":        `{"prompt":"a","model":"flux-2-pro","raw":true}`,
+		"FLUX.2 safety 6":      `{"prompt":"a","model":"flux-2-pro","safety_tolerance":6}`,
+		"a webp":               `{"prompt":"a","model":"flux-2-pro","output_format":"webp"}`,
+		"input images":         `{"prompt":"a","model":"flux-2-pro","input_images":["hubu:public-operation:v1:0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"]}`,
+		"FLUX.1 prompt > 4000": `{"prompt":"` + strings.Repeat("a", 4001) + `","model":"flux-pro-1.1"}`,
 	} {
 		n++
 		res := e.call(t, "generate_image", args, codex(fmt.Sprintf("call_badoXm4yECl8qcIKjS31RFl%d", n)))
@@ -171,6 +183,29 @@ func TestInvalidArguments(t *testing.T) {
 	}
 	if n := e.backend.Calls(""); n != 0 {
 		t.Fatalf("%d backend requests", n)
+	}
+}
+
+// Each model's own parameters pass, with the defaults it documents where they are left out.
+func TestEveryModelsArguments(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	for i, args := range []string{
+		`{"prompt":"a fox","model":"flux-2-pro"}`,
+		`{"prompt":"a fox","model":"flux-2-max","width":2048,"height":2048,"output_format":"png","safety_tolerance":5,"seed":7}`,
+		`{"prompt":"a fox","model":"flux-2-flex","width":64,"height":4096}`,
+		`{"prompt":"a fox","model":"flux-2-klein-4b","width":1440,"height":816}`,
+		`{"prompt":"` + strings.Repeat("a", 32_000) + `","model":"flux-2-klein-9b"}`,
+		`{"prompt":"a fox","model":"flux-pro-1.1","width":1440,"height":256,"safety_tolerance":6}`,
+		`{"prompt":"a fox","model":"flux-pro-1.1-ultra","aspect_ratio":"21:9","raw":true}`,
+		`{"prompt":"a fox","model":"flux-pro-1.1-ultra"}`,
+		`{"prompt":"a fox","model":"flux-kontext-pro","aspect_ratio":"9:21"}`,
+		`{"prompt":"a fox","model":"flux-kontext-max","output_format":"jpeg"}`,
+		`{"prompt":"a fox","model":"flux-dev","width":1024,"height":1024}`,
+	} {
+		if o := toolResult(t, e.call(t, "generate_image", args, codex(fmt.Sprintf("call_modelsVtFFd0UMtFdJGpg%02d", i)))); o.Status != "succeeded" {
+			t.Errorf("%s: %+v", args[:min(len(args), 80)], o)
+		}
 	}
 }
 

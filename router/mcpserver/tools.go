@@ -64,22 +64,7 @@ func (r *Router) Server(version string) *mcp.Server {
 	return s
 }
 
-// The input schemas expose no identity field and refuse extra properties: the model says
-// what to buy, the harness says which call it is.
 var (
-	generateImageSchema = json.RawMessage(`{
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["prompt", "model", "width", "height"],
-  "properties": {
-    "prompt": {"type": "string", "minLength": 1, "maxLength": 4000, "description": "What the image shows."},
-    "model": {"type": "string", "description": "A FLUX model from the capabilities tool, e.g. flux-dev."},
-    "width": {"type": "integer", "minimum": 256, "maximum": 1440, "multipleOf": 32},
-    "height": {"type": "integer", "minimum": 256, "maximum": 1440, "multipleOf": 32},
-    "seed": {"type": "integer", "minimum": 0, "maximum": 9007199254740991},
-    "output_format": {"type": "string", "enum": ["png", "jpeg"]}
-  }
-}`)
 	handleSchema = json.RawMessage(`{
   "type": "object",
   "additionalProperties": false,

@@ -2,6 +2,7 @@ package mcpserver_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"hubu.dev/hubu/proto/contract"
@@ -53,18 +54,37 @@ func TestToolSchemas(t *testing.T) {
 		}
 	}
 	img := schemas["generate_image"]
-	if p := img["prompt"]; p.MinLength == nil || *p.MinLength != 1 || p.MaxLength == nil || *p.MaxLength != contract.PromptMaxChars {
-		t.Errorf("prompt: schema says %v..%v characters, the contract 1..%d", p.MinLength, p.MaxLength, contract.PromptMaxChars)
+	if p := img["prompt"]; p.MinLength == nil || *p.MinLength != 1 || p.MaxLength == nil || *p.MaxLength != contract.PromptMaxFLUX2 {
+		t.Errorf("prompt: schema says %v..%v characters, the contract 1..%d", p.MinLength, p.MaxLength, contract.PromptMaxFLUX2)
 	}
-	for _, side := range []string{"width", "height"} {
-		eq(side+" minimum", img[side].Minimum, contract.SideMin)
-		eq(side+" maximum", img[side].Maximum, contract.SideMax)
-		eq(side+" multipleOf", img[side].MultipleOf, contract.SideStep)
+	if got, want := img["model"].Enum, contract.ModelNames(false); !slices.Equal(got, want) {
+		t.Errorf("model: schema says %v, the contract %v", got, want)
+	}
+	// Every model's own sides lie within the schema's, on its step.
+	for _, m := range contract.Models {
+		if m.Sizing != contract.SizeInPixels {
+			continue
+		}
+		for _, side := range []string{"width", "height"} {
+			p := img[side]
+			if p.Minimum == nil || p.Maximum == nil || p.MultipleOf == nil ||
+				int64(m.SideMin) < *p.Minimum || int64(m.SideMax) > *p.Maximum || int64(m.SideStep)%*p.MultipleOf != 0 {
+				t.Errorf("%s %s: schema %v..%v step %v does not hold the model's %d..%d step %d", m.Name, side, p.Minimum, p.Maximum, p.MultipleOf, m.SideMin, m.SideMax, m.SideStep)
+			}
+		}
+	}
+	if got := img["aspect_ratio"].Pattern; got != contract.AspectRatioPattern {
+		t.Errorf("aspect_ratio pattern %q, the contract %q", got, contract.AspectRatioPattern)
 	}
 	eq("seed minimum", img["seed"].Minimum, 0)
 	eq("seed maximum", img["seed"].Maximum, contract.SeedMax)
-	if f := img["output_format"].Enum; len(f) != 2 || f[0] != contract.FormatPNG || f[1] != contract.FormatJPEG {
-		t.Errorf("output_format: schema says %v, the contract [%s %s]", f, contract.FormatPNG, contract.FormatJPEG)
+	eq("safety_tolerance minimum", img["safety_tolerance"].Minimum, 0)
+	eq("safety_tolerance maximum", img["safety_tolerance"].Maximum, 6)
+	if f := img["output_format"].Enum; !slices.Equal(f, []string{contract.FormatJPEG, contract.FormatPNG}) {
+		t.Errorf("output_format: schema says %v, the contract [%s %s]", f, contract.FormatJPEG, contract.FormatPNG)
+	}
+	if _, ok := img["input_images"]; ok {
+		t.Error("generate_image takes input_images")
 	}
 	for _, name := range []string{"resume_operation", "operation_status", "get_execution"} {
 		if got := schemas[name]["public_handle"].Pattern; got != contract.PublicHandlePattern {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
 )
@@ -257,7 +258,7 @@ func (f *fakeHubu) handleOp(w http.ResponseWriter, kind, handle string) {
 	for key, h := range f.b.handles {
 		if h == handle {
 			op := Operation(hubuapi.AuthorizeRequest{PublicHandle: handle, OperationKey: key, Tool: hubuapi.GenerateImage,
-				Arguments: hubuapi.GenerateImageArguments{Prompt: "p", Model: "flux-dev", Width: 1024, Height: 1024}}, hubuapi.OperationStateExecuting)
+				Arguments: contract.ImageRequest{Prompt: "p", Model: "flux-dev", Width: 1024, Height: 1024}}, hubuapi.OperationStateExecuting)
 			writeJSON(w, 200, f.b.echo(op))
 			return
 		}

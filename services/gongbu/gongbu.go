@@ -25,6 +25,17 @@ type Scope struct {
 // ImageArguments is a generate_image request as Hubu recorded it.
 type ImageArguments = contract.ImageRequest
 
+// Charge is what to capture for an execution whose job the provider took: what the provider
+// stated the job costs where it stated one in the decision's currency (US dollars: BFL's
+// credits), never more than the decision's amount; else the decision's amount. above says the
+// provider stated more than was held: the difference is the operator's to raise with it.
+func (e Execution) Charge() (charged int64, above bool) {
+	if e.ProviderCostMicros == nil || e.Currency != "USD" {
+		return e.AmountMicros, false
+	}
+	return min(*e.ProviderCostMicros, e.AmountMicros), *e.ProviderCostMicros > e.AmountMicros
+}
+
 // Decision is what Hubu issued and Gongbu executes.
 type Decision struct {
 	DecisionID   uuid.UUID
@@ -91,10 +102,12 @@ type Execution struct {
 	PollDeadline  *time.Time
 	ResultURL     *string
 	// Image describes the result Gongbu keeps (nil: none, or not downloaded yet).
-	Image         *ImageInfo
-	Error         *string
-	ChargedMicros *int64
-	Reported      bool
+	Image *ImageInfo
+	Error *string
+	// ProviderCostMicros is what the provider stated the job costs (Job.CostMicros).
+	ProviderCostMicros *int64
+	ChargedMicros      *int64
+	Reported           bool
 	// Attempts counts the times a worker took the execution over (a takeover of a submission,
 	// or a poll).
 	Attempts int
@@ -111,6 +124,9 @@ type Execution struct {
 type Job struct {
 	ID         string
 	PollingURL string
+	// CostMicros is what the provider stated the job costs when it took it (BFL's cost, in
+	// credits, as US micro-dollars); nil where it states none.
+	CostMicros *int64
 }
 
 // PollStatus is what a provider says of a job.
@@ -128,6 +144,9 @@ type PollResult struct {
 	Status   PollStatus
 	ImageURL string
 	Detail   string
+	// Uncharged says a failed job costs nothing: the provider charges none of its kind (BFL
+	// charges only a task that is Ready: not a moderated one, nor one that failed).
+	Uncharged bool
 }
 
 // Provider is a paid provider behind an adapter.
@@ -165,7 +184,8 @@ type Authority interface {
 	Decision(ctx context.Context, id uuid.UUID) (Issued, error)
 	// Settle captures amount of the decision's hold and releases the rest. The operation
 	// succeeds, or, with failed, fails with reason: the provider charged for work it failed.
-	Settle(ctx context.Context, id uuid.UUID, amount int64, failed bool, reason string) error
+	// providerCost, where the provider stated one, is recorded beside the capture.
+	Settle(ctx context.Context, id uuid.UUID, amount int64, failed bool, reason string, providerCost *int64) error
 	// Release releases the decision's whole hold.
 	Release(ctx context.Context, id uuid.UUID, reason string) error
 	// Owns reports whether the operation with this handle belongs to the agent whose token it is.

@@ -96,6 +96,7 @@ func (e Execution) Submit(job Job, pollDeadline, now time.Time) (Execution, erro
 		return Execution{}, err
 	}
 	e.State, e.ProviderJobID, e.PollingURL, e.PollDeadline, e.UpdatedAt = StateSubmitted, &job.ID, &job.PollingURL, &pollDeadline, now
+	e.ProviderCostMicros = job.CostMicros
 	return e, nil
 }
 

@@ -53,3 +53,7 @@ func ErrorMessage(err error) string {
 	}
 	return "internal error"
 }
+
+// ErrInputsNeeded says a new edit's price and size need its input images' sizes, which the
+// request did not bring: the caller reads them (Gongbu keeps the images) and asks again.
+var ErrInputsNeeded = errors.New("the sizes of the edit's input images are needed")

@@ -37,8 +37,11 @@ func (s State) Final() bool {
 	return false
 }
 
-// ToolGenerateImage is the one spend tool Hubu prices today.
-const ToolGenerateImage = "generate_image"
+// The spend tools Hubu prices.
+const (
+	ToolGenerateImage = "generate_image"
+	ToolEditImage     = "edit_image"
+)
 
 // ProviderBFL is Black Forest Labs, the FLUX provider.
 const ProviderBFL = "bfl"
@@ -47,7 +50,7 @@ const ProviderBFL = "bfl"
 type Scope struct {
 	Provider string
 	Model    string
-	Size     string // "<width>x<height>"
+	Size     string // "<width>x<height>", or "<w>:<h>" for a model sized by aspect ratio (contract.ImageRequest.ResolveSize)
 }
 
 // ImageRequest is a validated generate_image request.
@@ -60,6 +63,10 @@ type AuthorizeRequest struct {
 	Tool         string
 	RequestHash  string
 	Arguments    ImageRequest
+	// Inputs are the sizes of an edit's input images, in the order of Arguments.InputImages:
+	// what its price and its default size are made from. Hubu reads them (from Gongbu) only for
+	// a new operation: a redelivery is compared as it was written.
+	Inputs []contract.Dimensions
 }
 
 // Denial says why an operation was refused by policy.
@@ -93,9 +100,13 @@ type Operation struct {
 	DecidedBy         *string
 	DecidedAt         *time.Time // when a person approved or denied it, or it expired
 	FailureReason     *string
-	HeldMicros        int64
-	CapturedMicros    int64
-	ReleasedMicros    int64
+	// ProviderCostMicros is what the provider stated the execution cost, as the executor
+	// reported it with the settle; above AmountMicros only when the provider charged more than
+	// was held (what was captured is then the hold).
+	ProviderCostMicros *int64
+	HeldMicros         int64
+	CapturedMicros     int64
+	ReleasedMicros     int64
 	// DecisionIssuedAt is when the decision was issued: when the operation was approved by
 	// policy (its creation) or by a person. Zero without a decision.
 	DecisionIssuedAt time.Time
@@ -225,12 +236,20 @@ type Agent struct {
 
 // Price is one catalog entry.
 type Price struct {
-	Provider     string
-	Model        string
-	Size         string // "<width>x<height>" or "*"
+	Provider string
+	Model    string
+	Size     string // "<width>x<height>", "<w>:<h>" or "*"
+	// Rule is PriceFlat or PriceMegapixel (see AmountFor).
+	Rule string
+	// AmountMicros is a flat price's amount for an image, a per-megapixel price's for the
+	// first megapixel of output.
 	AmountMicros int64
-	Currency     string
-	UpdatedAt    time.Time
+	// ExtraMPMicros and InputMPMicros are a per-megapixel price's for each further megapixel
+	// of output and for each megapixel of the input images.
+	ExtraMPMicros int64
+	InputMPMicros int64
+	Currency      string
+	UpdatedAt     time.Time
 }
 
 // Budget is an agent's use of its current budget period.

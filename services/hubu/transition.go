@@ -245,9 +245,10 @@ func (op Operation) Accept(now time.Time) Change {
 
 // Settle is the executor's report of what an execution cost: it captures amount and releases
 // the rest of the hold. The operation succeeds; or, when failed is set (the provider charged,
-// then failed the work), it fails with reason. Settling again with the same amount and
-// outcome answers the same.
-func (op Operation) Settle(amount int64, failed bool, reason string, now time.Time) (Change, error) {
+// then failed the work), it fails with reason. providerCost, when the executor has it, is what
+// the provider stated it charged, recorded beside the capture (it may be above the hold, which
+// bounds the capture). Settling again with the same amount and outcome answers the same.
+func (op Operation) Settle(amount int64, failed bool, reason string, providerCost *int64, now time.Time) (Change, error) {
 	e, to := EventSettle, StateSucceeded
 	if failed {
 		e, to = EventSettleFailed, StateFailed
@@ -267,6 +268,10 @@ func (op Operation) Settle(amount int64, failed bool, reason string, now time.Ti
 		if failed {
 			ch.Operation.FailureReason = &reason
 		}
+		if providerCost != nil && *providerCost < 0 {
+			return Change{}, Errorf(CodeInvalidArguments, "the provider's cost must not be negative")
+		}
+		ch.Operation.ProviderCostMicros = providerCost
 		err := ch.settle(amount)
 		return ch, err
 	case op.State == to && op.CapturedMicros == amount:

@@ -71,9 +71,9 @@ var events = map[string]func(Operation) (Change, error){
 	"resume":              func(op Operation) (Change, error) { return op.Resume(now), nil },
 	"hand_off":            func(op Operation) (Change, error) { return op.HandOff(now), nil },
 	"accept":              func(op Operation) (Change, error) { return op.Accept(now), nil },
-	"settle 30000":        func(op Operation) (Change, error) { return op.Settle(30_000, false, "", now) },
-	"settle failed 30000": func(op Operation) (Change, error) { return op.Settle(30_000, true, "", now) },
-	"settle failed 0":     func(op Operation) (Change, error) { return op.Settle(0, true, "", now) },
+	"settle 30000":        func(op Operation) (Change, error) { return op.Settle(30_000, false, "", nil, now) },
+	"settle failed 30000": func(op Operation) (Change, error) { return op.Settle(30_000, true, "", nil, now) },
+	"settle failed 0":     func(op Operation) (Change, error) { return op.Settle(0, true, "", nil, now) },
 	"release":             func(op Operation) (Change, error) { return op.Release("", now) },
 }
 
@@ -256,9 +256,9 @@ func TestTransitionDetails(t *testing.T) {
 			ch   func() (Change, error)
 			want *string
 		}{
-			{func() (Change, error) { return op.Settle(amount, false, "ignored", now) }, nil},
-			{func() (Change, error) { return op.Settle(amount, true, "", now) }, ptr("the execution failed after the provider charged")},
-			{func() (Change, error) { return op.Settle(amount, true, "blurry", now) }, ptr("blurry")},
+			{func() (Change, error) { return op.Settle(amount, false, "ignored", nil, now) }, nil},
+			{func() (Change, error) { return op.Settle(amount, true, "", nil, now) }, ptr("the execution failed after the provider charged")},
+			{func() (Change, error) { return op.Settle(amount, true, "blurry", nil, now) }, ptr("blurry")},
 			{func() (Change, error) { return op.Release("", now) }, ptr("released by the executor")},
 			{func() (Change, error) { return op.Release("no capacity", now) }, ptr("no capacity")},
 		} {
@@ -276,17 +276,17 @@ func TestTransitionDetails(t *testing.T) {
 			-1:         "invalid_arguments",
 			amount + 1: "invalid_arguments",
 		} {
-			if got := describe(op.Settle(captured, false, "", now)); got != want {
+			if got := describe(op.Settle(captured, false, "", nil, now)); got != want {
 				t.Fatalf("settle %d: %s, want %s", captured, got, want)
 			}
 		}
-		if got := describe(fixtures["succeeded"].Settle(30_000, true, "", now)); got != "conflict" {
+		if got := describe(fixtures["succeeded"].Settle(30_000, true, "", nil, now)); got != "conflict" {
 			t.Fatalf("the same amount with another outcome: %s", got)
 		}
 		// The ledger, not the request, bounds the capture: a hold short of the amount is a bug.
 		short := op
 		short.HeldMicros = amount - 1
-		if _, err := short.Settle(amount, false, "", now); err == nil || ErrorCode(err) != CodeInternal {
+		if _, err := short.Settle(amount, false, "", nil, now); err == nil || ErrorCode(err) != CodeInternal {
 			t.Fatalf("capture beyond the hold: %v", err)
 		}
 	})
@@ -296,7 +296,7 @@ func TestTransitionDetails(t *testing.T) {
 			t.Fatalf("authorize: %s", got)
 		}
 		free.State, free.DecisionID = StateExecuting, ptr(uuid.New())
-		if got := describe(free.Settle(0, false, "", now)); got != "succeeded" {
+		if got := describe(free.Settle(0, false, "", nil, now)); got != "succeeded" {
 			t.Fatalf("settle: %s", got)
 		}
 	})
@@ -322,7 +322,7 @@ func TestTransitionDetails(t *testing.T) {
 				t.Errorf("%s on %s: %q, want %q", c.event, c.fixture, got, c.want)
 			}
 		}
-		if _, err := fixtures["executing"].Settle(-1, false, "", now); ErrorMessage(err) != "the captured amount must be between 0 and the authorized 40000 micros" {
+		if _, err := fixtures["executing"].Settle(-1, false, "", nil, now); ErrorMessage(err) != "the captured amount must be between 0 and the authorized 40000 micros" {
 			t.Errorf("settle -1: %v", err)
 		}
 	})

@@ -20,8 +20,19 @@ import (
 const MaxIdempotencyKey = 255
 
 // Options configure a Provider. The zero value keeps everything in memory, renders every
-// job at once, reports it Ready at its first poll, and uses the wall clock.
+// job at once, reports it Ready at its first poll, ignores idempotency keys as the real API
+// does, has no limit of credits or concurrency, and uses the wall clock.
 type Options struct {
+	// HonoursIdempotency makes the provider honour an Idempotency-Key like a payment API (the
+	// real API documents none): for the tests of a provider that does.
+	HonoursIdempotency bool
+	// CreditsMicros is the account's balance at start, in micro-US-dollars (a credit is 10,000);
+	// a submit that costs more than is left answers 402. 0 is no limit. The balance is what is
+	// left after every charge the journal holds, refunds given back.
+	CreditsMicros int64
+	// Concurrency bounds the tasks rendering at once (BFL: 24, and 6 for flux-kontext-max); a
+	// submit beyond it answers 429. 0 is no limit.
+	Concurrency int
 	// DataFile, when set, is the journal every job and charge is appended (and fsynced) to
 	// before a submit is answered, and every webhook outcome once known; replayed at Open.
 	DataFile string
@@ -41,6 +52,9 @@ type Provider struct {
 	now          func() time.Time
 	pendingPolls int
 	renderTime   time.Duration
+	honours      bool
+	credits      int64 // the balance at start; 0 is no limit
+	concurrency  int
 	journal      *journal.File
 
 	mu      sync.Mutex
@@ -90,10 +104,16 @@ func Open(opts Options) (*Provider, error) {
 	if opts.RenderTime < 0 {
 		return nil, errors.New("RenderTime must not be negative")
 	}
+	if opts.CreditsMicros < 0 || opts.Concurrency < 0 {
+		return nil, errors.New("CreditsMicros and Concurrency must not be negative")
+	}
 	p := &Provider{
 		now:          opts.Now,
 		pendingPolls: opts.PendingPolls,
 		renderTime:   opts.RenderTime,
+		honours:      opts.HonoursIdempotency,
+		credits:      opts.CreditsMicros,
+		concurrency:  opts.Concurrency,
 		jobs:         make(map[string]*jobState),
 		byKey:        make(map[string]string),
 	}
@@ -161,7 +181,9 @@ func (p *Provider) apply(rec record) {
 		}
 	}
 	p.charges = append(p.charges, rec.Charge)
-	p.micros += rec.Charge.AmountMicros
+	if !rec.Charge.Refunded {
+		p.micros += rec.Charge.AmountMicros
+	}
 }
 
 // Ready reports why the provider cannot take charges: its journal refuses appends after a
@@ -188,9 +210,27 @@ type SubmitRequest struct {
 	// IdempotencyKey is the header's value, empty when absent.
 	IdempotencyKey string
 	// IgnoreKey makes the submit behave as if the provider had no idempotency support (the
-	// idempotency_off fault); the key is still noted on the charge.
+	// idempotency_off fault), also where it honours keys; the key is still noted on the charge.
 	IgnoreKey bool
+	// Outcome is how the task is to end: "" (Ready), or one of the statuses of a task that ends
+	// without a result and is not charged (OutcomeRequestModerated, OutcomeContentModerated,
+	// OutcomeError): the moderation and error faults.
+	Outcome string
 }
+
+// The ends of a task without a result; BFL charges none of them ("only successful generations
+// (status: Ready) consume credits"), so each one's charge is refunded.
+const (
+	OutcomeRequestModerated = "Request Moderated" // its input was flagged before processing
+	OutcomeContentModerated = "Content Moderated" // its output was flagged
+	OutcomeError            = "Error"             // processing failed
+)
+
+// ErrNoCredits and ErrTooManyTasks are a submit the account cannot take: 402 and 429.
+var (
+	ErrNoCredits    = &Error{Code: CodeNoCredits, Detail: "Insufficient credits: add credits to your account, then retry"}
+	ErrTooManyTasks = &Error{Code: CodeTooMany, Detail: "Too many active tasks: wait for one of your tasks to finish"}
+)
 
 // Submit accepts a task and charges for it, or, for a key already used with the same model
 // and body, returns the earlier job and charges nothing (replayed is then true). The body's
@@ -222,7 +262,7 @@ func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error)
 	}
 	hash := requestHash(model.Name, canonical)
 	key := req.IdempotencyKey
-	if req.IgnoreKey {
+	if req.IgnoreKey || !p.honours {
 		key = ""
 	}
 
@@ -242,15 +282,24 @@ func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error)
 	now := p.now().UTC()
 	job = Job{
 		ID: uuid.NewString(), Model: model.Name, Prompt: in.prompt, Width: in.width, Height: in.height,
-		Format: in.format, IdempotencyKey: key, RequestHash: hash, CreatedAt: now,
-		RenderedAt: now.Add(p.renderTime), Webhook: hook,
+		Format: in.format, InputPixels: in.inputPixels, IdempotencyKey: key, RequestHash: hash, CreatedAt: now,
+		RenderedAt: now.Add(p.renderTime), Webhook: hook, Outcome: req.Outcome,
+		CostMicros: model.Price.Cost(int64(in.width)*int64(in.height), in.inputPixels),
+	}
+	if p.credits > 0 && job.CostMicros > p.credits-p.micros {
+		return Job{}, false, ErrNoCredits
+	}
+	if p.concurrency > 0 && p.rendering(now, model.Name) >= concurrencyOf(model.Name, p.concurrency) {
+		return Job{}, false, ErrTooManyTasks
 	}
 	if in.seed != nil {
 		job.Seed = *in.seed
 	} else {
 		job.Seed = seedFor(job.ID)
 	}
-	charge := Charge{ID: uuid.NewString(), JobID: job.ID, Model: model.Name, AmountMicros: model.PriceMicros, CreatedAt: now}
+	// A task that will end without a result is refunded as it ends; mockflux knows its end
+	// from the start, so its charge is given back at once.
+	charge := Charge{ID: uuid.NewString(), JobID: job.ID, Model: model.Name, AmountMicros: job.CostMicros, CreatedAt: now, Refunded: job.Outcome != ""}
 	if req.IdempotencyKey != "" {
 		charge.IdempotencyKey = new(req.IdempotencyKey)
 	}
@@ -264,9 +313,41 @@ func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error)
 	return job, false, nil
 }
 
+// rendering counts the tasks still rendering at now (of model alone for a model with a limit
+// of its own); p.mu is held.
+func (p *Provider) rendering(now time.Time, model string) int {
+	n := 0
+	for _, st := range p.jobs {
+		if now.Before(st.job.RenderedAt) && (model != "flux-kontext-max" || st.job.Model == model) {
+			n++
+		}
+	}
+	return n
+}
+
+// concurrencyOf is the limit of tasks at once for model: BFL allows flux-kontext-max 6 where
+// the others have 24, so it gets a quarter of the provider's limit.
+func concurrencyOf(model string, limit int) int {
+	if model == "flux-kontext-max" {
+		return max(1, limit/4)
+	}
+	return limit
+}
+
+// HonoursIdempotency says whether the provider honours Idempotency-Key (Options).
+func (p *Provider) HonoursIdempotency() bool { return p.honours }
+
+// Credits is the balance left, in micros; ok is false when the provider has no limit.
+func (p *Provider) Credits() (micros int64, ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.credits - p.micros, p.credits > 0
+}
+
 // Poll is a job's state as one poll of it sees it.
 type Poll struct {
-	Job   Job
+	Job Job
+	// Ready says the job has ended: Ready, or (Job.Outcome) without a result.
 	Ready bool
 	// Progress, while pending, is the smaller of the share of its pending polls already made
 	// and the share of its render time already past.
@@ -290,6 +371,10 @@ func (p *Provider) Poll(id string) (poll Poll, ok bool) {
 	}
 	now := p.now().UTC()
 	st.polls++
+	if st.job.Outcome == OutcomeRequestModerated {
+		// Flagged before processing: it never renders.
+		return Poll{Job: st.job, Ready: true}, true
+	}
 	if st.polls == p.pendingPolls {
 		st.renderBound = now.Before(st.job.RenderedAt)
 	}
@@ -391,11 +476,17 @@ func (p *Provider) Charges() ([]Charge, int64) {
 	return out, p.micros
 }
 
-// ChargeTotals is how many charges there are and their total, without copying them.
+// ChargeTotals is how many charges stand (refunds not counted) and their total, without
+// copying them.
 func (p *Provider) ChargeTotals() (count int, micros int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.charges), p.micros
+	for _, c := range p.charges {
+		if !c.Refunded {
+			count++
+		}
+	}
+	return count, p.micros
 }
 
 func requestHash(model string, canonical []byte) string {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -35,7 +35,7 @@ func submit(t *testing.T, p *mockflux.Provider, model, key, body string) (mockfl
 // Two bodies that are the same JSON value are the same request, however they are spelled.
 func TestSameRequestHoweverSpelled(t *testing.T) {
 	t.Parallel()
-	p := open(t, mockflux.Options{})
+	p := open(t, mockflux.Options{HonoursIdempotency: true})
 	first, _ := submit(t, p, "flux-dev", "k", `{"prompt":"fox","width":1024,"height":768,"seed":7,"extra":{"b":1,"a":[1.5,2]}}`)
 	for _, body := range []string{
 		`{"height":768,"width":1024,"prompt":"fox","seed":7,"extra":{"a":[1.5,2],"b":1}}`,
@@ -64,8 +64,8 @@ func TestSameRequestHoweverSpelled(t *testing.T) {
 func TestPendingThenReady(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	p := open(t, mockflux.Options{PendingPolls: 3, Now: func() time.Time { return now }})
-	job, _ := submit(t, p, "flux-schnell", "", `{"prompt":"fox","width":512,"height":512}`)
+	p := open(t, mockflux.Options{HonoursIdempotency: true, PendingPolls: 3, Now: func() time.Time { return now }})
+	job, _ := submit(t, p, "flux-dev", "", `{"prompt":"fox","width":512,"height":512}`)
 	for i, want := range []float64{0, 1.0 / 3, 2.0 / 3} {
 		poll, ok := p.Poll(job.ID)
 		if !ok || poll.Ready || poll.Progress != want {
@@ -94,7 +94,7 @@ func TestPendingThenReady(t *testing.T) {
 func TestReplayFromDataFile(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "mockflux.jsonl")
-	p := open(t, mockflux.Options{DataFile: path})
+	p := open(t, mockflux.Options{HonoursIdempotency: true, DataFile: path})
 	body := `{"prompt":"fox","width":1024,"height":768}`
 	keyed, _ := submit(t, p, "flux-pro-1.1", "key-1", body)
 	if _, _, err := p.Submit(mockflux.SubmitRequest{Model: "flux-dev", IdempotencyKey: "key-2", IgnoreKey: true, Body: []byte(body)}); err != nil {
@@ -105,13 +105,13 @@ func TestReplayFromDataFile(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p = open(t, mockflux.Options{DataFile: path})
+	p = open(t, mockflux.Options{HonoursIdempotency: true, DataFile: path})
 	after, totalAfter := p.Charges()
 	if len(after) != 2 || totalAfter != total || !sameCharge(after[0], before[0]) || !sameCharge(after[1], before[1]) || *after[1].IdempotencyKey != "key-2" {
 		t.Fatalf("charges after restart %+v, before %+v", after, before)
 	}
 	job, replayed := submit(t, p, "flux-pro-1.1", "key-1", body)
-	if !replayed || job != keyed {
+	if !replayed || !reflect.DeepEqual(job, keyed) {
 		t.Fatalf("after restart: replayed=%v %+v, want %+v", replayed, job, keyed)
 	}
 	if _, replayed := submit(t, p, "flux-dev", "key-2", body); replayed {
@@ -124,7 +124,7 @@ func TestReplayFromDataFile(t *testing.T) {
 
 func TestRejectsWithoutCharging(t *testing.T) {
 	t.Parallel()
-	p := open(t, mockflux.Options{})
+	p := open(t, mockflux.Options{HonoursIdempotency: true})
 	long := strings.Repeat("k", mockflux.MaxIdempotencyKey+1)
 	for _, c := range []struct {
 		model, key, body string
@@ -171,8 +171,8 @@ func TestRenderTimeHoldsReady(t *testing.T) {
 	t.Run("no pending polls", func(t *testing.T) {
 		t.Parallel()
 		clk := testclock.New()
-		p := open(t, mockflux.Options{RenderTime: render, Now: clk.Now})
-		job, _ := submit(t, p, "flux-schnell", "", body)
+		p := open(t, mockflux.Options{HonoursIdempotency: true, RenderTime: render, Now: clk.Now})
+		job, _ := submit(t, p, "flux-dev", "", body)
 		if !job.RenderedAt.Equal(job.CreatedAt.Add(render)) {
 			t.Fatalf("rendered at %v, created %v", job.RenderedAt, job.CreatedAt)
 		}
@@ -198,8 +198,8 @@ func TestRenderTimeHoldsReady(t *testing.T) {
 	t.Run("polls used up while rendering", func(t *testing.T) {
 		t.Parallel()
 		clk := testclock.New()
-		p := open(t, mockflux.Options{PendingPolls: 2, RenderTime: render, Now: clk.Now})
-		job, _ := submit(t, p, "flux-schnell", "", body)
+		p := open(t, mockflux.Options{HonoursIdempotency: true, PendingPolls: 2, RenderTime: render, Now: clk.Now})
+		job, _ := submit(t, p, "flux-dev", "", body)
 		for range 3 {
 			if poll, _ := p.Poll(job.ID); poll.Ready {
 				t.Fatalf("Ready while rendering: %+v", poll)
@@ -218,8 +218,8 @@ func TestRenderTimeHoldsReady(t *testing.T) {
 	t.Run("polls left after rendering", func(t *testing.T) {
 		t.Parallel()
 		clk := testclock.New()
-		p := open(t, mockflux.Options{PendingPolls: 2, RenderTime: render, Now: clk.Now})
-		job, _ := submit(t, p, "flux-schnell", "", body)
+		p := open(t, mockflux.Options{HonoursIdempotency: true, PendingPolls: 2, RenderTime: render, Now: clk.Now})
+		job, _ := submit(t, p, "flux-dev", "", body)
 		clk.Advance(2 * render)
 		for i, want := range []float64{0, 0.5} {
 			if poll, _ := p.Poll(job.ID); poll.Ready || poll.Progress != want {
@@ -249,7 +249,7 @@ const hookedBody = `{"prompt":"fox","width":512,"height":512,"webhook_url":"http
 // stands.
 func TestWebhookIsNotPartOfTheRequest(t *testing.T) {
 	t.Parallel()
-	p := open(t, mockflux.Options{})
+	p := open(t, mockflux.Options{HonoursIdempotency: true})
 	first, _ := submit(t, p, "flux-dev", "k", hookedBody)
 	if first.Webhook.URL != "https://hooks.example/flux?token=t0k3n" || first.Webhook.Secret != "0123456789abcdef-first" {
 		t.Fatalf("webhook %#v", first.Webhook)
@@ -260,7 +260,7 @@ func TestWebhookIsNotPartOfTheRequest(t *testing.T) {
 		`{"prompt":"fox","width":512,"height":512,"webhook_url":null,"webhook_secret":null}`,
 	} {
 		job, replayed := submit(t, p, "flux-dev", "k", body)
-		if !replayed || job != first {
+		if !replayed || !reflect.DeepEqual(job, first) {
 			t.Fatalf("%s: replayed=%v %+v, want %+v", body, replayed, job, first)
 		}
 	}
@@ -282,7 +282,7 @@ func TestWebhookIsNotPartOfTheRequest(t *testing.T) {
 
 func TestBadWebhookFields(t *testing.T) {
 	t.Parallel()
-	p := open(t, mockflux.Options{})
+	p := open(t, mockflux.Options{HonoursIdempotency: true})
 	const secret = `"0123456789abcdef"`
 	for _, c := range []struct{ fields, want string }{
 		{`"webhook_url":"https://h.example/x"`, "send both or neither"},
@@ -293,7 +293,7 @@ func TestBadWebhookFields(t *testing.T) {
 		{`"webhook_url":"https://","webhook_secret":` + secret, "absolute http or https URL"},
 		{`"webhook_url":"","webhook_secret":` + secret, "absolute http or https URL"},
 		{`"webhook_url":"http:opaque","webhook_secret":` + secret, "absolute http or https URL"},
-		{`"webhook_url":"https://h.example/` + strings.Repeat("p", mockflux.MaxWebhookURL) + `","webhook_secret":` + secret, "at most 2048 bytes"},
+		{`"webhook_url":"https://h.example/` + strings.Repeat("p", mockflux.MaxWebhookURL) + `","webhook_secret":` + secret, "at most 2083 bytes"},
 		{`"webhook_url":7,"webhook_secret":` + secret, "webhook_url: must be a string"},
 		{`"webhook_url":"https://h.example/x","webhook_secret":"short-secret"`, "webhook_secret: must be 16 to 256 bytes, not 12"},
 		{`"webhook_url":"https://h.example/x","webhook_secret":"` + strings.Repeat("s", mockflux.MaxWebhookSecret+1) + `"`, "not 257"},
@@ -323,14 +323,14 @@ func TestPendingWebhooksSurviveARestart(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "mockflux.jsonl")
 	clk := testclock.New()
-	p := open(t, mockflux.Options{DataFile: path, RenderTime: time.Minute, Now: clk.Now})
+	p := open(t, mockflux.Options{HonoursIdempotency: true, DataFile: path, RenderTime: time.Minute, Now: clk.Now})
 	var hooked []mockflux.Job
 	for i := range 3 {
 		job, _ := submit(t, p, "flux-dev", "", strings.Replace(hookedBody, "fox", fmt.Sprint("fox ", i), 1))
 		hooked = append(hooked, job)
 		submit(t, p, "flux-dev", "", `{"prompt":"no webhook","width":512,"height":512}`)
 	}
-	if got := p.PendingWebhooks(); !slices.Equal(got, hooked) {
+	if got := p.PendingWebhooks(); !reflect.DeepEqual(got, hooked) {
 		t.Fatalf("pending %+v, want %+v", got, hooked)
 	}
 	must(t, p.RecordWebhook(hooked[1].ID, "delivered"))
@@ -343,9 +343,9 @@ func TestPendingWebhooksSurviveARestart(t *testing.T) {
 	}
 	must(t, p.Close())
 
-	p = open(t, mockflux.Options{DataFile: path, RenderTime: time.Hour, Now: clk.Now})
+	p = open(t, mockflux.Options{HonoursIdempotency: true, DataFile: path, RenderTime: time.Hour, Now: clk.Now})
 	got := p.PendingWebhooks()
-	if !slices.Equal(got, []mockflux.Job{hooked[0], hooked[2]}) {
+	if !reflect.DeepEqual(got, []mockflux.Job{hooked[0], hooked[2]}) {
 		t.Fatalf("pending after restart %+v", got)
 	}
 	if got[0].Webhook.Secret != "0123456789abcdef-first" || !got[0].RenderedAt.Equal(got[0].CreatedAt.Add(time.Minute)) {
@@ -353,8 +353,8 @@ func TestPendingWebhooksSurviveARestart(t *testing.T) {
 	}
 	must(t, p.RecordWebhook(hooked[0].ID, "dropped"))
 	must(t, p.Close())
-	p = open(t, mockflux.Options{DataFile: path, Now: clk.Now})
-	if got := p.PendingWebhooks(); !slices.Equal(got, []mockflux.Job{hooked[2]}) {
+	p = open(t, mockflux.Options{HonoursIdempotency: true, DataFile: path, Now: clk.Now})
+	if got := p.PendingWebhooks(); !reflect.DeepEqual(got, []mockflux.Job{hooked[2]}) {
 		t.Fatalf("pending after the second restart %+v", got)
 	}
 }
@@ -367,7 +367,7 @@ func TestReplayOfAnOlderJournal(t *testing.T) {
 	line := `{"type":"submit","job":{"id":"5f0c6f4e-2b1a-4c1e-9d7a-0d4b8f1e2a3c","model":"flux-dev","prompt":"fox","seed":7,"width":512,"height":512,"output_format":"png","request_hash":"x","created_at":"2026-11-30T09:00:00Z"},"charge":{"id":"c1","job_id":"5f0c6f4e-2b1a-4c1e-9d7a-0d4b8f1e2a3c","model":"flux-dev","amount_micros":25000,"idempotency_key":null,"created_at":"2026-11-30T09:00:00Z"}}` + "\n"
 	must(t, os.WriteFile(path, []byte(line), 0o600))
 	clk := testclock.New()
-	p := open(t, mockflux.Options{DataFile: path, RenderTime: time.Hour, Now: clk.Now})
+	p := open(t, mockflux.Options{HonoursIdempotency: true, DataFile: path, RenderTime: time.Hour, Now: clk.Now})
 	charges, _ := p.Charges()
 	if len(charges) != 1 || !charges[0].ReadyAt.Equal(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)) {
 		t.Fatalf("charges %+v", charges)

@@ -67,6 +67,10 @@ func run(ctx context.Context, envFile, out string, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if env["MOCKFLUX_URL"] == "" {
+		// The demo shows the provider's ledger, which only mockflux has, and it would spend real money.
+		return errors.New("this stack spends on BFL's API (make up with BFL_API_KEY); the demo tells its story on mockflux: start make up without BFL_API_KEY")
+	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "hubu-demo"}, nil).Connect(ctx, &mcp.StreamableClientTransport{
 		Endpoint: env["ROUTER_MCP_URL"], HTTPClient: &http.Client{Transport: stack.Bearer(env["ROUTER_MCP_TOKEN"])},
 	}, nil)
@@ -132,7 +136,7 @@ func run(ctx context.Context, envFile, out string, w io.Writer) error {
 	if _, _, err := call("4. a call with only session context (ChatGPT chat)", "generate_image", fox, map[string]any{"openai/session": "demo", "openai/subject": "u"}); err != nil {
 		return err
 	}
-	ultra := json.RawMessage(`{"prompt":"a cathedral folded from paper","model":"flux-pro-1.1-ultra","width":1024,"height":1024}`)
+	ultra := json.RawMessage(`{"prompt":"a cathedral folded from paper","model":"flux-pro-1.1-ultra","aspect_ratio":"16:9"}`)
 	_, held, err := call("5. a $0.06 spend, above the $0.05 auto-approve limit", "generate_image", ultra, map[string]any{"callId": "call_demo_" + run + "_3"})
 	if err != nil {
 		return err

@@ -4,13 +4,19 @@
 // connect Codex, Claude Code or any MCP client, and stops everything on Ctrl-C or SIGTERM.
 // A second run reuses the same databases, registry, journal and credentials.
 //
+// With BFL_API_KEY set (or BFL_API_KEY_FILE naming a file that holds it), the stack spends on
+// Black Forest Labs' API instead of mockflux, with real money: Gongbu is given the key and
+// nothing else, and mockflux is not started. Gongbu runs as against the real API either way:
+// mockflux ignores idempotency keys, as BFL does.
+//
 // With HUBU_STACK_NAME=x (`make up NAME=x`) it runs a stack of its own beside the default one:
 // databases hubu_x and gongbu_x, the state directory .hubu/stacks/x/ and ports of its own
 // (see addresses), so that two stacks never share data.
 //
 // Settings (environment): HUBU_STACK_DATABASE_URL (required; make up sets it),
-// HUBU_STACK_NAME, HUBU_STACK_{HUBU,GONGBU,MOCKFLUX,ROUTER}_ADDR, and HUBU_STACK_BIN, a directory
-// of binaries already built (tests), which skips the build into bin/.
+// HUBU_STACK_NAME, HUBU_STACK_{HUBU,GONGBU,MOCKFLUX,ROUTER}_ADDR, BFL_API_KEY (or
+// BFL_API_KEY_FILE), and HUBU_STACK_BIN, a directory of binaries already built (tests), which
+// skips the build into bin/.
 package main
 
 import (
@@ -22,6 +28,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"hubu.dev/hubu/e2e/stack"
@@ -53,6 +60,10 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	bflKey, err := secret(getenv, "BFL_API_KEY")
+	if err != nil {
+		return err
+	}
 	bin := stack.Binaries(getenv("HUBU_STACK_BIN"))
 	if bin == "" {
 		fmt.Fprintln(out, "building the binaries into bin/ ...")
@@ -61,7 +72,7 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 		}
 	}
 	s, err := stack.Start(ctx, bin, stack.Config{
-		Dir: place.Dir, ServerURL: serverURL, HubuDB: place.HubuDB, GongbuDB: place.GongbuDB, FluxIdempotent: true, Progress: out,
+		Dir: place.Dir, ServerURL: serverURL, HubuDB: place.HubuDB, GongbuDB: place.GongbuDB, BFLAPIKey: bflKey, Progress: out,
 		HubuAddr: addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
 	})
 	if err != nil {
@@ -97,7 +108,7 @@ The Hubu stack is up%s. Its URLs and tokens are in %s.
 
   Hubu      %s      (approval console: %s)
   Gongbu    %s
-  mockflux  %s      (charges: %s/_mock/charges)
+  %s
   router    %s  (streamable HTTP; Authorization: Bearer $ROUTER_MCP_TOKEN)
 
 In another terminal (bash or zsh), the operator CLI:
@@ -124,10 +135,34 @@ Any MCP client over streamable HTTP: %s with the header "Authorization: Bearer $
 The demo agent auto-approves up to $0.05 an operation, has a ceiling of $1.00 and $5.00 a day;
 flux-pro-1.1-ultra ($0.06) waits for your approval. make demo%s runs a scripted session
 through it. Ctrl-C (or make down%s) stops everything.
-`, stackName(place), envPath, env["HUBU_URL"], env["CONSOLE_URL"], env["GONGBU_URL"], env["MOCKFLUX_URL"], env["MOCKFLUX_URL"], env["ROUTER_MCP_URL"],
+`, stackName(place), envPath, env["HUBU_URL"], env["CONSOLE_URL"], env["GONGBU_URL"], provider(env["MOCKFLUX_URL"]), env["ROUTER_MCP_URL"],
 		w(envPath), w(s.Bin.Path("hubuctl")),
 		router, env["HUBU_URL"], env["GONGBU_URL"], state, envPath,
 		w(router), w(env["HUBU_URL"]), w(env["GONGBU_URL"]), w(state), env["ROUTER_MCP_URL"], place.Flag(), place.Flag())
+}
+
+// provider is the banner's line about the provider: mockflux, or BFL's API with real money.
+func provider(mockflux string) string {
+	if mockflux == "" {
+		return "FLUX      https://api.bfl.ai  (BFL's API, with BFL_API_KEY: every spend is charged to your BFL account)"
+	}
+	return fmt.Sprintf("mockflux  %s      (charges: %s/_mock/charges)", mockflux, mockflux)
+}
+
+// secret reads a secret setting from name, or from the file name_FILE names (not both).
+func secret(getenv func(string) string, name string) (string, error) {
+	value, file := getenv(name), getenv(name+"_FILE")
+	switch {
+	case value != "" && file != "":
+		return "", fmt.Errorf("set %s or %s_FILE, not both", name, name)
+	case file == "":
+		return strings.TrimSpace(value), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s_FILE: %v", name, err)
+	}
+	return strings.TrimSpace(string(b)), nil
 }
 
 // stackName is how the banner names a named stack.

@@ -389,9 +389,12 @@ func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongb
 		recordCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 		defer cancel()
 		s.finish(recordCtx, exec, o)
+	case err == nil && res.Status == gongbu.JobFailed && res.Uncharged:
+		// The provider charges nothing for such an end (BFL: moderated, or an error).
+		s.finish(ctx, exec, gongbu.Failed("the provider ended the job without a result, and charges nothing for it: "+res.Detail, 0))
 	case err == nil && res.Status == gongbu.JobFailed:
 		// The provider took the job, so it was charged: capture it, and say it failed.
-		s.finish(ctx, exec, gongbu.Failed("the provider failed the job: "+res.Detail, exec.AmountMicros))
+		s.finish(ctx, exec, gongbu.Failed("the provider failed the job: "+res.Detail, s.charge(ctx, exec)))
 	case err == nil && res.Status == gongbu.JobLost:
 		s.finish(ctx, exec, gongbu.Indeterminate("the provider no longer knows the job"))
 	case pastDeadline:
@@ -492,9 +495,9 @@ func (s *Service) report(ctx context.Context, exec gongbu.Execution) gongbu.Exec
 	var err error
 	switch {
 	case exec.State == gongbu.StateSucceeded:
-		err = s.Authority.Settle(ctx, exec.DecisionID, charged, false, "")
+		err = s.Authority.Settle(ctx, exec.DecisionID, charged, false, "", exec.ProviderCostMicros)
 	case charged > 0:
-		err = s.Authority.Settle(ctx, exec.DecisionID, charged, true, deref(exec.Error))
+		err = s.Authority.Settle(ctx, exec.DecisionID, charged, true, deref(exec.Error), exec.ProviderCostMicros)
 	default:
 		err = s.Authority.Release(ctx, exec.DecisionID, deref(exec.Error))
 	}
@@ -514,6 +517,21 @@ func (s *Service) report(ctx context.Context, exec gongbu.Execution) gongbu.Exec
 	exec.Reported = true
 	s.traces.forget(exec.DecisionID) // the execution's last step
 	return exec
+}
+
+// charge is what to capture for an execution whose job the provider took (gongbu.Execution.Charge):
+// a stated cost above the hold is logged for the operator, and counted.
+func (s *Service) charge(ctx context.Context, exec gongbu.Execution) int64 {
+	charged, above := exec.Charge()
+	if above {
+		s.logger().ErrorContext(ctx, "the provider states a cost above the decision's amount; the amount is captured, and the difference is to be raised with the provider",
+			"decision_id", exec.DecisionID, "public_handle", exec.PublicHandle, "provider_cost_micros", *exec.ProviderCostMicros,
+			"amount_micros", exec.AmountMicros, "currency", exec.Currency)
+		if s.Metrics != nil {
+			s.Metrics.costAboveHold.Inc()
+		}
+	}
+	return charged
 }
 
 // Run calls Tick every interval until ctx ends.

@@ -35,7 +35,7 @@ const (
 // or cannot be extended, the success goes without the image (and the worker that took the job
 // over records its own).
 func (s *Service) succeeded(ctx context.Context, provider gongbu.Provider, exec gongbu.Execution, url string) gongbu.Outcome {
-	o := gongbu.Succeeded(url, exec.AmountMicros)
+	o := gongbu.Succeeded(url, s.charge(ctx, exec))
 	fetcher, ok := provider.(gongbu.ResultFetcher)
 	if !ok {
 		return o

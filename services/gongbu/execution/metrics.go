@@ -21,8 +21,9 @@ const (
 
 // Metrics are the execution service's counters.
 type Metrics struct {
-	polls   *prometheus.CounterVec
-	latency *prometheus.HistogramVec
+	polls         *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	costAboveHold prometheus.Counter
 }
 
 // NewMetrics registers the counters on reg.
@@ -38,6 +39,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			// From a quick poll to a submission that waits out the provider's slowest answer.
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"op", "result"}),
+		costAboveHold: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gongbu_provider_cost_above_hold_total",
+			Help: "Jobs whose provider stated a cost above the decision's amount: the amount was captured, the difference is the operator's to raise with the provider.",
+		}),
 	}
 	// Every op and result exists from the start, so a rate of errors is defined from the first.
 	for _, op := range []string{"submit", "poll"} {
@@ -45,9 +50,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			m.latency.WithLabelValues(op, result)
 		}
 	}
-	reg.MustRegister(m.polls, m.latency)
+	reg.MustRegister(m.polls, m.latency, m.costAboveHold)
 	return m
 }
+
+// CostAboveHold counts the jobs whose provider stated a cost above the decision's amount.
+func (m *Metrics) CostAboveHold() prometheus.Counter { return m.costAboveHold }
 
 var pollResults = map[gongbu.PollStatus]string{
 	gongbu.JobPending: "pending", gongbu.JobReady: "ready", gongbu.JobFailed: "failed", gongbu.JobLost: "lost",

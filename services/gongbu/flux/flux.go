@@ -8,16 +8,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/kit/netguard"
 	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/gongbu"
 )
 
@@ -31,7 +35,8 @@ type Adapter struct {
 	apiKey      string
 	idempotency bool
 	polling     []host // where the API key may go to poll, the base URL's host first
-	samples     []host // where a sample URL may point, the base URL's host first
+	bflAPI      bool   // the base URL is BFL's API: every one of BFL's API hosts may be polled too
+	samples     []host // where a sample URL may point; nil: any public HTTPS host
 	webhookURL  string // where the provider tells Gongbu that a job is done; empty: it is not told
 	webhookKey  []byte // derives each job's webhook secret
 }
@@ -50,11 +55,14 @@ type Config struct {
 	// Timeout bounds each request; zero is none.
 	Timeout time.Duration
 	// PollingHosts are hosts besides the base URL's (host or host:port, matched exactly, see
-	// ParseHosts) whose polling URLs the adapter follows, sending them the API key. The real
-	// API answers regional ones, such as api.us1.bfl.ai. Default: none.
+	// ParseHosts) whose polling URLs the adapter follows, sending them the API key. With BFL's
+	// API as the base URL, BFL's API hosts are followed besides (BFLAPIHost): the regional ones
+	// its answers name, such as api.eu2.bfl.ai. Default: none.
 	PollingHosts []string
-	// SampleHosts are hosts besides the base URL's that a result's sample URL may be on (the
-	// real API's are such as delivery-us1.bfl.ai). Default: none.
+	// SampleHosts, when set, are the only hosts a result's sample URL may be on, downloaded
+	// from whatever address they resolve to: an operator's allow-list. Empty (the default): a
+	// sample URL may be on any HTTPS host (BFL moves its delivery hosts, and says not to rely on
+	// their names), downloaded only from a public address (kit/netguard).
 	SampleHosts []string
 	// WebhookURL, when set, is sent with every submission: the provider POSTs there, signed,
 	// when the job is done, and Gongbu polls it at once instead of at its next look.
@@ -66,6 +74,13 @@ type Config struct {
 
 // maxBody bounds every body read from the provider; its answers are small JSON.
 const maxBody = httpjson.MaxResponse
+
+// BFL states costs in credits: 1 credit is $0.01, 10,000 US micro-dollars. A stated cost of a
+// million credits or more ($10,000 for one image) is not believed, and not recorded.
+const (
+	microsPerCredit = 10_000
+	maxCredits      = 1_000_000
+)
 
 // New returns an adapter for the FLUX API at baseURL with an API key that polls and takes
 // samples on baseURL's host only; NewAdapter takes the rest of Config.
@@ -128,9 +143,13 @@ func newAdapter(cfg Config, reads *http.Transport) (*Adapter, error) {
 	}
 	a := &Adapter{base: base, apiKey: cfg.APIKey, idempotency: cfg.HonoursIdempotency, webhookURL: cfg.WebhookURL, webhookKey: cfg.WebhookKey,
 		reads:  api(reads, "flux"),
-		images: &http.Client{Transport: httpjson.Timeout(tracing.Transport(reads, "flux-samples"), cfg.Timeout), CheckRedirect: refuseRedirect}}
+		images: &http.Client{Transport: httpjson.Timeout(tracing.Transport(downloads(reads, len(cfg.SampleHosts) > 0), "flux-samples"), cfg.Timeout), CheckRedirect: refuseRedirect},
+		bflAPI: base.Scheme == "https" && BFLAPIHost(base.Host)}
 	self := host{name: hostName(base), port: cmp.Or(base.Port(), defaultPort(base.Scheme))}
-	a.polling, a.samples = []host{self}, []host{self}
+	a.polling = []host{self}
+	if len(cfg.SampleHosts) > 0 {
+		a.samples = []host{self}
+	}
 	for _, list := range []struct {
 		what  string
 		hosts []string
@@ -151,6 +170,34 @@ func newAdapter(cfg Config, reads *http.Transport) (*Adapter, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// downloads is the transport of an adapter's downloads of results, made from its reads'
+// (whose TLS settings it keeps). A sample URL is the provider's, not an operator's: unless the
+// operator allow-listed the hosts it may be on, a download connects to public addresses only,
+// judged on the address it dials, never through a proxy (whose address would be judged).
+func downloads(reads *http.Transport, allowListed bool) *http.Transport {
+	if allowListed {
+		return reads
+	}
+	t := reads.Clone()
+	t.Proxy = nil
+	t.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: netguard.Control}).DialContext
+	return t
+}
+
+// bflAPIHostRE is BFL's API hosts: api.bfl.ai and the regional ones (api.eu.bfl.ai,
+// api.us.bfl.ai, api.eu1.bfl.ai, …, api.us4.bfl.ai and those yet to come).
+var bflAPIHostRE = regexp.MustCompile(`^api(\.[a-z]{2,8}[0-9]{0,3})?\.bfl\.ai$`)
+
+// BFLAPIHost reports whether host (a URL's host, with an optional port) is one of BFL's API
+// hosts on the HTTPS port: where the API key may go. BFL's delivery hosts never are.
+func BFLAPIHost(host string) bool {
+	name, port, err := net.SplitHostPort(host)
+	if err != nil {
+		name, port = host, "443"
+	}
+	return port == "443" && bflAPIHostRE.MatchString(strings.ToLower(strings.TrimSuffix(name, ".")))
 }
 
 // refuseRedirect follows no redirect: Go's client would carry the x-key header along to
@@ -175,10 +222,9 @@ func (a *Adapter) HonoursIdempotencyKeys() bool { return a.idempotency }
 
 // Submit sends the generation request under the idempotency key.
 func (a *Adapter) Submit(ctx context.Context, key string, d gongbu.Decision) (gongbu.Job, error) {
-	args := d.Arguments
-	body := bflapi.FluxRequest{Prompt: args.Prompt, Width: &args.Width, Height: &args.Height, Seed: args.Seed}
-	if args.OutputFormat != nil {
-		body.OutputFormat = new(bflapi.FluxRequestOutputFormat(*args.OutputFormat))
+	body, err := requestOf(d)
+	if err != nil {
+		return gongbu.Job{}, &gongbu.Rejected{Reason: err.Error()} // nothing was sent
 	}
 	if a.webhookURL != "" {
 		body.WebhookUrl, body.WebhookSecret = &a.webhookURL, new(a.webhookSecret(d.DecisionID))
@@ -187,8 +233,12 @@ func (a *Adapter) Submit(ctx context.Context, key string, d gongbu.Decision) (go
 	if err != nil {
 		return gongbu.Job{}, fmt.Errorf("submit to FLUX: %w", err) // the request may have arrived: unknown outcome
 	}
-	if resp.JSON200 != nil {
-		return gongbu.Job{ID: resp.JSON200.Id, PollingURL: resp.JSON200.PollingUrl}, nil
+	if r := resp.JSON200; r != nil {
+		job := gongbu.Job{ID: r.Id, PollingURL: r.PollingUrl}
+		if r.Cost != nil && *r.Cost >= 0 && *r.Cost < maxCredits {
+			job.CostMicros = new(int64(math.Round(*r.Cost * microsPerCredit)))
+		}
+		return job, nil
 	}
 	status := resp.StatusCode()
 	if status == http.StatusUnprocessableEntity && keyReused(resp.Body) {
@@ -200,6 +250,24 @@ func (a *Adapter) Submit(ctx context.Context, key string, d gongbu.Decision) (go
 		return gongbu.Job{}, &gongbu.Rejected{Reason: fmt.Sprintf("FLUX answered %d", status)}
 	}
 	return gongbu.Job{}, fmt.Errorf("submit to FLUX: status %d", status) // may have charged
+}
+
+// requestOf is the body that asks the provider for exactly the decision's work: the size its
+// scope states (which Hubu priced, resolved from the model's defaults where the agent named
+// none), and the format and safety level with BFL's defaults stated, so that nothing the
+// provider might default otherwise changes what was bought.
+func requestOf(d gongbu.Decision) (bflapi.FluxRequest, error) {
+	args := d.Arguments
+	format := bflapi.FluxRequestOutputFormat(args.OutputFormatOf())
+	body := bflapi.FluxRequest{Prompt: args.Prompt, Seed: args.Seed, Raw: args.Raw, OutputFormat: &format, SafetyTolerance: new(args.SafetyOf())}
+	if dims, pixels := contract.ParseSize(d.Scope.Size); pixels {
+		body.Width, body.Height = &dims.Width, &dims.Height
+	} else if contract.ValidAspectRatio(d.Scope.Size) {
+		body.AspectRatio = &d.Scope.Size
+	} else {
+		return bflapi.FluxRequest{}, fmt.Errorf("the decision's size %q is neither WxH nor an aspect ratio", d.Scope.Size)
+	}
+	return body, nil
 }
 
 // refusals are the answers that mean the provider refused the request before any work, so
@@ -251,30 +319,39 @@ func (a *Adapter) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, 
 	}
 	r := resp.JSON200
 	switch r.Status {
-	case bflapi.Pending:
+	case bflapi.ResultStatusPending:
 		return gongbu.PollResult{Status: gongbu.JobPending}, nil
-	case bflapi.Ready:
+	case bflapi.ResultStatusReady:
 		if r.Result == nil || r.Result.Sample == "" {
 			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: Ready without a sample")
 		}
-		// The sample URL must be on a sample host: Gongbu hands it on, and the router downloads it.
-		if _, err := a.checkURL("sample", r.Result.Sample, a.samples); err != nil {
+		// The sample URL must be one Gongbu may download from (and hand on).
+		if _, err := a.sampleURL(r.Result.Sample); err != nil {
 			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: %w", err)
 		}
 		return gongbu.PollResult{Status: gongbu.JobReady, ImageURL: r.Result.Sample}, nil
-	case bflapi.TaskNotFound:
+	case bflapi.ResultStatusTaskNotFound:
 		return gongbu.PollResult{Status: gongbu.JobLost}, nil
-	case bflapi.Error, bflapi.ContentModerated, bflapi.RequestModerated:
-		return gongbu.PollResult{Status: gongbu.JobFailed, Detail: string(r.Status)}, nil
+	case bflapi.ResultStatusError, bflapi.ResultStatusContentModerated, bflapi.ResultStatusRequestModerated:
+		// BFL: "only successful generations (status: Ready) consume credits".
+		return gongbu.PollResult{Status: gongbu.JobFailed, Detail: string(r.Status), Uncharged: true}, nil
 	}
-	return gongbu.PollResult{}, fmt.Errorf("poll FLUX: unknown status %q", r.Status)
+	// A status BFL has not documented (its answers have named in-progress ones, such as
+	// "Generating"): not an end Gongbu can settle, so it polls on, and --poll-deadline makes the
+	// execution indeterminate should it never end in a known way.
+	return gongbu.PollResult{Status: gongbu.JobPending, Detail: string(r.Status)}, nil
 }
 
 // pollingServer returns the server (scheme, host and any path before /v1/get_result) and the
 // task id of a polling URL the key may be sent to: the base URL's scheme or https, and a
-// polling host.
+// polling host, or (with BFL's API as the base URL) an HTTPS URL on one of BFL's API hosts.
 func (a *Adapter) pollingServer(pollingURL string) (server, id string, err error) {
 	u, err := a.checkURL("polling", pollingURL, a.polling)
+	if err != nil && a.bflAPI {
+		if bu, perr := url.Parse(pollingURL); perr == nil && bu.Scheme == "https" && bu.User == nil && BFLAPIHost(bu.Host) {
+			u, err = bu, nil
+		}
+	}
 	if err != nil {
 		return "", "", err
 	}
@@ -284,6 +361,20 @@ func (a *Adapter) pollingServer(pollingURL string) (server, id string, err error
 		return "", "", fmt.Errorf("the polling URL on host %q is not of the form /v1/get_result?id=ID", u.Host)
 	}
 	return u.Scheme + "://" + u.Host + prefix, id, nil
+}
+
+// sampleURL parses a result's sample URL and checks Gongbu may download it: on an
+// allow-listed host where the operator gave some (checkURL), else an HTTPS URL without
+// credentials on any host (the download connects to public addresses only).
+func (a *Adapter) sampleURL(raw string) (*url.URL, error) {
+	if a.samples != nil {
+		return a.checkURL("sample", raw, a.samples)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+		return nil, errors.New("the sample URL is not an https URL without credentials")
+	}
+	return u, nil
 }
 
 // checkURL parses a URL the provider returned and checks it is the base URL's scheme or https,

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,12 +160,10 @@ func TestSubmitRequest(t *testing.T) {
 	if a.Name() != "bfl" || a.HonoursIdempotencyKeys() {
 		t.Fatalf("name %q honours %v", a.Name(), a.HonoursIdempotencyKeys())
 	}
-	b.answer(accepted("task-1"))
+	b.answer(reply(http.StatusOK, bflapi.SubmitResponse{Id: "task-1", PollingUrl: "https://api.bfl.ai/v1/get_result?id=task-1", Cost: new(2.5)}))
 	d := gongbutest.NewDecision()
-	f := "jpeg"
-	d.Arguments.OutputFormat = &f
 	job, err := a.Submit(context.Background(), "the-derived-key", d)
-	if err != nil || job.ID != "task-1" || job.PollingURL != "https://api.bfl.ai/v1/get_result?id=task-1" {
+	if err != nil || job.ID != "task-1" || job.PollingURL != "https://api.bfl.ai/v1/get_result?id=task-1" || job.CostMicros == nil || *job.CostMicros != 25_000 {
 		t.Fatalf("job %+v err %v", job, err)
 	}
 	reqs := b.requests()
@@ -180,12 +179,57 @@ func TestSubmitRequest(t *testing.T) {
 	if err := json.Unmarshal(r.body, &body); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]any{"prompt": "an origami fox", "width": 1024.0, "height": 1024.0, "seed": 42.0, "output_format": "jpeg"}
+	// BFL's defaults are stated, so that nothing it might default otherwise changes what was bought.
+	want := map[string]any{"prompt": "an origami fox", "width": 1024.0, "height": 1024.0, "seed": 42.0, "output_format": "jpeg", "safety_tolerance": 2.0}
 	if !maps.Equal(body, want) {
 		t.Fatalf("body %v, want %v", body, want)
 	}
 	if a2 := newAdapter(t, b, true); !a2.HonoursIdempotencyKeys() {
 		t.Fatal("an adapter configured as honouring keys says it does not")
+	}
+}
+
+// Each model is asked for the size its decision's scope states (the size Hubu priced, with the
+// model's defaults resolved), with its own parameters and nothing else.
+func TestSubmitBodies(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		args  gongbu.ImageArguments
+		size  string
+		want  map[string]any
+		costs *float64
+	}{
+		{"FLUX.2 at its default size", gongbu.ImageArguments{Prompt: "fox", Model: "flux-2-pro"}, "1024x1024",
+			map[string]any{"prompt": "fox", "width": 1024.0, "height": 1024.0, "output_format": "jpeg", "safety_tolerance": 2.0}, new(3.0)},
+		{"FLUX.2 with everything", gongbu.ImageArguments{Prompt: "fox", Model: "flux-2-max", Width: 2048, Height: 1024, Seed: new(int64(7)),
+			OutputFormat: new("png"), SafetyTolerance: new(5)}, "2048x1024",
+			map[string]any{"prompt": "fox", "width": 2048.0, "height": 1024.0, "seed": 7.0, "output_format": "png", "safety_tolerance": 5.0}, nil},
+		{"Ultra raw at 21:9", gongbu.ImageArguments{Prompt: "fox", Model: "flux-pro-1.1-ultra", AspectRatio: "21:9", Raw: new(true)}, "21:9",
+			map[string]any{"prompt": "fox", "aspect_ratio": "21:9", "raw": true, "output_format": "jpeg", "safety_tolerance": 2.0}, new(6.0)},
+		{"Kontext at its default ratio", gongbu.ImageArguments{Prompt: "fox", Model: "flux-kontext-pro"}, "1:1",
+			map[string]any{"prompt": "fox", "aspect_ratio": "1:1", "output_format": "jpeg", "safety_tolerance": 2.0}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			b := newBFL(t)
+			a := newAdapter(t, b, false)
+			b.answer(reply(http.StatusOK, bflapi.SubmitResponse{Id: "task-1", PollingUrl: "https://api.bfl.ai/v1/get_result?id=task-1", Cost: c.costs}))
+			d := gongbutest.NewDecision()
+			d.Arguments, d.Scope.Model, d.Scope.Size = c.args, c.args.Model, c.size
+			job, err := a.Submit(context.Background(), "k", d)
+			if err != nil || (job.CostMicros == nil) != (c.costs == nil) {
+				t.Fatalf("job %+v err %v", job, err)
+			}
+			r := b.requests()[0]
+			var body map[string]any
+			if err := json.Unmarshal(r.body, &body); err != nil {
+				t.Fatal(err)
+			}
+			if r.path != "/v1/"+c.args.Model || !reflect.DeepEqual(body, c.want) {
+				t.Fatalf("%s %v, want /v1/%s %v", r.path, body, c.args.Model, c.want)
+			}
+		})
 	}
 }
 
@@ -277,7 +321,7 @@ func TestNoSilentResendWithoutIdempotency(t *testing.T) {
 		b := newBFL(t)
 		a := newAdapter(t, b, c.honours)
 		// A first request leaves a connection to reuse.
-		b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.Pending}))
+		b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.ResultStatusPending}))
 		if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-0"}); err != nil {
 			t.Fatal(err)
 		}
@@ -310,13 +354,14 @@ func TestPoll(t *testing.T) {
 		want   gongbu.PollResult
 		err    bool
 	}{
-		{"pending", result(bflapi.Pending, nil), gongbu.PollResult{Status: gongbu.JobPending}, false},
-		{"ready", result(bflapi.Ready, &bflapi.Result{Sample: sample}), gongbu.PollResult{Status: gongbu.JobReady, ImageURL: sample}, false},
-		{"ready without a sample", result(bflapi.Ready, nil), gongbu.PollResult{}, true},
-		{"error", result(bflapi.Error, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Error"}, false},
-		{"request moderated", result(bflapi.RequestModerated, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Request Moderated"}, false},
-		{"content moderated", result(bflapi.ContentModerated, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Content Moderated"}, false},
-		{"task not found", result(bflapi.TaskNotFound, nil), gongbu.PollResult{Status: gongbu.JobLost}, false},
+		{"pending", result(bflapi.ResultStatusPending, nil), gongbu.PollResult{Status: gongbu.JobPending}, false},
+		{"ready", result(bflapi.ResultStatusReady, &bflapi.Result{Sample: sample}), gongbu.PollResult{Status: gongbu.JobReady, ImageURL: sample}, false},
+		{"ready without a sample", result(bflapi.ResultStatusReady, nil), gongbu.PollResult{}, true},
+		// BFL charges none of these.
+		{"error", result(bflapi.ResultStatusError, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Error", Uncharged: true}, false},
+		{"request moderated", result(bflapi.ResultStatusRequestModerated, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Request Moderated", Uncharged: true}, false},
+		{"content moderated", result(bflapi.ResultStatusContentModerated, nil), gongbu.PollResult{Status: gongbu.JobFailed, Detail: "Content Moderated", Uncharged: true}, false},
+		{"task not found", result(bflapi.ResultStatusTaskNotFound, nil), gongbu.PollResult{Status: gongbu.JobLost}, false},
 		{"server error", reply(http.StatusInternalServerError, bflapi.ErrorDetail{Detail: "Internal Server Error"}), gongbu.PollResult{}, true},
 		{"unauthenticated", reply(http.StatusUnauthorized, bflapi.ErrorDetail{Detail: "Not authenticated"}), gongbu.PollResult{}, true},
 		{"connection dropped", drop, gongbu.PollResult{}, true},
@@ -340,14 +385,18 @@ func TestPoll(t *testing.T) {
 			}
 		})
 	}
-	// A status the adapter does not know is an error, never a guess.
-	b := newBFL(t)
-	b.answer(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"task-1","status":"Queued"}`)
-	})
-	if got, err := newAdapter(t, b, false).Poll(context.Background(), gongbu.Job{ID: "task-1"}); err == nil {
-		t.Fatalf("unknown status: %+v", got)
+	// A status the adapter does not know is no end it can settle, never a guess: it polls on
+	// (until the poll deadline makes the execution indeterminate).
+	for _, status := range []string{"Generating", "Failed"} {
+		b := newBFL(t)
+		b.answer(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"id":"task-1","status":"`+status+`"}`)
+		})
+		got, err := newAdapter(t, b, false).Poll(context.Background(), gongbu.Job{ID: "task-1"})
+		if err != nil || got != (gongbu.PollResult{Status: gongbu.JobPending, Detail: status}) {
+			t.Fatalf("unknown status %s: %+v %v", status, got, err)
+		}
 	}
 }
 
@@ -366,7 +415,7 @@ func TestNoHTTP2SubmitWithoutIdempotency(t *testing.T) {
 			accepted("task-1")(w, r)
 			return
 		}
-		reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.Pending})(w, r)
+		reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.ResultStatusPending})(w, r)
 	}))
 	ts.EnableHTTP2 = true
 	ts.StartTLS()
@@ -416,7 +465,7 @@ func TestOnlySubmitsForgoConnectionReuse(t *testing.T) {
 		b := newBFL(t)
 		a := newAdapter(t, b, c.honours)
 		for i := range 2 {
-			b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.Pending}))
+			b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.ResultStatusPending}))
 			if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-0"}); err != nil {
 				t.Fatal(err)
 			}
@@ -425,7 +474,7 @@ func TestOnlySubmitsForgoConnectionReuse(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.Pending}))
+		b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-0", Status: bflapi.ResultStatusPending}))
 		if _, err := a.Poll(context.Background(), gongbu.Job{ID: "task-0"}); err != nil {
 			t.Fatal(err)
 		}
@@ -447,7 +496,7 @@ func TestPollFollowsThePollingURL(t *testing.T) {
 		}
 		return u.Port()
 	}
-	pending := reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.Pending})
+	pending := reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.ResultStatusPending})
 	const (
 		polledBase = iota
 		polledRegional

@@ -14,11 +14,11 @@ import (
 
 var _ gongbu.ResultFetcher = (*Adapter)(nil)
 
-// FetchResult downloads a Ready job's sample. The URL must be on a sample host, as Poll
-// already checked; the API key is never sent with it (a sample URL carries its own signature),
-// and a redirect is not followed.
+// FetchResult downloads a Ready job's sample. The URL must be one Poll took (sampleURL); the
+// API key is never sent with it (a sample URL carries its own signature), a redirect is not
+// followed, and without an allow-list of sample hosts only a public address is connected to.
 func (a *Adapter) FetchResult(ctx context.Context, sampleURL string) (gongbu.Image, error) {
-	u, err := a.checkURL("sample", sampleURL, a.samples)
+	u, err := a.sampleURL(sampleURL)
 	if err != nil {
 		return gongbu.Image{}, err
 	}

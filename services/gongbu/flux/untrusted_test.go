@@ -44,7 +44,7 @@ func TestNoRedirectIsFollowed(t *testing.T) {
 			// Were the redirect followed, this is what its target would answer.
 			followed := accepted("task-1")
 			if !c.submit {
-				followed = reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.Pending})
+				followed = reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.ResultStatusPending})
 			}
 			base.answer(redirect(c.status, c.to(base, foreign)), followed)
 			foreign.answer(followed)
@@ -93,7 +93,7 @@ func TestSampleURLAllowList(t *testing.T) {
 			t.Parallel()
 			b := newBFL(t)
 			sample := c.sample(b)
-			b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.Ready, Result: &bflapi.Result{Sample: sample}}))
+			b.answer(reply(http.StatusOK, bflapi.ResultResponse{Id: "task-1", Status: bflapi.ResultStatusReady, Result: &bflapi.Result{Sample: sample}}))
 			a, err := flux.NewAdapter(flux.Config{BaseURL: b.url, APIKey: apiKey, Timeout: 5 * time.Second, SampleHosts: []string{"delivery-us1.bfl.ai"}})
 			if err != nil {
 				t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,14 +19,26 @@ import (
 
 var webhookKey = []byte("a-webhook-key-of-at-least-32-bytes-long")
 
-// sign signs a notice as the provider does: HMAC-SHA256(secret, timestamp "." body).
-func sign(secret, stamp string, body []byte) http.Header {
+// signed carries a notice's secret as BFL does: in X-Webhook-Secret, and as the HMAC-SHA256
+// of the body in X-BFL-Signature.
+func signed(secret string, body []byte) http.Header {
 	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(stamp + "."))
 	mac.Write(body)
 	h := http.Header{}
-	h.Set("X-Mockflux-Timestamp", stamp)
-	h.Set("X-Mockflux-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	h.Set("X-Webhook-Secret", secret)
+	h.Set("X-BFL-Signature", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	return h
+}
+
+// only keeps one of a notice's headers, as a sender that sends only it.
+func only(h http.Header, name string) http.Header { return headers(name, h.Get(name)) }
+
+// headers makes a header of name, value pairs.
+func headers(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Set(kv[i], kv[i+1])
+	}
 	return h
 }
 
@@ -61,31 +72,37 @@ func TestWebhookSecretAndVerification(t *testing.T) {
 		t.Fatal("the secret reveals the key or the decision")
 	}
 
-	now := time.Unix(1_900_000_000, 0)
-	stamp := strconv.FormatInt(now.Unix(), 10)
 	notice := []byte(`{"id":"task-1","status":"Ready"}`)
 	if job, err := a.WebhookJob(notice); err != nil || job != "task-1" {
 		t.Fatalf("job %q, %v", job, err)
 	}
-	if err := a.VerifyWebhook(sign(secret, stamp, notice), notice, d.DecisionID, now.Add(time.Minute)); err != nil {
-		t.Fatalf("a good notice: %v", err)
+	if job, err := a.WebhookJob([]byte(`{"task_id":"task-1","status":"SUCCESS"}`)); err != nil || job != "task-1" {
+		t.Fatalf("a notice of BFL's earlier shape: job %q, %v", job, err)
 	}
+	good := signed(secret, notice)
+	for name, h := range map[string]http.Header{"both headers": good, "the signature alone": only(good, "X-BFL-Signature"),
+		"the secret alone": only(good, "X-Webhook-Secret")} {
+		if err := a.VerifyWebhook(h, notice, d.DecisionID); err != nil {
+			t.Fatalf("a good notice with %s: %v", name, err)
+		}
+	}
+	other := signed(strings.Repeat("0", 64), notice)
 	for _, c := range []struct {
 		name     string
 		header   http.Header
 		body     []byte
 		decision uuid.UUID
-		now      time.Time
 	}{
-		{"another decision's job", sign(secret, stamp, notice), notice, uuid.New(), now},
-		{"another body", sign(secret, stamp, notice), []byte(`{"id":"task-2","status":"Ready"}`), d.DecisionID, now},
-		{"another secret", sign(strings.Repeat("0", 64), stamp, notice), notice, d.DecisionID, now},
-		{"too old", sign(secret, stamp, notice), notice, d.DecisionID, now.Add(flux.WebhookMaxSkew + time.Second)},
-		{"from the future", sign(secret, stamp, notice), notice, d.DecisionID, now.Add(-flux.WebhookMaxSkew - time.Second)},
-		{"unsigned", http.Header{"X-Mockflux-Timestamp": {stamp}}, notice, d.DecisionID, now},
-		{"no timestamp", http.Header{"X-Mockflux-Signature": {"sha256=00"}}, notice, d.DecisionID, now},
+		{"another decision's job", good, notice, uuid.New()},
+		{"another body", good, []byte(`{"id":"task-2","status":"Ready"}`), d.DecisionID},
+		{"another secret", other, notice, d.DecisionID},
+		{"another secret's signature", only(other, "X-BFL-Signature"), notice, d.DecisionID},
+		{"a signature that does not match beside the right secret", headers("X-BFL-Signature", other.Get("X-BFL-Signature"),
+			"X-Webhook-Secret", good.Get("X-Webhook-Secret")), notice, d.DecisionID},
+		{"a signature that is no hex", headers("X-BFL-Signature", "sha256=zz"), notice, d.DecisionID},
+		{"neither header", http.Header{}, notice, d.DecisionID},
 	} {
-		if err := a.VerifyWebhook(c.header, c.body, c.decision, c.now); err == nil {
+		if err := a.VerifyWebhook(c.header, c.body, c.decision); err == nil {
 			t.Errorf("%s: verified", c.name)
 		}
 	}
@@ -101,7 +118,7 @@ func TestWebhookSecretAndVerification(t *testing.T) {
 	if last := b.requests()[2]; strings.Contains(string(last.body), "webhook") {
 		t.Fatalf("a submission without a webhook configured: %s", last.body)
 	}
-	if err := plain.VerifyWebhook(sign(secret, stamp, notice), notice, d.DecisionID, now); err == nil {
+	if err := plain.VerifyWebhook(good, notice, d.DecisionID); err == nil {
 		t.Error("an adapter without a webhook key verified a notice")
 	}
 	for _, cfg := range []flux.Config{

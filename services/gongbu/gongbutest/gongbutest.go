@@ -43,6 +43,8 @@ type Report struct {
 	Amount     int64
 	Failed     bool // a Settle of a failed execution
 	Reason     string
+	// ProviderCost is what the provider stated the job cost, as the Settle reported it.
+	ProviderCost *int64
 }
 
 // Authority is a fake Hubu: it knows the decisions it was given, and counts reports.
@@ -152,8 +154,8 @@ func (a *Authority) Decision(_ context.Context, id uuid.UUID) (gongbu.Issued, er
 	return gongbu.Issued{Decision: e.d, State: e.state, IssuedAt: e.issuedAt}, nil
 }
 
-func (a *Authority) Settle(_ context.Context, id uuid.UUID, amount int64, failed bool, reason string) error {
-	return a.report(Report{DecisionID: id, Settled: true, Amount: amount, Failed: failed, Reason: reason})
+func (a *Authority) Settle(_ context.Context, id uuid.UUID, amount int64, failed bool, reason string, providerCost *int64) error {
+	return a.report(Report{DecisionID: id, Settled: true, Amount: amount, Failed: failed, Reason: reason, ProviderCost: providerCost})
 }
 
 func (a *Authority) Release(_ context.Context, id uuid.UUID, reason string) error {
@@ -295,6 +297,15 @@ func (p *Provider) Accept() SubmitFunc {
 	return func(_ context.Context, key string, _ gongbu.Decision) (gongbu.Job, error) { return p.accept(key), nil }
 }
 
+// AcceptCosting scripts a successful Submit whose provider states the job costs micros.
+func (p *Provider) AcceptCosting(micros int64) SubmitFunc {
+	return func(_ context.Context, key string, _ gongbu.Decision) (gongbu.Job, error) {
+		job := p.accept(key)
+		job.CostMicros = &micros
+		return job, nil
+	}
+}
+
 // Reject scripts a definite refusal.
 func Reject(reason string) SubmitFunc {
 	return func(context.Context, string, gongbu.Decision) (gongbu.Job, error) {
@@ -423,6 +434,15 @@ func (e *Env) Issue(agentToken string) gongbu.Decision { return e.IssueIn("dispa
 func (e *Env) IssueIn(state, agentToken string) gongbu.Decision {
 	d := NewDecision()
 	e.Authority.Issue(d, state, agentToken)
+	return d
+}
+
+// IssueWith makes the Authority know a new decision in state dispatching, changed by change,
+// and returns it.
+func (e *Env) IssueWith(agentToken string, change func(*gongbu.Decision)) gongbu.Decision {
+	d := NewDecision()
+	change(&d)
+	e.Authority.Issue(d, "dispatching", agentToken)
 	return d
 }
 

@@ -103,18 +103,11 @@ func (b *bundle) client(t *testing.T, token string) *gongbuapi.ClientWithRespons
 
 // request is the body Hubu sends for a decision.
 func request(d gongbu.Decision) gongbuapi.ExecutionRequest {
-	a := d.Arguments
-	r := gongbuapi.ExecutionRequest{
+	return gongbuapi.ExecutionRequest{
 		DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, AgentId: d.AgentID, Tool: gongbuapi.ExecutionRequestTool(d.Tool),
-		Scope:        gongbuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
-		Arguments:    gongbuapi.ImageArguments{Prompt: a.Prompt, Model: a.Model, Width: a.Width, Height: a.Height, Seed: a.Seed},
-		AmountMicros: d.AmountMicros, Currency: d.Currency,
+		Scope:     gongbuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
+		Arguments: d.Arguments, AmountMicros: d.AmountMicros, Currency: d.Currency,
 	}
-	if a.OutputFormat != nil {
-		f := gongbuapi.ImageArgumentsOutputFormat(*a.OutputFormat)
-		r.Arguments.OutputFormat = &f
-	}
-	return r
 }
 
 func rawBody(t *testing.T, v any) string {

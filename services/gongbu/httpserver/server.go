@@ -48,8 +48,6 @@ type Server struct {
 	WaitBackstop time.Duration
 	// Webhooks are the providers that may tell Gongbu a job is done, by provider name.
 	Webhooks map[string]Webhook
-	// Now is the clock webhooks' timestamps are checked against; nil is time.Now.
-	Now      func() time.Time
 	requests *prometheus.CounterVec
 }
 
@@ -57,8 +55,8 @@ type Server struct {
 type Webhook interface {
 	// WebhookJob returns the job a notice names, not yet trusted.
 	WebhookJob(body []byte) (string, error)
-	// VerifyWebhook checks a notice's signature with the secret of the decision whose job it names.
-	VerifyWebhook(header http.Header, body []byte, decisionID uuid.UUID, now time.Time) error
+	// VerifyWebhook checks that a notice carries the secret of the decision whose job it names.
+	VerifyWebhook(header http.Header, body []byte, decisionID uuid.UUID) error
 }
 
 // maxWebhookBody bounds a provider's notice; the real ones are a few dozen bytes.
@@ -510,7 +508,7 @@ func (s *Server) ProviderWebhook(w http.ResponseWriter, r *http.Request, provide
 		s.writeError(w, r, err)
 		return
 	}
-	if err := hook.VerifyWebhook(r.Header, body, exec.DecisionID, s.now()); err != nil {
+	if err := hook.VerifyWebhook(r.Header, body, exec.DecisionID); err != nil {
 		s.logger().WarnContext(r.Context(), "webhook refused", "provider", provider, "decision_id", exec.DecisionID, "err", err)
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnauthorized, "%s", err.Error()))
 		return
@@ -547,26 +545,43 @@ func decisionOf(b gongbuapi.ExecutionRequest) (gongbu.Decision, error) {
 	case b.DecisionId == uuid.Nil || b.AgentId == uuid.Nil:
 		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "decision_id and agent_id are required")
 	case !b.Tool.Valid():
-		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "tool must be generate_image")
-	case b.Arguments.OutputFormat != nil && !b.Arguments.OutputFormat.Valid():
-		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "arguments.output_format must be png or jpeg")
+		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "tool must be generate_image or edit_image")
 	}
-	a := b.Arguments
+	if err := b.Arguments.CheckShape(); err != nil {
+		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "arguments: %s", err.Error())
+	}
 	d := gongbu.Decision{
 		DecisionID: b.DecisionId, PublicHandle: b.PublicHandle, AgentID: b.AgentId, Tool: string(b.Tool),
 		Scope:        gongbu.Scope{Provider: b.Scope.Provider, Model: b.Scope.Model, Size: b.Scope.Size},
-		Arguments:    gongbu.ImageArguments{Prompt: a.Prompt, Model: a.Model, Width: a.Width, Height: a.Height, Seed: a.Seed},
+		Arguments:    b.Arguments,
 		AmountMicros: b.AmountMicros, Currency: b.Currency,
 	}
-	if a.OutputFormat != nil {
-		f := string(*a.OutputFormat)
-		d.Arguments.OutputFormat = &f
-	}
 	// The scope must describe the arguments; the decision check with Hubu does the rest.
-	if d.Scope.Model != a.Model || d.Scope.Size != strconv.Itoa(a.Width)+"x"+strconv.Itoa(a.Height) {
+	if !scopeDescribes(d.Scope, d.Arguments) {
 		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeDecisionMismatch, "the scope does not match the arguments")
 	}
 	return d, nil
+}
+
+// scopeDescribes reports whether scope is the model and size that args make: the size they
+// name, or (where they name none) a size the model makes, which Hubu resolved from the model's
+// defaults or an edit's first input.
+func scopeDescribes(scope gongbu.Scope, args gongbu.ImageArguments) bool {
+	m, known := contract.ModelNamed(args.Model)
+	dims, pixels := contract.ParseSize(scope.Size)
+	switch {
+	case scope.Model != args.Model:
+		return false
+	case args.Width != 0:
+		return scope.Size == strconv.Itoa(args.Width)+"x"+strconv.Itoa(args.Height)
+	case args.AspectRatio != "":
+		return scope.Size == args.AspectRatio
+	case !known:
+		return false
+	case m.Sizing == contract.SizeInPixels:
+		return pixels && m.ValidSize(dims.Width, dims.Height)
+	}
+	return contract.ValidAspectRatio(scope.Size)
 }
 
 func executionOf(e gongbu.Execution) gongbuapi.Execution {
@@ -575,7 +590,7 @@ func executionOf(e gongbu.Execution) gongbuapi.Execution {
 		Scope:        gongbuapi.Scope{Provider: e.Scope.Provider, Model: e.Scope.Model, Size: e.Scope.Size},
 		State:        gongbuapi.ExecutionState(e.State),
 		AmountMicros: e.AmountMicros, Currency: e.Currency, ProviderJobId: e.ProviderJobID, Error: e.Error,
-		ChargedMicros: e.ChargedMicros, Attempts: e.Attempts, ResolvedAt: e.ResolvedAt, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		ChargedMicros: e.ChargedMicros, ProviderCostMicros: e.ProviderCostMicros, Attempts: e.Attempts, ResolvedAt: e.ResolvedAt, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 	reported := e.Reported
 	out.Reported = &reported
@@ -643,11 +658,4 @@ func (s *Server) logger() *slog.Logger {
 		return slog.Default()
 	}
 	return s.Logger
-}
-
-func (s *Server) now() time.Time {
-	if s.Now == nil {
-		return time.Now()
-	}
-	return s.Now()
 }

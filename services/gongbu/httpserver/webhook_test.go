@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -25,7 +24,7 @@ func (signedBy) WebhookJob(body []byte) (string, error) {
 	return id, nil
 }
 
-func (signedBy) VerifyWebhook(h http.Header, _ []byte, decisionID uuid.UUID, _ time.Time) error {
+func (signedBy) VerifyWebhook(h http.Header, _ []byte, decisionID uuid.UUID) error {
 	if h.Get("X-Test-Signature") != "signed-for-"+decisionID.String() {
 		return errors.New("bad signature")
 	}

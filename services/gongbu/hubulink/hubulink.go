@@ -76,8 +76,9 @@ func (c *Client) Decision(ctx context.Context, id uuid.UUID) (gongbu.Issued, err
 }
 
 // Settle captures amount of the decision's hold; with failed, the operation fails with reason.
-func (c *Client) Settle(ctx context.Context, id uuid.UUID, amount int64, failed bool, reason string) error {
-	body := hubuapi.SettleRequest{AmountMicros: amount}
+// providerCost, where the provider stated one, is recorded beside the capture.
+func (c *Client) Settle(ctx context.Context, id uuid.UUID, amount int64, failed bool, reason string, providerCost *int64) error {
+	body := hubuapi.SettleRequest{AmountMicros: amount, ProviderCostMicros: providerCost}
 	if failed {
 		body.Failed = &failed
 		if reason = truncate(reason); reason != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"hubu.dev/hubu/kit/leaktest"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/hubulink"
@@ -80,7 +81,7 @@ func decision(id uuid.UUID) hubuapi.Decision {
 	return hubuapi.Decision{
 		DecisionId: id, PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(), AgentId: uuid.New(), Tool: hubuapi.GenerateImage,
 		Scope:        hubuapi.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x768"},
-		Arguments:    hubuapi.GenerateImageArguments{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: new(int64(7))},
+		Arguments:    contract.ImageRequest{Prompt: "a fox", Model: "flux-dev", Width: 1024, Height: 768, Seed: new(int64(7))},
 		AmountMicros: 25_000, Currency: "USD", State: hubuapi.OperationStateDispatching, DispatchAttempts: 2,
 		IssuedAt: time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC),
 	}
@@ -126,16 +127,16 @@ func TestSettleAndRelease(t *testing.T) {
 	id := uuid.New()
 	op := map[string]any{"public_handle": "hubu:public-operation:v1:" + uuid.NewString()}
 	h, c := newHubu(t, http.StatusOK, op)
-	if err := c.Settle(context.Background(), id, 25_000, false, "ignored without failed"); err != nil {
+	if err := c.Settle(context.Background(), id, 25_000, false, "ignored without failed", new(int64(24_000))); err != nil {
 		t.Fatal(err)
 	}
 	r, body := h.last(t)
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/decisions/"+id.String()+"/settle" || body != `{"amount_micros":25000}` ||
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/decisions/"+id.String()+"/settle" || body != `{"amount_micros":25000,"provider_cost_micros":24000}` ||
 		r.Header.Get("Authorization") != "Bearer "+serviceToken {
 		t.Fatalf("settle: %s %s %q", r.Method, r.URL.Path, body)
 	}
 	// A failure the provider charged for: captured, and the operation fails with the reason.
-	if err := c.Settle(context.Background(), id, 25_000, true, "x"+strings.Repeat("é", 600)); err != nil {
+	if err := c.Settle(context.Background(), id, 25_000, true, "x"+strings.Repeat("é", 600), nil); err != nil {
 		t.Fatal(err)
 	}
 	_, body = h.last(t)
@@ -160,7 +161,7 @@ func TestSettleAndRelease(t *testing.T) {
 
 	for _, status := range []int{http.StatusConflict, http.StatusInternalServerError} {
 		_, c := newHubu(t, status, problem(status, hubuapi.Internal))
-		if err := c.Settle(context.Background(), id, 1, false, ""); err == nil {
+		if err := c.Settle(context.Background(), id, 1, false, "", nil); err == nil {
 			t.Fatalf("settle %d: no error", status)
 		}
 		if err := c.Release(context.Background(), id, ""); err == nil {

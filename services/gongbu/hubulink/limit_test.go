@@ -38,7 +38,7 @@ func TestOversizedAnswers(t *testing.T) {
 		t.Fatalf("decision: err = %v, want the answer refused for its size", err)
 	}
 	_, c = newHubu(t, http.StatusOK, padded(map[string]any{"state": "succeeded"}))
-	if err := c.Settle(context.Background(), id, 25_000, false, ""); !errors.As(err, &tooLarge) {
+	if err := c.Settle(context.Background(), id, 25_000, false, "", nil); !errors.As(err, &tooLarge) {
 		t.Fatalf("settle: err = %v, want the answer refused for its size", err)
 	}
 	if err := c.Release(context.Background(), id, ""); !errors.As(err, &tooLarge) {

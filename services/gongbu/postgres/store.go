@@ -193,7 +193,7 @@ func (s *Store) MarkSubmitted(ctx context.Context, exec gongbu.Execution, job go
 	}
 	row, err := s.q.MarkSubmitted(ctx, s.pool, gongbudb.MarkSubmittedParams{
 		DecisionID: exec.DecisionID, LeaseGeneration: exec.LeaseGeneration, State: string(next.State), ProviderJobID: next.ProviderJobID,
-		PollingUrl: next.PollingURL, PollDeadline: next.PollDeadline, LeaseUntil: nextPoll, Now: next.UpdatedAt,
+		PollingUrl: next.PollingURL, ProviderCostMicros: next.ProviderCostMicros, PollDeadline: next.PollDeadline, LeaseUntil: nextPoll, Now: next.UpdatedAt,
 	})
 	if isNoRows(err) {
 		return gongbu.Execution{}, gongbu.ErrLeaseLost
@@ -360,7 +360,7 @@ func executionOf(r gongbudb.Execution) (gongbu.Execution, error) {
 			Arguments: args, AmountMicros: r.AmountMicros, Currency: r.Currency,
 		},
 		VendorKey: r.VendorKey, State: gongbu.State(r.State), ProviderJobID: r.ProviderJobID, PollingURL: r.PollingUrl,
-		ResultURL: r.ResultUrl, Error: r.Error, ChargedMicros: r.ChargedMicros, Reported: r.ReportedAt != nil,
+		ResultURL: r.ResultUrl, Error: r.Error, ProviderCostMicros: r.ProviderCostMicros, ChargedMicros: r.ChargedMicros, Reported: r.ReportedAt != nil,
 		Attempts: int(r.Attempts), LeaseGeneration: r.LeaseGeneration, PollDeadline: r.PollDeadline, ResolvedAt: r.ResolvedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 		Image: imageInfoOf(r),
 	}, nil

@@ -280,6 +280,9 @@ func (s *HTTPSources) Charges(ctx context.Context) ([]Charge, error) {
 	}
 	out := make([]Charge, 0, len(resp.JSON200.Charges))
 	for _, c := range resp.JSON200.Charges {
+		if deref(c.Refunded) {
+			continue // the task ended without a result: the provider gave the charge back
+		}
 		out = append(out, Charge{ID: c.Id, JobID: c.JobId, AmountMicros: c.AmountMicros, IdempotencyKey: deref(c.IdempotencyKey)})
 	}
 	return out, nil

@@ -53,7 +53,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the pending list was refreshed by a full reload (%q)", marker)
 	}
 	list := value(t, ctx, "read the list", chromedp.Text(chromedp.CSS("#approvals")))
-	for _, want := range []string{"painter", "flux-pro-1.1-ultra", "1024x1024", "USD 0.06", `<script>alert("x")</script> deny me`} {
+	for _, want := range []string{"painter", "flux-pro-1.1-ultra", "16:9", "USD 0.06", `<script>alert("x")</script> deny me`} {
 		if !strings.Contains(list, want) {
 			t.Fatalf("the pending list does not show %q:\n%s", want, list)
 		}

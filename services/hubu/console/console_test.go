@@ -152,7 +152,7 @@ func TestPendingListEscapesThePrompt(t *testing.T) {
 	br.mustSignIn(b.OperatorToken)
 	for _, path := range []string{"/console/", "/console/fragments/approvals", "/console/approvals/confirm?action=approve&handle=" + url.QueryEscape(handle)} {
 		got := br.get(path)
-		mustStatus(t, path, got, http.StatusOK, html.EscapeString(prompt), "painter", "flux-pro-1.1-ultra", "1024x1024", "USD 0.06",
+		mustStatus(t, path, got, http.StatusOK, html.EscapeString(prompt), "painter", "flux-pro-1.1-ultra", "16:9", "USD 0.06",
 			handle, "2026-11-30 10:00:00 UTC", "2026-12-01 10:00:00 UTC")
 		if strings.Contains(got.body, "<script>alert") || strings.Contains(got.body, "<img src=x") {
 			t.Fatalf("%s: the prompt is not escaped:\n%s", path, got.body)

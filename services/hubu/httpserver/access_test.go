@@ -3,6 +3,7 @@ package httpserver_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -86,14 +87,23 @@ func TestOperatorManagesAgentsAndPrices(t *testing.T) {
 		t.Fatalf("set policy: %s", set.Body)
 	}
 	// Auto-approve 0: every paid operation is held.
-	spend(t, a, newCall("flux-schnell"), hubuapi.OperationStatePendingApproval)
+	spend(t, a, newCall("flux-dev"), hubuapi.OperationStatePendingApproval)
 	if r, _ := b.Operator.GetAgentWithResponse(ctx, uuid.New()); r.StatusCode() != http.StatusNotFound {
 		t.Fatalf("unknown agent: %d", r.StatusCode())
 	}
 	prices, _ := b.Operator.ListPricesWithResponse(ctx)
-	want := map[string]int64{"flux-schnell": 3_000, "flux-dev": 25_000, "flux-pro-1.1": 40_000, "flux-pro-1.1-ultra": 60_000}
+	// BFL's published prices: flat, or per megapixel as [first, each further, each input].
+	want := map[string][]int64{
+		"flux-dev": {25_000}, "flux-pro-1.1": {40_000}, "flux-pro-1.1-ultra": {60_000}, "flux-kontext-pro": {40_000}, "flux-kontext-max": {80_000},
+		"flux-2-pro": {30_000, 15_000, 15_000}, "flux-2-max": {70_000, 30_000, 30_000}, "flux-2-flex": {60_000, 60_000, 60_000},
+		"flux-2-klein-4b": {14_000, 1_000, 1_000}, "flux-2-klein-9b": {15_000, 2_000, 2_000},
+	}
 	for _, p := range prices.JSON200.Prices {
-		if want[p.Model] != p.AmountMicros || p.Currency != "USD" || p.Size != "*" {
+		got := []int64{p.AmountMicros}
+		if p.Rule == hubuapi.Megapixel && p.ExtraMpMicros != nil && p.InputMpMicros != nil {
+			got = append(got, *p.ExtraMpMicros, *p.InputMpMicros)
+		}
+		if !slices.Equal(want[p.Model], got) || p.Currency != "USD" || p.Size != "*" || (len(got) == 3) != (p.Rule == hubuapi.Megapixel) {
 			t.Errorf("seeded price %+v", p)
 		}
 		delete(want, p.Model)
@@ -102,11 +112,11 @@ func TestOperatorManagesAgentsAndPrices(t *testing.T) {
 		t.Fatalf("seeded catalog lacks %v", want)
 	}
 	// A size-specific price wins over the model's "*" price.
-	if r, _ := b.Operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-schnell", Size: "512x512", AmountMicros: 1_000, Currency: "USD"}); r.JSON200 == nil {
+	if r, _ := b.Operator.SetPriceWithResponse(ctx, hubuapi.PriceUpdate{Provider: "bfl", Model: "flux-dev", Size: "512x512", AmountMicros: 1_000, Currency: "USD"}); r.JSON200 == nil {
 		t.Fatalf("set price: %s", r.Body)
 	}
 	b.Operator.SetAgentPolicyWithResponse(ctx, a.ID, *policy(50_000, 100_000, 200_000))
-	c := newCall("flux-schnell")
+	c := newCall("flux-dev")
 	c.Args.Width, c.Args.Height = 512, 512
 	if op := mustOperation(t, authorize(t, a, c)); op.AmountMicros != 1_000 {
 		t.Fatalf("size-specific price: %+v", op)

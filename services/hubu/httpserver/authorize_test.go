@@ -341,7 +341,7 @@ func TestCapabilitiesLeaveOutWhatTheCeilingForbids(t *testing.T) {
 	for _, p := range caps.JSON200.Prices {
 		models = append(models, p.Model)
 	}
-	if got := strings.Join(models, ","); got != "flux-dev,flux-pro-1.1,flux-schnell" {
+	if got := strings.Join(models, ","); got != "flux-2-klein-4b,flux-2-klein-9b,flux-2-pro,flux-dev,flux-kontext-pro,flux-pro-1.1" {
 		t.Fatalf("models %s, want those at or under the 0.04 ceiling", got)
 	}
 }

@@ -46,7 +46,7 @@ func TestBadInput(t *testing.T) {
 		{"bad output format", "application/json", body(`{"prompt":"x","model":"flux-dev","width":1024,"height":1024,"output_format":"gif"}`), 400, "invalid_arguments"},
 		{"bad operation key", "application/json", strings.Replace(body(`{"prompt":"x","model":"flux-dev","width":1024,"height":1024}`), valid.OperationKey, "my-key", 1), 400, "invalid_arguments"},
 		{"bad request hash", "application/json", strings.Replace(body(`{"prompt":"x","model":"flux-dev","width":1024,"height":1024}`), hash, "abc", 1), 400, "invalid_arguments"},
-		{"oversized body", "application/json", body(`{"prompt":"` + strings.Repeat("x", 70_000) + `","model":"flux-dev","width":1024,"height":1024}`), 413, "payload_too_large"},
+		{"oversized body", "application/json", body(`{"prompt":"` + strings.Repeat("x", 600_000) + `","model":"flux-dev","width":1024,"height":1024}`), 413, "payload_too_large"},
 		{"not JSON content type", "text/plain", body(`{"prompt":"x","model":"flux-dev","width":1024,"height":1024}`), 415, "unsupported_media_type"},
 	}
 	for _, c := range cases {

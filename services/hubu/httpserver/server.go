@@ -222,6 +222,7 @@ func (s *Server) GetOperationLedger(w http.ResponseWriter, r *http.Request, hand
 	op, entries, err := s.Store.Ledger(r.Context(), principal(r), handle, s.Now())
 	s.respond(w, r, http.StatusOK, hubuapi.Ledger{
 		PublicHandle: op.PublicHandle, State: hubuapi.OperationState(op.State),
+		AmountMicros: op.AmountMicros, Currency: op.Currency, ProviderCostMicros: op.ProviderCostMicros,
 		HeldMicros: op.HeldMicros, CapturedMicros: op.CapturedMicros, ReleasedMicros: op.ReleasedMicros,
 		Entries: each(entries, func(e hubu.LedgerEntry) hubuapi.LedgerEntry {
 			return hubuapi.LedgerEntry{Id: e.ID, Kind: hubuapi.LedgerEntryKind(e.Kind), AmountMicros: e.AmountMicros, Currency: e.Currency, CreatedAt: e.CreatedAt}
@@ -392,7 +393,7 @@ func (s *Server) SettleDecision(w http.ResponseWriter, r *http.Request, id hubua
 		s.writeError(w, r, err)
 		return
 	}
-	op, err := s.Store.Settle(r.Context(), id, body.AmountMicros, failed, reasonOf(body.Reason), s.Now())
+	op, err := s.Store.Settle(r.Context(), id, body.AmountMicros, failed, reasonOf(body.Reason), body.ProviderCostMicros, s.Now())
 	s.respond(w, r, http.StatusOK, operationOf(op), err)
 }
 
@@ -441,8 +442,8 @@ func operationOf(op hubu.Operation) hubuapi.Operation {
 		AmountMicros: op.AmountMicros, Currency: op.Currency, Account: op.Account,
 		Scope:       hubuapi.Scope{Provider: op.Scope.Provider, Model: op.Scope.Model, Size: op.Scope.Size},
 		RequestHash: op.RequestHash, DecisionId: op.DecisionID, ApprovalExpiresAt: op.ApprovalExpiresAt, DecidedBy: op.DecidedBy,
-		FailureReason: op.FailureReason,
-		HeldMicros:    op.HeldMicros, CapturedMicros: op.CapturedMicros, ReleasedMicros: op.ReleasedMicros,
+		FailureReason: op.FailureReason, ProviderCostMicros: op.ProviderCostMicros,
+		HeldMicros: op.HeldMicros, CapturedMicros: op.CapturedMicros, ReleasedMicros: op.ReleasedMicros,
 		CreatedAt: op.CreatedAt, UpdatedAt: op.UpdatedAt,
 	}
 	_ = json.Unmarshal(op.Arguments, &out.Arguments) // written by Hubu from a validated request
@@ -465,5 +466,10 @@ func agentOf(a hubu.Agent) hubuapi.Agent {
 }
 
 func priceOf(p hubu.Price) hubuapi.Price {
-	return hubuapi.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: p.UpdatedAt}
+	out := hubuapi.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, Rule: hubuapi.PriceRule(p.Rule), AmountMicros: p.AmountMicros,
+		Currency: p.Currency, UpdatedAt: p.UpdatedAt}
+	if p.Rule == hubu.PriceMegapixel {
+		out.ExtraMpMicros, out.InputMpMicros = &p.ExtraMPMicros, &p.InputMPMicros
+	}
+	return out
 }

@@ -231,3 +231,34 @@ func TestNoReportForADecisionNeverRun(t *testing.T) {
 		t.Fatalf("the denied operation moved: %s", op.Body)
 	}
 }
+
+// The executor reports what the provider stated a job cost beside what it captures: the ledger
+// shows the price held and the cost stated, also a cost above the hold, where the hold is what
+// was captured.
+func TestSettleRecordsTheProvidersCost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a := b.NewAgent(t, "agent", nil)
+	for _, c := range []struct {
+		cost, captured int64
+	}{{20_000, 20_000}, {30_000, 25_000}} {
+		op := mustOperation(t, authorize(t, a, newCall("flux-dev")))
+		wantStatus(t, "a negative cost", b.settle(*op.DecisionId, hubuapi.SettleRequest{AmountMicros: c.captured, ProviderCostMicros: new(int64(-1))}), http.StatusBadRequest)
+		settled := b.settle(*op.DecisionId, hubuapi.SettleRequest{AmountMicros: c.captured, ProviderCostMicros: &c.cost})
+		wantStatus(t, "settle", settled, http.StatusOK)
+		ledger, err := b.Operator.GetOperationLedgerWithResponse(ctx, op.PublicHandle)
+		if err != nil || ledger.JSON200 == nil {
+			t.Fatalf("ledger: %v", err)
+		}
+		l := ledger.JSON200
+		if l.AmountMicros != 25_000 || l.Currency != "USD" || l.ProviderCostMicros == nil || *l.ProviderCostMicros != c.cost ||
+			l.CapturedMicros != c.captured || l.ReleasedMicros != 25_000-c.captured || l.HeldMicros != 0 {
+			t.Fatalf("ledger %+v, want the price 25000, the cost %d, %d captured", l, c.cost, c.captured)
+		}
+		got, _ := a.Client.GetOperationWithResponse(ctx, op.PublicHandle)
+		if got.JSON200 == nil || got.JSON200.ProviderCostMicros == nil || *got.JSON200.ProviderCostMicros != c.cost {
+			t.Fatalf("operation: %s", got.Body)
+		}
+	}
+}

@@ -14,7 +14,7 @@ import (
 var (
 	requestHashRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	providerRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
-	sizeRE        = regexp.MustCompile(`^(\*|[0-9]{3,4}x[0-9]{3,4})$`)
+	sizeRE        = regexp.MustCompile(`^(\*|[0-9]{2,4}x[0-9]{2,4}|[1-9][0-9]?:[1-9][0-9]?)$`)
 	currencyRE    = regexp.MustCompile(`^[A-Z]{3}$`)
 	agentNameRE   = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 	accountRE     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
@@ -42,28 +42,14 @@ func authorizeRequestOf(b hubuapi.AuthorizeRequest) (hubu.AuthorizeRequest, erro
 	case !requestHashRE.MatchString(b.RequestHash):
 		return hubu.AuthorizeRequest{}, invalid("request_hash must be 64 lower-case hex digits")
 	}
-	a := b.Arguments
-	switch {
-	case !contract.ValidPrompt(a.Prompt):
-		return hubu.AuthorizeRequest{}, invalid("arguments.prompt must be 1 to %d characters, without NUL", contract.PromptMaxChars)
-	case !contract.ValidModel(a.Model):
-		return hubu.AuthorizeRequest{}, invalid("arguments.model is not a model name")
-	case !contract.ValidSide(int64(a.Width)) || !contract.ValidSide(int64(a.Height)):
-		return hubu.AuthorizeRequest{}, invalid("arguments.width and height must be multiples of %d from %d to %d", contract.SideStep, contract.SideMin, contract.SideMax)
-	case a.Seed != nil && !contract.ValidSeed(*a.Seed):
-		return hubu.AuthorizeRequest{}, invalid("arguments.seed must be from 0 to 2^53-1")
-	case a.OutputFormat != nil && !contract.ValidOutputFormat(string(*a.OutputFormat)):
-		return hubu.AuthorizeRequest{}, invalid("arguments.output_format must be png or jpeg")
+	// The shape only: what a model takes is checked for a new operation (Store.Authorize), so
+	// that a recorded one is replayed whatever the models are today.
+	if err := b.Arguments.CheckShape(); err != nil {
+		return hubu.AuthorizeRequest{}, invalid("arguments: %s", err.Error())
 	}
-	req := hubu.AuthorizeRequest{
-		OperationKey: b.OperationKey, PublicHandle: b.PublicHandle, Tool: string(b.Tool), RequestHash: b.RequestHash,
-		Arguments: hubu.ImageRequest{Prompt: a.Prompt, Model: a.Model, Width: a.Width, Height: a.Height, Seed: a.Seed},
-	}
-	if a.OutputFormat != nil {
-		f := string(*a.OutputFormat)
-		req.Arguments.OutputFormat = &f
-	}
-	return req, nil
+	return hubu.AuthorizeRequest{
+		OperationKey: b.OperationKey, PublicHandle: b.PublicHandle, Tool: string(b.Tool), RequestHash: b.RequestHash, Arguments: b.Arguments,
+	}, nil
 }
 
 // validReason checks an operator's or executor's free-text reason.
@@ -104,17 +90,38 @@ func policyOf(p hubuapi.Policy) (hubu.Policy, error) {
 }
 
 func priceUpdateOf(p hubuapi.PriceUpdate) (hubu.Price, error) {
+	rule := hubu.PriceFlat
+	if p.Rule != nil {
+		rule = string(*p.Rule)
+	}
+	perMP := p.ExtraMpMicros != nil || p.InputMpMicros != nil
 	switch {
 	case !providerRE.MatchString(p.Provider):
 		return hubu.Price{}, invalid("provider is not a provider name")
 	case !contract.ValidModel(p.Model):
 		return hubu.Price{}, invalid("model is not a model name")
 	case !sizeRE.MatchString(p.Size):
-		return hubu.Price{}, invalid("size must be <width>x<height> or *")
+		return hubu.Price{}, invalid("size must be <width>x<height>, <w>:<h> or *")
+	case rule != hubu.PriceFlat && rule != hubu.PriceMegapixel:
+		return hubu.Price{}, invalid("rule must be flat or megapixel")
 	case p.AmountMicros < 0:
 		return hubu.Price{}, invalid("amount_micros must not be negative")
 	case !currencyRE.MatchString(p.Currency):
 		return hubu.Price{}, invalid("currency must be an ISO 4217 code such as USD")
+	case rule == hubu.PriceFlat && perMP:
+		return hubu.Price{}, invalid("extra_mp_micros and input_mp_micros are a per-megapixel price's (rule megapixel)")
+	case rule == hubu.PriceFlat:
+		return hubu.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, Rule: rule, AmountMicros: p.AmountMicros, Currency: p.Currency}, nil
+	case p.ExtraMpMicros == nil || p.InputMpMicros == nil:
+		return hubu.Price{}, invalid("a per-megapixel price needs extra_mp_micros and input_mp_micros")
+	case *p.ExtraMpMicros < 0 || *p.InputMpMicros < 0:
+		return hubu.Price{}, invalid("extra_mp_micros and input_mp_micros must not be negative")
+	case p.Size != "*":
+		return hubu.Price{}, invalid("a per-megapixel price covers every size: size must be *")
 	}
-	return hubu.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency}, nil
+	if m, known := contract.ModelNamed(p.Model); known && m.Sizing != contract.SizeInPixels {
+		return hubu.Price{}, invalid("model %s is sized by aspect ratio, so it cannot be priced per megapixel", p.Model)
+	}
+	return hubu.Price{Provider: p.Provider, Model: p.Model, Size: p.Size, Rule: rule, AmountMicros: p.AmountMicros,
+		ExtraMPMicros: *p.ExtraMpMicros, InputMPMicros: *p.InputMpMicros, Currency: p.Currency}, nil
 }

@@ -235,26 +235,25 @@ func (e *Env) NewAgent(t testing.TB, name string, pol *hubuapi.Policy) Agent {
 // Call is one spend call as the router sends it: a private key, a public handle, the arguments.
 type Call struct {
 	Key, Handle string
-	Args        hubuapi.GenerateImageArguments
+	Args        contract.ImageRequest
 }
 
-// NewCall is a new call for a 1024x1024 origami fox by model.
+// NewCall is a new call for an origami fox by model: 1024x1024 where the model is sized in
+// pixels, its default aspect ratio where it is not.
 func NewCall(model string) Call {
-	return Call{Key: contract.NewOperationKey("codex"), Handle: contract.NewPublicHandle(),
-		Args: hubuapi.GenerateImageArguments{Prompt: "an origami fox", Model: model, Width: 1024, Height: 1024}}
+	args := contract.ImageRequest{Prompt: "an origami fox", Model: model, Width: 1024, Height: 1024}
+	if m, ok := contract.ModelNamed(model); ok && m.Sizing == contract.SizeByAspectRatio {
+		args.Width, args.Height = 0, 0
+	}
+	return Call{Key: contract.NewOperationKey("codex"), Handle: contract.NewPublicHandle(), Args: args}
 }
 
 // AuthorizeRequest is the call's authorization request as the Store takes it, for tests
 // that call the Store directly.
 func (c Call) AuthorizeRequest() hubu.AuthorizeRequest {
 	r := c.Request()
-	req := hubu.AuthorizeRequest{OperationKey: r.OperationKey, PublicHandle: r.PublicHandle, Tool: string(r.Tool), RequestHash: r.RequestHash,
-		Arguments: hubu.ImageRequest{Prompt: c.Args.Prompt, Model: c.Args.Model, Width: c.Args.Width, Height: c.Args.Height, Seed: c.Args.Seed}}
-	if f := c.Args.OutputFormat; f != nil {
-		format := string(*f)
-		req.Arguments.OutputFormat = &format
-	}
-	return req
+	return hubu.AuthorizeRequest{OperationKey: r.OperationKey, PublicHandle: r.PublicHandle, Tool: string(r.Tool), RequestHash: r.RequestHash,
+		Arguments: c.Args}
 }
 
 // Request is the call's authorization request, with the hash of its arguments.

@@ -35,7 +35,7 @@ func TestHandOffStepsFromAStaleRead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.Store.Settle(ctx, *warm.DecisionID, 0, false, "", now); err != nil {
+	if _, err := e.Store.Settle(ctx, *warm.DecisionID, 0, false, "", nil, now); err != nil {
 		t.Fatal(err)
 	}
 
@@ -56,7 +56,7 @@ func TestHandOffStepsFromAStaleRead(t *testing.T) {
 
 	// Settled before its acceptance is recorded (the executor may be that fast): recording it
 	// from the read taken before changes nothing.
-	if _, err := e.Store.Settle(ctx, *read.DecisionID, 25_000, false, "", now); err != nil {
+	if _, err := e.Store.Settle(ctx, *read.DecisionID, 25_000, false, "", nil, now); err != nil {
 		t.Fatal(err)
 	}
 	op, err := e.Store.MarkExecuting(ctx, counted, now)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/policy"
 	"hubu.dev/hubu/sql/hubu/hubudb"
@@ -36,7 +37,9 @@ import (
 // handOff says that the caller hands a decision issued here to the executor as soon as this
 // returns: its first try is then counted in the same insert (hubu.Change.WithFirstHandOff).
 func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time, handOff bool) (op hubu.Operation, replayed bool, err error) {
-	scope := hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model, Size: fmt.Sprintf("%dx%d", req.Arguments.Width, req.Arguments.Height)}
+	// The size is resolved (with the model's defaults, and an edit's first input) only for a new
+	// operation: a recorded one is compared as it was written, never as today's defaults make it.
+	scope := hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model}
 	args, err := marshalArguments(req.Arguments)
 	if err != nil {
 		return hubu.Operation{}, false, fmt.Errorf("encode arguments: %w", err)
@@ -70,7 +73,10 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 			}
 			return result{op: existing, recorded: true, read: true}, nil
 		}
-		price, err := s.price(ctx, p, scope)
+		if scope.Size, err = resolveSize(req); err != nil {
+			return result{}, err
+		}
+		amount, currency, err := s.price(ctx, p, scope, req.Inputs)
 		if err != nil {
 			return result{}, err
 		}
@@ -79,11 +85,11 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 		if err != nil {
 			return result{}, err
 		}
-		verdict := policy.Decide(pol, scope, price.AmountMicros, price.Currency, used)
+		verdict := policy.Decide(pol, scope, amount, currency, used)
 		ch, err := hubu.Operation{
 			ID: uuid.New(), AgentID: agentID, PublicHandle: req.PublicHandle, Tool: req.Tool, Arguments: args,
-			RequestHash: req.RequestHash, Account: st.Account, Scope: scope, AmountMicros: price.AmountMicros,
-			Currency: price.Currency, CreatedAt: now,
+			RequestHash: req.RequestHash, Account: st.Account, Scope: scope, AmountMicros: amount,
+			Currency: currency, CreatedAt: now,
 		}.Authorize(authorization[verdict.Action], verdict.Denial, s.ApprovalTTL)
 		if err != nil {
 			return result{}, err
@@ -128,6 +134,27 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 	want := hubu.Operation{PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash, Scope: scope}
 	op, err = s.replay(ctx, res.op, want, now)
 	return op, true, err
+}
+
+// resolveSize checks a new operation's request against its model and returns the size it
+// makes (contract.ImageRequest.ResolveSize): an edit that names none makes its first input's,
+// which must have been read (ErrInputsNeeded).
+func resolveSize(req hubu.AuthorizeRequest) (string, error) {
+	if err := req.Arguments.Check(req.Tool == hubu.ToolEditImage); err != nil {
+		return "", hubu.Errorf(hubu.CodeInvalidArguments, "arguments: %s", err.Error())
+	}
+	var first *contract.Dimensions
+	switch {
+	case len(req.Inputs) > 0:
+		first = &req.Inputs[0]
+	case len(req.Arguments.InputImages) > 0:
+		return "", hubu.ErrInputsNeeded
+	}
+	size, err := req.Arguments.ResolveSize(first)
+	if err != nil {
+		return "", hubu.Errorf(hubu.CodeInvalidArguments, "%s", err.Error())
+	}
+	return size, nil
 }
 
 // authorization is the first event of a new operation under each action of policy.
@@ -182,7 +209,6 @@ func (s *Store) replay(ctx context.Context, existing, want hubu.Operation, now t
 		{"request hash", existing.RequestHash, want.RequestHash},
 		{"provider", existing.Scope.Provider, want.Scope.Provider},
 		{"model", existing.Scope.Model, want.Scope.Model},
-		{"size", existing.Scope.Size, want.Scope.Size},
 	} {
 		if d.got != d.want {
 			return hubu.Operation{}, hubu.Errorf(hubu.CodeCreateNewOperation,
@@ -319,9 +345,9 @@ func (s *Store) GetDecision(ctx context.Context, decisionID uuid.UUID) (hubu.Ope
 
 // Settle captures what an execution cost and releases the rest of the hold
 // (hubu.Operation.Settle).
-func (s *Store) Settle(ctx context.Context, decisionID uuid.UUID, amount int64, failed bool, reason string, now time.Time) (hubu.Operation, error) {
+func (s *Store) Settle(ctx context.Context, decisionID uuid.UUID, amount int64, failed bool, reason string, providerCost *int64, now time.Time) (hubu.Operation, error) {
 	return s.transition(ctx, s.byDecision(decisionID), func(op hubu.Operation) (hubu.Change, error) {
-		return op.Settle(amount, failed, reason, now)
+		return op.Settle(amount, failed, reason, providerCost, now)
 	})
 }
 
@@ -551,7 +577,8 @@ func (s *Store) write(ctx context.Context, db hubudb.DBTX, from hubu.Operation, 
 		ID: o.ID, FromState: string(from.State), FromDispatchAttempts: int32(from.DispatchAttempts),
 		ToState: string(o.State), DecisionID: o.DecisionID, DecidedBy: o.DecidedBy, DecidedAt: o.DecidedAt,
 		ApprovalExpiresAt: o.ApprovalExpiresAt, DenialCode: code, DenialMessage: message, FailureReason: o.FailureReason,
-		DispatchAttempts: int32(o.DispatchAttempts), Now: o.UpdatedAt,
+		ProviderCostMicros: o.ProviderCostMicros,
+		DispatchAttempts:   int32(o.DispatchAttempts), Now: o.UpdatedAt,
 		BudgetDelta: l.budgetDelta, LedgerKinds: l.kinds, LedgerAmounts: l.amounts, LedgerCurrencies: l.currencies,
 		LedgerCreatedAt: l.createdAt,
 	})
@@ -598,7 +625,8 @@ func operationOf(r hubudb.Operation, held, captured, released int64) hubu.Operat
 		RequestHash: r.RequestHash, Account: r.Account, Scope: hubu.Scope{Provider: r.Provider, Model: r.Model, Size: r.Size},
 		AmountMicros: r.AmountMicros, Currency: r.Currency, State: hubu.State(r.State), DecisionID: r.DecisionID,
 		ApprovalExpiresAt: r.ApprovalExpiresAt, DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt, FailureReason: r.FailureReason,
-		HeldMicros: held - captured - released, CapturedMicros: captured, ReleasedMicros: released,
+		ProviderCostMicros: r.ProviderCostMicros,
+		HeldMicros:         held - captured - released, CapturedMicros: captured, ReleasedMicros: released,
 		DispatchAttempts: int(r.DispatchAttempts), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
 	}
 	if r.DecisionID != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/credential"
 	"hubu.dev/hubu/services/hubu/policy"
@@ -195,23 +196,32 @@ func (s *Store) catalog(ctx context.Context, db hubudb.DBTX) (hubu.Catalog, erro
 // amount they were authorized for.
 func (s *Store) SetPrice(ctx context.Context, p hubu.Price, now time.Time) (hubu.Price, error) {
 	defer s.Cache.pricesChanged()
-	r, err := s.q.UpsertPrice(ctx, s.db, hubudb.UpsertPriceParams{
-		Provider: p.Provider, Model: p.Model, Size: p.Size, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: now,
-	})
+	params := hubudb.UpsertPriceParams{
+		Provider: p.Provider, Model: p.Model, Size: p.Size, Rule: p.Rule, AmountMicros: p.AmountMicros, Currency: p.Currency, UpdatedAt: now,
+	}
+	if p.Rule == hubu.PriceMegapixel {
+		params.ExtraMpMicros, params.InputMpMicros = &p.ExtraMPMicros, &p.InputMPMicros
+	}
+	r, err := s.q.UpsertPrice(ctx, s.db, params)
 	if err != nil {
 		return hubu.Price{}, fmt.Errorf("set price: %w", err)
 	}
 	return priceOf(r), nil
 }
 
-// price computes what a scope costs from the catalog (read on db unless cached); the request
-// never names an amount.
-func (s *Store) price(ctx context.Context, db hubudb.DBTX, scope hubu.Scope) (hubu.Price, error) {
+// price computes what a scope costs from the catalog (read on db unless cached), with an
+// edit's input images; the request never names an amount.
+func (s *Store) price(ctx context.Context, db hubudb.DBTX, scope hubu.Scope, inputs []contract.Dimensions) (amount int64, currency string, err error) {
 	c, err := s.catalog(ctx, db)
 	if err != nil {
-		return hubu.Price{}, err
+		return 0, "", err
 	}
-	return c.PriceOf(scope)
+	p, err := c.PriceOf(scope)
+	if err != nil {
+		return 0, "", err
+	}
+	amount, err = p.AmountFor(scope.Size, inputs)
+	return amount, p.Currency, err
 }
 
 // Capabilities returns what an agent may do now: the prices its policy allows (a held price
@@ -262,7 +272,11 @@ func agentOf(a hubudb.Agent, p hubudb.Policy) hubu.Agent {
 }
 
 func priceOf(r hubudb.Price) hubu.Price {
-	return hubu.Price{Provider: r.Provider, Model: r.Model, Size: r.Size, AmountMicros: r.AmountMicros, Currency: r.Currency, UpdatedAt: r.UpdatedAt}
+	p := hubu.Price{Provider: r.Provider, Model: r.Model, Size: r.Size, Rule: r.Rule, AmountMicros: r.AmountMicros, Currency: r.Currency, UpdatedAt: r.UpdatedAt}
+	if r.ExtraMpMicros != nil && r.InputMpMicros != nil {
+		p.ExtraMPMicros, p.InputMPMicros = *r.ExtraMpMicros, *r.InputMpMicros
+	}
+	return p
 }
 
 func policyOfRow(p hubudb.Policy) hubu.Policy {

@@ -12,12 +12,15 @@ import (
 
 // Kinds in the order they are listed and applied.
 var Kinds = []bflapi.FaultKind{
-	bflapi.Slow,
-	bflapi.FailBeforeCharge,
-	bflapi.IdempotencyOff,
-	bflapi.ChargeThenDrop,
-	bflapi.ChargeThen500,
-	bflapi.WebhookDrop,
+	bflapi.FaultKindSlow,
+	bflapi.FaultKindFailBeforeCharge,
+	bflapi.FaultKindIdempotencyOff,
+	bflapi.FaultKindChargeThenDrop,
+	bflapi.FaultKindChargeThen500,
+	bflapi.FaultKindRequestModerated,
+	bflapi.FaultKindContentModerated,
+	bflapi.FaultKindTaskError,
+	bflapi.FaultKindWebhookDrop,
 }
 
 // MaxDelay bounds a slow fault, so a mistaken delay cannot hang a test run.
@@ -37,6 +40,9 @@ type Effects struct {
 	IdempotencyOff   bool
 	ChargeThenDrop   bool
 	ChargeThen500    bool
+	// Outcome is how the task is to end when a moderation or error fault is armed (the
+	// first of them in Kinds' order): a mockflux.Outcome* status; "" is Ready.
+	Outcome string
 }
 
 // Set is the armed faults; the zero value has none. It is safe for concurrent use.
@@ -53,9 +59,9 @@ func (s *Set) Arm(kind bflapi.FaultKind, count int, delay time.Duration) error {
 		return fmt.Errorf("unknown fault kind %q", kind)
 	case count < 0:
 		return fmt.Errorf("count must not be negative")
-	case kind == bflapi.Slow && (delay <= 0 || delay > MaxDelay):
+	case kind == bflapi.FaultKindSlow && (delay <= 0 || delay > MaxDelay):
 		return fmt.Errorf("slow needs delay_ms between 1 and %d", MaxDelay.Milliseconds())
-	case kind != bflapi.Slow && delay != 0:
+	case kind != bflapi.FaultKindSlow && delay != 0:
 		return fmt.Errorf("delay_ms applies only to slow")
 	}
 	s.mu.Lock()
@@ -95,19 +101,27 @@ func (s *Set) Take() Effects {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var e Effects
-	for k, a := range s.armed {
+	for _, k := range Kinds {
+		a, ok := s.armed[k]
+		if !ok {
+			continue
+		}
 		switch k {
-		case bflapi.Slow:
+		case bflapi.FaultKindSlow:
 			e.Slow = a.Delay
-		case bflapi.FailBeforeCharge:
+		case bflapi.FaultKindFailBeforeCharge:
 			e.FailBeforeCharge = true
-		case bflapi.IdempotencyOff:
+		case bflapi.FaultKindIdempotencyOff:
 			e.IdempotencyOff = true
-		case bflapi.ChargeThenDrop:
+		case bflapi.FaultKindChargeThenDrop:
 			e.ChargeThenDrop = true
-		case bflapi.ChargeThen500:
+		case bflapi.FaultKindChargeThen500:
 			e.ChargeThen500 = true
-		case bflapi.WebhookDrop:
+		case bflapi.FaultKindRequestModerated, bflapi.FaultKindContentModerated, bflapi.FaultKindTaskError:
+			if e.Outcome == "" {
+				e.Outcome = outcomes[k]
+			}
+		case bflapi.FaultKindWebhookDrop:
 			continue
 		}
 		s.useUp(k)
@@ -115,15 +129,20 @@ func (s *Set) Take() Effects {
 	return e
 }
 
+// outcomes are the statuses the end faults give a task (mockflux.Outcome*).
+var outcomes = map[bflapi.FaultKind]string{
+	bflapi.FaultKindRequestModerated: "Request Moderated", bflapi.FaultKindContentModerated: "Content Moderated", bflapi.FaultKindTaskError: "Error",
+}
+
 // TakeWebhookDrop reports whether the webhook about to be sent must be dropped, using up one
 // unit of an armed webhook_drop.
 func (s *Set) TakeWebhookDrop() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.armed[bflapi.WebhookDrop]; !ok {
+	if _, ok := s.armed[bflapi.FaultKindWebhookDrop]; !ok {
 		return false
 	}
-	s.useUp(bflapi.WebhookDrop)
+	s.useUp(bflapi.FaultKindWebhookDrop)
 	return true
 }
 

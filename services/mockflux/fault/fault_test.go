@@ -16,11 +16,11 @@ func TestCountsAndClear(t *testing.T) {
 	if e := s.Take(); e != (fault.Effects{}) {
 		t.Fatalf("no faults armed, got %+v", e)
 	}
-	must(t, s.Arm(bflapi.FailBeforeCharge, 2, 0))
-	must(t, s.Arm(bflapi.IdempotencyOff, 0, 0))
-	must(t, s.Arm(bflapi.Slow, 1, 5*time.Millisecond))
+	must(t, s.Arm(bflapi.FaultKindFailBeforeCharge, 2, 0))
+	must(t, s.Arm(bflapi.FaultKindIdempotencyOff, 0, 0))
+	must(t, s.Arm(bflapi.FaultKindSlow, 1, 5*time.Millisecond))
 
-	want := []fault.Armed{{Kind: bflapi.Slow, Remaining: 1, Delay: 5 * time.Millisecond}, {Kind: bflapi.FailBeforeCharge, Remaining: 2}, {Kind: bflapi.IdempotencyOff}}
+	want := []fault.Armed{{Kind: bflapi.FaultKindSlow, Remaining: 1, Delay: 5 * time.Millisecond}, {Kind: bflapi.FaultKindFailBeforeCharge, Remaining: 2}, {Kind: bflapi.FaultKindIdempotencyOff}}
 	if got := s.Active(); !slices.Equal(got, want) {
 		t.Fatalf("active %+v, want %+v", got, want)
 	}
@@ -33,7 +33,7 @@ func TestCountsAndClear(t *testing.T) {
 	if e := s.Take(); e.FailBeforeCharge || !e.IdempotencyOff {
 		t.Fatalf("third take %+v", e)
 	}
-	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.IdempotencyOff}}) {
+	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.FaultKindIdempotencyOff}}) {
 		t.Fatalf("after the counts ran out: %+v", got)
 	}
 	s.Clear()
@@ -50,14 +50,14 @@ func TestWebhookDropIsCountedByWebhooks(t *testing.T) {
 	if s.TakeWebhookDrop() {
 		t.Fatal("a webhook was dropped with nothing armed")
 	}
-	must(t, s.Arm(bflapi.WebhookDrop, 2, 0))
-	must(t, s.Arm(bflapi.ChargeThen500, 1, 0))
+	must(t, s.Arm(bflapi.FaultKindWebhookDrop, 2, 0))
+	must(t, s.Arm(bflapi.FaultKindChargeThen500, 1, 0))
 	for range 3 {
 		if e := s.Take(); e != (fault.Effects{ChargeThen500: e.ChargeThen500}) {
 			t.Fatalf("a submit suffered %+v", e)
 		}
 	}
-	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.WebhookDrop, Remaining: 2}}) {
+	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.FaultKindWebhookDrop, Remaining: 2}}) {
 		t.Fatalf("submits used up webhook_drop: %+v", got)
 	}
 	for i, want := range []bool{true, true, false} {
@@ -65,7 +65,7 @@ func TestWebhookDropIsCountedByWebhooks(t *testing.T) {
 			t.Fatalf("webhook %d: dropped %v, want %v", i+1, got, want)
 		}
 	}
-	must(t, s.Arm(bflapi.WebhookDrop, 0, 0)) // until cleared
+	must(t, s.Arm(bflapi.FaultKindWebhookDrop, 0, 0)) // until cleared
 	for range 5 {
 		if !s.TakeWebhookDrop() {
 			t.Fatal("an until-cleared webhook_drop let a webhook through")
@@ -80,9 +80,9 @@ func TestWebhookDropIsCountedByWebhooks(t *testing.T) {
 func TestArmReplacesTheSameKind(t *testing.T) {
 	t.Parallel()
 	var s fault.Set
-	must(t, s.Arm(bflapi.ChargeThen500, 5, 0))
-	must(t, s.Arm(bflapi.ChargeThen500, 1, 0))
-	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.ChargeThen500, Remaining: 1}}) {
+	must(t, s.Arm(bflapi.FaultKindChargeThen500, 5, 0))
+	must(t, s.Arm(bflapi.FaultKindChargeThen500, 1, 0))
+	if got := s.Active(); !slices.Equal(got, []fault.Armed{{Kind: bflapi.FaultKindChargeThen500, Remaining: 1}}) {
 		t.Fatalf("active %+v", got)
 	}
 }
@@ -96,10 +96,10 @@ func TestArmRefusesNonsense(t *testing.T) {
 		delay time.Duration
 	}{
 		{"explode", 1, 0},
-		{bflapi.ChargeThenDrop, -1, 0},
-		{bflapi.Slow, 1, 0},
-		{bflapi.Slow, 1, fault.MaxDelay + time.Millisecond},
-		{bflapi.ChargeThenDrop, 1, time.Second},
+		{bflapi.FaultKindChargeThenDrop, -1, 0},
+		{bflapi.FaultKindSlow, 1, 0},
+		{bflapi.FaultKindSlow, 1, fault.MaxDelay + time.Millisecond},
+		{bflapi.FaultKindChargeThenDrop, 1, time.Second},
 	} {
 		if err := s.Arm(c.kind, c.count, c.delay); err == nil {
 			t.Errorf("Arm(%q, %d, %v) succeeded", c.kind, c.count, c.delay)

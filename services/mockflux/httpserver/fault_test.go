@@ -14,7 +14,7 @@ import (
 func TestFailBeforeCharge(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	faults := b.armFault(t, bflapi.FailBeforeCharge, 2, 0)
+	faults := b.armFault(t, bflapi.FaultKindFailBeforeCharge, 2, 0)
 	if len(faults.Active) != 1 || faults.Active[0].Count != 2 || !faults.Idempotency {
 		t.Fatalf("armed: %+v", faults)
 	}
@@ -42,7 +42,7 @@ func TestFailBeforeCharge(t *testing.T) {
 func TestChargeThenDrop(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.armFault(t, bflapi.ChargeThenDrop, 1, 0)
+	b.armFault(t, bflapi.FaultKindChargeThenDrop, 1, 0)
 	// A fresh connection per request: Go's transport would otherwise retry a POST that
 	// carries an Idempotency-Key on a reused connection by itself, hiding the drop.
 	fresh, err := bflapi.NewClientWithResponses(b.url,
@@ -67,7 +67,7 @@ func TestChargeThenDrop(t *testing.T) {
 func TestChargeThen500(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.armFault(t, bflapi.ChargeThen500, 1, 0)
+	b.armFault(t, bflapi.FaultKindChargeThen500, 1, 0)
 	resp := b.submitRaw(t, "flux-pro-1.1", "d-1", fox)
 	if resp.StatusCode() != http.StatusInternalServerError || resp.JSON500 == nil {
 		t.Fatalf("%d %s", resp.StatusCode(), resp.Body)
@@ -84,7 +84,7 @@ func TestChargeThen500(t *testing.T) {
 func TestSlow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	faults := b.armFault(t, bflapi.Slow, 1, 50)
+	faults := b.armFault(t, bflapi.FaultKindSlow, 1, 50)
 	if faults.Active[0].DelayMs == nil || *faults.Active[0].DelayMs != 50 {
 		t.Fatalf("armed: %+v", faults)
 	}
@@ -96,7 +96,7 @@ func TestSlow(t *testing.T) {
 	b.requireCharges(t, 1, 25_000)
 
 	// A client that gives up while the server waits is not charged, and the handler ends.
-	b.armFault(t, bflapi.Slow, 0, int((10 * time.Minute).Milliseconds()))
+	b.armFault(t, bflapi.FaultKindSlow, 0, int((10 * time.Minute).Milliseconds()))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	_, err := b.client.SubmitWithBodyWithResponse(ctx, "flux-dev", idem(""), "application/json", strings.NewReader(fox))
@@ -114,7 +114,7 @@ func TestSlow(t *testing.T) {
 func TestIdempotencyOff(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if f := b.armFault(t, bflapi.IdempotencyOff, 0, 0); f.Idempotency {
+	if f := b.armFault(t, bflapi.FaultKindIdempotencyOff, 0, 0); f.Idempotency {
 		t.Fatalf("armed: %+v", f)
 	}
 	first := b.submitOK(t, "flux-dev", "d-1", fox)
@@ -133,7 +133,7 @@ func TestIdempotencyOff(t *testing.T) {
 		t.Fatalf("clear: %v %v", err, resp)
 	}
 	third := b.submitOK(t, "flux-dev", "d-2", fox)
-	if again := b.submitOK(t, "flux-dev", "d-2", fox); again != third {
+	if again := b.submitOK(t, "flux-dev", "d-2", fox); again.Id != third.Id {
 		t.Fatal("idempotency is not back on after DELETE")
 	}
 	b.requireCharges(t, 3, 75_000)
@@ -142,26 +142,26 @@ func TestIdempotencyOff(t *testing.T) {
 func TestFaultsUntilClearedAndCombined(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.armFault(t, bflapi.ChargeThen500, 0, 0)
-	b.armFault(t, bflapi.IdempotencyOff, 1, 0)
+	b.armFault(t, bflapi.FaultKindChargeThen500, 0, 0)
+	b.armFault(t, bflapi.FaultKindIdempotencyOff, 1, 0)
 	for i := range 3 {
-		if resp := b.submitRaw(t, "flux-schnell", "d-1", fox); resp.StatusCode() != http.StatusInternalServerError {
+		if resp := b.submitRaw(t, "flux-dev", "d-1", fox); resp.StatusCode() != http.StatusInternalServerError {
 			t.Fatalf("submit %d: %d", i+1, resp.StatusCode())
 		}
 	}
 	// The first submit ignored its key; the next two shared one task.
-	b.requireCharges(t, 2, 6_000)
+	b.requireCharges(t, 2, 50_000)
 	f := b.faults(t)
-	if len(f.Active) != 1 || f.Active[0].Kind != bflapi.ChargeThen500 || f.Active[0].Count != 0 || !f.Idempotency {
+	if len(f.Active) != 1 || f.Active[0].Kind != bflapi.FaultKindChargeThen500 || f.Active[0].Count != 0 || !f.Idempotency {
 		t.Fatalf("faults: %+v", f)
 	}
 	// Requests refused for auth do not use up a fault; refused bodies do.
-	b.armFault(t, bflapi.FailBeforeCharge, 1, 0)
-	_, _ = b.anonymous.SubmitWithBodyWithResponse(context.Background(), "flux-schnell", idem(""), "application/json", strings.NewReader(fox))
+	b.armFault(t, bflapi.FaultKindFailBeforeCharge, 1, 0)
+	_, _ = b.anonymous.SubmitWithBodyWithResponse(context.Background(), "flux-dev", idem(""), "application/json", strings.NewReader(fox))
 	if f := b.faults(t); len(f.Active) != 2 {
 		t.Fatalf("an unauthenticated request used up a fault: %+v", f)
 	}
-	b.submitRaw(t, "flux-schnell", "", `{}`)
+	b.submitRaw(t, "flux-dev", "", `{}`)
 	if f := b.faults(t); len(f.Active) != 1 {
 		t.Fatalf("a refused submit did not use up a fault: %+v", f)
 	}
@@ -170,8 +170,8 @@ func TestFaultsUntilClearedAndCombined(t *testing.T) {
 	if err != nil || resp.JSON200 == nil || len(resp.JSON200.Active) != 0 {
 		t.Fatalf("clear: %v %v", err, resp)
 	}
-	b.submitOK(t, "flux-schnell", "d-1", fox)
-	b.requireCharges(t, 2, 6_000)
+	b.submitOK(t, "flux-dev", "d-1", fox)
+	b.requireCharges(t, 2, 50_000)
 }
 
 func TestArmFaultRefusesNonsense(t *testing.T) {

@@ -1,8 +1,12 @@
 package httpserver_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"image"
+	"image/png"
 	"io"
 	"log/slog"
 	"net/http"
@@ -24,9 +28,14 @@ import (
 
 type config struct {
 	apiKey       string
+	ignoresKeys  bool // as the real API: Idempotency-Key is not honoured
 	pendingPolls int
 	renderTime   time.Duration
 	ready        func() error // nil: the provider's own readiness
+	credits      int64        // micros; 0 is no limit
+	concurrency  int          // 0 is no limit
+	pollingURL   string
+	deliveryURL  string
 }
 
 type bundle struct {
@@ -45,14 +54,16 @@ type bundle struct {
 const testKey = "test-api-key"
 
 // setup starts mockflux over real HTTP with an in-memory provider, a controlled clock, one
-// pending poll per job and no render time.
+// pending poll per job and no render time, honouring Idempotency-Key (most of these tests are
+// of that; config.ignoresKeys is the real API's way, and mockflux's default).
 func setup(t *testing.T) *bundle { return setupWith(t, config{pendingPolls: 1}) }
 
 func setupWith(t *testing.T, cfg config) *bundle {
 	t.Helper()
 	clk := testclock.New()
 	timers := timertest.New(clk)
-	provider, err := mockflux.Open(mockflux.Options{PendingPolls: cfg.pendingPolls, RenderTime: cfg.renderTime, Now: clk.Now})
+	provider, err := mockflux.Open(mockflux.Options{PendingPolls: cfg.pendingPolls, RenderTime: cfg.renderTime, Now: clk.Now,
+		HonoursIdempotency: !cfg.ignoresKeys, CreditsMicros: cfg.credits, Concurrency: cfg.concurrency})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +72,7 @@ func setupWith(t *testing.T, cfg config) *bundle {
 	srv := &httpserver.Server{
 		Provider: provider, APIKey: cfg.apiKey, SampleTTL: 10 * time.Minute,
 		SigningKey: []byte("test signing key"), Now: clk.Now, After: timers.After,
-		Logger: slog.New(slog.NewJSONHandler(logs, nil)), Ready: cfg.ready,
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)), Ready: cfg.ready, PollingURL: cfg.pollingURL, DeliveryURL: cfg.deliveryURL,
 	}
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
@@ -137,10 +148,18 @@ func (b *bundle) charges(t *testing.T) bflapi.Charges {
 	return *resp.JSON200
 }
 
+// requireCharges checks the charges that stand: count of them (refunded ones are listed
+// besides) and their total.
 func (b *bundle) requireCharges(t *testing.T, count int, total int64) bflapi.Charges {
 	t.Helper()
 	c := b.charges(t)
-	if c.Count != count || len(c.Charges) != count || c.TotalMicros != total {
+	standing := 0
+	for _, ch := range c.Charges {
+		if ch.Refunded == nil || !*ch.Refunded {
+			standing++
+		}
+	}
+	if c.Count != count || standing != count || c.TotalMicros != total {
 		t.Fatalf("charges: count %d (%d listed) total %d, want %d and %d", c.Count, len(c.Charges), c.TotalMicros, count, total)
 	}
 	return c
@@ -160,13 +179,13 @@ func (b *bundle) pollUntilReady(t *testing.T, id string, max int) bflapi.Result 
 	t.Helper()
 	for range max {
 		r := b.poll(t, id)
-		if r.Status == bflapi.Ready {
+		if r.Status == bflapi.ResultStatusReady {
 			if r.Result == nil {
 				t.Fatal("Ready without a result")
 			}
 			return *r.Result
 		}
-		if r.Status != bflapi.Pending {
+		if r.Status != bflapi.ResultStatusPending {
 			t.Fatalf("status %q", r.Status)
 		}
 	}
@@ -248,3 +267,12 @@ func (b *bundle) awaitMetric(t *testing.T, line string) {
 		t.Fatalf("/metrics lacks %q after 10s:\n%s", line, b.metrics(t))
 	}
 }
+
+// tinyPNG is base64 of a 1024x1024 PNG, an input image of one megapixel exactly.
+var tinyPNG = func() string {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1024, 1024))); err != nil {
+		panic(err)
+	}
+	return base64.StdEncoding.EncodeToString(buf.Bytes())
+}()

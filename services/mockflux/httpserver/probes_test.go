@@ -43,9 +43,9 @@ func TestReadinessAndMetrics(t *testing.T) {
 	job := b.submitOK(t, "flux-dev", "d-metrics", fox)
 	b.submitOK(t, "flux-dev", "d-metrics", fox) // replayed: no second charge
 	b.pollUntilReady(t, job.Id, 3)
-	b.armFault(t, bflapi.ChargeThenDrop, 1, 0)
+	b.armFault(t, bflapi.FaultKindChargeThenDrop, 1, 0)
 	fresh := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 30 * time.Second}
-	req, _ := http.NewRequest(http.MethodPost, b.url+"/v1/flux-schnell", strings.NewReader(fox))
+	req, _ := http.NewRequest(http.MethodPost, b.url+"/v1/flux-dev", strings.NewReader(fox))
 	req.Header.Set("x-key", testKey)
 	req.Header.Set("Content-Type", "application/json")
 	if resp, err := fresh.Do(req); err == nil {
@@ -63,7 +63,7 @@ func TestReadinessAndMetrics(t *testing.T) {
 	})
 	for _, want := range []string{
 		"mockflux_charges_total 2\n",
-		"mockflux_charged_micros_total 28000\n", // flux-dev 25000 and the dropped flux-schnell 3000
+		"mockflux_charged_micros_total 50000\n", // flux-dev 25000 and the dropped one 25000
 		`mockflux_http_requests_total{method="GET",route="/readyz",status="200"} 1`,
 		`mockflux_http_requests_total{method="GET",route="/readyz",status="503"} 1`,
 		`mockflux_http_requests_total{method="POST",route="/v1/{model}",status="200"} 2`,

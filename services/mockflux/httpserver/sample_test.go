@@ -28,6 +28,9 @@ func TestSampleURLs(t *testing.T) {
 	}
 	sig := u.Query().Get("sig")
 	base := b.url + u.Path
+	if want := strings.Replace(b.url, "127.0.0.1", "localhost", 1) + "/samples/"; !strings.HasPrefix(sample, want) {
+		t.Fatalf("sample %s is not on the delivery host %s", sample, want)
+	}
 
 	forbidden := []struct{ name, url string }{
 		{"bad signature", base + "?exp=" + exp + "&sig=" + strings.Repeat("0", len(sig))},
@@ -59,7 +62,7 @@ func TestSampleURLs(t *testing.T) {
 
 	// A correctly signed URL for a task that does not exist, or in the wrong format, is 404.
 	later := b.clock.Now().Add(time.Hour).Unix()
-	for _, file := range []string{"00000000-0000-0000-0000-000000000000.png", sub.Id + ".jpeg"} {
+	for _, file := range []string{"00000000-0000-0000-0000-000000000000.jpeg", sub.Id + ".png"} {
 		status, _, body := b.get(t, b.url+"/samples/"+file+"?exp="+strconv.FormatInt(later, 10)+"&sig="+sign(b.signingKey, file, later), nil)
 		if status != http.StatusNotFound || detail(t, body) == "" {
 			t.Errorf("%s: %d %s", file, status, body)

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -62,6 +64,12 @@ type Server struct {
 	After func(time.Duration) <-chan time.Time
 	// WebhookClient sends webhooks; nil is webhook's own (no redirects followed).
 	WebhookClient *http.Client
+	// PollingURL is the base of the polling URLs the submits answer, and DeliveryURL of the
+	// sample URLs the polls answer (scheme and host, as https://api.eu2.bfl.ai): the real API
+	// answers regional hosts for both. Empty: the host the request came to under its other
+	// name where it has one (127.0.0.1 and localhost for each other), so that a client that
+	// keeps to the submit's host is caught as it would be against the real API.
+	PollingURL, DeliveryURL string
 
 	requests *prometheus.CounterVec
 	webhooks *prometheus.CounterVec
@@ -129,7 +137,11 @@ func (s *Server) Close() {
 }
 
 func (s *Server) notify(job mockflux.Job) {
-	s.notices.Send(webhook.Notice{JobID: job.ID, URL: job.Webhook.URL, Secret: []byte(job.Webhook.Secret), Due: job.RenderedAt})
+	due := job.RenderedAt
+	if job.Outcome == mockflux.OutcomeRequestModerated {
+		due = job.CreatedAt // flagged before processing: it never renders
+	}
+	s.notices.Send(webhook.Notice{JobID: job.ID, Status: job.Outcome, URL: job.Webhook.URL, Secret: []byte(job.Webhook.Secret), Due: due})
 }
 
 // webhookDone counts and journals how a webhook ended. A journal that refuses the record
@@ -272,7 +284,7 @@ func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, pa
 		return
 	}
 	job, replayed, err := s.Provider.Submit(mockflux.SubmitRequest{
-		Model: model, Body: body, IdempotencyKey: deref(params.IdempotencyKey), IgnoreKey: effects.IdempotencyOff,
+		Model: model, Body: body, IdempotencyKey: deref(params.IdempotencyKey), IgnoreKey: effects.IdempotencyOff, Outcome: effects.Outcome,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
@@ -280,7 +292,7 @@ func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, pa
 	}
 	var charged int64
 	if !replayed {
-		charged = mockflux.Models[job.Model].PriceMicros
+		charged = job.CostMicros
 		if job.Webhook.URL != "" {
 			// Also when a fault then hides the answer: the job exists and renders.
 			s.notify(job)
@@ -300,8 +312,25 @@ func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, pa
 	}
 	writeJSON(w, http.StatusOK, bflapi.SubmitResponse{
 		Id:         job.ID,
-		PollingUrl: baseURL(r) + "/v1/get_result?id=" + url.QueryEscape(job.ID),
+		PollingUrl: cmp.Or(s.PollingURL, otherName(r)) + "/v1/get_result?id=" + url.QueryEscape(job.ID),
+		Cost:       new(credits(job.CostMicros)),
+		InputMp:    new(megapixels(job.InputPixels...)),
+		OutputMp:   new(megapixels(int64(job.Width) * int64(job.Height))),
 	})
+}
+
+// credits is an amount in BFL's credits (1 credit = $0.01 = 10,000 micros), as its answers
+// state a cost.
+func credits(micros int64) float64 { return float64(micros) / 10_000 }
+
+// megapixels are pixels in BFL's megapixels (2^20 pixels), to two decimals, as its answers
+// state input_mp and output_mp.
+func megapixels(pixels ...int64) float64 {
+	var sum int64
+	for _, px := range pixels {
+		sum += px
+	}
+	return math.Round(float64(sum)/(1<<20)*100) / 100
 }
 
 // drop closes the connection without a response, as a provider that crashed after charging.
@@ -316,23 +345,33 @@ func (s *Server) drop(w http.ResponseWriter) {
 func (s *Server) GetResult(w http.ResponseWriter, r *http.Request, params bflapi.GetResultParams) {
 	poll, ok := s.Provider.Poll(params.Id)
 	if !ok {
-		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: params.Id, Status: bflapi.TaskNotFound})
+		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: params.Id, Status: bflapi.ResultStatusTaskNotFound})
 		return
 	}
 	if !poll.Ready {
-		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: poll.Job.ID, Status: bflapi.Pending, Progress: new(poll.Progress)})
+		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: poll.Job.ID, Status: bflapi.ResultStatusPending, Progress: new(poll.Progress)})
 		return
 	}
 	job := poll.Job
+	if job.Outcome != "" {
+		// An end without a result, as the real API answers it: no result, and for a
+		// moderation the reasons in details.
+		res := bflapi.ResultResponse{Id: job.ID, Status: bflapi.ResultStatus(job.Outcome)}
+		if job.Outcome != mockflux.OutcomeError {
+			res.Details = &map[string]any{"Moderation Reasons": []string{"mockflux fault"}}
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
 	file := job.ID + "." + job.Format
 	// From the first Ready answer, not from when the job rendered: a job polled late (after
 	// a restart, or by a caller that lost its webhook) still gets a URL that works.
 	exp := poll.FirstReady.Add(s.SampleTTL).Unix()
-	sample := baseURL(r) + "/samples/" + file + "?exp=" + strconv.FormatInt(exp, 10) + "&sig=" + s.sign(file, exp)
+	sample := cmp.Or(s.DeliveryURL, otherName(r)) + "/samples/" + file + "?exp=" + strconv.FormatInt(exp, 10) + "&sig=" + s.sign(file, exp)
 	start, end := unixSeconds(job.CreatedAt), unixSeconds(poll.ReadyAt)
 	writeJSON(w, http.StatusOK, bflapi.ResultResponse{
 		Id:     job.ID,
-		Status: bflapi.Ready,
+		Status: bflapi.ResultStatusReady,
 		Result: &bflapi.Result{Sample: sample, Prompt: new(job.Prompt), Seed: new(job.Seed), StartTime: &start, EndTime: &end, Duration: new(end - start)},
 	})
 }
@@ -365,11 +404,15 @@ func (s *Server) GetSample(w http.ResponseWriter, r *http.Request, file string, 
 
 func (s *Server) ListCharges(w http.ResponseWriter, r *http.Request) {
 	charges, total := s.Provider.Charges()
-	out := bflapi.Charges{Charges: make([]bflapi.Charge, len(charges)), Count: len(charges), TotalMicros: total}
+	count, _ := s.Provider.ChargeTotals()
+	out := bflapi.Charges{Charges: make([]bflapi.Charge, len(charges)), Count: count, TotalMicros: total}
 	for i, c := range charges {
 		out.Charges[i] = bflapi.Charge{
 			Id: c.ID, JobId: c.JobID, Model: c.Model, AmountMicros: c.AmountMicros,
 			IdempotencyKey: c.IdempotencyKey, CreatedAt: c.CreatedAt,
+		}
+		if c.Refunded {
+			out.Charges[i].Refunded = new(true)
 		}
 		if !c.ReadyAt.IsZero() {
 			out.Charges[i].ReadyAt = new(c.ReadyAt)
@@ -405,14 +448,24 @@ func (s *Server) ClearFaults(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.faults())
 }
 
+// GetCredits answers the account's balance in credits, as the real API's /v1/credits does;
+// without a limit (no --credits), a balance that never runs out.
+func (s *Server) GetCredits(w http.ResponseWriter, r *http.Request) {
+	micros, limited := s.Provider.Credits()
+	if !limited {
+		micros = 1 << 50
+	}
+	writeJSON(w, http.StatusOK, bflapi.CreditsResponse{Credits: credits(micros)})
+}
+
 func (s *Server) faults() bflapi.Faults {
-	out := bflapi.Faults{Active: []bflapi.Fault{}, Idempotency: true}
+	out := bflapi.Faults{Active: []bflapi.Fault{}, Idempotency: s.Provider.HonoursIdempotency()}
 	for _, a := range s.Faults.Active() {
 		f := bflapi.Fault{Kind: a.Kind, Count: a.Remaining}
-		if a.Kind == bflapi.Slow {
+		if a.Kind == bflapi.FaultKindSlow {
 			f.DelayMs = new(int(a.Delay.Milliseconds()))
 		}
-		if a.Kind == bflapi.IdempotencyOff {
+		if a.Kind == bflapi.FaultKindIdempotencyOff {
 			out.Idempotency = false
 		}
 		out.Active = append(out.Active, f)
@@ -427,14 +480,28 @@ func (s *Server) sign(file string, exp int64) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// baseURL is where the client reached this server, so that URLs handed out work whatever
-// port mockflux bound.
-func baseURL(r *http.Request) string {
+// otherName is where the client reached this server, under the host's other name where it
+// has one (127.0.0.1 and localhost for each other, on the same port), so that URLs handed out
+// work whatever port mockflux bound and yet are on another host than the request's.
+func otherName(r *http.Request) string {
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host
+	host, port, err := net.SplitHostPort(r.Host)
+	if err != nil {
+		host, port = r.Host, ""
+	}
+	switch host {
+	case "127.0.0.1":
+		host = "localhost"
+	case "localhost":
+		host = "127.0.0.1"
+	}
+	if port != "" {
+		host = net.JoinHostPort(host, port)
+	}
+	return scheme + "://" + host
 }
 
 // deref is *p, or the zero value for an absent optional field.
@@ -455,6 +522,8 @@ var statusOf = map[mockflux.Code]int{
 	mockflux.CodeNotFound:  http.StatusNotFound,
 	mockflux.CodeInvalid:   http.StatusUnprocessableEntity,
 	mockflux.CodeKeyReused: http.StatusUnprocessableEntity,
+	mockflux.CodeNoCredits: http.StatusPaymentRequired,
+	mockflux.CodeTooMany:   http.StatusTooManyRequests,
 	mockflux.CodeInternal:  http.StatusInternalServerError,
 }
 

@@ -41,7 +41,7 @@ func TestSpecMatchesTheServer(t *testing.T) {
 	if callback == nil || callback.Post == nil {
 		t.Fatal("the submit operation has no taskReady callback")
 	}
-	for _, h := range []string{webhook.TimestampHeader, webhook.SignatureHeader} {
+	for _, h := range []string{webhook.SecretHeader, webhook.SignatureHeader} {
 		if p := callback.Post.Parameters.GetByInAndName("header", h); p == nil || !p.Required {
 			t.Errorf("the callback does not require header %s", h)
 		}

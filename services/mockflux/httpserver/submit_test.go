@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +21,12 @@ import (
 func TestSubmitPollAndSample(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	sub := b.submitOK(t, "flux-dev", "", fox)
-	if sub.Id == "" || sub.PollingUrl != b.url+"/v1/get_result?id="+url.QueryEscape(sub.Id) {
+	sub := b.submitOK(t, "flux-dev", "", strings.Replace(fox, `}`, `,"output_format":"png"}`, 1))
+	// Like the real API's, the polling URL is on another host than the submit's (here the
+	// same server under its other name), and the answer states the cost.
+	regional := strings.Replace(b.url, "127.0.0.1", "localhost", 1)
+	if sub.Id == "" || sub.PollingUrl != regional+"/v1/get_result?id="+url.QueryEscape(sub.Id) ||
+		sub.Cost == nil || *sub.Cost != 2.5 || sub.OutputMp == nil || *sub.OutputMp != 0.75 || sub.InputMp == nil || *sub.InputMp != 0 {
 		t.Fatalf("submit answered %+v", sub)
 	}
 	b.requireCharges(t, 1, 25_000)
@@ -35,11 +40,11 @@ func TestSubmitPollAndSample(t *testing.T) {
 	if *res.Prompt != "a red fox in the snow" || *res.Seed != 42 || *res.Duration != *res.EndTime-*res.StartTime {
 		t.Fatalf("result %+v", res)
 	}
-	if !strings.HasPrefix(res.Sample, b.url+"/samples/"+sub.Id+".png?exp=") {
+	if !strings.HasPrefix(res.Sample, regional+"/samples/"+sub.Id+".png?exp=") {
 		t.Fatalf("sample URL %s", res.Sample)
 	}
 	again := b.poll(t, sub.Id) // polling a Ready job again answers the same URL
-	if again.Status != bflapi.Ready || again.Result.Sample != res.Sample {
+	if again.Status != bflapi.ResultStatusReady || again.Result.Sample != res.Sample {
 		t.Fatalf("second Ready poll: %+v", again)
 	}
 
@@ -56,8 +61,9 @@ func TestSubmitPollAndSample(t *testing.T) {
 	}
 
 	// The same prompt and seed in another job give the same bytes; another seed does not.
-	same := b.pollUntilReady(t, b.submitOK(t, "flux-dev", "", fox).Id, 2)
-	other := b.pollUntilReady(t, b.submitOK(t, "flux-dev", "", strings.Replace(fox, "42", "43", 1)).Id, 2)
+	png := strings.Replace(fox, `}`, `,"output_format":"png"}`, 1)
+	same := b.pollUntilReady(t, b.submitOK(t, "flux-dev", "", png).Id, 2)
+	other := b.pollUntilReady(t, b.submitOK(t, "flux-dev", "", strings.Replace(png, "42", "43", 1)).Id, 2)
 	_, _, sameImg := b.get(t, same.Sample, nil)
 	_, _, otherImg := b.get(t, other.Sample, nil)
 	if !bytes.Equal(img, sameImg) {
@@ -88,7 +94,8 @@ func TestJPEGAndUltraWithoutSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := decoded.Bounds(); s.Dx() != render.DefaultSide || s.Dy() != render.DefaultSide {
+	// Ultra at 16:9 makes about 4 MP: 2720x1536, drawn a Scale smaller.
+	if s := decoded.Bounds(); s.Dx() != 2720/render.Scale || s.Dy() != 1536/render.Scale {
 		t.Fatalf("size %v", s)
 	}
 	b.requireCharges(t, 1, 60_000)
@@ -97,14 +104,14 @@ func TestJPEGAndUltraWithoutSize(t *testing.T) {
 func TestPendingPolls(t *testing.T) {
 	t.Parallel()
 	b := setupWith(t, config{pendingPolls: 2})
-	sub := b.submitOK(t, "flux-schnell", "", fox)
+	sub := b.submitOK(t, "flux-dev", "", fox)
 	for i, want := range []float64{0, 0.5} {
 		r := b.poll(t, sub.Id)
-		if r.Status != bflapi.Pending || r.Progress == nil || *r.Progress != want || r.Result != nil {
+		if r.Status != bflapi.ResultStatusPending || r.Progress == nil || *r.Progress != want || r.Result != nil {
 			t.Fatalf("poll %d: %+v", i+1, r)
 		}
 	}
-	if r := b.poll(t, sub.Id); r.Status != bflapi.Ready {
+	if r := b.poll(t, sub.Id); r.Status != bflapi.ResultStatusReady {
 		t.Fatalf("third poll: %+v", r)
 	}
 }
@@ -112,7 +119,7 @@ func TestPendingPolls(t *testing.T) {
 func TestUnknownTask(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	if r := b.poll(t, "no-such-task"); r.Status != bflapi.TaskNotFound || r.Id != "no-such-task" {
+	if r := b.poll(t, "no-such-task"); r.Status != bflapi.ResultStatusTaskNotFound || r.Id != "no-such-task" {
 		t.Fatalf("%+v", r)
 	}
 	status, _, body := b.get(t, b.url+"/v1/get_result", http.Header{"X-Key": {testKey}})
@@ -128,14 +135,14 @@ func TestIdempotency(t *testing.T) {
 	b := setup(t)
 	first := b.submitOK(t, "flux-pro-1.1", "decision-1", fox)
 	second := b.submitOK(t, "flux-pro-1.1", "decision-1", `{"seed":42.0,"height":768,"width":1024,"prompt":"a red fox in the snow"}`)
-	if second != first {
+	if !reflect.DeepEqual(second, first) {
 		t.Fatalf("replay answered %+v, want %+v", second, first)
 	}
 	b.requireCharges(t, 1, 40_000)
 
 	for _, c := range []struct{ model, body string }{
 		{"flux-pro-1.1", strings.Replace(fox, "42", "43", 1)},
-		{"flux-pro-1.1", `{"prompt":"a red fox in the snow","width":1024,"height":768,"seed":42,"raw":true}`},
+		{"flux-pro-1.1", `{"prompt":"a red fox in the snow","width":1024,"height":768,"seed":42,"prompt_upsampling":true}`},
 		{"flux-dev", fox},
 	} {
 		resp := b.submitRaw(t, c.model, "decision-1", c.body)
@@ -216,13 +223,24 @@ func TestValidation(t *testing.T) {
 		{"no prompt", "flux-dev", `{"width":1024,"height":768}`, "prompt"},
 		{"empty prompt", "flux-dev", `{"prompt":"  ","width":1024,"height":768}`, "prompt"},
 		{"prompt not a string", "flux-dev", `{"prompt":7,"width":1024,"height":768}`, "prompt: must be a string"},
-		{"no size", "flux-dev", `{"prompt":"fox"}`, "width and height"},
-		{"only width", "flux-pro-1.1", `{"prompt":"fox","width":1024}`, "width and height"},
-		{"too narrow", "flux-dev", `{"prompt":"fox","width":224,"height":768}`, "width: must be a multiple of 32 between 256 and 1440"},
+		{"only width", "flux-pro-1.1", `{"prompt":"fox","width":1024}`, "width and height: give both or neither"},
+		{"too narrow", "flux-dev", `{"prompt":"fox","width":224,"height":768}`, "width and height: must be multiples of 32 between 256 and 1440"},
+		{"FLUX.2 over 4 MP", "flux-2-pro", `{"prompt":"fox","width":2048,"height":2064}`, "at most 4194304 pixels"},
+		{"FLUX.2 not a multiple of 16", "flux-2-pro", `{"prompt":"fox","width":1000,"height":1000}`, "multiples of 16"},
+		{"FLUX.2 safety 6", "flux-2-pro", `{"prompt":"fox","safety_tolerance":6}`, "safety_tolerance: must be between 0 and 5"},
+		{"Ultra with a size", "flux-pro-1.1-ultra", `{"prompt":"fox","width":1024,"height":1024}`, "it takes aspect_ratio"},
+		{"Ultra too wide", "flux-pro-1.1-ultra", `{"prompt":"fox","aspect_ratio":"3:1"}`, "aspect_ratio"},
+		{"raw on FLUX.2", "flux-2-pro", `{"prompt":"fox","raw":true}`, "raw: not a parameter of flux-2-pro"},
+		{"an input image on FLUX1.1", "flux-pro-1.1", `{"prompt":"fox","input_image":"` + tinyPNG + `"}`, "takes at most 0 input images"},
+		{"an input image that is a URL", "flux-2-pro", `{"prompt":"fox","input_image":"https://example.com/fox.png"}`, "not URLs"},
+		{"an input image that is no image", "flux-2-pro", `{"prompt":"fox","input_image":"aGVsbG8="}`, "not a PNG, JPEG or WebP image"},
+		{"a second input image without the first", "flux-2-pro", `{"prompt":"fox","input_image_2":"` + tinyPNG + `"}`, "input_image_2: given without input_image"},
+		{"five input images on klein", "flux-2-klein-4b", `{"prompt":"fox","input_image":"` + tinyPNG + `","input_image_2":"` + tinyPNG +
+			`","input_image_3":"` + tinyPNG + `","input_image_4":"` + tinyPNG + `","input_image_5":"` + tinyPNG + `"}`, "takes at most 4 input images"},
+		{"a Kontext edit at safety 3", "flux-kontext-pro", `{"prompt":"fox","input_image":"` + tinyPNG + `","safety_tolerance":3}`, "between 0 and 2"},
 		{"too tall", "flux-dev", `{"prompt":"fox","width":1024,"height":1472}`, "height"},
 		{"not a multiple of 32", "flux-dev", `{"prompt":"fox","width":1000,"height":768}`, "width"},
 		{"fractional width", "flux-dev", `{"prompt":"fox","width":1024.5,"height":768}`, "width: must be an integer"},
-		{"ultra with a bad size", "flux-pro-1.1-ultra", `{"prompt":"fox","width":100,"height":100}`, "width"},
 		{"bad output format", "flux-dev", `{"prompt":"fox","width":1024,"height":768,"output_format":"gif"}`, "output_format"},
 		{"bad safety tolerance", "flux-dev", `{"prompt":"fox","width":1024,"height":768,"safety_tolerance":7}`, "safety_tolerance"},
 		{"seed not an integer", "flux-dev", `{"prompt":"fox","width":1024,"height":768,"seed":"7"}`, "seed"},
@@ -245,11 +263,11 @@ func TestAuthentication(t *testing.T) {
 	open := setup(t) // no --api-key: any non-empty key
 	for _, key := range []string{"x", "anything at all"} {
 		c := open.newClient(t, key)
-		if resp, err := c.SubmitWithResponse(context.Background(), "flux-schnell", idem(""), bflapi.FluxRequest{Prompt: "fox", Width: ptr(512), Height: ptr(512)}); err != nil || resp.StatusCode() != http.StatusOK {
+		if resp, err := c.SubmitWithResponse(context.Background(), "flux-dev", idem(""), bflapi.FluxRequest{Prompt: "fox", Width: ptr(512), Height: ptr(512)}); err != nil || resp.StatusCode() != http.StatusOK {
 			t.Fatalf("key %q: %v %v", key, err, resp)
 		}
 	}
-	resp := must(open.anonymous.SubmitWithBodyWithResponse(context.Background(), "flux-schnell", idem(""), "application/json", strings.NewReader(fox)))(t)
+	resp := must(open.anonymous.SubmitWithBodyWithResponse(context.Background(), "flux-dev", idem(""), "application/json", strings.NewReader(fox)))(t)
 	if resp.StatusCode() != http.StatusUnauthorized || resp.JSON401 == nil {
 		t.Fatalf("no key: %d %s", resp.StatusCode(), resp.Body)
 	}
@@ -257,11 +275,11 @@ func TestAuthentication(t *testing.T) {
 	if poll.StatusCode() != http.StatusUnauthorized {
 		t.Fatalf("poll without a key: %d", poll.StatusCode())
 	}
-	open.requireCharges(t, 2, 6_000)
+	open.requireCharges(t, 2, 50_000)
 
 	locked := setupWith(t, config{apiKey: "s3cret", pendingPolls: 1})
 	wrong := locked.newClient(t, "guess")
-	resp = must(wrong.SubmitWithBodyWithResponse(context.Background(), "flux-schnell", idem(""), "application/json", strings.NewReader(fox)))(t)
+	resp = must(wrong.SubmitWithBodyWithResponse(context.Background(), "flux-dev", idem(""), "application/json", strings.NewReader(fox)))(t)
 	if resp.StatusCode() != http.StatusForbidden || resp.JSON403 == nil {
 		t.Fatalf("wrong key: %d %s", resp.StatusCode(), resp.Body)
 	}
@@ -270,8 +288,8 @@ func TestAuthentication(t *testing.T) {
 		t.Fatalf("poll with a wrong key: %d", poll.StatusCode())
 	}
 	locked.requireCharges(t, 0, 0)
-	locked.submitOK(t, "flux-schnell", "", fox) // the right key
-	locked.requireCharges(t, 1, 3_000)
+	locked.submitOK(t, "flux-dev", "", fox) // the right key
+	locked.requireCharges(t, 1, 25_000)
 	if strings.Contains(locked.logs.String(), "s3cret") {
 		t.Fatal("the API key reached the log")
 	}

@@ -3,6 +3,7 @@ package httpserver_test
 import (
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,8 @@ func TestWebhookDelivered(t *testing.T) {
 	b := setup(t)
 	sub := b.submitOK(t, "flux-dev", "", hooked(rcv.URL+"/hooks/flux?token=query-credential", hookSecret))
 	got := rcv.Await(t, 1)
-	hooktest.Check(t, got[0], hookSecret, sub.Id, b.clock.Now())
-	if r := b.poll(t, sub.Id); r.Status != bflapi.Pending {
+	hooktest.Check(t, got[0], hookSecret, sub.Id)
+	if r := b.poll(t, sub.Id); r.Status != bflapi.ResultStatusPending {
 		t.Fatalf("the poll after the webhook: %+v (its pending poll is still due)", r)
 	}
 	b.awaitMetric(t, `mockflux_webhooks_total{outcome="delivered"} 1`)
@@ -53,22 +54,22 @@ func TestRenderTime(t *testing.T) {
 	b := setupWith(t, config{pendingPolls: 1, renderTime: render})
 	b.timers.Advance(123456789 * time.Nanosecond) // ready_at keeps its nanoseconds
 	created := b.clock.Now()
-	sub := b.submitOK(t, "flux-schnell", "", hooked(rcv.URL, hookSecret))
+	sub := b.submitOK(t, "flux-dev", "", hooked(rcv.URL, hookSecret))
 	if b.timers.Waiting() != 1 {
 		t.Fatalf("%d timers, want the webhook's", b.timers.Waiting())
 	}
-	if r := b.poll(t, sub.Id); r.Status != bflapi.Pending || *r.Progress != 0 {
+	if r := b.poll(t, sub.Id); r.Status != bflapi.ResultStatusPending || *r.Progress != 0 {
 		t.Fatalf("first poll %+v", r)
 	}
 	b.timers.Advance(render - time.Second)
-	if r := b.poll(t, sub.Id); r.Status != bflapi.Pending {
+	if r := b.poll(t, sub.Id); r.Status != bflapi.ResultStatusPending {
 		t.Fatalf("a second early: %+v", r)
 	}
 	if c := b.charges(t).Charges[0]; c.ReadyAt != nil || len(rcv.Notices()) != 0 {
 		t.Fatalf("a second early: ready_at %v, %d notices", c.ReadyAt, len(rcv.Notices()))
 	}
 	b.timers.Advance(time.Second)
-	hooktest.Check(t, rcv.Await(t, 1)[0], hookSecret, sub.Id, created.Add(render))
+	hooktest.Check(t, rcv.Await(t, 1)[0], hookSecret, sub.Id)
 
 	c := b.charges(t).Charges[0]
 	if c.ReadyAt == nil || !c.ReadyAt.Equal(created.Add(render)) || !c.CreatedAt.Equal(created) {
@@ -97,7 +98,7 @@ func TestWebhookIsNotPartOfTheIdempotencyHash(t *testing.T) {
 	b := setupWith(t, config{pendingPolls: 1, renderTime: 10 * time.Second})
 	sub := b.submitOK(t, "flux-pro-1.1", "decision-1", hooked(first.URL, hookSecret))
 	again := b.submitOK(t, "flux-pro-1.1", "decision-1", hooked(second.URL, "another-secret-0123456789"))
-	if again != sub {
+	if !reflect.DeepEqual(again, sub) {
 		t.Fatalf("the resubmission answered %+v, want %+v", again, sub)
 	}
 	b.requireCharges(t, 1, 40_000)
@@ -106,7 +107,7 @@ func TestWebhookIsNotPartOfTheIdempotencyHash(t *testing.T) {
 		t.Fatalf("%d webhooks scheduled, want 1", n)
 	}
 	b.timers.Advance(10 * time.Second)
-	hooktest.Check(t, first.Await(t, 1)[0], hookSecret, sub.Id, b.clock.Now())
+	hooktest.Check(t, first.Await(t, 1)[0], hookSecret, sub.Id)
 	b.awaitMetric(t, `mockflux_webhooks_total{outcome="delivered"} 1`)
 	if n := len(second.Notices()); n != 0 {
 		t.Fatalf("the resubmission's webhook got %d notices", n)
@@ -138,7 +139,7 @@ func TestBadWebhookFieldsAreRefused(t *testing.T) {
 	b.requireCharges(t, 0, 0)
 	// The key was not taken by a refused request.
 	sub := b.submitOK(t, "flux-dev", "decision-1", hooked(rcv.URL, hookSecret))
-	hooktest.Check(t, rcv.Await(t, 1)[0], hookSecret, sub.Id, b.clock.Now())
+	hooktest.Check(t, rcv.Await(t, 1)[0], hookSecret, sub.Id)
 }
 
 // A receiver that answers 500 gets the notice again 100 ms later (on the clock), signed
@@ -161,8 +162,8 @@ func TestWebhookRetriedAfter500(t *testing.T) {
 	if len(got) != 2 {
 		t.Fatalf("%d attempts, want 2", len(got))
 	}
-	hooktest.Check(t, first, hookSecret, sub.Id, b.clock.Now().Add(-time.Second))
-	hooktest.Check(t, got[1], hookSecret, sub.Id, b.clock.Now())
+	hooktest.Check(t, first, hookSecret, sub.Id)
+	hooktest.Check(t, got[1], hookSecret, sub.Id)
 	if asked := b.timers.Asked(); len(asked) != 1 || asked[0] != 100*time.Millisecond {
 		t.Fatalf("waited %v, want 100ms", asked)
 	}
@@ -174,8 +175,8 @@ func TestWebhookDrop(t *testing.T) {
 	t.Parallel()
 	rcv := hooktest.New(t, nil)
 	b := setupWith(t, config{pendingPolls: 1, renderTime: time.Second})
-	faults := b.armFault(t, bflapi.WebhookDrop, 2, 0)
-	if len(faults.Active) != 1 || faults.Active[0].Kind != bflapi.WebhookDrop || faults.Active[0].Count != 2 {
+	faults := b.armFault(t, bflapi.FaultKindWebhookDrop, 2, 0)
+	if len(faults.Active) != 1 || faults.Active[0].Kind != bflapi.FaultKindWebhookDrop || faults.Active[0].Count != 2 {
 		t.Fatalf("armed: %+v", faults)
 	}
 	ids := map[string]bool{}
@@ -202,7 +203,7 @@ func TestWebhookDrop(t *testing.T) {
 	}
 	sub := b.submitOK(t, "flux-dev", "", hooked(rcv.URL, hookSecret))
 	b.timers.Advance(time.Second)
-	hooktest.Check(t, rcv.Await(t, 2)[1], hookSecret, sub.Id, b.clock.Now())
+	hooktest.Check(t, rcv.Await(t, 2)[1], hookSecret, sub.Id)
 }
 
 // A submit whose answer a fault hides still made a job, and its webhook goes out.
@@ -210,10 +211,10 @@ func TestWebhookAfterChargeThen500(t *testing.T) {
 	t.Parallel()
 	rcv := hooktest.New(t, nil)
 	b := setup(t)
-	b.armFault(t, bflapi.ChargeThen500, 1, 0)
+	b.armFault(t, bflapi.FaultKindChargeThen500, 1, 0)
 	if resp := b.submitRaw(t, "flux-dev", "d-1", hooked(rcv.URL, hookSecret)); resp.StatusCode() != http.StatusInternalServerError {
 		t.Fatalf("%d", resp.StatusCode())
 	}
 	charged := b.requireCharges(t, 1, 25_000).Charges[0]
-	hooktest.Check(t, rcv.Await(t, 1)[0], hookSecret, charged.JobId, b.clock.Now())
+	hooktest.Check(t, rcv.Await(t, 1)[0], hookSecret, charged.JobId)
 }

@@ -1,7 +1,7 @@
 // Package webhook delivers mockflux's task notices: when a task that named a webhook has
-// finished rendering, a signed POST of {"id":...,"status":"Ready"} to its URL, through the
-// callback client generated from proto/bfl.openapi.yaml (callback taskReady, where the wire
-// format is specified for receivers to verify).
+// ended, a POST of {"id":...,"status":...} to its URL carrying the task's secret as BFL sends
+// it, through the callback client generated from proto/bfl.openapi.yaml (callback taskReady,
+// where the wire format is specified for receivers to verify).
 package webhook
 
 import (
@@ -18,7 +18,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"strconv"
 	"sync"
 	"time"
 
@@ -39,10 +38,11 @@ const (
 // Outcomes lists every Outcome.
 var Outcomes = []Outcome{Delivered, Failed, Dropped}
 
-// Header names of a notice.
+// Header names of a notice: BFL's documented secret header, and the signature its skills
+// describe.
 const (
-	TimestampHeader = "X-Mockflux-Timestamp"
-	SignatureHeader = "X-Mockflux-Signature"
+	SecretHeader    = "X-Webhook-Secret"
+	SignatureHeader = "X-BFL-Signature"
 )
 
 // AttemptTimeout bounds one attempt, answer included.
@@ -58,7 +58,9 @@ const maxAnswer = 64 << 10
 
 // Notice is one webhook to deliver.
 type Notice struct {
-	JobID  string
+	JobID string
+	// Status is the task's end: Ready, or an end without a result.
+	Status string
 	URL    string
 	Secret []byte
 	// Due is when the task finished rendering: the notice is sent then, or at once when that
@@ -169,7 +171,7 @@ func (d *Dispatcher) deliver(n Notice, due <-chan time.Time) {
 		d.opts.Done(n.JobID, Dropped)
 		return
 	}
-	body, err := json.Marshal(bflapi.WebhookEvent{Id: n.JobID, Status: bflapi.Ready})
+	body, err := json.Marshal(bflapi.WebhookEvent{Id: n.JobID, Status: bflapi.ResultStatus(cmp.Or(n.Status, string(bflapi.ResultStatusReady)))})
 	if err != nil {
 		panic(err) // two strings always encode
 	}
@@ -204,12 +206,11 @@ func (d *Dispatcher) await(timer <-chan time.Time) bool {
 	}
 }
 
-// attempt sends the notice once, signed with this attempt's time.
+// attempt sends the notice once.
 func (d *Dispatcher) attempt(n Notice, body []byte) error {
 	ctx, cancel := context.WithTimeout(d.ctx, AttemptTimeout)
 	defer cancel()
-	ts := strconv.FormatInt(d.opts.Now().Unix(), 10)
-	params := &bflapi.TaskReadyParams{XMockfluxTimestamp: ts, XMockfluxSignature: Sign(n.Secret, ts, body)}
+	params := &bflapi.TaskReadyParams{XWebhookSecret: string(n.Secret), XBFLSignature: Sign(n.Secret, body)}
 	resp, err := d.initiator.TaskReadyWithBody(ctx, n.URL, params, "application/json", bytes.NewReader(body))
 	if err != nil {
 		// A *url.Error quotes the whole URL, query included; keep only what went wrong.
@@ -226,13 +227,10 @@ func (d *Dispatcher) attempt(n Notice, body []byte) error {
 	return nil
 }
 
-// Sign is the signature header's value for a body sent at timestamp (Unix seconds, decimal):
-// "sha256=" and the lowercase hex HMAC-SHA256, keyed with secret, of timestamp, ".", body.
-// Binding the timestamp lets a receiver refuse old notices replayed at it.
-func Sign(secret []byte, timestamp string, body []byte) string {
+// Sign is the signature header's value for a body: "sha256=" and the lowercase hex
+// HMAC-SHA256 of the body, keyed with secret.
+func Sign(secret []byte, body []byte) string {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(timestamp))
-	m.Write([]byte{'.'})
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
 }

@@ -17,7 +17,7 @@ UPDATE executions
 SET lease_until = $1, attempts = attempts + 1, lease_generation = lease_generation + 1,
     updated_at = $2
 WHERE decision_id = $3 AND state = $4 AND lease_until <= $2
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
 `
 
 type ClaimExecutionParams struct {
@@ -67,6 +67,7 @@ func (q *Queries) ClaimExecution(ctx context.Context, db DBTX, arg ClaimExecutio
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
@@ -79,7 +80,7 @@ SET image_fetch_attempts = image_fetch_attempts + 1,
 WHERE decision_id = $3 AND state = 'succeeded' AND result_url IS NOT NULL
   AND image_sha256 IS NULL AND image_fetch_attempts < $4
   AND COALESCE(image_fetch_after, '-infinity') <= $1
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
 `
 
 type ClaimImageFetchParams struct {
@@ -129,6 +130,7 @@ func (q *Queries) ClaimImageFetch(ctx context.Context, db DBTX, arg ClaimImageFe
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
@@ -138,7 +140,7 @@ UPDATE executions
 SET lease_until = $1, attempts = attempts + 1, lease_generation = lease_generation + 1,
     updated_at = $2
 WHERE decision_id = $3 AND state = 'submitted'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
 `
 
 type ClaimSubmittedParams struct {
@@ -183,6 +185,7 @@ func (q *Queries) ClaimSubmitted(ctx context.Context, db DBTX, arg ClaimSubmitte
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
@@ -261,12 +264,12 @@ WITH finished AS (
         image_size = $8
     WHERE executions.decision_id = $9 AND state IN ('submitting', 'submitted')
       AND lease_generation = $10
-    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
 ), kept AS (
     INSERT INTO execution_images (decision_id, image, fetched_at)
     SELECT finished.decision_id, $11::bytea, $5 FROM finished WHERE $11::bytea IS NOT NULL
 )
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM finished
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM finished
 `
 
 type FinishExecutionParams struct {
@@ -313,6 +316,7 @@ type FinishExecutionRow struct {
 	ImageSize          *int32
 	ImageFetchAttempts int32
 	ImageFetchAfter    *time.Time
+	ProviderCostMicros *int64
 }
 
 // A success may come with the image the provider delivered, kept in the same statement: the
@@ -362,6 +366,7 @@ func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecut
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
@@ -383,7 +388,7 @@ func (q *Queries) GetDatabaseEpoch(ctx context.Context, db DBTX) (GetDatabaseEpo
 }
 
 const getExecution = `-- name: GetExecution :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions WHERE decision_id = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions WHERE decision_id = $1
 `
 
 func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUID) (Execution, error) {
@@ -419,12 +424,13 @@ func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUI
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
 
 const getExecutionByHandle = `-- name: GetExecutionByHandle :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions WHERE public_handle = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions WHERE public_handle = $1
 `
 
 func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandle string) (Execution, error) {
@@ -460,12 +466,13 @@ func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandl
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
 
 const getExecutionByJob = `-- name: GetExecutionByJob :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions WHERE provider = $1 AND provider_job_id = $2
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions WHERE provider = $1 AND provider_job_id = $2
 `
 
 type GetExecutionByJobParams struct {
@@ -506,12 +513,13 @@ func (q *Queries) GetExecutionByJob(ctx context.Context, db DBTX, arg GetExecuti
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
 
 const getExecutionWithImageByHandle = `-- name: GetExecutionWithImageByHandle :one
-SELECT e.decision_id, e.public_handle, e.agent_id, e.provider, e.model, e.size, e.arguments, e.amount_micros, e.currency, e.vendor_key, e.state, e.provider_job_id, e.polling_url, e.result_url, e.error, e.attempts, e.lease_until, e.poll_deadline, e.charged_micros, e.reported_at, e.created_at, e.updated_at, e.resolved_at, e.lease_generation, e.image_mime_type, e.image_sha256, e.image_size, e.image_fetch_attempts, e.image_fetch_after,
+SELECT e.decision_id, e.public_handle, e.agent_id, e.provider, e.model, e.size, e.arguments, e.amount_micros, e.currency, e.vendor_key, e.state, e.provider_job_id, e.polling_url, e.result_url, e.error, e.attempts, e.lease_until, e.poll_deadline, e.charged_micros, e.reported_at, e.created_at, e.updated_at, e.resolved_at, e.lease_generation, e.image_mime_type, e.image_sha256, e.image_size, e.image_fetch_attempts, e.image_fetch_after, e.provider_cost_micros,
     (CASE WHEN e.state = 'succeeded' AND e.image_size <= $1::integer THEN i.image END)::bytea AS image
 FROM executions e LEFT JOIN execution_images i USING (decision_id)
 WHERE e.public_handle = $2
@@ -563,6 +571,7 @@ func (q *Queries) GetExecutionWithImageByHandle(ctx context.Context, db DBTX, ar
 		&i.Execution.ImageSize,
 		&i.Execution.ImageFetchAttempts,
 		&i.Execution.ImageFetchAfter,
+		&i.Execution.ProviderCostMicros,
 		&i.Image,
 	)
 	return i, err
@@ -593,7 +602,7 @@ INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, s
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13 FROM epoch
 ON CONFLICT (decision_id) DO NOTHING
-RETURNING executions.decision_id, executions.public_handle, executions.agent_id, executions.provider, executions.model, executions.size, executions.arguments, executions.amount_micros, executions.currency, executions.vendor_key, executions.state, executions.provider_job_id, executions.polling_url, executions.result_url, executions.error, executions.attempts, executions.lease_until, executions.poll_deadline, executions.charged_micros, executions.reported_at, executions.created_at, executions.updated_at, executions.resolved_at, executions.lease_generation, executions.image_mime_type, executions.image_sha256, executions.image_size, executions.image_fetch_attempts, executions.image_fetch_after, (SELECT id FROM epoch)::uuid AS epoch_id, (SELECT began_at FROM epoch)::timestamptz AS epoch_began_at
+RETURNING executions.decision_id, executions.public_handle, executions.agent_id, executions.provider, executions.model, executions.size, executions.arguments, executions.amount_micros, executions.currency, executions.vendor_key, executions.state, executions.provider_job_id, executions.polling_url, executions.result_url, executions.error, executions.attempts, executions.lease_until, executions.poll_deadline, executions.charged_micros, executions.reported_at, executions.created_at, executions.updated_at, executions.resolved_at, executions.lease_generation, executions.image_mime_type, executions.image_sha256, executions.image_size, executions.image_fetch_attempts, executions.image_fetch_after, executions.provider_cost_micros, (SELECT id FROM epoch)::uuid AS epoch_id, (SELECT began_at FROM epoch)::timestamptz AS epoch_began_at
 `
 
 type InsertExecutionParams struct {
@@ -669,6 +678,7 @@ func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecut
 		&i.Execution.ImageSize,
 		&i.Execution.ImageFetchAttempts,
 		&i.Execution.ImageFetchAfter,
+		&i.Execution.ProviderCostMicros,
 		&i.EpochID,
 		&i.EpochBeganAt,
 	)
@@ -681,7 +691,7 @@ WITH described AS (
     SET image_mime_type = $1, image_sha256 = $2,
         image_size = $3
     WHERE executions.decision_id = $4 AND state = 'succeeded' AND image_sha256 IS NULL
-    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
 ), kept AS (
     INSERT INTO execution_images (decision_id, image, fetched_at)
     SELECT described.decision_id, $5::bytea, $6 FROM described
@@ -752,7 +762,7 @@ func (q *Queries) ListClaimable(ctx context.Context, db DBTX, arg ListClaimableP
 }
 
 const listExecutions = `-- name: ListExecutions :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions ORDER BY created_at, decision_id
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions ORDER BY created_at, decision_id
 `
 
 func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, error) {
@@ -794,6 +804,7 @@ func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, err
 			&i.ImageSize,
 			&i.ImageFetchAttempts,
 			&i.ImageFetchAfter,
+			&i.ProviderCostMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -849,7 +860,7 @@ func (q *Queries) ListImagesMissing(ctx context.Context, db DBTX, arg ListImages
 }
 
 const listUnreported = `-- name: ListUnreported :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after FROM executions
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions
 WHERE state IN ('succeeded', 'failed') AND reported_at IS NULL
 ORDER BY updated_at, decision_id
 LIMIT $1
@@ -896,6 +907,7 @@ func (q *Queries) ListUnreported(ctx context.Context, db DBTX, limit int32) ([]E
 			&i.ImageSize,
 			&i.ImageFetchAttempts,
 			&i.ImageFetchAfter,
+			&i.ProviderCostMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -925,20 +937,22 @@ const markSubmitted = `-- name: MarkSubmitted :one
 
 UPDATE executions
 SET state = $1, provider_job_id = $2, polling_url = $3,
-    poll_deadline = $4, lease_until = $5, updated_at = $6
-WHERE decision_id = $7 AND state = 'submitting' AND lease_generation = $8
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+    provider_cost_micros = $4,
+    poll_deadline = $5, lease_until = $6, updated_at = $7
+WHERE decision_id = $8 AND state = 'submitting' AND lease_generation = $9
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
 `
 
 type MarkSubmittedParams struct {
-	State           string
-	ProviderJobID   *string
-	PollingUrl      *string
-	PollDeadline    *time.Time
-	LeaseUntil      time.Time
-	Now             time.Time
-	DecisionID      uuid.UUID
-	LeaseGeneration int64
+	State              string
+	ProviderJobID      *string
+	PollingUrl         *string
+	ProviderCostMicros *int64
+	PollDeadline       *time.Time
+	LeaseUntil         time.Time
+	Now                time.Time
+	DecisionID         uuid.UUID
+	LeaseGeneration    int64
 }
 
 // The writes below are fenced: each names the lease generation its worker holds, and finds no
@@ -949,6 +963,7 @@ func (q *Queries) MarkSubmitted(ctx context.Context, db DBTX, arg MarkSubmittedP
 		arg.State,
 		arg.ProviderJobID,
 		arg.PollingUrl,
+		arg.ProviderCostMicros,
 		arg.PollDeadline,
 		arg.LeaseUntil,
 		arg.Now,
@@ -986,6 +1001,7 @@ func (q *Queries) MarkSubmitted(ctx context.Context, db DBTX, arg MarkSubmittedP
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
@@ -1046,7 +1062,7 @@ UPDATE executions
 SET state = $1, charged_micros = $2, error = $3,
     resolved_at = $4, updated_at = $4, reported_at = NULL
 WHERE decision_id = $5 AND state = 'indeterminate'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
 `
 
 type ResolveExecutionParams struct {
@@ -1099,6 +1115,7 @@ func (q *Queries) ResolveExecution(ctx context.Context, db DBTX, arg ResolveExec
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
@@ -1109,7 +1126,7 @@ SET lease_until = $1, state = 'submitted', provider_job_id = $2,
     polling_url = $3, poll_deadline = $4, error = NULL, resolved_at = $1,
     lease_generation = lease_generation + 1, updated_at = $1
 WHERE decision_id = $5 AND state = 'indeterminate' AND provider_job_id IS NULL
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
 `
 
 type ResumeJobParams struct {
@@ -1162,6 +1179,7 @@ func (q *Queries) ResumeJob(ctx context.Context, db DBTX, arg ResumeJobParams) (
 		&i.ImageSize,
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }

@@ -46,6 +46,7 @@ type Execution struct {
 	ImageSize          *int32
 	ImageFetchAttempts int32
 	ImageFetchAfter    *time.Time
+	ProviderCostMicros *int64
 }
 
 type ExecutionImage struct {

@@ -41,6 +41,7 @@ LIMIT $2;
 -- name: MarkSubmitted :one
 UPDATE executions
 SET state = sqlc.arg(state), provider_job_id = sqlc.arg(provider_job_id), polling_url = sqlc.arg(polling_url),
+    provider_cost_micros = sqlc.narg(provider_cost_micros),
     poll_deadline = sqlc.arg(poll_deadline), lease_until = sqlc.arg(lease_until), updated_at = sqlc.arg(now)
 WHERE decision_id = sqlc.arg(decision_id) AND state = 'submitting' AND lease_generation = sqlc.arg(lease_generation)
 RETURNING *;

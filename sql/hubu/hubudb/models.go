@@ -58,31 +58,32 @@ type LedgerEntry struct {
 }
 
 type Operation struct {
-	ID                uuid.UUID
-	AgentID           uuid.UUID
-	OperationKey      string
-	PublicHandle      string
-	Tool              string
-	Arguments         []byte
-	RequestHash       string
-	Account           string
-	Provider          string
-	Model             string
-	Size              string
-	AmountMicros      int64
-	Currency          string
-	State             string
-	BudgetDay         time.Time
-	DecisionID        *uuid.UUID
-	DenialCode        *string
-	DenialMessage     *string
-	ApprovalExpiresAt *time.Time
-	DecidedBy         *string
-	DecidedAt         *time.Time
-	FailureReason     *string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	DispatchAttempts  int32
+	ID                 uuid.UUID
+	AgentID            uuid.UUID
+	OperationKey       string
+	PublicHandle       string
+	Tool               string
+	Arguments          []byte
+	RequestHash        string
+	Account            string
+	Provider           string
+	Model              string
+	Size               string
+	AmountMicros       int64
+	Currency           string
+	State              string
+	BudgetDay          time.Time
+	DecisionID         *uuid.UUID
+	DenialCode         *string
+	DenialMessage      *string
+	ApprovalExpiresAt  *time.Time
+	DecidedBy          *string
+	DecidedAt          *time.Time
+	FailureReason      *string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	DispatchAttempts   int32
+	ProviderCostMicros *int64
 }
 
 type Policy struct {
@@ -98,10 +99,13 @@ type Policy struct {
 }
 
 type Price struct {
-	Provider     string
-	Model        string
-	Size         string
-	AmountMicros int64
-	Currency     string
-	UpdatedAt    time.Time
+	Provider      string
+	Model         string
+	Size          string
+	AmountMicros  int64
+	Currency      string
+	UpdatedAt     time.Time
+	Rule          string
+	ExtraMpMicros *int64
+	InputMpMicros *int64
 }

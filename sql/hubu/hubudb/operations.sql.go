@@ -13,7 +13,7 @@ import (
 )
 
 const getOperationByDecision = `-- name: GetOperationByDecision :one
-SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, o.provider_cost_micros, t.held, t.captured, t.released
 FROM operations o, LATERAL (
     SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
            coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
@@ -59,6 +59,7 @@ func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionI
 		&i.Operation.CreatedAt,
 		&i.Operation.UpdatedAt,
 		&i.Operation.DispatchAttempts,
+		&i.Operation.ProviderCostMicros,
 		&i.Held,
 		&i.Captured,
 		&i.Released,
@@ -67,7 +68,7 @@ func (q *Queries) GetOperationByDecision(ctx context.Context, db DBTX, decisionI
 }
 
 const getOperationByHandle = `-- name: GetOperationByHandle :one
-SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, o.provider_cost_micros, t.held, t.captured, t.released
 FROM operations o, LATERAL (
     SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
            coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
@@ -113,6 +114,7 @@ func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandl
 		&i.Operation.CreatedAt,
 		&i.Operation.UpdatedAt,
 		&i.Operation.DispatchAttempts,
+		&i.Operation.ProviderCostMicros,
 		&i.Held,
 		&i.Captured,
 		&i.Released,
@@ -121,7 +123,7 @@ func (q *Queries) GetOperationByHandle(ctx context.Context, db DBTX, publicHandl
 }
 
 const getOperationByID = `-- name: GetOperationByID :one
-SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, o.provider_cost_micros, t.held, t.captured, t.released
 FROM operations o, LATERAL (
     SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
            coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
@@ -167,6 +169,7 @@ func (q *Queries) GetOperationByID(ctx context.Context, db DBTX, id uuid.UUID) (
 		&i.Operation.CreatedAt,
 		&i.Operation.UpdatedAt,
 		&i.Operation.DispatchAttempts,
+		&i.Operation.ProviderCostMicros,
 		&i.Held,
 		&i.Captured,
 		&i.Released,
@@ -176,7 +179,7 @@ func (q *Queries) GetOperationByID(ctx context.Context, db DBTX, id uuid.UUID) (
 
 const getOperationByKey = `-- name: GetOperationByKey :one
 
-SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, o.provider_cost_micros, t.held, t.captured, t.released
 FROM operations o, LATERAL (
     SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
            coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
@@ -229,6 +232,7 @@ func (q *Queries) GetOperationByKey(ctx context.Context, db DBTX, arg GetOperati
 		&i.Operation.CreatedAt,
 		&i.Operation.UpdatedAt,
 		&i.Operation.DispatchAttempts,
+		&i.Operation.ProviderCostMicros,
 		&i.Held,
 		&i.Captured,
 		&i.Released,
@@ -248,7 +252,7 @@ WITH op AS (
             $16, $17, $18, $19,
             $20, $21, $21)
     ON CONFLICT (agent_id, operation_key) DO NOTHING
-    RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
+    RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts, provider_cost_micros
 ), budget AS (
     INSERT INTO budget_usage (agent_id, day, used_micros)
     SELECT op.agent_id, op.budget_day, $22::bigint FROM op
@@ -261,7 +265,7 @@ WITH op AS (
     FROM op, generate_subscripts($23::text[], 1) AS i
     ORDER BY i
 )
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM op
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts, provider_cost_micros FROM op
 `
 
 type InsertAuthorizationParams struct {
@@ -294,31 +298,32 @@ type InsertAuthorizationParams struct {
 }
 
 type InsertAuthorizationRow struct {
-	ID                uuid.UUID
-	AgentID           uuid.UUID
-	OperationKey      string
-	PublicHandle      string
-	Tool              string
-	Arguments         []byte
-	RequestHash       string
-	Account           string
-	Provider          string
-	Model             string
-	Size              string
-	AmountMicros      int64
-	Currency          string
-	State             string
-	BudgetDay         time.Time
-	DecisionID        *uuid.UUID
-	DenialCode        *string
-	DenialMessage     *string
-	ApprovalExpiresAt *time.Time
-	DecidedBy         *string
-	DecidedAt         *time.Time
-	FailureReason     *string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	DispatchAttempts  int32
+	ID                 uuid.UUID
+	AgentID            uuid.UUID
+	OperationKey       string
+	PublicHandle       string
+	Tool               string
+	Arguments          []byte
+	RequestHash        string
+	Account            string
+	Provider           string
+	Model              string
+	Size               string
+	AmountMicros       int64
+	Currency           string
+	State              string
+	BudgetDay          time.Time
+	DecisionID         *uuid.UUID
+	DenialCode         *string
+	DenialMessage      *string
+	ApprovalExpiresAt  *time.Time
+	DecidedBy          *string
+	DecidedAt          *time.Time
+	FailureReason      *string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	DispatchAttempts   int32
+	ProviderCostMicros *int64
 }
 
 // Records a new operation as its first move (a hubu.Change) left it, together with its ledger
@@ -383,6 +388,7 @@ func (q *Queries) InsertAuthorization(ctx context.Context, db DBTX, arg InsertAu
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DispatchAttempts,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }
@@ -439,7 +445,7 @@ func (q *Queries) ListDecisions(ctx context.Context, db DBTX) ([]ListDecisionsRo
 }
 
 const listDispatching = `-- name: ListDispatching :many
-SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, o.provider_cost_micros, t.held, t.captured, t.released
 FROM operations o, LATERAL (
     SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
            coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
@@ -499,6 +505,7 @@ func (q *Queries) ListDispatching(ctx context.Context, db DBTX, arg ListDispatch
 			&i.Operation.CreatedAt,
 			&i.Operation.UpdatedAt,
 			&i.Operation.DispatchAttempts,
+			&i.Operation.ProviderCostMicros,
 			&i.Held,
 			&i.Captured,
 			&i.Released,
@@ -546,7 +553,7 @@ func (q *Queries) ListExpiredApprovals(ctx context.Context, db DBTX, arg ListExp
 }
 
 const listPendingApprovals = `-- name: ListPendingApprovals :many
-SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, o.provider_cost_micros, t.held, t.captured, t.released
 FROM operations o, LATERAL (
     SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
            coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
@@ -599,6 +606,7 @@ func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]ListPend
 			&i.Operation.CreatedAt,
 			&i.Operation.UpdatedAt,
 			&i.Operation.DispatchAttempts,
+			&i.Operation.ProviderCostMicros,
 			&i.Held,
 			&i.Captured,
 			&i.Released,
@@ -614,7 +622,7 @@ func (q *Queries) ListPendingApprovals(ctx context.Context, db DBTX) ([]ListPend
 }
 
 const listRecentOperations = `-- name: ListRecentOperations :many
-SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, t.held, t.captured, t.released
+SELECT o.id, o.agent_id, o.operation_key, o.public_handle, o.tool, o.arguments, o.request_hash, o.account, o.provider, o.model, o.size, o.amount_micros, o.currency, o.state, o.budget_day, o.decision_id, o.denial_code, o.denial_message, o.approval_expires_at, o.decided_by, o.decided_at, o.failure_reason, o.created_at, o.updated_at, o.dispatch_attempts, o.provider_cost_micros, t.held, t.captured, t.released
 FROM operations o, LATERAL (
     SELECT coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
            coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
@@ -668,6 +676,7 @@ func (q *Queries) ListRecentOperations(ctx context.Context, db DBTX, limit int32
 			&i.Operation.CreatedAt,
 			&i.Operation.UpdatedAt,
 			&i.Operation.DispatchAttempts,
+			&i.Operation.ProviderCostMicros,
 			&i.Held,
 			&i.Captured,
 			&i.Released,
@@ -720,21 +729,21 @@ WITH op AS (
         decided_at = $4, approval_expires_at = $5,
         denial_code = $6, denial_message = $7,
         failure_reason = $8, dispatch_attempts = $9,
-        updated_at = $10
-    WHERE o.id = $11 AND o.state = $12 AND o.dispatch_attempts = $13
-    RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts
+        provider_cost_micros = $10, updated_at = $11
+    WHERE o.id = $12 AND o.state = $13 AND o.dispatch_attempts = $14
+    RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts, provider_cost_micros
 ), budget AS (
-    UPDATE budget_usage b SET used_micros = b.used_micros + $14::bigint
+    UPDATE budget_usage b SET used_micros = b.used_micros + $15::bigint
     FROM op
-    WHERE $14::bigint <> 0 AND b.agent_id = op.agent_id AND b.day = op.budget_day
+    WHERE $15::bigint <> 0 AND b.agent_id = op.agent_id AND b.day = op.budget_day
 ), entries AS (
     INSERT INTO ledger_entries (operation_id, kind, amount_micros, currency, created_at)
-    SELECT op.id, ($15::text[])[i], ($16::bigint[])[i],
-           ($17::text[])[i], ($18::timestamptz[])[i]
-    FROM op, generate_subscripts($15::text[], 1) AS i
+    SELECT op.id, ($16::text[])[i], ($17::bigint[])[i],
+           ($18::text[])[i], ($19::timestamptz[])[i]
+    FROM op, generate_subscripts($16::text[], 1) AS i
     ORDER BY i
 )
-SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts FROM op
+SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts, provider_cost_micros FROM op
 `
 
 type WriteChangeParams struct {
@@ -747,6 +756,7 @@ type WriteChangeParams struct {
 	DenialMessage        *string
 	FailureReason        *string
 	DispatchAttempts     int32
+	ProviderCostMicros   *int64
 	Now                  time.Time
 	ID                   uuid.UUID
 	FromState            string
@@ -759,31 +769,32 @@ type WriteChangeParams struct {
 }
 
 type WriteChangeRow struct {
-	ID                uuid.UUID
-	AgentID           uuid.UUID
-	OperationKey      string
-	PublicHandle      string
-	Tool              string
-	Arguments         []byte
-	RequestHash       string
-	Account           string
-	Provider          string
-	Model             string
-	Size              string
-	AmountMicros      int64
-	Currency          string
-	State             string
-	BudgetDay         time.Time
-	DecisionID        *uuid.UUID
-	DenialCode        *string
-	DenialMessage     *string
-	ApprovalExpiresAt *time.Time
-	DecidedBy         *string
-	DecidedAt         *time.Time
-	FailureReason     *string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	DispatchAttempts  int32
+	ID                 uuid.UUID
+	AgentID            uuid.UUID
+	OperationKey       string
+	PublicHandle       string
+	Tool               string
+	Arguments          []byte
+	RequestHash        string
+	Account            string
+	Provider           string
+	Model              string
+	Size               string
+	AmountMicros       int64
+	Currency           string
+	State              string
+	BudgetDay          time.Time
+	DecisionID         *uuid.UUID
+	DenialCode         *string
+	DenialMessage      *string
+	ApprovalExpiresAt  *time.Time
+	DecidedBy          *string
+	DecidedAt          *time.Time
+	FailureReason      *string
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
+	DispatchAttempts   int32
+	ProviderCostMicros *int64
 }
 
 // Writes one transition of an operation (a hubu.Change) over every column a transition may
@@ -803,6 +814,7 @@ func (q *Queries) WriteChange(ctx context.Context, db DBTX, arg WriteChangeParam
 		arg.DenialMessage,
 		arg.FailureReason,
 		arg.DispatchAttempts,
+		arg.ProviderCostMicros,
 		arg.Now,
 		arg.ID,
 		arg.FromState,
@@ -840,6 +852,7 @@ func (q *Queries) WriteChange(ctx context.Context, db DBTX, arg WriteChangeParam
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.DispatchAttempts,
+		&i.ProviderCostMicros,
 	)
 	return i, err
 }

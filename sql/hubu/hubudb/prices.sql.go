@@ -11,7 +11,7 @@ import (
 )
 
 const listPrices = `-- name: ListPrices :many
-SELECT provider, model, size, amount_micros, currency, updated_at FROM prices ORDER BY provider, model, size
+SELECT provider, model, size, amount_micros, currency, updated_at, rule, extra_mp_micros, input_mp_micros FROM prices ORDER BY provider, model, size
 `
 
 func (q *Queries) ListPrices(ctx context.Context, db DBTX) ([]Price, error) {
@@ -30,6 +30,9 @@ func (q *Queries) ListPrices(ctx context.Context, db DBTX) ([]Price, error) {
 			&i.AmountMicros,
 			&i.Currency,
 			&i.UpdatedAt,
+			&i.Rule,
+			&i.ExtraMpMicros,
+			&i.InputMpMicros,
 		); err != nil {
 			return nil, err
 		}
@@ -42,22 +45,28 @@ func (q *Queries) ListPrices(ctx context.Context, db DBTX) ([]Price, error) {
 }
 
 const upsertPrice = `-- name: UpsertPrice :one
-INSERT INTO prices (provider, model, size, amount_micros, currency, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO prices (provider, model, size, rule, amount_micros, extra_mp_micros, input_mp_micros, currency, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (provider, model, size) DO UPDATE SET
+    rule = EXCLUDED.rule,
     amount_micros = EXCLUDED.amount_micros,
+    extra_mp_micros = EXCLUDED.extra_mp_micros,
+    input_mp_micros = EXCLUDED.input_mp_micros,
     currency = EXCLUDED.currency,
     updated_at = EXCLUDED.updated_at
-RETURNING provider, model, size, amount_micros, currency, updated_at
+RETURNING provider, model, size, amount_micros, currency, updated_at, rule, extra_mp_micros, input_mp_micros
 `
 
 type UpsertPriceParams struct {
-	Provider     string
-	Model        string
-	Size         string
-	AmountMicros int64
-	Currency     string
-	UpdatedAt    time.Time
+	Provider      string
+	Model         string
+	Size          string
+	Rule          string
+	AmountMicros  int64
+	ExtraMpMicros *int64
+	InputMpMicros *int64
+	Currency      string
+	UpdatedAt     time.Time
 }
 
 func (q *Queries) UpsertPrice(ctx context.Context, db DBTX, arg UpsertPriceParams) (Price, error) {
@@ -65,7 +74,10 @@ func (q *Queries) UpsertPrice(ctx context.Context, db DBTX, arg UpsertPriceParam
 		arg.Provider,
 		arg.Model,
 		arg.Size,
+		arg.Rule,
 		arg.AmountMicros,
+		arg.ExtraMpMicros,
+		arg.InputMpMicros,
 		arg.Currency,
 		arg.UpdatedAt,
 	)
@@ -77,6 +89,9 @@ func (q *Queries) UpsertPrice(ctx context.Context, db DBTX, arg UpsertPriceParam
 		&i.AmountMicros,
 		&i.Currency,
 		&i.UpdatedAt,
+		&i.Rule,
+		&i.ExtraMpMicros,
+		&i.InputMpMicros,
 	)
 	return i, err
 }

@@ -100,7 +100,7 @@ WITH op AS (
         decided_at = sqlc.narg(decided_at), approval_expires_at = sqlc.narg(approval_expires_at),
         denial_code = sqlc.narg(denial_code), denial_message = sqlc.narg(denial_message),
         failure_reason = sqlc.narg(failure_reason), dispatch_attempts = sqlc.arg(dispatch_attempts),
-        updated_at = sqlc.arg(now)
+        provider_cost_micros = sqlc.narg(provider_cost_micros), updated_at = sqlc.arg(now)
     WHERE o.id = sqlc.arg(id) AND o.state = sqlc.arg(from_state) AND o.dispatch_attempts = sqlc.arg(from_dispatch_attempts)
     RETURNING *
 ), budget AS (

@@ -38,7 +38,7 @@ import (
 
 const usage = `usage:
   gongbu serve --listen ADDR --database-url URL --hubu-url URL --hubu-token TOKEN --service-token TOKEN
-               --flux-url URL --flux-key KEY [--flux-idempotent] [--flux-timeout 60s]
+               --flux-key KEY [--flux-url https://api.bfl.ai] [--flux-idempotent] [--flux-timeout 60s]
                [--flux-polling-hosts HOST,...] [--flux-sample-hosts HOST,...]
                [--poll-interval 1s] [--first-poll 10ms] [--poll-deadline 10m] [--lease DURATION]
                [--webhook-url URL --webhook-key KEY]
@@ -87,18 +87,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	hubuURL := fs.String("hubu-url", "GONGBU_HUBU_URL", "", "Hubu's base URL")
 	hubuToken := fs.Secret("hubu-token", "GONGBU_HUBU_TOKEN", "a Hubu service token, from `hubu service create`")
 	serviceToken := fs.Secret("service-token", "GONGBU_SERVICE_TOKEN", "the token Hubu presents to Gongbu")
-	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "", "the FLUX API's base URL, or mockflux's")
+	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "https://api.bfl.ai", "the FLUX API's base URL (BFL's global one, or api.eu.bfl.ai or api.us.bfl.ai), or mockflux's")
 	fluxKey := fs.Secret("flux-key", "GONGBU_FLUX_KEY", "the FLUX API key")
 	fluxIdempotent := fs.Bool("flux-idempotent", "GONGBU_FLUX_IDEMPOTENT", false, "the FLUX endpoint honours Idempotency-Key (mockflux does; the real API documents none)")
 	lease := fs.Duration("lease", "GONGBU_LEASE", 0, "how long a worker owns an open execution, by default longer than any submission. "+
 		"Shorter than a submission lets another worker take a live one over: with a provider that ignores keys it then becomes indeterminate")
 	fluxTimeout := fs.Duration("flux-timeout", "GONGBU_FLUX_TIMEOUT", 60*time.Second, "how long one request to the FLUX API may take")
 	pollingHosts := fs.String("flux-polling-hosts", "GONGBU_FLUX_POLLING_HOSTS", "",
-		"comma-separated hosts (host or host:port, exact) besides --flux-url's whose polling URLs Gongbu follows, sending them the FLUX key, "+
-			"such as api.us1.bfl.ai,api.eu1.bfl.ai; any other polling URL is refused")
+		"comma-separated hosts (host or host:port, exact) besides --flux-url's whose polling URLs Gongbu follows, sending them the FLUX key; "+
+			"with BFL's API as --flux-url, its API hosts (api.bfl.ai, api.<region>.bfl.ai, HTTPS) are followed without being listed. Any other polling URL is refused")
 	sampleHosts := fs.String("flux-sample-hosts", "GONGBU_FLUX_SAMPLE_HOSTS", "",
-		"comma-separated hosts (host or host:port, exact) besides --flux-url's that a result's image URL may be on, "+
-			"such as delivery-us1.bfl.ai,delivery-eu1.bfl.ai; a result elsewhere is refused")
+		"an allow-list: comma-separated hosts (host or host:port, exact) besides --flux-url's that a result's image URL may be on, downloaded whatever "+
+			"address they resolve to. Empty: any HTTPS host, downloaded only from a public address (BFL moves its delivery hosts)")
 	pollInterval := fs.Duration("poll-interval", "GONGBU_POLL_INTERVAL", time.Second, "how often the background pass runs and polls each open job")
 	firstPoll := fs.Duration("first-poll", "GONGBU_FIRST_POLL", execution.DefaultFirstPoll,
 		"Gongbu looks at a job right after submitting it, again after this long, and then after twice as long each time until the wait reaches --poll-interval")

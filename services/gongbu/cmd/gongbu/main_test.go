@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -75,7 +76,7 @@ func TestBadSettings(t *testing.T) {
 		{"not a postgres URL", serveEnv, []string{"serve", "--database-url", "mysql://x"}, "must be a postgres:// URL"},
 		{"no Hubu URL", without(db(migrated), "GONGBU_HUBU_URL"), []string{"serve"}, "--hubu-url is required"},
 		{"a Hubu URL that is no URL", db(migrated), []string{"serve", "--hubu-url", "127.0.0.1:8081"}, "--hubu-url must be an http(s) URL"},
-		{"no FLUX URL", without(db(migrated), "GONGBU_FLUX_URL"), []string{"serve"}, "--flux-url is required"},
+		{"an empty FLUX URL", db(migrated), []string{"serve", "--flux-url", ""}, "--flux-url is required"},
 		{"a FLUX URL that is not http", db(migrated), []string{"serve", "--flux-url", "ftp://flux"}, "--flux-url must be an http(s) URL"},
 		{"no Hubu token", without(db(migrated), "GONGBU_HUBU_TOKEN"), []string{"serve"}, "--hubu-token is required"},
 		{"no service token", without(db(migrated), "GONGBU_SERVICE_TOKEN"), []string{"serve"}, "--service-token is required"},
@@ -158,18 +159,20 @@ func TestBinaryFailsInOneLine(t *testing.T) {
 func TestMigrate(t *testing.T) {
 	t.Parallel()
 	env := []string{"GONGBU_DATABASE_URL=" + sqltest.NewEmptyDatabase(t, "gongbu")}
+	latest := fmt.Sprintf("version %d\n", latestMigration(t))
+	previous := fmt.Sprintf("version %d\n", latestMigration(t)-1)
 	for _, step := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"migrate", "version"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 6\n"},
-		{[]string{"migrate", "up"}, "version 6\n"},
-		{[]string{"migrate", "version"}, "version 6\n"},
-		{[]string{"migrate", "down"}, "version 5\n"},
-		{[]string{"migrate", "up"}, "version 6\n"},
+		{[]string{"migrate", "up"}, latest},
+		{[]string{"migrate", "up"}, latest},
+		{[]string{"migrate", "version"}, latest},
+		{[]string{"migrate", "down"}, previous},
+		{[]string{"migrate", "up"}, latest},
 		{[]string{"migrate", "down", "--steps", "0"}, "version 0\n"},
-		{[]string{"migrate", "up"}, "version 6\n"},
+		{[]string{"migrate", "up"}, latest},
 	} {
 		out, _, err := runGongbu(t, env, step.args...)
 		if err != nil || out != step.want {
@@ -308,12 +311,11 @@ func TestShutdownWaitsForAnExecuteInFlight(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		a := d.Arguments
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(hubuapi.Decision{
 			DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, AgentId: d.AgentID, Tool: hubuapi.GenerateImage,
 			Scope:        hubuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
-			Arguments:    hubuapi.GenerateImageArguments{Prompt: a.Prompt, Model: a.Model, Width: a.Width, Height: a.Height, Seed: a.Seed},
+			Arguments:    d.Arguments,
 			AmountMicros: d.AmountMicros, Currency: d.Currency, State: hubuapi.OperationStateDispatching, DispatchAttempts: 1,
 			IssuedAt: time.Now(),
 		})

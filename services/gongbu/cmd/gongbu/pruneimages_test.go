@@ -74,7 +74,7 @@ func TestPruneImages(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, _, imgErr := store.ImageByHandle(ctx, d.PublicHandle)
-		kept := d == fresh
+		kept := d.DecisionID == fresh.DecisionID
 		if (x.Image != nil) != kept || (imgErr == nil) != kept {
 			t.Fatalf("%s: described %v, served err %v, want kept %v", d.DecisionID, x.Image, imgErr, kept)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"hubu.dev/hubu/kit/command/commandtest"
 	"hubu.dev/hubu/kit/proctest"
+	hubusql "hubu.dev/hubu/sql/hubu"
+	"hubu.dev/hubu/sql/migrator"
 	"hubu.dev/hubu/sql/sqltest"
 )
 
@@ -63,10 +66,14 @@ func TestMigrateAndCredentials(t *testing.T) {
 	if out, _, err := runHubu(t, env, "migrate", "version"); err != nil || out != "version 0\n" {
 		t.Fatalf("version before: %q %v", out, err)
 	}
-	if out, _, err := runHubu(t, env, "migrate", "up"); err != nil || out != "version 7\n" {
+	latest, err := migrator.Latest(hubusql.Migrations())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, _, err := runHubu(t, env, "migrate", "up"); err != nil || out != fmt.Sprintf("version %d\n", latest) {
 		t.Fatalf("up: %q %v", out, err)
 	}
-	if out, _, err := runHubu(t, env, "migrate", "down"); err != nil || out != "version 6\n" {
+	if out, _, err := runHubu(t, env, "migrate", "down"); err != nil || out != fmt.Sprintf("version %d\n", latest-1) {
 		t.Fatalf("down: %q %v", out, err)
 	}
 	if _, _, err := runHubu(t, env, "migrate", "up"); err != nil {

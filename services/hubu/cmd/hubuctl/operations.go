@@ -82,19 +82,25 @@ func (c *cli) ledger(ctx context.Context, fs *flag.FlagSet, args []string) error
 
 func writeLedger(w io.Writer, l *hubuapi.Ledger) error {
 	fmt.Fprintf(w, "Operation %s (%s)\n\n", clean(l.PublicHandle), l.State)
-	// The totals carry no currency of their own; an operation's entries share one.
-	currency := ""
+	currency := l.Currency
 	tw := newTable(w)
 	if len(l.Entries) == 0 {
 		fmt.Fprintln(tw, "No ledger entries.")
 	} else {
 		fmt.Fprintln(tw, "ID\tKIND\tAMOUNT\tAT")
 		for _, e := range l.Entries {
-			currency = e.Currency
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Id, e.Kind, formatAmount(e.AmountMicros, e.Currency), formatTime(e.CreatedAt))
 		}
 	}
 	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "Price\t%s\n", formatAmount(l.AmountMicros, currency))
+	if c := l.ProviderCostMicros; c != nil {
+		note := ""
+		if *c > l.AmountMicros {
+			note = " (above the price held: only the price was captured; raise the difference with the provider)"
+		}
+		fmt.Fprintf(tw, "Provider's cost\t%s%s\n", formatAmount(*c, currency), note)
+	}
 	fmt.Fprintf(tw, "Held\t%s\n", formatAmount(l.HeldMicros, currency))
 	fmt.Fprintf(tw, "Captured\t%s\n", formatAmount(l.CapturedMicros, currency))
 	fmt.Fprintf(tw, "Released\t%s\n", formatAmount(l.ReleasedMicros, currency))

@@ -70,8 +70,15 @@ func TestAgainstRealHubu(t *testing.T) {
 	if out, err := ctl("prices", "set", "--provider", "bfl", "--model", "flux-dev", "--size", "*", "--amount-micros", "26000"); err != nil {
 		t.Fatalf("prices set: %v %s", err, out)
 	}
-	if out, err := ctl("prices", "list"); err != nil || !strings.Contains(out, "USD 0.026") {
+	if out, err := ctl("prices", "list"); err != nil || !strings.Contains(out, "USD 0.026 an image") {
 		t.Fatalf("prices list: %v %s", err, out)
+	}
+	out, err = ctl("prices", "set", "--provider", "bfl", "--model", "flux-2-pro", "--first-mp-micros", "31000", "--extra-mp-micros", "16000", "--input-mp-micros", "14000")
+	if err != nil || !strings.Contains(out, "USD 0.031 first MP, +USD 0.016 per further MP, +USD 0.014 per input MP") {
+		t.Fatalf("prices set per megapixel: %v %s", err, out)
+	}
+	if out, err := ctl("prices", "set", "--provider", "bfl", "--model", "flux-2-pro", "--first-mp-micros", "1", "--amount-micros", "1"); err == nil {
+		t.Fatalf("a flat and a per-megapixel price at once: %s", out)
 	}
 
 	agent := h.Client(t, created.Token)

@@ -11,7 +11,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +26,8 @@ type Notice struct {
 	Header http.Header
 	Params bflapi.TaskReadyParams
 	Body   []byte
+	// At is when the receiver took it, on the wall clock.
+	At time.Time
 }
 
 // Receiver records the notices POSTed to URL.
@@ -61,7 +62,7 @@ func (r *Receiver) HandleTaskReadyCallback(w http.ResponseWriter, req *http.Requ
 		return
 	}
 	r.mu.Lock()
-	r.notices = append(r.notices, Notice{Header: req.Header.Clone(), Params: params, Body: body})
+	r.notices = append(r.notices, Notice{Header: req.Header.Clone(), Params: params, Body: body, At: time.Now()})
 	n := len(r.notices)
 	r.mu.Unlock()
 	status := r.answer(n)
@@ -98,9 +99,10 @@ func (r *Receiver) Await(t testing.TB, n int) []Notice {
 	}
 }
 
-// Check fails the test unless n is the notice of job id, sent at unix time at, in the wire
-// format of the spec's taskReady callback, and signed with secret.
-func Check(t testing.TB, n Notice, secret, id string, at time.Time) {
+// Check fails the test unless n is the notice of job id that ended Ready, in the wire format
+// of the spec's taskReady callback, carrying secret as BFL does: in X-Webhook-Secret, and as
+// the HMAC of the body in X-BFL-Signature.
+func Check(t testing.TB, n Notice, secret, id string) {
 	t.Helper()
 	if want := `{"id":"` + id + `","status":"Ready"}`; string(n.Body) != want {
 		t.Errorf("body %s, want %s", n.Body, want)
@@ -108,13 +110,12 @@ func Check(t testing.TB, n Notice, secret, id string, at time.Time) {
 	if ct := n.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q", ct)
 	}
-	ts := strconv.FormatInt(at.Unix(), 10)
-	if n.Params.XMockfluxTimestamp != ts || n.Header.Get("X-Mockflux-Timestamp") != ts {
-		t.Errorf("timestamp %q, want %q", n.Params.XMockfluxTimestamp, ts)
+	if n.Params.XWebhookSecret != secret || n.Header.Get("X-Webhook-Secret") != secret {
+		t.Errorf("X-Webhook-Secret is not the submit's secret")
 	}
 	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts + "." + string(n.Body)))
-	if want := "sha256=" + hex.EncodeToString(m.Sum(nil)); n.Params.XMockfluxSignature != want {
-		t.Errorf("signature %q, want %q", n.Params.XMockfluxSignature, want)
+	m.Write(n.Body)
+	if want := "sha256=" + hex.EncodeToString(m.Sum(nil)); n.Params.XBFLSignature != want || n.Header.Get("X-BFL-Signature") != want {
+		t.Errorf("signature %q, want %q", n.Params.XBFLSignature, want)
 	}
 }

@@ -1,0 +1,1 @@
+ALTER TABLE executions DROP COLUMN provider_cost_micros;

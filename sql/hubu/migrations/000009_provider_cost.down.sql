@@ -1,0 +1,1 @@
+ALTER TABLE operations DROP COLUMN provider_cost_micros;
