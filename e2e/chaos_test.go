@@ -1089,6 +1089,10 @@ func (x *explorer) check() {
 		t.Errorf("violation: gongbu reconcile --require-final: %v\n%s", err, out)
 	}
 	x.tally.checks++
+	if out, err := su.reconcile(append(su.withLedger(), "--require-final")...); err != nil {
+		t.Errorf("violation: gongbu reconcile --mock-ledger --require-final: %v\n%s", err, out)
+	}
+	x.tally.checks++
 
 	t.Logf("%d calls; %s", len(x.calls), strings.TrimSpace(strings.SplitN(report.String(), "\n", 2)[0]))
 }
@@ -1138,7 +1142,7 @@ func (x *explorer) eventually(what string, f func() error) {
 
 // decisionsByHandle is Hubu's record of every decision, by public handle.
 func (x *explorer) decisionsByHandle() map[string]reconcile.Decision {
-	src := x.su.sources()
+	src := x.su.records()
 	var ds []reconcile.Decision
 	x.eventually("read Hubu's decisions", func() (err error) {
 		ds, err = src.Decisions(context.Background())

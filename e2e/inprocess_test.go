@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"hubu.dev/hubu/e2e/stack"
@@ -106,15 +107,18 @@ type inProcess struct {
 	faults      *fault.Set
 	gongbuURL   string
 	fluxURL     string
-	gongbuToken string                         // the credential Gongbu accepts from Hubu
-	agent       *hubuapi.ClientWithResponses   // Hubu's API as an agent
-	agentGongbu *gongbuapi.ClientWithResponses // Gongbu's API as that agent, and as another
-	otherGongbu *gongbuapi.ClientWithResponses
-	asHubu      *gongbuapi.ClientWithResponses // Gongbu's API as Hubu calls it
-	fluxAdmin   *bflapi.ClientWithResponses
-	authority   *hubulink.Client // Hubu's API as Gongbu calls it
-	wipeGongbu  func(t *testing.T)
-	t           *testing.T
+	// fluxForGongbu is where Gongbu reaches mockflux: fluxURL, or the gate in front of it.
+	fluxForGongbu string
+	gongbuPool    *pgxpool.Pool
+	gongbuToken   string                         // the credential Gongbu accepts from Hubu
+	agent         *hubuapi.ClientWithResponses   // Hubu's API as an agent
+	agentGongbu   *gongbuapi.ClientWithResponses // Gongbu's API as that agent, and as another
+	otherGongbu   *gongbuapi.ClientWithResponses
+	asHubu        *gongbuapi.ClientWithResponses // Gongbu's API as Hubu calls it
+	fluxAdmin     *bflapi.ClientWithResponses
+	authority     *hubulink.Client // Hubu's API as Gongbu calls it
+	wipeGongbu    func(t *testing.T)
+	t             *testing.T
 }
 
 type inProcessOptions struct {
@@ -141,7 +145,7 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	fp := must(mockflux.Open(mockflux.Options{PendingPolls: 1, Now: s.clock.Now, HonoursIdempotency: opts.fluxIdempotent}))(t)
 	t.Cleanup(func() { _ = fp.Close() })
 	s.faults = &fault.Set{}
-	fluxSrv := &fluxhttp.Server{Provider: fp, Faults: s.faults, Now: s.clock.Now}
+	fluxSrv := &fluxhttp.Server{Provider: fp, Faults: s.faults, Now: s.clock.Now, APIKey: "test-key"}
 	t.Cleanup(fluxSrv.Close) // stops any webhook still being sent
 	fluxTS := httptest.NewServer(fluxSrv.Handler())
 	t.Cleanup(fluxTS.Close)
@@ -160,7 +164,7 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 
 	// Gongbu
 	gongbuPool, gongbuDB := sqltest.NewPool(t, "gongbu", gongbusql.Migrations())
-	s.gongbuDB = gongbuDB
+	s.gongbuDB, s.gongbuPool = gongbuDB, gongbuPool
 	s.gongbuStore = gongbupg.NewStore(gongbuPool)
 	// wipeGongbu loses Gongbu's rows as a restore from an older backup would, followed by the
 	// `gongbu renew-epoch` the runbook asks for (dated on the shared clock).
@@ -170,11 +174,13 @@ func newInProcess(t *testing.T, opts inProcessOptions) *inProcess {
 	}
 	s.authority = must(hubulink.New(s.hubu.URL, s.hubu.ServiceToken, &http.Client{Timeout: 30 * time.Second}))(t)
 	fluxForGongbu := s.fluxURL
+	s.fluxForGongbu = fluxForGongbu
 	if opts.gate {
 		s.gate = &gate{proxy: httputil.NewSingleHostReverseProxy(must(url.Parse(s.fluxURL))(t))}
 		gateTS := httptest.NewServer(s.gate)
 		t.Cleanup(gateTS.Close)
 		fluxForGongbu = gateTS.URL
+		s.fluxForGongbu = fluxForGongbu
 	}
 	otherHost := stack.MockfluxOtherHost(fluxForGongbu)
 	adapter := must(flux.NewAdapter(flux.Config{BaseURL: fluxForGongbu, APIKey: "test-key", HonoursIdempotency: opts.fluxIdempotent,
@@ -334,11 +340,19 @@ func (s *inProcess) arm(kind bflapi.FaultKind, count int) {
 	noError(s.t, s.faults.Arm(kind, count, 0))
 }
 
-// reconcile compares Hubu's captures, Gongbu's executions and mockflux's charges.
+// reconcile compares Hubu's captures, Gongbu's executions, each job at mockflux and its charges.
 func (s *inProcess) reconcile() reconcile.Report {
 	s.t.Helper()
-	src := must(reconcile.NewSources(s.hubu.URL, s.hubu.ServiceToken, s.gongbuURL, s.gongbuToken, s.fluxURL, http.DefaultClient))(s.t)
-	return must(reconcile.Run(context.Background(), src))(s.t)
+	records := must(reconcile.NewRecords(s.hubu.URL, s.hubu.ServiceToken, s.gongbuURL, s.gongbuToken, http.DefaultClient))(s.t)
+	ledger := must(reconcile.NewMockLedger(s.fluxURL, http.DefaultClient))(s.t)
+	provider := must(flux.NewAdapter(flux.Config{BaseURL: s.fluxURL, APIKey: "test-key", Timeout: 10 * time.Second, PollingHosts: s.fluxPollingHosts()}))(s.t)
+	return must(reconcile.Run(context.Background(), records, reconcile.Options{Provider: provider, Ledger: ledger, Now: s.clock.Now}))(s.t)
+}
+
+// fluxPollingHosts are the hosts mockflux's polling URLs may name: its other name, as reached
+// directly and through the gate.
+func (s *inProcess) fluxPollingHosts() []string {
+	return []string{stack.MockfluxOtherHost(s.fluxURL), stack.MockfluxOtherHost(s.fluxForGongbu)}
 }
 
 func (s *inProcess) mustAgree() {
@@ -348,10 +362,13 @@ func (s *inProcess) mustAgree() {
 	}
 }
 
-// reconcileCommand runs the real `gongbu reconcile` against the services.
-func (s *inProcess) reconcileCommand() (string, error) {
-	cmd := exec.Command(bin.Path("gongbu"), "reconcile", "--hubu-url", s.hubu.URL, "--hubu-token", s.hubu.ServiceToken,
-		"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL)
+// reconcileCommand runs the real `gongbu reconcile` against the services, in its production
+// form (each job looked up at mockflux with key) plus any extra arguments.
+func (s *inProcess) reconcileCommand(key string, extra ...string) (string, error) {
+	args := append([]string{"reconcile", "--hubu-url", s.hubu.URL, "--hubu-token", s.hubu.ServiceToken,
+		"--gongbu-url", s.gongbuURL, "--service-token", s.gongbuToken, "--flux-url", s.fluxURL, "--flux-key", key,
+		"--flux-polling-hosts", strings.Join(s.fluxPollingHosts(), ",")}, extra...)
+	cmd := exec.Command(bin.Path("gongbu"), args...)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	out, err := cmd.CombinedOutput()
 	return string(out), err

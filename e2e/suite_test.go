@@ -21,6 +21,7 @@ import (
 
 	harness "hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/proto/bflapi"
+	"hubu.dev/hubu/services/gongbu/flux"
 	"hubu.dev/hubu/services/gongbu/reconcile"
 	"hubu.dev/hubu/sql/sqltest"
 )
@@ -258,6 +259,9 @@ func (su *suite) settleAndReconcile(want int) {
 	if out, err := su.reconcile("--require-final"); err != nil {
 		su.t.Fatalf("gongbu reconcile --require-final: %v\n%s", err, out)
 	}
+	if out, err := su.reconcile(append(su.withLedger(), "--require-final")...); err != nil {
+		su.t.Fatalf("gongbu reconcile --mock-ledger --require-final: %v\n%s", err, out)
+	}
 }
 
 // must returns v, failing the test at once when err is set: must(f())(t).
@@ -290,30 +294,46 @@ func poll(bound, pause time.Duration, f func() error) error {
 	}
 }
 
-// sources are the three records of money, as `gongbu reconcile` reads them.
-func (su *suite) sources() *reconcile.HTTPSources {
+// records are Hubu's and Gongbu's records of money, as `gongbu reconcile` reads them.
+func (su *suite) records() *reconcile.HTTPRecords {
 	su.t.Helper()
 	c := su.s.Credentials
-	return must(reconcile.NewSources(su.s.Hubu.URL(), c.GongbuAtHubuToken, su.s.Gongbu.URL(), c.HubuAtGongbuToken, su.s.Flux.URL(),
+	return must(reconcile.NewRecords(su.s.Hubu.URL(), c.GongbuAtHubuToken, su.s.Gongbu.URL(), c.HubuAtGongbuToken,
 		&http.Client{Timeout: 10 * time.Second}))(su.t)
 }
 
-// reconcileReport compares the three records, as `gongbu reconcile` does.
+// reconcileReport compares Hubu's and Gongbu's records with each job at the provider and with
+// mockflux's charge ledger, as `gongbu reconcile --mock-ledger` does.
 func (su *suite) reconcileReport() (reconcile.Report, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return reconcile.Run(ctx, su.sources())
+	provider, err := flux.NewAdapter(flux.Config{BaseURL: su.s.Flux.URL(), APIKey: su.s.Credentials.FluxKey, Timeout: 10 * time.Second,
+		PollingHosts: strings.Split(su.s.FluxPollingHosts(), ",")})
+	if err != nil {
+		return reconcile.Report{}, err
+	}
+	ledger, err := reconcile.NewMockLedger(su.s.Flux.URL(), &http.Client{Timeout: 10 * time.Second})
+	if err != nil {
+		return reconcile.Report{}, err
+	}
+	return reconcile.Run(ctx, su.records(), reconcile.Options{Provider: provider, Ledger: ledger})
 }
 
+// reconcile runs the real `gongbu reconcile` in its production form: the records against each
+// job at the provider, no ledger unless extra asks for mockflux's (withLedger).
 func (su *suite) reconcile(extra ...string) (string, error) {
 	c := su.s.Credentials
 	args := append([]string{"reconcile", "--hubu-url", su.s.Hubu.URL(), "--hubu-token", c.GongbuAtHubuToken,
-		"--gongbu-url", su.s.Gongbu.URL(), "--service-token", c.HubuAtGongbuToken, "--flux-url", su.s.Flux.URL()}, extra...)
+		"--gongbu-url", su.s.Gongbu.URL(), "--service-token", c.HubuAtGongbuToken,
+		"--flux-url", su.s.Flux.URL(), "--flux-key", c.FluxKey, "--flux-polling-hosts", su.s.FluxPollingHosts()}, extra...)
 	cmd := exec.Command(bin.Path("gongbu"), args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
+
+// withLedger are the arguments that make `gongbu reconcile` compare mockflux's ledger too.
+func (su *suite) withLedger() []string { return []string{"--mock-ledger", su.s.Flux.URL()} }
 
 // scanForSecrets fails when any process log or MCP response holds a private operation key
 // or a token.

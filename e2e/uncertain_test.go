@@ -207,7 +207,7 @@ func TestReconcileWhileInFlight(t *testing.T) {
 	if len(r.Mismatches) != 0 || len(r.InFlight) != 1 || !strings.Contains(r.InFlight[0], "Hubu executing, Gongbu submitted") {
 		t.Fatalf("reconciliation while in flight:\n%s", r)
 	}
-	if out, err := s.reconcileCommand(); err != nil || !strings.Contains(out, "in agreement (1 still in flight)") {
+	if out, err := s.reconcileCommand("test-key"); err != nil || !strings.Contains(out, "in agreement (1 still in flight)") {
 		t.Fatalf("gongbu reconcile: %v\n%s", err, out)
 	}
 	s.settle(op.PublicHandle)

@@ -106,6 +106,15 @@ type Stack struct {
 	Router      *Process
 	HubuDBURL   string
 	GongbuDBURL string
+	// FluxForGongbu is the URL Gongbu reaches mockflux at (through a proxy in some tests);
+	// empty against BFL's API.
+	FluxForGongbu string
+}
+
+// FluxPollingHosts are the hosts mockflux's polling URLs may name, for Gongbu and for
+// `gongbu reconcile` (--flux-polling-hosts): its other name, as reached directly and by Gongbu.
+func (s *Stack) FluxPollingHosts() string {
+	return MockfluxOtherHost(s.Flux.URL()) + "," + MockfluxOtherHost(s.FluxForGongbu)
 }
 
 func (c Config) say(format string, args ...any) {
@@ -180,6 +189,7 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 		}
 		s.Flux = &Process{Name: "mockflux", Path: bin.Path("mockflux"), Addr: cfg.FluxAddr, LogPath: logs("mockflux"), Args: fluxArgs, Env: env("mockflux")}
 		fluxForGongbu := cfg.url("gongbu", "mockflux", cfg.FluxAddr)
+		s.FluxForGongbu = fluxForGongbu
 		gongbuEnv = append(gongbuEnv, "GONGBU_FLUX_URL="+fluxForGongbu, "GONGBU_FLUX_KEY="+s.Credentials.FluxKey,
 			"GONGBU_FLUX_POLLING_HOSTS="+MockfluxOtherHost(fluxForGongbu), "GONGBU_FLUX_SAMPLE_HOSTS="+MockfluxOtherHost(fluxForGongbu),
 			"GONGBU_WEBHOOK_URL="+cfg.url("mockflux", "gongbu", cfg.GongbuAddr)+"/v1/webhooks/bfl", "GONGBU_WEBHOOK_KEY="+s.Credentials.WebhookKey,

@@ -157,6 +157,9 @@ type Execution struct {
 	DecisionId    openapi_types.UUID `json:"decision_id"`
 	Error         *string            `json:"error,omitempty"`
 
+	// PollingUrl Where the provider said the job's result is asked for (its get_result URL).
+	PollingUrl *string `json:"polling_url,omitempty"`
+
 	// ProviderCostMicros What the provider stated the job costs when it took it (BFL's cost, 1 credit = 10000 micros). What is captured is this, or the decision's amount where this is above it.
 	ProviderCostMicros *int64  `json:"provider_cost_micros,omitempty"`
 	ProviderJobId      *string `json:"provider_job_id,omitempty"`

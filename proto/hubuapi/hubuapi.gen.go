@@ -466,13 +466,19 @@ type DecisionList struct {
 
 // DecisionSummary defines model for DecisionSummary.
 type DecisionSummary struct {
-	AmountMicros   int64              `json:"amount_micros"`
-	CapturedMicros int64              `json:"captured_micros"`
-	Currency       string             `json:"currency"`
-	DecisionId     openapi_types.UUID `json:"decision_id"`
-	HeldMicros     int64              `json:"held_micros"`
-	PublicHandle   PublicHandle       `json:"public_handle"`
-	ReleasedMicros int64              `json:"released_micros"`
+	AmountMicros   int64 `json:"amount_micros"`
+	CapturedMicros int64 `json:"captured_micros"`
+
+	// CreatedAt When the operation was first authorized.
+	CreatedAt  time.Time          `json:"created_at"`
+	Currency   string             `json:"currency"`
+	DecisionId openapi_types.UUID `json:"decision_id"`
+	HeldMicros int64              `json:"held_micros"`
+
+	// ProviderCostMicros What the provider stated the work cost, as the executor reported it at settlement.
+	ProviderCostMicros *int64       `json:"provider_cost_micros,omitempty"`
+	PublicHandle       PublicHandle `json:"public_handle"`
+	ReleasedMicros     int64        `json:"released_micros"`
 
 	// State pending_approval: held, waiting for a human until approval_expires_at; approved: a human
 	// approved it, waiting for the agent to resume it until approval_expires_at; dispatching: decision issued and being handed to the executor; executing:

@@ -297,27 +297,10 @@ func keyReused(body []byte) bool {
 // base URL for a job without one. The API key goes only to the base URL's host or a host
 // allow-listed for polling: any other polling URL is refused, without a request anywhere.
 func (a *Adapter) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, error) {
-	api, id := a.api, job.ID
-	if job.PollingURL != "" {
-		server, pollID, err := a.pollingServer(job.PollingURL)
-		if err != nil {
-			return gongbu.PollResult{}, fmt.Errorf("poll FLUX: %w", err)
-		}
-		if server != a.base.String() {
-			if api, err = a.client(server, a.reads); err != nil {
-				return gongbu.PollResult{}, err
-			}
-		}
-		id = pollID
-	}
-	resp, err := api.GetResultWithResponse(ctx, &bflapi.GetResultParams{Id: id})
+	r, err := a.result(ctx, job)
 	if err != nil {
 		return gongbu.PollResult{}, fmt.Errorf("poll FLUX: %w", err)
 	}
-	if resp.JSON200 == nil {
-		return gongbu.PollResult{}, fmt.Errorf("poll FLUX: status %d", resp.StatusCode())
-	}
-	r := resp.JSON200
 	switch r.Status {
 	case bflapi.ResultStatusPending:
 		return gongbu.PollResult{Status: gongbu.JobPending}, nil
@@ -340,6 +323,54 @@ func (a *Adapter) Poll(ctx context.Context, job gongbu.Job) (gongbu.PollResult, 
 	// "Generating"): not an end Gongbu can settle, so it polls on, and --poll-deadline makes the
 	// execution indeterminate should it never end in a known way.
 	return gongbu.PollResult{Status: gongbu.JobPending, Detail: string(r.Status)}, nil
+}
+
+// Status is the provider's status of the job (Ready, Pending, Error, Request Moderated,
+// Content Moderated, Task not found, or one BFL has not documented), asked for as Poll asks:
+// for reconciliation, which compares it with Gongbu's record.
+func (a *Adapter) Status(ctx context.Context, job gongbu.Job) (string, error) {
+	r, err := a.result(ctx, job)
+	if err != nil {
+		return "", err
+	}
+	return string(r.Status), nil
+}
+
+// result asks for the job's result where Poll says.
+func (a *Adapter) result(ctx context.Context, job gongbu.Job) (*bflapi.ResultResponse, error) {
+	api, id := a.api, job.ID
+	if job.PollingURL != "" {
+		server, pollID, err := a.pollingServer(job.PollingURL)
+		if err != nil {
+			return nil, err
+		}
+		if server != a.base.String() {
+			if api, err = a.client(server, a.reads); err != nil {
+				return nil, err
+			}
+		}
+		id = pollID
+	}
+	resp, err := api.GetResultWithResponse(ctx, &bflapi.GetResultParams{Id: id})
+	if err != nil {
+		return nil, err
+	}
+	if resp.JSON200 == nil {
+		return nil, fmt.Errorf("status %d", resp.StatusCode())
+	}
+	return resp.JSON200, nil
+}
+
+// Credits is the account's balance at the provider (GET /v1/credits), in micro-USD.
+func (a *Adapter) Credits(ctx context.Context) (int64, error) {
+	resp, err := a.api.GetCreditsWithResponse(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the FLUX credits: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return 0, fmt.Errorf("read the FLUX credits: status %d", resp.StatusCode())
+	}
+	return int64(math.Round(resp.JSON200.Credits * microsPerCredit)), nil
 }
 
 // pollingServer returns the server (scheme, host and any path before /v1/get_result) and the

@@ -589,7 +589,7 @@ func executionOf(e gongbu.Execution) gongbuapi.Execution {
 		DecisionId: e.DecisionID, PublicHandle: e.PublicHandle, AgentId: e.AgentID,
 		Scope:        gongbuapi.Scope{Provider: e.Scope.Provider, Model: e.Scope.Model, Size: e.Scope.Size},
 		State:        gongbuapi.ExecutionState(e.State),
-		AmountMicros: e.AmountMicros, Currency: e.Currency, ProviderJobId: e.ProviderJobID, Error: e.Error,
+		AmountMicros: e.AmountMicros, Currency: e.Currency, ProviderJobId: e.ProviderJobID, PollingUrl: e.PollingURL, Error: e.Error,
 		ChargedMicros: e.ChargedMicros, ProviderCostMicros: e.ProviderCostMicros, Attempts: e.Attempts, ResolvedAt: e.ResolvedAt, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
 	}
 	reported := e.Reported

@@ -375,6 +375,7 @@ func (s *Server) ListDecisions(w http.ResponseWriter, r *http.Request) {
 			DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, State: hubuapi.OperationState(d.State),
 			AmountMicros: d.AmountMicros, Currency: d.Currency, HeldMicros: d.HeldMicros,
 			CapturedMicros: d.CapturedMicros, ReleasedMicros: d.ReleasedMicros,
+			ProviderCostMicros: d.ProviderCostMicros, CreatedAt: d.CreatedAt,
 		}
 	})}, err)
 }

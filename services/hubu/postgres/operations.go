@@ -669,6 +669,9 @@ type DecisionSummary struct {
 	HeldMicros     int64
 	CapturedMicros int64
 	ReleasedMicros int64
+	// ProviderCostMicros is what the provider stated the work cost, where the executor said.
+	ProviderCostMicros *int64
+	CreatedAt          time.Time
 }
 
 // ListDecisions returns every decision Hubu issued, oldest first, for reconciliation.
@@ -681,6 +684,7 @@ func (s *Store) ListDecisions(ctx context.Context) ([]DecisionSummary, error) {
 		return DecisionSummary{
 			DecisionID: r.DecisionID, PublicHandle: r.PublicHandle, State: hubu.State(r.State), AmountMicros: r.AmountMicros,
 			Currency: r.Currency, HeldMicros: r.Held - r.Captured - r.Released, CapturedMicros: r.Captured, ReleasedMicros: r.Released,
+			ProviderCostMicros: r.ProviderCostMicros, CreatedAt: r.CreatedAt,
 		}
 	}), nil
 }

@@ -395,6 +395,7 @@ func (q *Queries) InsertAuthorization(ctx context.Context, db DBTX, arg InsertAu
 
 const listDecisions = `-- name: ListDecisions :many
 SELECT o.decision_id::uuid AS decision_id, o.public_handle, o.state, o.amount_micros, o.currency,
+    o.provider_cost_micros, o.created_at,
     coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
     coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
     coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released
@@ -405,14 +406,16 @@ ORDER BY o.created_at, o.id
 `
 
 type ListDecisionsRow struct {
-	DecisionID   uuid.UUID
-	PublicHandle string
-	State        string
-	AmountMicros int64
-	Currency     string
-	Held         int64
-	Captured     int64
-	Released     int64
+	DecisionID         uuid.UUID
+	PublicHandle       string
+	State              string
+	AmountMicros       int64
+	Currency           string
+	ProviderCostMicros *int64
+	CreatedAt          time.Time
+	Held               int64
+	Captured           int64
+	Released           int64
 }
 
 func (q *Queries) ListDecisions(ctx context.Context, db DBTX) ([]ListDecisionsRow, error) {
@@ -430,6 +433,8 @@ func (q *Queries) ListDecisions(ctx context.Context, db DBTX) ([]ListDecisionsRo
 			&i.State,
 			&i.AmountMicros,
 			&i.Currency,
+			&i.ProviderCostMicros,
+			&i.CreatedAt,
 			&i.Held,
 			&i.Captured,
 			&i.Released,

@@ -148,6 +148,7 @@ LIMIT $2;
 
 -- name: ListDecisions :many
 SELECT o.decision_id::uuid AS decision_id, o.public_handle, o.state, o.amount_micros, o.currency,
+    o.provider_cost_micros, o.created_at,
     coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'hold'), 0)::bigint    AS held,
     coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'capture'), 0)::bigint AS captured,
     coalesce(sum(l.amount_micros) FILTER (WHERE l.kind = 'release'), 0)::bigint AS released

@@ -43,7 +43,8 @@ const usage = `usage:
                [--poll-interval 1s] [--first-poll 10ms] [--poll-deadline 10m] [--lease DURATION]
                [--webhook-url URL --webhook-key KEY]
   gongbu migrate up|down|version --database-url URL
-  gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-url URL [--require-final]
+  gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-key KEY
+                   [--flux-url https://api.bfl.ai] [--since 24h] [--stale 30m] [--mock-ledger URL] [--require-final]
   gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged | --job-id JOB [--polling-url URL])
   gongbu renew-epoch --database-url URL   (after restoring the database from a backup)
   gongbu prune-images --database-url URL --older-than DURATION [--dry-run]   (at least 24h)
@@ -241,7 +242,12 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	hubuToken := fs.Secret("hubu-token", "GONGBU_HUBU_TOKEN", "a Hubu service token")
 	gongbuURL := fs.String("gongbu-url", "GONGBU_URL", "", "Gongbu's base URL")
 	serviceToken := fs.Secret("service-token", "GONGBU_SERVICE_TOKEN", "the token Gongbu accepts from Hubu")
-	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "", "mockflux's base URL, whose charge ledger is compared")
+	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "https://api.bfl.ai", "the FLUX API's base URL, where each execution's job is looked up by its id")
+	fluxKey := fs.Secret("flux-key", "GONGBU_FLUX_KEY", "the FLUX API key")
+	pollingHosts := fs.String("flux-polling-hosts", "GONGBU_FLUX_POLLING_HOSTS", "", "as for `gongbu serve`: hosts besides --flux-url's whose polling URLs are followed")
+	since := fs.Duration("since", "", 24*time.Hour, "look up at the provider the jobs of final executions changed within this (0: all); jobs not final are always looked up")
+	stale := fs.Duration("stale", "", 30*time.Minute, "an operation in flight for longer than this is a mismatch (0: never)")
+	mockLedger := fs.String("mock-ledger", "", "", "mockflux's base URL: compare its charge ledger too (the real API has none)")
 	requireFinal := fs.Bool("require-final", "", false, "fail while any operation is still in flight (to close the books, or at the end of a test)")
 	if err := fs.ParseNoArgs(args); err != nil {
 		return err
@@ -251,14 +257,37 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 			return err
 		}
 	}
-	if *hubuToken == "" || *serviceToken == "" {
-		return errors.New("--hubu-token and --service-token are required")
+	if *mockLedger != "" {
+		if err := command.RequireHTTPURL("mock-ledger", *mockLedger); err != nil {
+			return err
+		}
 	}
-	src, err := reconcile.NewSources(*hubuURL, *hubuToken, *gongbuURL, *serviceToken, *fluxURL, &http.Client{Timeout: 30 * time.Second})
+	if *hubuToken == "" || *serviceToken == "" || *fluxKey == "" {
+		return errors.New("--hubu-token, --service-token and --flux-key are required")
+	}
+	if *since < 0 || *stale < 0 {
+		return errors.New("--since and --stale must not be negative")
+	}
+	fluxPolling, err := flux.ParseHosts(*pollingHosts)
+	if err != nil {
+		return fmt.Errorf("--flux-polling-hosts: %v", err)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	records, err := reconcile.NewRecords(*hubuURL, *hubuToken, *gongbuURL, *serviceToken, hc)
 	if err != nil {
 		return err
 	}
-	report, err := reconcile.Run(ctx, src)
+	provider, err := flux.NewAdapter(flux.Config{BaseURL: *fluxURL, APIKey: *fluxKey, Timeout: 30 * time.Second, PollingHosts: fluxPolling})
+	if err != nil {
+		return err
+	}
+	opts := reconcile.Options{Provider: provider, Since: *since, Stale: *stale}
+	if *mockLedger != "" {
+		if opts.Ledger, err = reconcile.NewMockLedger(*mockLedger, hc); err != nil {
+			return err
+		}
+	}
+	report, err := reconcile.Run(ctx, records, opts)
 	if err != nil {
 		return fmt.Errorf("reconcile: %w", err)
 	}

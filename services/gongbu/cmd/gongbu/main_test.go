@@ -110,7 +110,8 @@ func TestBadSettings(t *testing.T) {
 		{"migrate without a database", nil, []string{"migrate", "up"}, "--database-url (or GONGBU_DATABASE_URL) is required"},
 		{"migrate down a negative number of steps", []string{"GONGBU_DATABASE_URL=" + empty}, []string{"migrate", "down", "--steps", "-1"}, "--steps must not be negative"},
 		{"reconcile without URLs", nil, []string{"reconcile"}, "--hubu-url is required"},
-		{"reconcile without tokens", []string{"GONGBU_HUBU_URL=http://h", "GONGBU_URL=http://g", "GONGBU_FLUX_URL=http://f"}, []string{"reconcile"}, "--hubu-token and --service-token are required"},
+		{"reconcile without tokens", []string{"GONGBU_HUBU_URL=http://h", "GONGBU_URL=http://g"}, []string{"reconcile"}, "--hubu-token, --service-token and --flux-key are required"},
+		{"reconcile with a bad ledger URL", []string{"GONGBU_HUBU_URL=http://h", "GONGBU_URL=http://g"}, []string{"reconcile", "--mock-ledger", "ftp://x"}, "--mock-ledger"},
 		{"resolve without a database", nil, []string{"resolve", "--decision", uuid.NewString(), "--not-charged"}, "--database-url (or GONGBU_DATABASE_URL) is required"},
 		{"resolve on an unmigrated database", []string{"GONGBU_DATABASE_URL=" + empty}, []string{"resolve", "--decision", uuid.NewString(), "--not-charged"}, "run `gongbu migrate up`"},
 	}
