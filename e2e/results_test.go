@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"image/jpeg"
+	"image/png"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -110,4 +112,116 @@ func embedded(res *mcp.CallToolResult) []byte {
 		}
 	}
 	return nil
+}
+
+// Every result reaches the agent whatever its size and however late, end to end on the real
+// binaries: mockflux renders a 1440x1440 PNG of over 6 MB (a FLUX.2 result at full size); the
+// answer embeds a scaled JPEG preview and says so; the original is read in full by
+// resources/read at hubu://images/<handle>, by the agent that owns it only; once mockflux's
+// link has expired, a redelivery through another router still embeds the preview and the
+// original is still read; hubuctl image saves the same bytes through Hubu.
+func TestSuiteLargeResultsReachTheAgent(t *testing.T) {
+	t.Parallel()
+	server, id, dir, idConfig := stackPlace(t)
+	su := startSuite(t, harness.Config{
+		Dir: dir, ServerURL: server, HubuDB: "hubu_e2e_" + id, GongbuDB: "gongbu_e2e_" + id,
+		Env: map[string][]string{
+			"router":   {"ROUTER_IDENTITY_CONFIG=" + idConfig},
+			"mockflux": {"MOCKFLUX_SAMPLE_TTL=3s", "MOCKFLUX_FULL_SIZE=true"},
+		},
+	})
+	const (
+		callID = "call_largeresult4Vq8Wn2Lk6Zp"
+		args   = `{"prompt":"a fox in the snow, every hair","model":"flux-2-klein-4b","width":1440,"height":1440,"output_format":"png"}`
+	)
+	spend := func(cs *mcp.ClientSession) (map[string]any, *mcp.ImageContent) {
+		t.Helper()
+		res := must(cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "generate_image", Arguments: json.RawMessage(args), Meta: codexMeta(callID)}))(t)
+		var out map[string]any
+		noError(t, json.Unmarshal(must(json.Marshal(res.StructuredContent))(t), &out))
+		var img *mcp.ImageContent
+		for _, c := range res.Content {
+			switch c := c.(type) {
+			case *mcp.ImageContent:
+				img = c
+			case *mcp.ResourceLink:
+				t.Fatal("a resource_link block in the result")
+			}
+		}
+		return out, img
+	}
+	cs := su.routerFor(su.s.Credentials.AgentToken, 60*time.Second, nil)
+	first, preview := spend(cs)
+	r, _ := first["result"].(map[string]any)
+	if first["status"] != "succeeded" || r == nil || preview == nil || preview.MIMEType != "image/jpeg" || r["embedded"] != "preview" {
+		logs, _ := os.ReadFile(su.s.Gongbu.LogPath)
+		t.Fatalf("first delivery: %v, embedded %v\ngongbu log:\n%s", first, preview != nil, logs)
+	}
+	pv := must(jpeg.DecodeConfig(bytes.NewReader(preview.Data)))(t)
+	size, _ := r["size_bytes"].(float64)
+	if pv.Width != 1024 || pv.Height != 1024 || len(preview.Data) > 512<<10 || size < 6e6 || r["width"] != 1440.0 || r["mime_type"] != "image/png" {
+		t.Fatalf("preview %dx%d of %d bytes for an image of %v bytes: %v", pv.Width, pv.Height, len(preview.Data), size, r)
+	}
+	uri, _ := r["resource_uri"].(string)
+	handle, _ := first["public_handle"].(string)
+	if uri != "hubu://images/"+handle {
+		t.Fatalf("resource_uri %q for %s", uri, handle)
+	}
+	readOriginal := func(cs *mcp.ClientSession) []byte {
+		t.Helper()
+		read := must(cs.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}))(t)
+		if len(read.Contents) != 1 || read.Contents[0].MIMEType != "image/png" {
+			t.Fatalf("resources/read: %+v", read.Contents)
+		}
+		b := read.Contents[0].Blob
+		cfg := must(png.DecodeConfig(bytes.NewReader(b)))(t)
+		if cfg.Width != 1440 || cfg.Height != 1440 || float64(len(b)) != size {
+			t.Fatalf("resources/read: a %dx%d PNG of %d bytes, want 1440x1440 of %v", cfg.Width, cfg.Height, len(b), size)
+		}
+		return b
+	}
+	original := readOriginal(cs)
+
+	link, _ := r["image_url"].(string)
+	noError(t, poll(15*time.Second, 100*time.Millisecond, func() error {
+		resp, err := http.Get(link)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			return fmt.Errorf("the provider's link still answers %d", resp.StatusCode)
+		}
+		return nil
+	}))
+	other := su.routerFor(su.s.Credentials.AgentToken, 20*time.Second, nil)
+	again, againPreview := spend(other)
+	if again["replayed"] != true || againPreview == nil || !bytes.Equal(againPreview.Data, preview.Data) {
+		t.Fatalf("redelivery after the link expired: %v, the same preview %v", again, againPreview != nil && bytes.Equal(againPreview.Data, preview.Data))
+	}
+	if !bytes.Equal(readOriginal(other), original) {
+		t.Fatal("the original read after the link expired differs")
+	}
+
+	file := filepath.Join(t.TempDir(), "fox.png")
+	su.hubuctlOK(t, "image", handle, "-o", file)
+	if saved := must(os.ReadFile(file))(t); !bytes.Equal(saved, original) {
+		t.Fatalf("hubuctl image saved %d bytes, want the original's %d", len(saved), len(original))
+	}
+
+	// Another agent's router: the image is not found, whatever it knows of the handle.
+	out := su.hubuctlOK(t, "agent", "create", "--name", "stranger", "--json")
+	var created struct {
+		Token string `json:"token"`
+	}
+	noError(t, json.Unmarshal([]byte(out), &created))
+	su.extraSecrets = append(su.extraSecrets, created.Token)
+	stranger := su.routerFor(created.Token, 5*time.Second, []string{"--state", filepath.Join(dir, "router-stranger.db")})
+	if _, err := stranger.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err == nil {
+		t.Fatal("another agent read the image")
+	}
+	if n := su.charges().Count; n != 1 {
+		t.Fatalf("%d charges, want 1", n)
+	}
+	su.settleAndReconcile(1)
 }

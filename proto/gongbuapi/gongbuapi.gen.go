@@ -83,19 +83,34 @@ func (e HealthStatus) Valid() bool {
 
 // Defines values for KeptImageMimeType.
 const (
-	Imagejpeg KeptImageMimeType = "image/jpeg"
-	Imagepng  KeptImageMimeType = "image/png"
-	Imagewebp KeptImageMimeType = "image/webp"
+	KeptImageMimeTypeImagejpeg KeptImageMimeType = "image/jpeg"
+	KeptImageMimeTypeImagepng  KeptImageMimeType = "image/png"
+	KeptImageMimeTypeImagewebp KeptImageMimeType = "image/webp"
 )
 
 // Valid indicates whether the value is a known member of the KeptImageMimeType enum.
 func (e KeptImageMimeType) Valid() bool {
 	switch e {
-	case Imagejpeg:
+	case KeptImageMimeTypeImagejpeg:
 		return true
-	case Imagepng:
+	case KeptImageMimeTypeImagepng:
 		return true
-	case Imagewebp:
+	case KeptImageMimeTypeImagewebp:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for KeptPreviewMimeType.
+const (
+	KeptPreviewMimeTypeImagejpeg KeptPreviewMimeType = "image/jpeg"
+)
+
+// Valid indicates whether the value is a known member of the KeptPreviewMimeType enum.
+func (e KeptPreviewMimeType) Valid() bool {
+	switch e {
+	case KeptPreviewMimeTypeImagejpeg:
 		return true
 	default:
 		return false
@@ -238,14 +253,39 @@ type ImageArguments = contract.ImageRequest
 // Gongbu keeps none: the download failed and is being tried again, or it expired first.
 type KeptImage struct {
 	// Data The image itself (base64), only when the request asked for it with `embed_image`.
-	Data      *[]byte           `json:"data,omitempty"`
-	MimeType  KeptImageMimeType `json:"mime_type"`
-	Sha256    string            `json:"sha256"`
-	SizeBytes int64             `json:"size_bytes"`
+	Data     *[]byte           `json:"data,omitempty"`
+	Height   *int              `json:"height,omitempty"`
+	MimeType KeptImageMimeType `json:"mime_type"`
+
+	// Preview A scaled JPEG copy of a kept image larger than 512 KiB, no larger than 512 KiB itself and
+	// at most 1024 pixels on its longest side: what an answer embeds when the image is larger
+	// than the caller embeds. Served by `getOperationImage` with `preview=true`.
+	Preview   *KeptPreview `json:"preview,omitempty"`
+	Sha256    string       `json:"sha256"`
+	SizeBytes int64        `json:"size_bytes"`
+
+	// Width The image's width in pixels (absent for an image kept before Gongbu recorded it).
+	Width *int `json:"width,omitempty"`
 }
 
 // KeptImageMimeType defines model for KeptImage.MimeType.
 type KeptImageMimeType string
+
+// KeptPreview A scaled JPEG copy of a kept image larger than 512 KiB, no larger than 512 KiB itself and
+// at most 1024 pixels on its longest side: what an answer embeds when the image is larger
+// than the caller embeds. Served by `getOperationImage` with `preview=true`.
+type KeptPreview struct {
+	// Data The preview itself (base64), only when the request asked for images with `embed_image` and the image is larger than that while the preview is not.
+	Data      *[]byte             `json:"data,omitempty"`
+	Height    int                 `json:"height"`
+	MimeType  KeptPreviewMimeType `json:"mime_type"`
+	Sha256    string              `json:"sha256"`
+	SizeBytes int64               `json:"size_bytes"`
+	Width     int                 `json:"width"`
+}
+
+// KeptPreviewMimeType defines model for KeptPreview.MimeType.
+type KeptPreviewMimeType string
 
 // Problem defines model for Problem.
 type Problem struct {
@@ -276,10 +316,17 @@ type GetOperationExecutionParams struct {
 
 	// EmbedImage The largest kept image, in bytes, to embed in the answer: the image of a succeeded
 	// execution that is no larger comes in `result.image.data`, which saves the caller a
-	// `getOperationImage` (and Gongbu a second ownership check). 0 or absent embeds none;
+	// `getOperationImage` (and Gongbu a second ownership check); a larger image's preview,
+	// when it is no larger, comes in `result.image.preview.data`. 0 or absent embeds none;
 	// so does a kept image that cannot be read at that moment (fetch it by
 	// `getOperationImage`).
 	EmbedImage *int64 `form:"embed_image,omitempty" json:"embed_image,omitempty"`
+}
+
+// GetOperationImageParams defines parameters for GetOperationImage.
+type GetOperationImageParams struct {
+	// Preview Serve the image's preview (`KeptPreview`) instead of the image; 404 when it has none.
+	Preview *bool `form:"preview,omitempty" json:"preview,omitempty"`
 }
 
 // ProviderWebhookJSONBody defines parameters for ProviderWebhook.
@@ -447,7 +494,7 @@ type ClientInterface interface {
 	// the download is still being tried, or the execution did not succeed).
 	//
 	// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
-	GetOperationImage(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*http.Response, error)
+	GetOperationImage(ctx context.Context, publicHandle string, params *GetOperationImageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ProviderWebhookWithBody A provider's signed notice that a job is done (FLUX's `webhook_url`).
 	//
@@ -624,8 +671,8 @@ func (c *Client) GetOperationExecution(ctx context.Context, publicHandle string,
 // the download is still being tried, or the execution did not succeed).
 //
 // Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
-func (c *Client) GetOperationImage(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewGetOperationImageRequest(c.Server, publicHandle)
+func (c *Client) GetOperationImage(ctx context.Context, publicHandle string, params *GetOperationImageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOperationImageRequest(c.Server, publicHandle, params)
 	if err != nil {
 		return nil, err
 	}
@@ -923,7 +970,7 @@ func NewGetOperationExecutionRequest(server string, publicHandle string, params 
 }
 
 // NewGetOperationImageRequest constructs an http.Request for the GetOperationImage method
-func NewGetOperationImageRequest(server string, publicHandle string) (*http.Request, error) {
+func NewGetOperationImageRequest(server string, publicHandle string, params *GetOperationImageParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -946,6 +993,33 @@ func NewGetOperationImageRequest(server string, publicHandle string) (*http.Requ
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Preview != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "preview", *params.Preview, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
@@ -1137,7 +1211,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
-	GetOperationImageWithResponse(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*GetOperationImageResponse, error)
+	GetOperationImageWithResponse(ctx context.Context, publicHandle string, params *GetOperationImageParams, reqEditors ...RequestEditorFn) (*GetOperationImageResponse, error)
 
 	// ProviderWebhookWithBodyWithResponse A provider's signed notice that a job is done (FLUX's `webhook_url`).
 	//
@@ -1871,8 +1945,8 @@ func (c *ClientWithResponses) GetOperationExecutionWithResponse(ctx context.Cont
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
-func (c *ClientWithResponses) GetOperationImageWithResponse(ctx context.Context, publicHandle string, reqEditors ...RequestEditorFn) (*GetOperationImageResponse, error) {
-	rsp, err := c.GetOperationImage(ctx, publicHandle, reqEditors...)
+func (c *ClientWithResponses) GetOperationImageWithResponse(ctx context.Context, publicHandle string, params *GetOperationImageParams, reqEditors ...RequestEditorFn) (*GetOperationImageResponse, error) {
+	rsp, err := c.GetOperationImage(ctx, publicHandle, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2404,7 +2478,7 @@ type ServerInterface interface {
 	GetOperationExecution(w http.ResponseWriter, r *http.Request, publicHandle string, params GetOperationExecutionParams)
 	// GetOperationImage The image an operation's execution delivered, by public handle (an agent's own, or any for an operator).
 	// (GET /v1/operations/{public_handle}/image)
-	GetOperationImage(w http.ResponseWriter, r *http.Request, publicHandle string)
+	GetOperationImage(w http.ResponseWriter, r *http.Request, publicHandle string, params GetOperationImageParams)
 	// ProviderWebhook A provider's signed notice that a job is done (FLUX's `webhook_url`).
 	// (POST /v1/webhooks/{provider})
 	ProviderWebhook(w http.ResponseWriter, r *http.Request, provider string)
@@ -2450,7 +2524,7 @@ func (_ Unimplemented) GetOperationExecution(w http.ResponseWriter, r *http.Requ
 
 // GetOperationImage The image an operation's execution delivered, by public handle (an agent's own, or any for an operator).
 // (GET /v1/operations/{public_handle}/image)
-func (_ Unimplemented) GetOperationImage(w http.ResponseWriter, r *http.Request, publicHandle string) {
+func (_ Unimplemented) GetOperationImage(w http.ResponseWriter, r *http.Request, publicHandle string, params GetOperationImageParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2634,8 +2708,24 @@ func (siw *ServerInterfaceWrapper) GetOperationImage(w http.ResponseWriter, r *h
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetOperationImageParams
+
+	// ------------- Optional query parameter "preview" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "preview", r.URL.Query(), &params.Preview, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "preview"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "preview", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.GetOperationImage(w, r, publicHandle)
+		siw.Handler.GetOperationImage(w, r, publicHandle, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {

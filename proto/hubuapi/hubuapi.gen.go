@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -751,6 +752,12 @@ type CredentialID = openapi_types.UUID
 // DecisionID defines model for DecisionID.
 type DecisionID = openapi_types.UUID
 
+// GetOperationImageParams defines parameters for GetOperationImage.
+type GetOperationImageParams struct {
+	// Preview Serve the image's preview instead of the image.
+	Preview *bool `form:"preview,omitempty" json:"preview,omitempty"`
+}
+
 // CreateAgentJSONRequestBody defines body for CreateAgent for application/json ContentType.
 type CreateAgentJSONRequestBody = AgentCreate
 
@@ -1048,6 +1055,17 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/operations/{public_handle}/deny (the `DenyOperation` operationId).
 	DenyOperation(ctx context.Context, publicHandle PublicHandle, body DenyOperationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetOperationImage The image an operation produced, as the executor keeps it (agents see only their own).
+	//
+	// Hubu reads it from the executor (Gongbu), which downloaded it when the provider's job
+	// was ready and keeps it after the provider's link has expired. With `preview=true`, the
+	// scaled JPEG copy Gongbu keeps of an image larger than 512 KiB. 404 while there is none
+	// (the operation did not succeed, or the image is not kept); 503 when this Hubu has no
+	// executor to read from, or it cannot be reached.
+	//
+	// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
+	GetOperationImage(ctx context.Context, publicHandle PublicHandle, params *GetOperationImageParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOperationLedger The append-only ledger entries of one operation.
 	//
@@ -1548,6 +1566,27 @@ func (c *Client) DenyOperationWithBody(ctx context.Context, publicHandle PublicH
 // Corresponds with POST /v1/operations/{public_handle}/deny (the `DenyOperation` operationId).
 func (c *Client) DenyOperation(ctx context.Context, publicHandle PublicHandle, body DenyOperationJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDenyOperationRequest(c.Server, publicHandle, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetOperationImage The image an operation produced, as the executor keeps it (agents see only their own).
+//
+// Hubu reads it from the executor (Gongbu), which downloaded it when the provider's job
+// was ready and keeps it after the provider's link has expired. With `preview=true`, the
+// scaled JPEG copy Gongbu keeps of an image larger than 512 KiB. 404 while there is none
+// (the operation did not succeed, or the image is not kept); 503 when this Hubu has no
+// executor to read from, or it cannot be reached.
+//
+// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
+func (c *Client) GetOperationImage(ctx context.Context, publicHandle PublicHandle, params *GetOperationImageParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetOperationImageRequest(c.Server, publicHandle, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2360,6 +2399,67 @@ func NewDenyOperationRequestWithBody(server string, publicHandle PublicHandle, c
 	return req, nil
 }
 
+// NewGetOperationImageRequest constructs an http.Request for the GetOperationImage method
+func NewGetOperationImageRequest(server string, publicHandle PublicHandle, params *GetOperationImageParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "public_handle", publicHandle, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/operations/%s/image", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Preview != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "preview", *params.Preview, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "boolean", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetOperationLedgerRequest constructs an http.Request for the GetOperationLedger method
 func NewGetOperationLedgerRequest(server string, publicHandle PublicHandle) (*http.Request, error) {
 	var err error
@@ -2759,6 +2859,19 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/operations/{public_handle}/deny (the `DenyOperation` operationId).
 	DenyOperationWithResponse(ctx context.Context, publicHandle PublicHandle, body DenyOperationJSONRequestBody, reqEditors ...RequestEditorFn) (*DenyOperationResponse, error)
+
+	// GetOperationImageWithResponse The image an operation produced, as the executor keeps it (agents see only their own).
+	//
+	// Hubu reads it from the executor (Gongbu), which downloaded it when the provider's job
+	// was ready and keeps it after the provider's link has expired. With `preview=true`, the
+	// scaled JPEG copy Gongbu keeps of an image larger than 512 KiB. 404 while there is none
+	// (the operation did not succeed, or the image is not kept); 503 when this Hubu has no
+	// executor to read from, or it cannot be reached.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
+	GetOperationImageWithResponse(ctx context.Context, publicHandle PublicHandle, params *GetOperationImageParams, reqEditors ...RequestEditorFn) (*GetOperationImageResponse, error)
 
 	// GetOperationLedgerWithResponse The append-only ledger entries of one operation.
 	//
@@ -4367,6 +4480,89 @@ func (r DenyOperationResponse) ContentType() string {
 	return ""
 }
 
+// GetOperationImageResponse200Headers the declared response headers of an HTTP 200 response for GetOperationImage
+type GetOperationImageResponse200Headers struct {
+	ETag *string
+}
+
+type GetOperationImageResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *GetOperationImageResponse200Headers
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r GetOperationImageResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetOperationImageResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetOperationImageResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetOperationImageResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetOperationImageResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetOperationLedgerResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5051,6 +5247,25 @@ func (c *ClientWithResponses) DenyOperationWithResponse(ctx context.Context, pub
 		return nil, err
 	}
 	return ParseDenyOperationResponse(rsp)
+}
+
+// GetOperationImageWithResponse The image an operation produced, as the executor keeps it (agents see only their own).
+//
+// Hubu reads it from the executor (Gongbu), which downloaded it when the provider's job
+// was ready and keeps it after the provider's link has expired. With `preview=true`, the
+// scaled JPEG copy Gongbu keeps of an image larger than 512 KiB. 404 while there is none
+// (the operation did not succeed, or the image is not kept); 503 when this Hubu has no
+// executor to read from, or it cannot be reached.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/operations/{public_handle}/image (the `GetOperationImage` operationId).
+func (c *ClientWithResponses) GetOperationImageWithResponse(ctx context.Context, publicHandle PublicHandle, params *GetOperationImageParams, reqEditors ...RequestEditorFn) (*GetOperationImageResponse, error) {
+	rsp, err := c.GetOperationImage(ctx, publicHandle, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetOperationImageResponse(rsp)
 }
 
 // GetOperationLedgerWithResponse The append-only ledger entries of one operation.
@@ -6398,6 +6613,80 @@ func ParseDenyOperationResponse(rsp *http.Response) (*DenyOperationResponse, err
 	return response, nil
 }
 
+// ParseGetOperationImageResponse parses an HTTP response from a GetOperationImageWithResponse call
+func ParseGetOperationImageResponse(rsp *http.Response) (*GetOperationImageResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetOperationImageResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers GetOperationImageResponse200Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = &value
+		}
+		response.Headers200 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetOperationLedgerResponse parses an HTTP response from a GetOperationLedgerWithResponse call
 func ParseGetOperationLedgerResponse(rsp *http.Response) (*GetOperationLedgerResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6697,6 +6986,9 @@ type ServerInterface interface {
 	// DenyOperation Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 	// (POST /v1/operations/{public_handle}/deny)
 	DenyOperation(w http.ResponseWriter, r *http.Request, publicHandle PublicHandle)
+	// GetOperationImage The image an operation produced, as the executor keeps it (agents see only their own).
+	// (GET /v1/operations/{public_handle}/image)
+	GetOperationImage(w http.ResponseWriter, r *http.Request, publicHandle PublicHandle, params GetOperationImageParams)
 	// GetOperationLedger The append-only ledger entries of one operation.
 	// (GET /v1/operations/{public_handle}/ledger)
 	GetOperationLedger(w http.ResponseWriter, r *http.Request, publicHandle PublicHandle)
@@ -6828,6 +7120,12 @@ func (_ Unimplemented) ApproveOperation(w http.ResponseWriter, r *http.Request, 
 // DenyOperation Deny an operation held for approval, or approved but not yet resumed; releases its hold.
 // (POST /v1/operations/{public_handle}/deny)
 func (_ Unimplemented) DenyOperation(w http.ResponseWriter, r *http.Request, publicHandle PublicHandle) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetOperationImage The image an operation produced, as the executor keeps it (agents see only their own).
+// (GET /v1/operations/{public_handle}/image)
+func (_ Unimplemented) GetOperationImage(w http.ResponseWriter, r *http.Request, publicHandle PublicHandle, params GetOperationImageParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -7275,6 +7573,48 @@ func (siw *ServerInterfaceWrapper) DenyOperation(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// GetOperationImage operation middleware
+func (siw *ServerInterfaceWrapper) GetOperationImage(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "public_handle" -------------
+	var publicHandle PublicHandle
+
+	err = runtime.BindStyledParameterWithOptions("simple", "public_handle", chi.URLParam(r, "public_handle"), &publicHandle, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "public_handle", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params GetOperationImageParams
+
+	// ------------- Optional query parameter "preview" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "preview", r.URL.Query(), &params.Preview, runtime.BindQueryParameterOptions{Type: "boolean", Format: ""})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "preview"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "preview", Err: err})
+		}
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetOperationImage(w, r, publicHandle, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetOperationLedger operation middleware
 func (siw *ServerInterfaceWrapper) GetOperationLedger(w http.ResponseWriter, r *http.Request) {
 
@@ -7488,6 +7828,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/operations/{public_handle}/ledger", wrapper.GetOperationLedger)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/operations/{public_handle}/image", wrapper.GetOperationImage)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/operations/{public_handle}/approve", wrapper.ApproveOperation)

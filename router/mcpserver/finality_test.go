@@ -112,7 +112,7 @@ func (g *scriptedGongbu) keptFetches() int {
 	return g.keptCalls
 }
 
-func (g *scriptedGongbu) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string) {
+func (g *scriptedGongbu) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string, _ gongbuapi.GetOperationImageParams) {
 	g.mu.Lock()
 	g.keptCalls++
 	mode := g.kept
@@ -172,7 +172,7 @@ func (g *scriptedGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Re
 			if g.kept == keptTooLarge {
 				size = testImageLimit + 1
 			}
-			x.Result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.Imagepng, SizeBytes: size, Sha256: hex.EncodeToString(sum[:])}
+			x.Result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.KeptImageMimeTypeImagepng, SizeBytes: size, Sha256: hex.EncodeToString(sum[:])}
 			if asked := params.EmbedImage; asked != nil && *asked >= size {
 				switch g.kept {
 				case keptEmbedded:

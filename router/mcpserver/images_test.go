@@ -1,10 +1,15 @@
 package mcpserver_test
 
 import (
+	"bytes"
+	"context"
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -16,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	_ "modernc.org/sqlite"
 
+	"hubu.dev/hubu/router/mcpserver"
 	"hubu.dev/hubu/router/routertest"
 )
 
@@ -290,5 +296,92 @@ func TestOnlyKeptImageTypesAreEmbedded(t *testing.T) {
 		url := host.URL + "/sample"
 		e.backend.SetImageURL(url)
 		linkedOnly(t, e.call(t, "generate_image", fox, codex(fmt.Sprintf("call_imagetypeVtFFd0UMtFdJG%d", i))), url)
+	}
+}
+
+// noisyPNG is a side×side PNG of pseudo-random pixels: larger than a small embedding limit.
+func noisyPNG(t *testing.T, side int) []byte {
+	t.Helper()
+	img := image.NewNRGBA(image.Rect(0, 0, side, side))
+	x := uint32(2463534242)
+	for i := range img.Pix {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		img.Pix[i] = byte(x) | 1
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// tinyJPEG is an 8x8 JPEG, the stand-in for a preview.
+func tinyJPEG(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, image.NewGray(image.Rect(0, 0, 8, 8)), nil); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// An image larger than the router embeds reaches the agent as its preview, embedded and said
+// so, with the original readable in full at its resource URI, by resources/read; a replay
+// through another router embeds the preview again. No result carries a resource_link block.
+func TestLargeImageEmbedsItsPreview(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "router.db")
+	e := setup(t, &options{imageLimit: 4 << 10, state: state})
+	original, preview := noisyPNG(t, 64), tinyJPEG(t)
+	e.backend.SetKeptWithPreview(original, preview, 8)
+	const callID = "call_largeimagePv7Qe3Wz9Lk2"
+	check := func(t *testing.T, res *mcp.CallToolResult) mcpserver.ToolResult {
+		t.Helper()
+		o := toolResult(t, res)
+		if res.IsError || o.Status != "succeeded" || o.Result == nil {
+			t.Fatalf("not a success: %+v", o)
+		}
+		var got *mcp.ImageContent
+		for _, c := range res.Content {
+			switch c := c.(type) {
+			case *mcp.ImageContent:
+				got = c
+			case *mcp.ResourceLink, *mcp.EmbeddedResource:
+				t.Fatalf("a %T block in the result", c)
+			}
+		}
+		if got == nil || got.MIMEType != "image/jpeg" || !bytes.Equal(got.Data, preview) {
+			t.Fatalf("embedded %+v, want the preview", got)
+		}
+		r := o.Result
+		if r.Embedded != "preview" || r.Preview == nil || r.Preview.Width != 8 || r.Preview.MIMEType != "image/jpeg" ||
+			r.ResourceURI != "hubu://images/"+o.PublicHandle || r.SizeBytes != int64(len(original)) || r.MIMEType != "image/png" ||
+			!strings.Contains(o.Message, "resources/read at hubu://images/"+o.PublicHandle) {
+			t.Fatalf("the result says %+v, %q", r, o.Message)
+		}
+		return o
+	}
+	o := check(t, e.call(t, "generate_image", fox, codex(callID)))
+
+	read, err := e.session.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: o.Result.ResourceURI})
+	if err != nil || len(read.Contents) != 1 || !bytes.Equal(read.Contents[0].Blob, original) || read.Contents[0].MIMEType != "image/png" ||
+		read.Contents[0].URI != o.Result.ResourceURI {
+		t.Fatalf("resources/read: %v %+v", err, read)
+	}
+	for _, uri := range []string{"hubu://images/hubu:public-operation:v1:00000000-0000-4000-8000-000000000000", "hubu://images/nope"} {
+		if _, err := e.session.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err == nil {
+			t.Errorf("resources/read %s: no error", uri)
+		}
+	}
+	templates, err := e.session.ListResourceTemplates(context.Background(), nil)
+	if err != nil || len(templates.ResourceTemplates) != 1 || templates.ResourceTemplates[0].URITemplate != "hubu://images/{+handle}" {
+		t.Fatalf("resource templates: %v %+v", err, templates)
+	}
+
+	other := setupOn(t, e, &options{imageLimit: 4 << 10, state: state})
+	if again := check(t, other.call(t, "generate_image", fox, codex(callID))); !again.Replayed {
+		t.Fatal("not a replay")
 	}
 }

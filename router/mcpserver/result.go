@@ -33,8 +33,28 @@ type ToolResult struct {
 
 // ImageResult is a generated image.
 type ImageResult struct {
+	// ImageURL is the provider's link to the image; it expires (BFL's within ten minutes).
 	ImageURL string `json:"image_url"`
 	MIMEType string `json:"mime_type,omitempty"`
+	// ResourceURI names the image Gongbu keeps, in full: read it with resources/read
+	// (hubu://images/<public handle>). Absent while Gongbu keeps no image.
+	ResourceURI string `json:"resource_uri,omitempty"`
+	SizeBytes   int64  `json:"size_bytes,omitempty"`
+	Width       int    `json:"width,omitempty"`
+	Height      int    `json:"height,omitempty"`
+	// Embedded says what the answer's image content is: "original", or "preview" (a scaled
+	// JPEG copy of an image larger than the router embeds, described by Preview). Absent when
+	// the answer carries no image.
+	Embedded string        `json:"embedded,omitempty"`
+	Preview  *ImagePreview `json:"preview,omitempty"`
+}
+
+// ImagePreview describes the embedded preview of a large image.
+type ImagePreview struct {
+	MIMEType  string `json:"mime_type"`
+	SizeBytes int64  `json:"size_bytes"`
+	Width     int    `json:"width"`
+	Height    int    `json:"height"`
 }
 
 // ToolError is a refusal or policy outcome with its stable code.
@@ -47,7 +67,7 @@ type ToolError struct {
 // on, for final: the state of Hubu's record and Gongbu's execution, when they were read.
 type answer struct {
 	ToolResult
-	image  []byte
+	image  *embedded
 	kept   *keptRef // the image Gongbu keeps, which a replay embeds again
 	hubu   hubuapi.OperationState
 	gongbu *gongbuapi.Execution
@@ -103,6 +123,7 @@ func refusal(code, format string, args ...any) answer {
 // toResult builds the MCP result: human-readable text, the structured content, and the
 // image as image content when there is one.
 func (a answer) toResult() *mcp.CallToolResult {
+	a.ToolResult = a.describeImage()
 	text := cmp.Or(a.Message, a.Status)
 	if a.Error != nil {
 		text = a.Error.Code + ": " + a.Error.Message
@@ -122,10 +143,53 @@ func (a answer) toResult() *mcp.CallToolResult {
 		StructuredContent: a.ToolResult,
 		IsError:           a.Error != nil,
 	}
-	if len(a.image) > 0 && a.Result != nil {
-		res.Content = append(res.Content, &mcp.ImageContent{Data: a.image, MIMEType: a.Result.MIMEType})
+	if a.image != nil && a.Result != nil {
+		mimeType := a.Result.MIMEType
+		if a.image.preview {
+			mimeType = a.Result.Preview.MIMEType
+		}
+		res.Content = append(res.Content, &mcp.ImageContent{Data: a.image.data, MIMEType: mimeType})
 	}
 	return res
+}
+
+// describeImage is the answer's result as it goes out: the kept image's description and
+// resource URI, what the answer embeds, and a sentence saying so when it is a preview or
+// nothing. The result recorded in the registry is left as it was (Result is a pointer, so it is
+// copied): what a replay embeds is decided again when it is replayed.
+func (a answer) describeImage() ToolResult {
+	tr := a.ToolResult
+	if tr.Result == nil {
+		return tr
+	}
+	res := *tr.Result
+	tr.Result = &res
+	if k := a.kept; k != nil {
+		res.ResourceURI = imageURIPrefix + a.PublicHandle
+		res.SizeBytes, res.Width, res.Height = k.Size, k.Width, k.Height
+	}
+	switch {
+	case a.image != nil && a.image.preview && a.kept != nil && a.kept.Preview != nil:
+		p := a.kept.Preview
+		res.Embedded = "preview"
+		res.Preview = &ImagePreview{MIMEType: "image/jpeg", SizeBytes: p.Size, Width: p.Width, Height: p.Height}
+		tr.Message = fmt.Sprintf("%s; the image (%s) is larger than an answer embeds, so a %dx%d JPEG preview is embedded: "+
+			"read the original with resources/read at %s", cmp.Or(tr.Message, tr.Status), sizeOf(a.kept), p.Width, p.Height, res.ResourceURI)
+	case a.image != nil:
+		res.Embedded = "original"
+	case res.ResourceURI != "":
+		tr.Message = fmt.Sprintf("%s; the image (%s) is not embedded: read it with resources/read at %s",
+			cmp.Or(tr.Message, tr.Status), sizeOf(a.kept), res.ResourceURI)
+	}
+	return tr
+}
+
+// sizeOf says how large a kept image is, for a message.
+func sizeOf(k *keptRef) string {
+	if k.Width > 0 {
+		return fmt.Sprintf("%dx%d, %d bytes", k.Width, k.Height, k.Size)
+	}
+	return fmt.Sprintf("%d bytes", k.Size)
 }
 
 func (a answer) marshal() ([]byte, error) {
@@ -137,7 +201,11 @@ func unmarshalAnswer(b []byte) (answer, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return answer{}, err
 	}
-	return answer{ToolResult: s.ToolResult, image: s.Image, kept: s.Kept}, nil
+	a := answer{ToolResult: s.ToolResult, kept: s.Kept}
+	if s.Image != nil {
+		a.image = &embedded{data: s.Image}
+	}
+	return a, nil
 }
 
 // recordedAnswer is the final answer a registry entry holds. The registry decodes a result it

@@ -33,7 +33,8 @@ type Config struct {
 	// PollEvery is the pause after a look at Gongbu that failed, or that Gongbu answered
 	// unchanged without holding it (a look is otherwise held until the execution changes).
 	PollEvery time.Duration
-	// ImageLimit is the largest image embedded as MCP image content; larger ones are linked.
+	// ImageLimit is the largest image embedded as MCP image content; a larger one is embedded
+	// as its preview, and readable in full as the resource hubu://images/<public handle>.
 	ImageLimit int64
 	// KeptImageWait bounds the fetch of an image Gongbu keeps (a replay's too: a Gongbu that
 	// hangs must not hold up an answer the registry has); 0 is 5 s.

@@ -61,6 +61,7 @@ func (r *Router) Server(version string) *mcp.Server {
 	} {
 		s.AddTool(t.Tool, r.handler(t))
 	}
+	s.AddResourceTemplate(imageTemplate, r.readImage)
 	return s
 }
 

@@ -11,8 +11,10 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -42,9 +44,12 @@ type Backend struct {
 	echoKey bool
 	// kept is the image the fake Gongbu keeps for every execution (nil: none, as a Gongbu
 	// whose download failed, or one from before results by reference).
-	kept  []byte
-	down  bool
-	block chan struct{}
+	kept []byte
+	// preview is the kept image's preview, a JPEG of previewSide×previewSide (nil: none).
+	preview     []byte
+	previewSide int
+	down        bool
+	block       chan struct{}
 }
 
 // Block makes authorizations wait, after they were counted, until the returned function is
@@ -145,7 +150,13 @@ func (b *Backend) Calls(what string) int {
 
 // SetKept makes the fake Gongbu keep img for every execution, and serve it; nil keeps none,
 // so results link to the provider (by default it keeps TinyPNG).
-func (b *Backend) SetKept(img []byte) { b.locked(func() { b.kept = img }) }
+func (b *Backend) SetKept(img []byte) { b.locked(func() { b.kept, b.preview = img, nil }) }
+
+// SetKeptWithPreview makes the fake Gongbu keep img with preview, a side×side JPEG, as Gongbu
+// keeps an image larger than 512 KiB.
+func (b *Backend) SetKeptWithPreview(img, preview []byte, side int) {
+	b.locked(func() { b.kept, b.preview, b.previewSide = img, preview, side })
+}
 
 // SetImageURL makes the fake Gongbu's results point at url.
 func (b *Backend) SetImageURL(url string) { b.locked(func() { b.ImageURL = url }) }
@@ -299,10 +310,19 @@ func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Reques
 	result := &gongbuapi.ExecutionResult{ImageUrl: f.b.ImageURL}
 	if f.b.kept != nil {
 		sum := sha256.Sum256(f.b.kept)
-		result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.Imagepng, SizeBytes: int64(len(f.b.kept)), Sha256: hex.EncodeToString(sum[:])}
-		if params.EmbedImage != nil && *params.EmbedImage >= int64(len(f.b.kept)) {
+		result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.KeptImageMimeTypeImagepng, SizeBytes: int64(len(f.b.kept)), Sha256: hex.EncodeToString(sum[:])}
+		if f.b.preview != nil {
+			psum := sha256.Sum256(f.b.preview)
+			result.Image.Preview = &gongbuapi.KeptPreview{MimeType: gongbuapi.KeptPreviewMimeTypeImagejpeg, SizeBytes: int64(len(f.b.preview)),
+				Sha256: hex.EncodeToString(psum[:]), Width: f.b.previewSide, Height: f.b.previewSide}
+		}
+		switch limit := params.EmbedImage; {
+		case limit != nil && *limit >= int64(len(f.b.kept)):
 			img := bytes.Clone(f.b.kept)
 			result.Image.Data = &img
+		case limit != nil && f.b.preview != nil && *limit >= int64(len(f.b.preview)):
+			img := bytes.Clone(f.b.preview)
+			result.Image.Preview.Data = &img
 		}
 	}
 	writeJSON(w, 200, f.b.echo(gongbuapi.Execution{DecisionId: uuid.New(), PublicHandle: handle, AgentId: uuid.New(),
@@ -310,16 +330,22 @@ func (f *fakeGongbu) GetOperationExecution(w http.ResponseWriter, r *http.Reques
 		AmountMicros: 25_000, Currency: "USD", Result: result, CreatedAt: now, UpdatedAt: now}))
 }
 
-func (f *fakeGongbu) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string) {
+func (f *fakeGongbu) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string, params gongbuapi.GetOperationImageParams) {
 	f.b.count("kept_image")
 	f.b.mu.Lock()
-	img := f.b.kept
+	img, mimeType := f.b.kept, "image/png"
+	if params.Preview != nil && *params.Preview {
+		img, mimeType = f.b.preview, "image/jpeg"
+	}
+	if !slices.Contains(slices.Collect(maps.Values(f.b.handles)), handle) {
+		img = nil // an operation this backend never authorized
+	}
 	f.b.mu.Unlock()
 	if img == nil {
 		writeJSON(w, http.StatusNotFound, gongbuapi.Problem{Type: "about:blank", Title: "Not Found", Status: 404, Code: gongbuapi.NotFound})
 		return
 	}
-	w.Header().Set("Content-Type", "image/png")
+	w.Header().Set("Content-Type", mimeType)
 	_, _ = w.Write(img)
 }
 

@@ -153,6 +153,22 @@ type Executor interface {
 	Execute(ctx context.Context, d Decision) error
 }
 
+// Images reads the images the executor keeps for operations, for Hubu's operators (hubuctl
+// image, the console) and for agents reading their own.
+type Images interface {
+	// Image returns the image kept for the operation of handle, or its preview; a not_found
+	// *Error when there is none.
+	Image(ctx context.Context, handle string, preview bool) (KeptImage, error)
+}
+
+// KeptImage is an image the executor keeps.
+type KeptImage struct {
+	MIMEType string
+	Bytes    []byte
+	// ETag is the executor's entity tag for it (the quoted hex SHA-256).
+	ETag string
+}
+
 // Role is what a credential may do.
 type Role string
 

@@ -62,6 +62,11 @@ func (s *Service) fetchResult(ctx context.Context, fetcher gongbu.ResultFetcher,
 			"decision_id", exec.DecisionID, "err", err)
 		return nil
 	}
+	if err := img.Prepare(); err != nil {
+		// Kept all the same: readable in full, only not embedded when it is large.
+		s.logger().WarnContext(ctx, "could not read the result's sides or make its preview; it is kept without them",
+			"decision_id", exec.DecisionID, "err", err)
+	}
 	return &img
 }
 

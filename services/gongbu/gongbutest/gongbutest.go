@@ -4,9 +4,12 @@
 package gongbutest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"image"
+	"image/png"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -538,3 +541,30 @@ func FetchError() FetchFunc {
 // TinyPNG is a valid 1×1 PNG.
 var TinyPNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89" +
 	"\x00\x00\x00\rIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82")
+
+// NoisyPNG is a width×height PNG of pseudo-random pixels from seed: as large as an image of
+// that size gets (noise does not compress), the stand-in for a provider's multi-megapixel
+// result.
+func NoisyPNG(width, height int, seed uint64) []byte {
+	img := image.NewNRGBA(image.Rect(0, 0, width, height))
+	x := seed | 1
+	for i := range img.Pix {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+		img.Pix[i] = byte(x)
+		if i%4 == 3 {
+			img.Pix[i] = 255 // opaque
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// Deliver is a download that delivers b as mimeType.
+func Deliver(mimeType string, b []byte) FetchFunc {
+	return func(context.Context, string) (gongbu.Image, error) { return gongbu.NewImage(mimeType, b) }
+}

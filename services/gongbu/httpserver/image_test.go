@@ -31,7 +31,7 @@ func TestOperationImageForAgents(t *testing.T) {
 	agent := b.client(t, agentA)
 
 	// Submitted, no image yet.
-	if resp, err := agent.GetOperationImageWithResponse(ctx, d.PublicHandle); err != nil || resp.StatusCode() != http.StatusNotFound {
+	if resp, err := agent.GetOperationImageWithResponse(ctx, d.PublicHandle, nil); err != nil || resp.StatusCode() != http.StatusNotFound {
 		t.Fatalf("before the result: %v %d %s", err, resp.StatusCode(), resp.Body)
 	}
 	p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
@@ -40,7 +40,7 @@ func TestOperationImageForAgents(t *testing.T) {
 
 	digest := sha256.Sum256(gongbutest.TinyPNG)
 	etag := `"` + hex.EncodeToString(digest[:]) + `"`
-	got, err := agent.GetOperationImageWithResponse(ctx, d.PublicHandle)
+	got, err := agent.GetOperationImageWithResponse(ctx, d.PublicHandle, nil)
 	if err != nil || got.StatusCode() != http.StatusOK || !bytes.Equal(got.Body, gongbutest.TinyPNG) ||
 		got.HTTPResponse.Header.Get("Content-Type") != "image/png" || got.HTTPResponse.Header.Get("ETag") != etag {
 		t.Fatalf("own image: %v %d %q %v", err, got.StatusCode(), got.HTTPResponse.Header.Get("Content-Type"), got.HTTPResponse.Header)
@@ -93,17 +93,90 @@ func TestOperationImageForAgents(t *testing.T) {
 		code   string
 	}{
 		{"another agent's operation", agentB, d.PublicHandle, http.StatusNotFound, "not_found"},
-		{"the service credential is no agent", serviceToken, d.PublicHandle, http.StatusUnauthorized, "unauthorized"},
 		{"no token", "", d.PublicHandle, http.StatusUnauthorized, "unauthorized"},
 		{"a malformed handle", agentA, "hubu:public-operation:v1:not-a-uuid", http.StatusBadRequest, "invalid_arguments"},
 	} {
-		resp, err := b.client(t, c.token).GetOperationImageWithResponse(ctx, c.handle)
+		resp, err := b.client(t, c.token).GetOperationImageWithResponse(ctx, c.handle, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if resp.StatusCode() != c.status || problemCode(t, resp.Body) != c.code || bytes.Contains(resp.Body, gongbutest.TinyPNG[:8]) {
 			t.Fatalf("%s: %d %s", c.name, resp.StatusCode(), resp.Body)
 		}
+	}
+}
+
+// Hubu reads any operation's image with its service credential (for hubuctl image and the
+// console); the handle's form is still checked.
+func TestHubuReadsImages(t *testing.T) {
+	t.Parallel()
+	b, p, d := submittedWithImages(t)
+	p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.env.Clock.Advance(gongbutest.PollInterval)
+	b.env.Tick(t)
+	hubu := b.client(t, serviceToken)
+	got, err := hubu.GetOperationImageWithResponse(context.Background(), d.PublicHandle, nil)
+	if err != nil || got.StatusCode() != http.StatusOK || !bytes.Equal(got.Body, gongbutest.TinyPNG) {
+		t.Fatalf("Hubu's read: %v %d", err, got.StatusCode())
+	}
+	bad, err := hubu.GetOperationImageWithResponse(context.Background(), "hubu:public-operation:v1:nope", nil)
+	if err != nil || bad.StatusCode() != http.StatusBadRequest || problemCode(t, bad.Body) != "invalid_arguments" {
+		t.Fatalf("a malformed handle: %v %d %s", err, bad.StatusCode(), bad.Body)
+	}
+	// A tiny image has no preview to serve.
+	yes := true
+	if none, err := hubu.GetOperationImageWithResponse(context.Background(), d.PublicHandle, &gongbuapi.GetOperationImageParams{Preview: &yes}); err != nil ||
+		none.StatusCode() != http.StatusNotFound {
+		t.Fatalf("the preview of a tiny image: %v %d", err, none.StatusCode())
+	}
+}
+
+// A result larger than PreviewAbove is kept with its sides and a preview: an answer that
+// embeds up to 1 MiB carries the preview, one that embeds up to the largest carries the
+// original, and the preview is served by ?preview=true.
+func TestLargeImageHasAPreview(t *testing.T) {
+	t.Parallel()
+	b, p, d := submittedWithImages(t)
+	ctx := context.Background()
+	original := gongbutest.NoisyPNG(1600, 1200, 3)
+	p.OnFetch(gongbutest.Deliver("image/png", original))
+	p.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.env.Clock.Advance(gongbutest.PollInterval)
+	b.env.Tick(t)
+
+	agent := b.client(t, agentA)
+	mib, most := int64(1<<20), int64(gongbu.MaxImageBytes)
+	resp, err := agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle, &gongbuapi.GetOperationExecutionParams{EmbedImage: &mib})
+	if err != nil || resp.JSON200 == nil || resp.JSON200.Result == nil || resp.JSON200.Result.Image == nil {
+		t.Fatalf("execution: %v %s", err, resp.Body)
+	}
+	img := resp.JSON200.Result.Image
+	if img.Width == nil || *img.Width != 1600 || img.Height == nil || *img.Height != 1200 || img.SizeBytes != int64(len(original)) || img.Data != nil {
+		t.Fatalf("the image described: %+v", img)
+	}
+	pv := img.Preview
+	if pv == nil || pv.Data == nil || pv.Width != 1024 || pv.Height != 768 || pv.SizeBytes > int64(gongbu.PreviewAbove) ||
+		int64(len(*pv.Data)) != pv.SizeBytes || pv.MimeType != "image/jpeg" {
+		t.Fatalf("the preview: %+v", pv)
+	}
+	sum := sha256.Sum256(*pv.Data)
+	if hex.EncodeToString(sum[:]) != pv.Sha256 {
+		t.Fatal("the preview embedded is not the one described")
+	}
+	whole, err := agent.GetOperationExecutionWithResponse(ctx, d.PublicHandle, &gongbuapi.GetOperationExecutionParams{EmbedImage: &most})
+	if err != nil || whole.JSON200 == nil || whole.JSON200.Result.Image.Data == nil || !bytes.Equal(*whole.JSON200.Result.Image.Data, original) ||
+		whole.JSON200.Result.Image.Preview.Data != nil {
+		t.Fatalf("embed_image at the largest: %v, the original embedded %v", err, whole.JSON200 != nil && whole.JSON200.Result.Image.Data != nil)
+	}
+	yes := true
+	served, err := agent.GetOperationImageWithResponse(ctx, d.PublicHandle, &gongbuapi.GetOperationImageParams{Preview: &yes})
+	if err != nil || served.StatusCode() != http.StatusOK || !bytes.Equal(served.Body, *pv.Data) ||
+		served.HTTPResponse.Header.Get("Content-Type") != "image/jpeg" || served.HTTPResponse.Header.Get("ETag") != `"`+pv.Sha256+`"` {
+		t.Fatalf("?preview=true: %v %d %v", err, served.StatusCode(), served.HTTPResponse.Header)
+	}
+	if other, err := b.client(t, agentB).GetOperationImageWithResponse(ctx, d.PublicHandle, &gongbuapi.GetOperationImageParams{Preview: &yes}); err != nil ||
+		other.StatusCode() != http.StatusNotFound {
+		t.Fatalf("another agent's preview: %v %d", err, other.StatusCode())
 	}
 }
 

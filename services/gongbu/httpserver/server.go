@@ -30,6 +30,7 @@ import (
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/changefeed"
 	"hubu.dev/hubu/services/gongbu/execution"
+	"hubu.dev/hubu/services/gongbu/preview"
 )
 
 // Server implements gongbuapi.ServerInterface.
@@ -262,15 +263,22 @@ func (s *Server) GetOperationExecution(w http.ResponseWriter, r *http.Request, h
 	httpjson.WriteJSON(w, http.StatusOK, out)
 }
 
-// embedImage puts img, the kept image of a succeeded execution read with it, into out when
-// it is no larger than limit bytes. It is a saving, not part of the answer's meaning: an image
-// that was not read with the execution (pruned a moment ago) is left out, and the caller
-// fetches it by GetOperationImage as it would without embed_image.
-func embedImage(out *gongbuapi.Execution, exec gongbu.Execution, img []byte, limit int64) {
-	if img == nil || !embeddable(exec, limit) || len(img) != exec.Image.Size || out.Result == nil || out.Result.Image == nil {
+// embedImage puts emb, the kept image of a succeeded execution or its preview, read with it,
+// into out when it is what an answer that embeds up to limit bytes takes. It is a saving, not
+// part of the answer's meaning: an image that was not read with the execution (pruned a moment
+// ago) is left out, and the caller fetches it by GetOperationImage as it would without
+// embed_image.
+func embedImage(out *gongbuapi.Execution, exec gongbu.Execution, emb *gongbu.Embedded, limit int64) {
+	if emb == nil || !embeddable(exec, limit) || out.Result == nil || out.Result.Image == nil {
 		return
 	}
-	out.Result.Image.Data = &img
+	img := emb.Bytes
+	switch kept := exec.Image; {
+	case !emb.Preview && len(img) == kept.Size && int64(kept.Size) <= limit:
+		out.Result.Image.Data = &img
+	case emb.Preview && kept.Preview != nil && len(img) == kept.Preview.Size && out.Result.Image.Preview != nil:
+		out.Result.Image.Preview.Data = &img
+	}
 }
 
 // awaitOwned is awaitChange for a caller whose token may read the operation of handle
@@ -291,7 +299,7 @@ func embedImage(out *gongbuapi.Execution, exec gongbu.Execution, img []byte, lim
 // (a fraction of a millisecond as a rule) and its connection goes back to the pool. Cancelling
 // it would make pgx close the connection, and a stream of refused callers would then cost
 // Gongbu's pool, which hand-offs share, a new connection each.
-func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed int64) (gongbu.Execution, []byte, error) {
+func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed int64) (gongbu.Execution, *gongbu.Embedded, error) {
 	token, err := ownerToken(r, handle)
 	if err != nil {
 		return gongbu.Execution{}, nil, err
@@ -341,10 +349,13 @@ func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, 
 	return exec, img, err
 }
 
-// embeddable reports whether exec's kept image goes into an answer that embeds images of up
-// to limit bytes.
+// embeddable reports whether exec's kept image, or else its preview, goes into an answer that
+// embeds images of up to limit bytes.
 func embeddable(exec gongbu.Execution, limit int64) bool {
-	return limit > 0 && exec.State == gongbu.StateSucceeded && exec.Image != nil && int64(exec.Image.Size) <= limit
+	if limit <= 0 || exec.State != gongbu.StateSucceeded || exec.Image == nil {
+		return false
+	}
+	return int64(exec.Image.Size) <= limit || (exec.Image.Preview != nil && int64(exec.Image.Preview.Size) <= limit)
 }
 
 // requireOwner lets through a caller whose token may read the operation of handle: Hubu, asked
@@ -390,12 +401,30 @@ func (s *Server) checkOwner(ctx context.Context, token, handle string) error {
 // GetOperationImage serves the image Gongbu keeps for an operation to whom may read the
 // operation. An image never changes, so its digest is a strong ETag, and http.ServeContent
 // answers If-None-Match (304) and Range.
-func (s *Server) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string) {
-	if err := s.requireOwner(r, handle); err != nil {
-		s.writeError(w, r, err)
+func (s *Server) GetOperationImage(w http.ResponseWriter, r *http.Request, handle string, params gongbuapi.GetOperationImageParams) {
+	// Hubu reads any operation's image with its service credential, for its operators (hubuctl
+	// image, the console); anyone else needs Hubu's word that the token may read the operation.
+	if s.requireService(r) != nil {
+		if err := s.requireOwner(r, handle); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	} else if !contract.IsPublicHandle(handle) {
+		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>"))
 		return
 	}
-	img, digest, err := s.Executions.Store.ImageByHandle(r.Context(), handle)
+	var (
+		img    gongbu.Image
+		digest [sha256.Size]byte
+		err    error
+	)
+	if params.Preview != nil && *params.Preview {
+		var p gongbu.Preview
+		p, digest, err = s.Executions.Store.PreviewByHandle(r.Context(), handle)
+		img = gongbu.Image{MIMEType: preview.MIMEType, Bytes: p.Bytes}
+	} else {
+		img, digest, err = s.Executions.Store.ImageByHandle(r.Context(), handle)
+	}
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -440,9 +469,9 @@ func (w *rangeRefusal) Write(b []byte) (int, error) {
 // image of a succeeded execution along with it when it is no larger than embed(afterWait)
 // bytes, as embed says for that read (0: no image); afterWait is false for the first. The
 // wait ends early when stop is closed.
-func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed func(afterWait bool) int64, stop <-chan struct{}) (gongbu.Execution, []byte, error) {
+func (s *Server) awaitChange(ctx context.Context, handle string, wait time.Duration, seen *gongbuapi.ExecutionState, embed func(afterWait bool) int64, stop <-chan struct{}) (gongbu.Execution, *gongbu.Embedded, error) {
 	afterWait := false
-	read := func() (gongbu.Execution, []byte, error) {
+	read := func() (gongbu.Execution, *gongbu.Embedded, error) {
 		if limit := embed(afterWait); limit > 0 {
 			return s.Executions.Store.GetByHandleWithImage(ctx, handle, limit)
 		}
@@ -598,10 +627,22 @@ func executionOf(e gongbu.Execution) gongbuapi.Execution {
 		out.Result = &gongbuapi.ExecutionResult{ImageUrl: *e.ResultURL}
 		if i := e.Image; i != nil {
 			out.Result.Image = &gongbuapi.KeptImage{MimeType: gongbuapi.KeptImageMimeType(i.MIMEType),
-				SizeBytes: int64(i.Size), Sha256: hex.EncodeToString(i.SHA256[:])}
+				SizeBytes: int64(i.Size), Sha256: hex.EncodeToString(i.SHA256[:]), Width: positive(i.Width), Height: positive(i.Height)}
+			if p := i.Preview; p != nil {
+				out.Result.Image.Preview = &gongbuapi.KeptPreview{MimeType: gongbuapi.KeptPreviewMimeTypeImagejpeg, SizeBytes: int64(p.Size),
+					Sha256: hex.EncodeToString(p.SHA256[:]), Width: p.Width, Height: p.Height}
+			}
 		}
 	}
 	return out
+}
+
+// positive is &v, or nil for 0 (a side Gongbu did not record).
+func positive(v int) *int {
+	if v <= 0 {
+		return nil
+	}
+	return &v
 }
 
 func (s *Server) instrument(next http.Handler) http.Handler {

@@ -50,9 +50,11 @@ func (s *Store) ClaimImageFetch(ctx context.Context, id uuid.UUID, r ImageRetry,
 // KeepImage keeps the image of a success recorded without it. An image kept already is left
 // as it is (kept is then false).
 func (s *Store) KeepImage(ctx context.Context, id uuid.UUID, img gongbu.Image, now time.Time) (kept bool, err error) {
-	mimeType, digest, size := imageColumns(img.Info())
+	c := imageColumnsOf(img)
 	_, err = s.q.KeepImage(ctx, s.pool, gongbudb.KeepImageParams{
-		DecisionID: id, ImageMimeType: mimeType, ImageSha256: digest, ImageSize: size, Image: img.Bytes, Now: now})
+		DecisionID: id, ImageMimeType: c.mimeType, ImageSha256: c.sha256, ImageSize: c.size, ImageWidth: c.width, ImageHeight: c.height,
+		PreviewSha256: c.previewSHA256, PreviewSize: c.previewSize, PreviewWidth: c.previewWidth, PreviewHeight: c.previewHeight,
+		Image: c.image, Preview: c.preview, Now: now})
 	if isNoRows(err) {
 		return false, nil
 	}
@@ -75,6 +77,21 @@ func (s *Store) ImageByHandle(ctx context.Context, publicHandle string) (gongbu.
 	var digest [sha256.Size]byte
 	copy(digest[:], row.ImageSha256)
 	return gongbu.Image{MIMEType: *row.ImageMimeType, Bytes: row.Image}, digest, nil
+}
+
+// PreviewByHandle returns the preview of the image Gongbu keeps for an operation; a not_found
+// *gongbu.Error when it keeps none (no image, or an image small enough to need none).
+func (s *Store) PreviewByHandle(ctx context.Context, publicHandle string) (gongbu.Preview, [sha256.Size]byte, error) {
+	row, err := s.q.GetPreviewByHandle(ctx, s.pool, publicHandle)
+	if isNoRows(err) {
+		return gongbu.Preview{}, [sha256.Size]byte{}, gongbu.Errorf(gongbu.CodeNotFound, "no preview for that operation")
+	}
+	if err != nil {
+		return gongbu.Preview{}, [sha256.Size]byte{}, fmt.Errorf("read a preview: %w", err)
+	}
+	var digest [sha256.Size]byte
+	copy(digest[:], row.PreviewSha256)
+	return gongbu.Preview{Bytes: row.Preview}, digest, nil
 }
 
 // PruneImages deletes up to limit kept images fetched more than olderThan ago (by the

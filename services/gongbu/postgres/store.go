@@ -95,10 +95,11 @@ func (s *Store) GetByHandle(ctx context.Context, handle string) (gongbu.Executio
 	return executionOf(row)
 }
 
-// GetByHandleWithImage is GetByHandle with the kept image of a succeeded execution when the
-// image is no larger than limit bytes (nil otherwise: not succeeded, larger, or not kept),
-// read in the same statement as the execution that describes it.
-func (s *Store) GetByHandleWithImage(ctx context.Context, handle string, limit int64) (gongbu.Execution, []byte, error) {
+// GetByHandleWithImage is GetByHandle with what an answer embeds of a succeeded execution's
+// kept image: the image when it is no larger than limit bytes, else its preview when that is
+// no larger (nil otherwise: not succeeded, both larger, or not kept), read in the same
+// statement as the execution that describes it.
+func (s *Store) GetByHandleWithImage(ctx context.Context, handle string, limit int64) (gongbu.Execution, *gongbu.Embedded, error) {
 	row, err := s.q.GetExecutionWithImageByHandle(ctx, s.pool, gongbudb.GetExecutionWithImageByHandleParams{
 		PublicHandle: handle, EmbedLimit: int32(min(limit, gongbu.MaxImageBytes)),
 	})
@@ -109,7 +110,13 @@ func (s *Store) GetByHandleWithImage(ctx context.Context, handle string, limit i
 		return gongbu.Execution{}, nil, fmt.Errorf("get execution: %w", err)
 	}
 	exec, err := executionOf(row.Execution)
-	return exec, row.Image, err
+	switch {
+	case row.Image != nil:
+		return exec, &gongbu.Embedded{Bytes: row.Image}, err
+	case row.Preview != nil:
+		return exec, &gongbu.Embedded{Bytes: row.Preview, Preview: true}, err
+	}
+	return exec, nil, err
 }
 
 // GetByJob returns the execution whose provider job is jobID.
@@ -240,8 +247,10 @@ func (s *Store) Finish(ctx context.Context, exec gongbu.Execution, o gongbu.Outc
 		ResultUrl: next.ResultURL, Error: next.Error, ChargedMicros: next.ChargedMicros, Now: next.UpdatedAt,
 	}
 	if o.Image != nil {
-		params.ImageMimeType, params.ImageSha256, params.ImageSize = imageColumns(*next.Image)
-		params.Image = o.Image.Bytes
+		c := imageColumnsOf(*o.Image)
+		params.ImageMimeType, params.ImageSha256, params.ImageSize, params.ImageWidth, params.ImageHeight = c.mimeType, c.sha256, c.size, c.width, c.height
+		params.PreviewSha256, params.PreviewSize, params.PreviewWidth, params.PreviewHeight = c.previewSHA256, c.previewSize, c.previewWidth, c.previewHeight
+		params.Image, params.Preview = c.image, c.preview
 	}
 	row, err := s.q.FinishExecution(ctx, s.pool, params)
 	if isNoRows(err) {
@@ -370,14 +379,46 @@ func imageInfoOf(r gongbudb.Execution) *gongbu.ImageInfo {
 	if r.ImageMimeType == nil || r.ImageSize == nil || len(r.ImageSha256) != sha256.Size {
 		return nil
 	}
-	info := gongbu.ImageInfo{MIMEType: *r.ImageMimeType, Size: int(*r.ImageSize)}
+	info := gongbu.ImageInfo{MIMEType: *r.ImageMimeType, Size: int(*r.ImageSize), Width: intOf(r.ImageWidth), Height: intOf(r.ImageHeight)}
 	copy(info.SHA256[:], r.ImageSha256)
+	if r.PreviewSize != nil && len(r.PreviewSha256) == sha256.Size {
+		p := &gongbu.PreviewInfo{Size: int(*r.PreviewSize), Width: intOf(r.PreviewWidth), Height: intOf(r.PreviewHeight)}
+		copy(p.SHA256[:], r.PreviewSha256)
+		info.Preview = p
+	}
 	return &info
 }
 
-func imageColumns(info gongbu.ImageInfo) (mimeType *string, digest []byte, size *int32) {
-	n := int32(info.Size)
-	return &info.MIMEType, info.SHA256[:], &n
+func intOf(p *int32) int {
+	if p == nil {
+		return 0
+	}
+	return int(*p)
+}
+
+// imageColumns are the columns that keep an image and describe it.
+type imageColumns struct {
+	mimeType                                 *string
+	sha256, image, previewSHA256, preview    []byte
+	size, width, height                      *int32
+	previewSize, previewWidth, previewHeight *int32
+}
+
+func imageColumnsOf(img gongbu.Image) imageColumns {
+	info := img.Info()
+	n := func(v int) *int32 {
+		if v == 0 {
+			return nil
+		}
+		i := int32(v)
+		return &i
+	}
+	c := imageColumns{mimeType: &info.MIMEType, sha256: info.SHA256[:], image: img.Bytes, size: n(info.Size), width: n(info.Width), height: n(info.Height)}
+	if p := info.Preview; p != nil {
+		c.previewSHA256, c.preview = p.SHA256[:], img.Preview.Bytes
+		c.previewSize, c.previewWidth, c.previewHeight = n(p.Size), n(p.Width), n(p.Height)
+	}
+	return c
 }
 
 func executionsOf(rows []gongbudb.Execution) ([]gongbu.Execution, error) {

@@ -18,6 +18,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -38,6 +39,9 @@ type Options struct {
 	SessionTTL   time.Duration // how long a sign-in lasts; 12h by default
 	RefreshEvery time.Duration // how often the pending list refreshes in place; 5s by default
 	RecentLimit  int32         // how many recent operations the operations page shows; 50 by default
+	// Images, when set, is where the operations page reads the images succeeded operations
+	// produced (the executor keeps them); without it the page shows none.
+	Images hubu.Images
 }
 
 // Console is the approval console's http.Handler. Its paths are absolute (/console/...),
@@ -49,6 +53,7 @@ type Console struct {
 	ttl     time.Duration
 	refresh time.Duration
 	recent  int32
+	images  hubu.Images
 	pages   map[string]*template.Template
 	handler http.Handler
 }
@@ -60,7 +65,7 @@ func New(store *postgres.Store, opts *Options) *Console {
 	}
 	c := &Console{
 		store: store, logger: cmp.Or(opts.Logger, slog.New(slog.DiscardHandler)), now: opts.Now, ttl: opts.SessionTTL,
-		refresh: opts.RefreshEvery, recent: opts.RecentLimit, pages: map[string]*template.Template{},
+		refresh: opts.RefreshEvery, recent: opts.RecentLimit, images: opts.Images, pages: map[string]*template.Template{},
 	}
 	if c.now == nil {
 		c.now = time.Now
@@ -92,6 +97,7 @@ func New(store *postgres.Store, opts *Options) *Console {
 	mux.HandleFunc("POST /console/approvals/approve", c.signedIn(c.approve))
 	mux.HandleFunc("POST /console/approvals/deny", c.signedIn(c.deny))
 	mux.HandleFunc("GET /console/operations", c.signedIn(c.operations))
+	mux.HandleFunc("GET /console/operations/image", c.signedIn(c.image))
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusNotFound, "There is no such page.")
 	})
@@ -381,6 +387,39 @@ func (c *Console) decided(w http.ResponseWriter, r *http.Request, verb string, o
 	http.Redirect(w, r, basePath+"/", http.StatusSeeOther)
 }
 
+// image serves the image an operation produced, as the executor keeps it: its preview (a
+// scaled JPEG copy of a large image) for the operations page, or with full=1 the image itself.
+func (c *Console) image(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	handle := q.Get("handle")
+	if c.images == nil || !contract.IsPublicHandle(handle) {
+		c.errorPage(w, r, http.StatusNotFound, "There is no such image.")
+		return
+	}
+	var (
+		img hubu.KeptImage
+		err error
+	)
+	if q.Get("full") != "1" {
+		img, err = c.images.Image(r.Context(), handle, true)
+	}
+	if q.Get("full") == "1" || hubu.ErrorCode(err) == hubu.CodeNotFound {
+		img, err = c.images.Image(r.Context(), handle, false) // a small image has no preview: it is its own
+	}
+	switch {
+	case hubu.ErrorCode(err) == hubu.CodeNotFound:
+		c.errorPage(w, r, http.StatusNotFound, "The executor keeps no image for this operation.")
+		return
+	case err != nil:
+		c.logger.WarnContext(r.Context(), "console: could not read an image from the executor", "public_handle", handle, "err", err)
+		c.errorPage(w, r, http.StatusServiceUnavailable, "The executor could not be asked for the image; try again.")
+		return
+	}
+	w.Header().Set("Content-Type", img.MIMEType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(img.Bytes)))
+	_, _ = w.Write(img.Bytes)
+}
+
 func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 	now := c.now()
 	budgets, err := c.store.ListBudgets(r.Context(), now)
@@ -406,7 +445,8 @@ func (c *Console) operations(w http.ResponseWriter, r *http.Request) {
 	for _, op := range recent {
 		v := operationView{approvalView: approvalOf(op.Operation, names),
 			Held: hubu.FormatMoney(op.HeldMicros, op.Currency), Captured: hubu.FormatMoney(op.CapturedMicros, op.Currency),
-			Released: hubu.FormatMoney(op.ReleasedMicros, op.Currency)}
+			Released: hubu.FormatMoney(op.ReleasedMicros, op.Currency),
+			Image:    c.images != nil && op.State == hubu.StateSucceeded}
 		if op.DecidedBy != nil {
 			v.DecidedBy = *op.DecidedBy
 		}
@@ -477,6 +517,8 @@ type operationView struct {
 	approvalView
 	Held, Captured, Released, DecidedBy, Note string
 	Ledger                                    []ledgerView
+	// Image says the operation succeeded and the page shows what it produced.
+	Image bool
 }
 
 type ledgerView struct{ Kind, Amount, At string }

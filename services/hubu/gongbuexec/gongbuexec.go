@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -14,6 +15,7 @@ import (
 
 	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/kit/tracing"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/hubu"
 )
@@ -21,24 +23,65 @@ import (
 // Executor implements hubu.Executor.
 type Executor struct {
 	api *gongbuapi.ClientWithResponses
+	// images reads kept images, which are larger than any other answer of Gongbu's.
+	images *gongbuapi.Client
 }
 
-var _ hubu.Executor = (*Executor)(nil)
+var (
+	_ hubu.Executor = (*Executor)(nil)
+	_ hubu.Images   = (*Executor)(nil)
+)
+
+// maxImage bounds an image read from Gongbu: the largest it keeps.
+const maxImage = 32 << 20
 
 // New returns an executor for the Gongbu at baseURL; serviceToken is the credential Gongbu
 // accepts from Hubu. It reads Gongbu's answers through a copy of hc that refuses any longer
 // than httpjson.MaxResponse: the generated client reads whole bodies.
 func New(baseURL, serviceToken string, hc *http.Client) (*Executor, error) {
-	hc = httpjson.WithResponseLimit(hc, httpjson.MaxResponse)
-	api, err := gongbuapi.NewClientWithResponses(baseURL, gongbuapi.WithHTTPClient(hc),
-		gongbuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
-			r.Header.Set("Authorization", "Bearer "+serviceToken)
-			return nil
-		}))
+	auth := gongbuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+serviceToken)
+		return nil
+	})
+	api, err := gongbuapi.NewClientWithResponses(baseURL, gongbuapi.WithHTTPClient(httpjson.WithResponseLimit(hc, httpjson.MaxResponse)), auth)
 	if err != nil {
 		return nil, err
 	}
-	return &Executor{api: api}, nil
+	images, err := gongbuapi.NewClient(baseURL, gongbuapi.WithHTTPClient(hc), auth)
+	if err != nil {
+		return nil, err
+	}
+	return &Executor{api: api, images: images}, nil
+}
+
+// Image reads the image Gongbu keeps for the operation of handle, or its preview, with Hubu's
+// service credential (Gongbu serves any operation's image to it).
+func (e *Executor) Image(ctx context.Context, handle string, preview bool) (hubu.KeptImage, error) {
+	var params *gongbuapi.GetOperationImageParams
+	if preview {
+		params = &gongbuapi.GetOperationImageParams{Preview: &preview}
+	}
+	resp, err := e.images.GetOperationImage(ctx, handle, params)
+	if err != nil {
+		return hubu.KeptImage{}, hubu.Errorf(hubu.CodeUnavailable, "the executor cannot be reached")
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		return hubu.KeptImage{}, hubu.Errorf(hubu.CodeNotFound, "the executor keeps no image for that operation")
+	default:
+		return hubu.KeptImage{}, hubu.Errorf(hubu.CodeUnavailable, "the executor answered %d", resp.StatusCode)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxImage+1))
+	if err != nil || len(b) > maxImage {
+		return hubu.KeptImage{}, hubu.Errorf(hubu.CodeUnavailable, "the image could not be read from the executor")
+	}
+	mimeType := resp.Header.Get("Content-Type")
+	if err := contract.CheckImage(mimeType, b); err != nil {
+		return hubu.KeptImage{}, fmt.Errorf("the executor served what is not a kept image: %w", err)
+	}
+	return hubu.KeptImage{MIMEType: mimeType, Bytes: b, ETag: resp.Header.Get("ETag")}, nil
 }
 
 // Execute hands the decision to Gongbu. Gongbu answers 202 for a new execution and 200 for

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,8 @@ type Server struct {
 	// Console, when set, is the approval console, served at /console and below; its
 	// paths are absolute, so it is not mounted under a stripped prefix.
 	Console http.Handler
+	// Images reads the images the executor keeps (nil: none to read, answered 503).
+	Images  hubu.Images
 	metrics *metrics
 }
 
@@ -87,6 +90,7 @@ var routeRoles = map[string][]hubu.Role{
 	"GET /v1/operations/{public_handle}":          {hubu.RoleAgent, hubu.RoleOperator},
 	"POST /v1/operations/{public_handle}/resume":  {hubu.RoleAgent},
 	"GET /v1/operations/{public_handle}/ledger":   {hubu.RoleAgent, hubu.RoleOperator},
+	"GET /v1/operations/{public_handle}/image":    {hubu.RoleAgent, hubu.RoleOperator},
 	"POST /v1/operations/{public_handle}/approve": {hubu.RoleOperator},
 	"POST /v1/operations/{public_handle}/deny":    {hubu.RoleOperator},
 	"GET /v1/approvals":                           {hubu.RoleOperator},
@@ -203,6 +207,38 @@ func (s *Server) GetOperation(w http.ResponseWriter, r *http.Request, handle hub
 	}
 	op, err := s.Store.GetOperation(r.Context(), principal(r), handle, s.Now())
 	s.respond(w, r, http.StatusOK, operationOf(op), err)
+}
+
+// GetOperationImage serves an operation's image from the executor, to whoever may read the
+// operation: its agent, or an operator.
+func (s *Server) GetOperationImage(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle, params hubuapi.GetOperationImageParams) {
+	if err := validateHandle(handle); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, err := s.Store.GetOperation(r.Context(), principal(r), handle, s.Now()); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if s.Images == nil {
+		s.writeError(w, r, hubu.Errorf(hubu.CodeUnavailable, "this Hubu has no executor to read images from"))
+		return
+	}
+	img, err := s.Images.Image(r.Context(), handle, params.Preview != nil && *params.Preview)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", img.MIMEType)
+	if img.ETag != "" {
+		h.Set("ETag", img.ETag)
+	}
+	h.Set("Cache-Control", "private, max-age=86400, immutable")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Length", strconv.Itoa(len(img.Bytes)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(img.Bytes)
 }
 
 func (s *Server) ResumeOperation(w http.ResponseWriter, r *http.Request, handle hubuapi.PublicHandle) {

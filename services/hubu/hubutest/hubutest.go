@@ -44,6 +44,8 @@ type Options struct {
 	Clock *testclock.Clock
 	// Executor takes Hubu's decisions; by default a fake, Env.Executor.
 	Executor hubu.Executor
+	// Images is where Hubu reads the images the executor keeps (none by default).
+	Images hubu.Images
 	// Console serves the approval console too, refreshing every 300ms.
 	Console bool
 	// RoundTrips, when set, counts what Hubu sends to Postgres (see sqltest.RoundTrips); Hubu's pool
@@ -82,6 +84,7 @@ type Env struct {
 type wiring struct {
 	approvalTTL time.Duration
 	executor    hubu.Executor
+	images      hubu.Images
 	console     bool
 	cache       bool
 }
@@ -98,9 +101,9 @@ func (w wiring) start(t testing.TB, e *Env, pool *pgxpool.Pool) (*Replica, *Cach
 	}
 	logger := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r.Lifecycle = &lifecycle.Service{Store: r.Store, Executor: w.executor, Logger: logger, Now: e.Clock.Now, RetryAfter: 10 * time.Second}
-	srv := &httpserver.Server{Store: r.Store, Lifecycle: r.Lifecycle, Logger: logger, Now: e.Clock.Now}
+	srv := &httpserver.Server{Store: r.Store, Lifecycle: r.Lifecycle, Logger: logger, Now: e.Clock.Now, Images: w.images}
 	if w.console {
-		srv.Console = console.New(r.Store, &console.Options{Logger: logger, Now: e.Clock.Now, RefreshEvery: 300 * time.Millisecond})
+		srv.Console = console.New(r.Store, &console.Options{Logger: logger, Now: e.Clock.Now, RefreshEvery: 300 * time.Millisecond, Images: w.images})
 	}
 	r.Handler = srv.Handler(prometheus.NewRegistry())
 	ts := httptest.NewServer(r.Handler)
@@ -157,7 +160,7 @@ func New(t testing.TB, opts *Options) *Env {
 	} else {
 		e.Pool, e.DatabaseURL = sqltest.NewPool(t, "hubu", hubusql.Migrations())
 	}
-	e.wiring = wiring{approvalTTL: ttl, executor: exec, console: opts.Console, cache: !opts.NoCache}
+	e.wiring = wiring{approvalTTL: ttl, executor: exec, images: opts.Images, console: opts.Console, cache: !opts.NoCache}
 	var h *Replica
 	h, e.Cache = e.wiring.start(t, e, e.Pool)
 	e.Store, e.Lifecycle, e.Handler, e.URL = h.Store, h.Lifecycle, h.Handler, h.URL

@@ -70,6 +70,9 @@ type Server struct {
 	// name where it has one (127.0.0.1 and localhost for each other), so that a client that
 	// keeps to the submit's host is caught as it would be against the real API.
 	PollingURL, DeliveryURL string
+	// FullSize renders samples at the size asked for, as large as real results (render.EncodeFull),
+	// instead of small stand-ins.
+	FullSize bool
 
 	requests *prometheus.CounterVec
 	webhooks *prometheus.CounterVec
@@ -391,7 +394,11 @@ func (s *Server) GetSample(w http.ResponseWriter, r *http.Request, file string, 
 		writeDetail(w, http.StatusNotFound, "no such sample")
 		return
 	}
-	img, contentType, err := render.Encode(job.Format, job.Prompt, job.Seed, job.Width, job.Height)
+	encode := render.Encode
+	if s.FullSize {
+		encode = render.EncodeFull
+	}
+	img, contentType, err := encode(job.Format, job.Prompt, job.Seed, job.Width, job.Height)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -65,6 +65,41 @@ func Encode(format, prompt string, seed int64, width, height int) ([]byte, strin
 	return buf.Bytes(), "image/png", err
 }
 
+// EncodeFull draws the image at the requested size itself (DefaultFullSide square when none
+// was asked for), the stand-in's gradient overlaid with noise from prompt and seed, so that it
+// is as large as a real result of that size (noise does not compress: a 1440x1440 PNG is about
+// 6 MiB). For tests of results larger than an agent's client takes embedded.
+func EncodeFull(format, prompt string, seed int64, width, height int) ([]byte, string, error) {
+	if width <= 0 || height <= 0 {
+		width, height = DefaultFullSide, DefaultFullSide
+	}
+	sum := digest(prompt, seed)
+	from := color.NRGBA{sum[0], sum[1], sum[2], 255}
+	to := color.NRGBA{sum[3], sum[4], sum[5], 255}
+	img := image.NewRGBA(image.Rect(0, 0, width, height))
+	x := binary.BigEndian.Uint64(sum[16:24]) | 1
+	for py := range height {
+		for px := range width {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			t := float64(px+py) / float64(max(1, width+height-2))
+			c := color.RGBA{lerp(from.R, to.R, t) ^ byte(x), lerp(from.G, to.G, t) ^ byte(x>>8), lerp(from.B, to.B, t) ^ byte(x>>16), 255}
+			img.SetRGBA(px, py, c)
+		}
+	}
+	var buf bytes.Buffer
+	if format == contract.FormatJPEG {
+		err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: 95})
+		return buf.Bytes(), "image/jpeg", err
+	}
+	err := pngEncoder.Encode(&buf, img)
+	return buf.Bytes(), "image/png", err
+}
+
+// DefaultFullSide is EncodeFull's side when no size was requested.
+const DefaultFullSide = 1024
+
 // pngEncoder reuses its compressor between images (making one is most of the cost of
 // encoding an image this small); the bytes are the same as png.Encode's.
 var pngEncoder = png.Encoder{BufferPool: &encoderPool{}}

@@ -62,3 +62,21 @@ func TestPooledEncoderMatchesPNGEncode(t *testing.T) {
 		}
 	}
 }
+
+// EncodeFull draws the size asked for, as large as a real result: a 1440x1440 PNG of over
+// 6 MB, the same for the same prompt and seed.
+func TestEncodeFull(t *testing.T) {
+	t.Parallel()
+	b, contentType, err := render.EncodeFull("png", "a red fox", 42, 1440, 1440)
+	if err != nil || contentType != "image/png" {
+		t.Fatal(contentType, err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil || img.Bounds().Dx() != 1440 || img.Bounds().Dy() != 1440 || len(b) < 6_000_000 {
+		t.Fatalf("%v %v, %d bytes", err, img.Bounds(), len(b))
+	}
+	again, _, _ := render.EncodeFull("png", "a red fox", 42, 1440, 1440)
+	if !bytes.Equal(b, again) {
+		t.Fatal("not deterministic")
+	}
+}

@@ -17,7 +17,7 @@ UPDATE executions
 SET lease_until = $1, attempts = attempts + 1, lease_generation = lease_generation + 1,
     updated_at = $2
 WHERE decision_id = $3 AND state = $4 AND lease_until <= $2
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height
 `
 
 type ClaimExecutionParams struct {
@@ -68,6 +68,12 @@ func (q *Queries) ClaimExecution(ctx context.Context, db DBTX, arg ClaimExecutio
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
@@ -80,7 +86,7 @@ SET image_fetch_attempts = image_fetch_attempts + 1,
 WHERE decision_id = $3 AND state = 'succeeded' AND result_url IS NOT NULL
   AND image_sha256 IS NULL AND image_fetch_attempts < $4
   AND COALESCE(image_fetch_after, '-infinity') <= $1
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height
 `
 
 type ClaimImageFetchParams struct {
@@ -131,6 +137,12 @@ func (q *Queries) ClaimImageFetch(ctx context.Context, db DBTX, arg ClaimImageFe
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
@@ -140,7 +152,7 @@ UPDATE executions
 SET lease_until = $1, attempts = attempts + 1, lease_generation = lease_generation + 1,
     updated_at = $2
 WHERE decision_id = $3 AND state = 'submitted'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height
 `
 
 type ClaimSubmittedParams struct {
@@ -186,12 +198,18 @@ func (q *Queries) ClaimSubmitted(ctx context.Context, db DBTX, arg ClaimSubmitte
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
 
 const countPrunableImages = `-- name: CountPrunableImages :one
-SELECT count(*)::bigint AS images, coalesce(sum(octet_length(image)), 0)::bigint AS bytes
+SELECT count(*)::bigint AS images, coalesce(sum(octet_length(image) + coalesce(octet_length(preview), 0)), 0)::bigint AS bytes
 FROM execution_images
 WHERE fetched_at < now() - make_interval(secs => $1::float8)
 `
@@ -261,15 +279,18 @@ WITH finished AS (
     SET state = $1, result_url = $2, error = $3,
         charged_micros = $4, updated_at = $5,
         image_mime_type = $6, image_sha256 = $7,
-        image_size = $8
-    WHERE executions.decision_id = $9 AND state IN ('submitting', 'submitted')
-      AND lease_generation = $10
-    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
+        image_size = $8, image_width = $9, image_height = $10,
+        preview_sha256 = $11, preview_size = $12,
+        preview_width = $13, preview_height = $14
+    WHERE executions.decision_id = $15 AND state IN ('submitting', 'submitted')
+      AND lease_generation = $16
+    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height
 ), kept AS (
-    INSERT INTO execution_images (decision_id, image, fetched_at)
-    SELECT finished.decision_id, $11::bytea, $5 FROM finished WHERE $11::bytea IS NOT NULL
+    INSERT INTO execution_images (decision_id, image, preview, fetched_at)
+    SELECT finished.decision_id, $17::bytea, $18::bytea, $5
+    FROM finished WHERE $17::bytea IS NOT NULL
 )
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM finished
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height FROM finished
 `
 
 type FinishExecutionParams struct {
@@ -281,9 +302,16 @@ type FinishExecutionParams struct {
 	ImageMimeType   *string
 	ImageSha256     []byte
 	ImageSize       *int32
+	ImageWidth      *int32
+	ImageHeight     *int32
+	PreviewSha256   []byte
+	PreviewSize     *int32
+	PreviewWidth    *int32
+	PreviewHeight   *int32
 	DecisionID      uuid.UUID
 	LeaseGeneration int64
 	Image           []byte
+	Preview         []byte
 }
 
 type FinishExecutionRow struct {
@@ -317,6 +345,12 @@ type FinishExecutionRow struct {
 	ImageFetchAttempts int32
 	ImageFetchAfter    *time.Time
 	ProviderCostMicros *int64
+	ImageWidth         *int32
+	ImageHeight        *int32
+	PreviewSha256      []byte
+	PreviewSize        *int32
+	PreviewWidth       *int32
+	PreviewHeight      *int32
 }
 
 // A success may come with the image the provider delivered, kept in the same statement: the
@@ -331,9 +365,16 @@ func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecut
 		arg.ImageMimeType,
 		arg.ImageSha256,
 		arg.ImageSize,
+		arg.ImageWidth,
+		arg.ImageHeight,
+		arg.PreviewSha256,
+		arg.PreviewSize,
+		arg.PreviewWidth,
+		arg.PreviewHeight,
 		arg.DecisionID,
 		arg.LeaseGeneration,
 		arg.Image,
+		arg.Preview,
 	)
 	var i FinishExecutionRow
 	err := row.Scan(
@@ -367,6 +408,12 @@ func (q *Queries) FinishExecution(ctx context.Context, db DBTX, arg FinishExecut
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
@@ -388,7 +435,7 @@ func (q *Queries) GetDatabaseEpoch(ctx context.Context, db DBTX) (GetDatabaseEpo
 }
 
 const getExecution = `-- name: GetExecution :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions WHERE decision_id = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height FROM executions WHERE decision_id = $1
 `
 
 func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUID) (Execution, error) {
@@ -425,12 +472,18 @@ func (q *Queries) GetExecution(ctx context.Context, db DBTX, decisionID uuid.UUI
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
 
 const getExecutionByHandle = `-- name: GetExecutionByHandle :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions WHERE public_handle = $1
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height FROM executions WHERE public_handle = $1
 `
 
 func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandle string) (Execution, error) {
@@ -467,12 +520,18 @@ func (q *Queries) GetExecutionByHandle(ctx context.Context, db DBTX, publicHandl
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
 
 const getExecutionByJob = `-- name: GetExecutionByJob :one
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions WHERE provider = $1 AND provider_job_id = $2
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height FROM executions WHERE provider = $1 AND provider_job_id = $2
 `
 
 type GetExecutionByJobParams struct {
@@ -514,13 +573,21 @@ func (q *Queries) GetExecutionByJob(ctx context.Context, db DBTX, arg GetExecuti
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
 
 const getExecutionWithImageByHandle = `-- name: GetExecutionWithImageByHandle :one
-SELECT e.decision_id, e.public_handle, e.agent_id, e.provider, e.model, e.size, e.arguments, e.amount_micros, e.currency, e.vendor_key, e.state, e.provider_job_id, e.polling_url, e.result_url, e.error, e.attempts, e.lease_until, e.poll_deadline, e.charged_micros, e.reported_at, e.created_at, e.updated_at, e.resolved_at, e.lease_generation, e.image_mime_type, e.image_sha256, e.image_size, e.image_fetch_attempts, e.image_fetch_after, e.provider_cost_micros,
-    (CASE WHEN e.state = 'succeeded' AND e.image_size <= $1::integer THEN i.image END)::bytea AS image
+SELECT e.decision_id, e.public_handle, e.agent_id, e.provider, e.model, e.size, e.arguments, e.amount_micros, e.currency, e.vendor_key, e.state, e.provider_job_id, e.polling_url, e.result_url, e.error, e.attempts, e.lease_until, e.poll_deadline, e.charged_micros, e.reported_at, e.created_at, e.updated_at, e.resolved_at, e.lease_generation, e.image_mime_type, e.image_sha256, e.image_size, e.image_fetch_attempts, e.image_fetch_after, e.provider_cost_micros, e.image_width, e.image_height, e.preview_sha256, e.preview_size, e.preview_width, e.preview_height,
+    (CASE WHEN e.state = 'succeeded' AND e.image_size <= $1::integer THEN i.image END)::bytea AS image,
+    (CASE WHEN e.state = 'succeeded' AND e.image_size > $1::integer
+          AND e.preview_size <= $1::integer THEN i.preview END)::bytea AS preview
 FROM executions e LEFT JOIN execution_images i USING (decision_id)
 WHERE e.public_handle = $2
 `
@@ -533,11 +600,13 @@ type GetExecutionWithImageByHandleParams struct {
 type GetExecutionWithImageByHandleRow struct {
 	Execution Execution
 	Image     []byte
+	Preview   []byte
 }
 
 // The execution of an operation by its public handle and, when it succeeded with a kept
-// image of no more than embed_limit bytes, the image (NULL otherwise): a long-poll's answer
-// that embeds the image, in one statement, so the image is the one the row describes.
+// image of no more than embed_limit bytes, the image, or else its preview when that is no
+// larger (NULL otherwise): a long-poll's answer that embeds the image, in one statement, so
+// the image is the one the row describes.
 func (q *Queries) GetExecutionWithImageByHandle(ctx context.Context, db DBTX, arg GetExecutionWithImageByHandleParams) (GetExecutionWithImageByHandleRow, error) {
 	row := db.QueryRow(ctx, getExecutionWithImageByHandle, arg.EmbedLimit, arg.PublicHandle)
 	var i GetExecutionWithImageByHandleRow
@@ -572,7 +641,14 @@ func (q *Queries) GetExecutionWithImageByHandle(ctx context.Context, db DBTX, ar
 		&i.Execution.ImageFetchAttempts,
 		&i.Execution.ImageFetchAfter,
 		&i.Execution.ProviderCostMicros,
+		&i.Execution.ImageWidth,
+		&i.Execution.ImageHeight,
+		&i.Execution.PreviewSha256,
+		&i.Execution.PreviewSize,
+		&i.Execution.PreviewWidth,
+		&i.Execution.PreviewHeight,
 		&i.Image,
+		&i.Preview,
 	)
 	return i, err
 }
@@ -596,13 +672,31 @@ func (q *Queries) GetImageByHandle(ctx context.Context, db DBTX, publicHandle st
 	return i, err
 }
 
+const getPreviewByHandle = `-- name: GetPreviewByHandle :one
+SELECT e.preview_sha256, i.preview
+FROM executions e JOIN execution_images i USING (decision_id)
+WHERE e.public_handle = $1 AND e.image_sha256 IS NOT NULL AND e.preview_sha256 IS NOT NULL AND i.preview IS NOT NULL
+`
+
+type GetPreviewByHandleRow struct {
+	PreviewSha256 []byte
+	Preview       []byte
+}
+
+func (q *Queries) GetPreviewByHandle(ctx context.Context, db DBTX, publicHandle string) (GetPreviewByHandleRow, error) {
+	row := db.QueryRow(ctx, getPreviewByHandle, publicHandle)
+	var i GetPreviewByHandleRow
+	err := row.Scan(&i.PreviewSha256, &i.Preview)
+	return i, err
+}
+
 const insertExecution = `-- name: InsertExecution :one
 WITH epoch AS (SELECT id, began_at FROM database_epoch)
 INSERT INTO executions (decision_id, public_handle, agent_id, provider, model, size, arguments,
                         amount_micros, currency, vendor_key, state, lease_until, created_at, updated_at)
 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13 FROM epoch
 ON CONFLICT (decision_id) DO NOTHING
-RETURNING executions.decision_id, executions.public_handle, executions.agent_id, executions.provider, executions.model, executions.size, executions.arguments, executions.amount_micros, executions.currency, executions.vendor_key, executions.state, executions.provider_job_id, executions.polling_url, executions.result_url, executions.error, executions.attempts, executions.lease_until, executions.poll_deadline, executions.charged_micros, executions.reported_at, executions.created_at, executions.updated_at, executions.resolved_at, executions.lease_generation, executions.image_mime_type, executions.image_sha256, executions.image_size, executions.image_fetch_attempts, executions.image_fetch_after, executions.provider_cost_micros, (SELECT id FROM epoch)::uuid AS epoch_id, (SELECT began_at FROM epoch)::timestamptz AS epoch_began_at
+RETURNING executions.decision_id, executions.public_handle, executions.agent_id, executions.provider, executions.model, executions.size, executions.arguments, executions.amount_micros, executions.currency, executions.vendor_key, executions.state, executions.provider_job_id, executions.polling_url, executions.result_url, executions.error, executions.attempts, executions.lease_until, executions.poll_deadline, executions.charged_micros, executions.reported_at, executions.created_at, executions.updated_at, executions.resolved_at, executions.lease_generation, executions.image_mime_type, executions.image_sha256, executions.image_size, executions.image_fetch_attempts, executions.image_fetch_after, executions.provider_cost_micros, executions.image_width, executions.image_height, executions.preview_sha256, executions.preview_size, executions.preview_width, executions.preview_height, (SELECT id FROM epoch)::uuid AS epoch_id, (SELECT began_at FROM epoch)::timestamptz AS epoch_began_at
 `
 
 type InsertExecutionParams struct {
@@ -679,6 +773,12 @@ func (q *Queries) InsertExecution(ctx context.Context, db DBTX, arg InsertExecut
 		&i.Execution.ImageFetchAttempts,
 		&i.Execution.ImageFetchAfter,
 		&i.Execution.ProviderCostMicros,
+		&i.Execution.ImageWidth,
+		&i.Execution.ImageHeight,
+		&i.Execution.PreviewSha256,
+		&i.Execution.PreviewSize,
+		&i.Execution.PreviewWidth,
+		&i.Execution.PreviewHeight,
 		&i.EpochID,
 		&i.EpochBeganAt,
 	)
@@ -689,12 +789,14 @@ const keepImage = `-- name: KeepImage :one
 WITH described AS (
     UPDATE executions
     SET image_mime_type = $1, image_sha256 = $2,
-        image_size = $3
-    WHERE executions.decision_id = $4 AND state = 'succeeded' AND image_sha256 IS NULL
-    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
+        image_size = $3, image_width = $4, image_height = $5,
+        preview_sha256 = $6, preview_size = $7,
+        preview_width = $8, preview_height = $9
+    WHERE executions.decision_id = $10 AND state = 'succeeded' AND image_sha256 IS NULL
+    RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height
 ), kept AS (
-    INSERT INTO execution_images (decision_id, image, fetched_at)
-    SELECT described.decision_id, $5::bytea, $6 FROM described
+    INSERT INTO execution_images (decision_id, image, preview, fetched_at)
+    SELECT described.decision_id, $11::bytea, $12::bytea, $13 FROM described
 )
 SELECT described.decision_id FROM described
 `
@@ -703,8 +805,15 @@ type KeepImageParams struct {
 	ImageMimeType *string
 	ImageSha256   []byte
 	ImageSize     *int32
+	ImageWidth    *int32
+	ImageHeight   *int32
+	PreviewSha256 []byte
+	PreviewSize   *int32
+	PreviewWidth  *int32
+	PreviewHeight *int32
 	DecisionID    uuid.UUID
 	Image         []byte
+	Preview       []byte
 	Now           time.Time
 }
 
@@ -715,8 +824,15 @@ func (q *Queries) KeepImage(ctx context.Context, db DBTX, arg KeepImageParams) (
 		arg.ImageMimeType,
 		arg.ImageSha256,
 		arg.ImageSize,
+		arg.ImageWidth,
+		arg.ImageHeight,
+		arg.PreviewSha256,
+		arg.PreviewSize,
+		arg.PreviewWidth,
+		arg.PreviewHeight,
 		arg.DecisionID,
 		arg.Image,
+		arg.Preview,
 		arg.Now,
 	)
 	var decision_id uuid.UUID
@@ -762,7 +878,7 @@ func (q *Queries) ListClaimable(ctx context.Context, db DBTX, arg ListClaimableP
 }
 
 const listExecutions = `-- name: ListExecutions :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions ORDER BY created_at, decision_id
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height FROM executions ORDER BY created_at, decision_id
 `
 
 func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, error) {
@@ -805,6 +921,12 @@ func (q *Queries) ListExecutions(ctx context.Context, db DBTX) ([]Execution, err
 			&i.ImageFetchAttempts,
 			&i.ImageFetchAfter,
 			&i.ProviderCostMicros,
+			&i.ImageWidth,
+			&i.ImageHeight,
+			&i.PreviewSha256,
+			&i.PreviewSize,
+			&i.PreviewWidth,
+			&i.PreviewHeight,
 		); err != nil {
 			return nil, err
 		}
@@ -860,7 +982,7 @@ func (q *Queries) ListImagesMissing(ctx context.Context, db DBTX, arg ListImages
 }
 
 const listUnreported = `-- name: ListUnreported :many
-SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros FROM executions
+SELECT decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height FROM executions
 WHERE state IN ('succeeded', 'failed') AND reported_at IS NULL
 ORDER BY updated_at, decision_id
 LIMIT $1
@@ -908,6 +1030,12 @@ func (q *Queries) ListUnreported(ctx context.Context, db DBTX, limit int32) ([]E
 			&i.ImageFetchAttempts,
 			&i.ImageFetchAfter,
 			&i.ProviderCostMicros,
+			&i.ImageWidth,
+			&i.ImageHeight,
+			&i.PreviewSha256,
+			&i.PreviewSize,
+			&i.PreviewWidth,
+			&i.PreviewHeight,
 		); err != nil {
 			return nil, err
 		}
@@ -940,7 +1068,7 @@ SET state = $1, provider_job_id = $2, polling_url = $3,
     provider_cost_micros = $4,
     poll_deadline = $5, lease_until = $6, updated_at = $7
 WHERE decision_id = $8 AND state = 'submitting' AND lease_generation = $9
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height
 `
 
 type MarkSubmittedParams struct {
@@ -1002,6 +1130,12 @@ func (q *Queries) MarkSubmitted(ctx context.Context, db DBTX, arg MarkSubmittedP
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
@@ -1015,7 +1149,9 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ), undescribed AS (
     -- and no download attempts left: the provider's link expired long ago
-    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL, image_fetch_attempts = 2147483647
+    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL, image_width = NULL,
+        image_height = NULL, preview_sha256 = NULL, preview_size = NULL, preview_width = NULL, preview_height = NULL,
+        image_fetch_attempts = 2147483647
     FROM doomed WHERE executions.decision_id = doomed.decision_id
     RETURNING executions.decision_id
 )
@@ -1062,7 +1198,7 @@ UPDATE executions
 SET state = $1, charged_micros = $2, error = $3,
     resolved_at = $4, updated_at = $4, reported_at = NULL
 WHERE decision_id = $5 AND state = 'indeterminate'
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height
 `
 
 type ResolveExecutionParams struct {
@@ -1116,6 +1252,12 @@ func (q *Queries) ResolveExecution(ctx context.Context, db DBTX, arg ResolveExec
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }
@@ -1126,7 +1268,7 @@ SET lease_until = $1, state = 'submitted', provider_job_id = $2,
     polling_url = $3, poll_deadline = $4, error = NULL, resolved_at = $1,
     lease_generation = lease_generation + 1, updated_at = $1
 WHERE decision_id = $5 AND state = 'indeterminate' AND provider_job_id IS NULL
-RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros
+RETURNING decision_id, public_handle, agent_id, provider, model, size, arguments, amount_micros, currency, vendor_key, state, provider_job_id, polling_url, result_url, error, attempts, lease_until, poll_deadline, charged_micros, reported_at, created_at, updated_at, resolved_at, lease_generation, image_mime_type, image_sha256, image_size, image_fetch_attempts, image_fetch_after, provider_cost_micros, image_width, image_height, preview_sha256, preview_size, preview_width, preview_height
 `
 
 type ResumeJobParams struct {
@@ -1180,6 +1322,12 @@ func (q *Queries) ResumeJob(ctx context.Context, db DBTX, arg ResumeJobParams) (
 		&i.ImageFetchAttempts,
 		&i.ImageFetchAfter,
 		&i.ProviderCostMicros,
+		&i.ImageWidth,
+		&i.ImageHeight,
+		&i.PreviewSha256,
+		&i.PreviewSize,
+		&i.PreviewWidth,
+		&i.PreviewHeight,
 	)
 	return i, err
 }

@@ -47,10 +47,17 @@ type Execution struct {
 	ImageFetchAttempts int32
 	ImageFetchAfter    *time.Time
 	ProviderCostMicros *int64
+	ImageWidth         *int32
+	ImageHeight        *int32
+	PreviewSha256      []byte
+	PreviewSize        *int32
+	PreviewWidth       *int32
+	PreviewHeight      *int32
 }
 
 type ExecutionImage struct {
 	DecisionID uuid.UUID
 	Image      []byte
 	FetchedAt  time.Time
+	Preview    []byte
 }

@@ -66,13 +66,16 @@ WITH finished AS (
     SET state = sqlc.arg(state), result_url = sqlc.arg(result_url), error = sqlc.arg(error),
         charged_micros = sqlc.arg(charged_micros), updated_at = sqlc.arg(now),
         image_mime_type = sqlc.narg(image_mime_type), image_sha256 = sqlc.narg(image_sha256),
-        image_size = sqlc.narg(image_size)
+        image_size = sqlc.narg(image_size), image_width = sqlc.narg(image_width), image_height = sqlc.narg(image_height),
+        preview_sha256 = sqlc.narg(preview_sha256), preview_size = sqlc.narg(preview_size),
+        preview_width = sqlc.narg(preview_width), preview_height = sqlc.narg(preview_height)
     WHERE executions.decision_id = sqlc.arg(decision_id) AND state IN ('submitting', 'submitted')
       AND lease_generation = sqlc.arg(lease_generation)
     RETURNING *
 ), kept AS (
-    INSERT INTO execution_images (decision_id, image, fetched_at)
-    SELECT finished.decision_id, sqlc.narg(image)::bytea, sqlc.arg(now) FROM finished WHERE sqlc.narg(image)::bytea IS NOT NULL
+    INSERT INTO execution_images (decision_id, image, preview, fetched_at)
+    SELECT finished.decision_id, sqlc.narg(image)::bytea, sqlc.narg(preview)::bytea, sqlc.arg(now)
+    FROM finished WHERE sqlc.narg(image)::bytea IS NOT NULL
 )
 SELECT * FROM finished;
 
@@ -162,21 +165,26 @@ RETURNING *;
 WITH described AS (
     UPDATE executions
     SET image_mime_type = sqlc.arg(image_mime_type), image_sha256 = sqlc.arg(image_sha256),
-        image_size = sqlc.arg(image_size)
+        image_size = sqlc.arg(image_size), image_width = sqlc.narg(image_width), image_height = sqlc.narg(image_height),
+        preview_sha256 = sqlc.narg(preview_sha256), preview_size = sqlc.narg(preview_size),
+        preview_width = sqlc.narg(preview_width), preview_height = sqlc.narg(preview_height)
     WHERE executions.decision_id = sqlc.arg(decision_id) AND state = 'succeeded' AND image_sha256 IS NULL
     RETURNING *
 ), kept AS (
-    INSERT INTO execution_images (decision_id, image, fetched_at)
-    SELECT described.decision_id, sqlc.arg(image)::bytea, sqlc.arg(now) FROM described
+    INSERT INTO execution_images (decision_id, image, preview, fetched_at)
+    SELECT described.decision_id, sqlc.arg(image)::bytea, sqlc.narg(preview)::bytea, sqlc.arg(now) FROM described
 )
 SELECT described.decision_id FROM described;
 
 -- name: GetExecutionWithImageByHandle :one
 -- The execution of an operation by its public handle and, when it succeeded with a kept
--- image of no more than embed_limit bytes, the image (NULL otherwise): a long-poll's answer
--- that embeds the image, in one statement, so the image is the one the row describes.
+-- image of no more than embed_limit bytes, the image, or else its preview when that is no
+-- larger (NULL otherwise): a long-poll's answer that embeds the image, in one statement, so
+-- the image is the one the row describes.
 SELECT sqlc.embed(e),
-    (CASE WHEN e.state = 'succeeded' AND e.image_size <= sqlc.arg(embed_limit)::integer THEN i.image END)::bytea AS image
+    (CASE WHEN e.state = 'succeeded' AND e.image_size <= sqlc.arg(embed_limit)::integer THEN i.image END)::bytea AS image,
+    (CASE WHEN e.state = 'succeeded' AND e.image_size > sqlc.arg(embed_limit)::integer
+          AND e.preview_size <= sqlc.arg(embed_limit)::integer THEN i.preview END)::bytea AS preview
 FROM executions e LEFT JOIN execution_images i USING (decision_id)
 WHERE e.public_handle = sqlc.arg(public_handle);
 
@@ -184,6 +192,11 @@ WHERE e.public_handle = sqlc.arg(public_handle);
 SELECT e.image_mime_type, e.image_sha256, i.image
 FROM executions e JOIN execution_images i USING (decision_id)
 WHERE e.public_handle = $1;
+
+-- name: GetPreviewByHandle :one
+SELECT e.preview_sha256, i.preview
+FROM executions e JOIN execution_images i USING (decision_id)
+WHERE e.public_handle = $1 AND e.image_sha256 IS NOT NULL AND e.preview_sha256 IS NOT NULL AND i.preview IS NOT NULL;
 
 -- name: PruneImages :execrows
 -- Deletes up to max_rows kept images fetched more than older_than_seconds ago by the
@@ -197,13 +210,15 @@ WITH doomed AS (
     FOR UPDATE SKIP LOCKED
 ), undescribed AS (
     -- and no download attempts left: the provider's link expired long ago
-    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL, image_fetch_attempts = 2147483647
+    UPDATE executions SET image_mime_type = NULL, image_sha256 = NULL, image_size = NULL, image_width = NULL,
+        image_height = NULL, preview_sha256 = NULL, preview_size = NULL, preview_width = NULL, preview_height = NULL,
+        image_fetch_attempts = 2147483647
     FROM doomed WHERE executions.decision_id = doomed.decision_id
     RETURNING executions.decision_id
 )
 DELETE FROM execution_images USING undescribed WHERE execution_images.decision_id = undescribed.decision_id;
 
 -- name: CountPrunableImages :one
-SELECT count(*)::bigint AS images, coalesce(sum(octet_length(image)), 0)::bigint AS bytes
+SELECT count(*)::bigint AS images, coalesce(sum(octet_length(image) + coalesce(octet_length(preview), 0)), 0)::bigint AS bytes
 FROM execution_images
 WHERE fetched_at < now() - make_interval(secs => sqlc.arg(older_than_seconds)::float8);

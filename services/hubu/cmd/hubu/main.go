@@ -81,7 +81,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err := requireDatabaseURL(*dbURL); err != nil {
 		return err
 	}
-	var executor hubu.Executor
+	var (
+		executor hubu.Executor
+		images   hubu.Images
+	)
 	if *gongbuURL != "" {
 		if *gongbuToken == "" {
 			return errors.New("--gongbu-token (or HUBU_GONGBU_TOKEN) is required with --gongbu-url")
@@ -93,7 +96,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if err != nil {
 			return fmt.Errorf("--gongbu-url: %v", err)
 		}
-		executor = gx
+		executor, images = gx, gx
 	}
 	if *retryAfter <= 0 {
 		return errors.New("--retry-after must be positive")
@@ -150,8 +153,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		httpserver.NewOperationsCollector(pool, now, logger))
 	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: *retryAfter,
 		HandOffs: lifecycle.NewHandOffCounter(reg)}
-	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now,
-		Console: console.New(store, &console.Options{Logger: logger, Now: now})}
+	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now, Images: images,
+		Console: console.New(store, &console.Options{Logger: logger, Now: now, Images: images})}
 
 	ln, err := command.Listen(*listen)
 	if err != nil {

@@ -46,7 +46,7 @@ Exit status: 0 done; 1 the API refused or could not be reached; 2 usage or setti
 
 // hubuctl is the command table; each noun's file describes its commands.
 var hubuctl = &command{UsageLine: "hubuctl", Commands: []*command{
-	approvalsCommand, approveCommand, denyCommand, operationCommand, ledgerCommand,
+	approvalsCommand, approveCommand, denyCommand, operationCommand, ledgerCommand, imageCommand,
 	agentCommand, pricesCommand, credentialsCommand,
 }}
 

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"os"
+	"path/filepath"
 
 	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
@@ -13,6 +16,13 @@ import (
 var operationCommand = &command{UsageLine: "operation", Commands: []*command{
 	{UsageLine: "show HANDLE", Short: "one operation", Run: (*cli).operationShow},
 }}
+
+var imageCommand = &command{
+	UsageLine: "image HANDLE -o FILE [--preview]", Short: "save the image an operation produced", Run: (*cli).image,
+	Long: `Saves the image a succeeded operation produced, as the executor keeps it (after the provider's
+link has expired), to FILE; "-o -" writes it to standard output. --preview saves the scaled
+JPEG copy kept of an image larger than 512 KiB instead.`,
+}
 
 var ledgerCommand = &command{
 	UsageLine: "ledger HANDLE", Short: "ledger entries and totals of one operation", Run: (*cli).ledger,
@@ -78,6 +88,66 @@ func (c *cli) ledger(ctx context.Context, fs *flag.FlagSet, args []string) error
 	}
 	resp, err := cl.GetOperationLedgerWithResponse(ctx, handle)
 	return show(c, resp, err, (*hubuapi.GetOperationLedgerResponse).GetJSON200, func(v *hubuapi.Ledger) error { return writeLedger(c.stdout, v) })
+}
+
+func (c *cli) image(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	out := fs.String("o", "", "")
+	preview := fs.Bool("preview", false, "")
+	handle, err := c.handleArg(fs, args)
+	if err != nil {
+		return err
+	}
+	if *out == "" {
+		return usagef("image: needs -o FILE (or -o - for standard output)")
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	var params *hubuapi.GetOperationImageParams
+	if *preview {
+		params = &hubuapi.GetOperationImageParams{Preview: preview}
+	}
+	resp, err := cl.GetOperationImageWithResponse(ctx, handle, params)
+	if err := expect(resp, err, func(r *hubuapi.GetOperationImageResponse) *[]byte {
+		if r.StatusCode() != http.StatusOK {
+			return nil
+		}
+		return &r.Body
+	}); err != nil {
+		return err
+	}
+	mimeType := resp.HTTPResponse.Header.Get("Content-Type")
+	if err := contract.CheckImage(mimeType, resp.Body); err != nil {
+		return fmt.Errorf("not an image from Hubu: %v", err)
+	}
+	if *out == "-" {
+		_, err := c.stdout.Write(resp.Body)
+		return err
+	}
+	if err := writeFileAtomic(*out, resp.Body); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "Saved %s (%s, %d bytes).\n", *out, mimeType, len(resp.Body))
+	return nil
+}
+
+// writeFileAtomic writes b to path through a temporary file beside it, so that path is either
+// left as it was or holds all of b.
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // gone after the rename
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 func writeLedger(w io.Writer, l *hubuapi.Ledger) error {

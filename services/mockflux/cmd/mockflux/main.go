@@ -27,10 +27,10 @@ import (
 const usage = `usage:
   mockflux serve --listen ADDR [--data FILE] [--api-key KEY] [--pending-polls N] [--render-time 0s] [--sample-ttl 10m]
                  [--polling-url URL] [--delivery-url URL] [--credits N] [--concurrency 24] [--honour-idempotency]
-                 [--tls-cert FILE --tls-key FILE]
+                 [--full-size] [--tls-cert FILE --tls-key FILE]
 Settings fall back to MOCKFLUX_LISTEN, MOCKFLUX_DATA, MOCKFLUX_API_KEY, MOCKFLUX_PENDING_POLLS,
 MOCKFLUX_RENDER_TIME, MOCKFLUX_SAMPLE_TTL, MOCKFLUX_POLLING_URL, MOCKFLUX_DELIVERY_URL, MOCKFLUX_CREDITS,
-MOCKFLUX_CONCURRENCY, MOCKFLUX_HONOUR_IDEMPOTENCY, MOCKFLUX_TLS_CERT and MOCKFLUX_TLS_KEY; the API key may
+MOCKFLUX_CONCURRENCY, MOCKFLUX_HONOUR_IDEMPOTENCY, MOCKFLUX_FULL_SIZE, MOCKFLUX_TLS_CERT and MOCKFLUX_TLS_KEY; the API key may
 instead be in a file named by MOCKFLUX_API_KEY_FILE. Without an API key any non-empty x-key header is
 accepted. Like the real API, mockflux ignores Idempotency-Key unless --honour-idempotency, answers
 polling URLs and results on other hosts than the submit's, states each task's cost in credits, and
@@ -63,6 +63,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	creditsText := fs.String("credits", "MOCKFLUX_CREDITS", "0", "the account's credits at start (1 credit = $0.01), less every charge in --data; 0 is no limit")
 	concurrencyText := fs.String("concurrency", "MOCKFLUX_CONCURRENCY", "24", "tasks rendering at once before a submit answers 429 (flux-kontext-max a quarter of it, as BFL's 6 of 24); 0 is no limit")
 	honour := fs.Bool("honour-idempotency", "MOCKFLUX_HONOUR_IDEMPOTENCY", false, "honour Idempotency-Key like a payment API (the real API documents none)")
+	fullSize := fs.Bool("full-size", "MOCKFLUX_FULL_SIZE", false, "render results at the size asked for, as large as real ones (a 1440x1440 PNG is about 6 MiB), instead of small stand-ins")
 	tlsCert := fs.String("tls-cert", "MOCKFLUX_TLS_CERT", "", "serve HTTPS with this certificate (PEM), for tests under the real API's host names")
 	tlsKey := fs.String("tls-key", "MOCKFLUX_TLS_KEY", "", "the certificate's private key (PEM)")
 	fs.Usage = func() {
@@ -123,7 +124,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv := &httpserver.Server{Provider: provider, Faults: &fault.Set{}, APIKey: *apiKey, SampleTTL: ttl, Now: time.Now, Logger: logger, Metrics: reg,
-		PollingURL: strings.TrimSuffix(*pollingURL, "/"), DeliveryURL: strings.TrimSuffix(*deliveryURL, "/")}
+		PollingURL: strings.TrimSuffix(*pollingURL, "/"), DeliveryURL: strings.TrimSuffix(*deliveryURL, "/"), FullSize: *fullSize}
 	ln, err := command.Listen(*listen)
 	if err != nil {
 		return err
