@@ -32,10 +32,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "router_tool_calls_total",
 		Help: "Tool calls by tool and resolution (new, continue, replay, conflict, scope_conflict, refused, unavailable, none).",
 	}, []string{"tool", "resolution"})}
-	// The spend tool's series exist from the start, so a rate over them is defined at once.
+	// The spend tools' series exist from the start, so a rate over them is defined at once.
 	for _, res := range []string{registry.New.String(), registry.Continue.String(), registry.Replay.String(),
 		registry.Conflict.String(), registry.ScopeConflict.String(), ResolutionRefused, ResolutionUnavailable} {
-		m.calls.WithLabelValues(ToolGenerateImage, res)
+		for _, tool := range []string{ToolGenerateImage, ToolEditImage} {
+			m.calls.WithLabelValues(tool, res)
+		}
 	}
 	reg.MustRegister(m.calls)
 	return m

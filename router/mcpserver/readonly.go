@@ -55,7 +55,7 @@ func (r *Router) capabilities(ctx context.Context, c toolCall) answer {
 	return answer{ToolResult: ToolResult{Status: "ok", Message: fmt.Sprintf("%d models; %d of %d micros left this %s; spends above %d micros need approval",
 		len(models), caps.Budget.RemainingMicros, caps.Budget.LimitMicros, caps.Budget.Period, caps.AutoApproveLimitMicros),
 		Details: map[string]any{
-			"tools":                        []string{ToolGenerateImage, ToolResumeOperation, ToolOperationStatus, ToolCapabilities, ToolGetExecution},
+			"tools":                        []string{ToolGenerateImage, ToolEditImage, ToolResumeOperation, ToolOperationStatus, ToolCapabilities, ToolGetExecution},
 			"models":                       models,
 			"budget":                       caps.Budget,
 			"auto_approve_limit_micros":    caps.AutoApproveLimitMicros,

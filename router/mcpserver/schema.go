@@ -12,7 +12,10 @@ import (
 // reads is what the router checks: a model that follows the schema is refused only by a
 // per-model limit the descriptions state. They expose no identity field and refuse extra
 // properties: the model says what to buy, the harness says which call it is.
-var generateImageSchema = imageSchema(false)
+var (
+	generateImageSchema = imageSchema(false)
+	editImageSchema     = imageSchema(true)
+)
 
 func imageSchema(editing bool) json.RawMessage {
 	var flux2, flux1, aspect, editors []string

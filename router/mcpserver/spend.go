@@ -12,8 +12,14 @@ import (
 )
 
 // generateImage is the spend tool.
-func (r *Router) generateImage(ctx context.Context, c toolCall) answer {
-	img, err := parseImageArgs(c.args, false)
+// spendTool is generate_image's work, or with editing edit_image's: the same identity,
+// hashing, approval and exactly-once rules, and arguments checked as the tool takes them.
+func (r *Router) spendTool(editing bool) func(context.Context, toolCall) answer {
+	return func(ctx context.Context, c toolCall) answer { return r.spendImage(ctx, c, editing) }
+}
+
+func (r *Router) spendImage(ctx context.Context, c toolCall, editing bool) answer {
+	img, err := parseImageArgs(c.args, editing)
 	if err != nil {
 		r.countCall(c.call.Tool, ResolutionRefused)
 		return refusal(CodeInvalidArguments, "%s", err.Error())

@@ -2,9 +2,12 @@ package mcpserver_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -416,5 +419,47 @@ func TestScrubber(t *testing.T) {
 		if leaks := routertest.LeaksIn(string(raw), e.backend.Keys()...); len(leaks) > 0 || strings.Contains(string(raw), "hubu:operation:v1:") {
 			t.Fatalf("%s after the prune carries the private key: %s", tool, raw)
 		}
+	}
+}
+
+// edit_image is a spend like generate_image, sent to Hubu as edit_image with its inputs; each
+// tool refuses the other's arguments, and an edit's own limits are the model's.
+func TestEditImageIsASpend(t *testing.T) {
+	t.Parallel()
+	e := setup(t, nil)
+	var seen []hubuapi.AuthorizeRequest
+	var mu sync.Mutex
+	e.backend.SetDecide(func(req hubuapi.AuthorizeRequest) (int, *hubuapi.Operation, *hubuapi.Problem) {
+		mu.Lock()
+		seen = append(seen, req)
+		mu.Unlock()
+		return http.StatusCreated, routertest.Operation(req, hubuapi.OperationStateExecuting), nil
+	})
+	input := "hubu:public-operation:v1:6f1c2a60-1f7e-4b43-9d8e-3c3b0d1f2a11"
+	edit := fmt.Sprintf(`{"prompt":"make the fox blue","model":"flux-2-pro","input_images":[%q]}`, input)
+	res := e.call(t, "edit_image", edit, codex("call_editimage9Lk2Wq5Tz1Lv3"))
+	if o := toolResult(t, res); res.IsError || o.Status != "succeeded" {
+		t.Fatalf("edit_image: %+v", o)
+	}
+	mu.Lock()
+	if len(seen) != 1 || seen[0].Tool != hubuapi.EditImage || !slices.Equal(seen[0].Arguments.InputImages, []string{input}) {
+		t.Fatalf("Hubu was asked %+v", seen)
+	}
+	mu.Unlock()
+	for _, c := range []struct{ tool, args, want string }{
+		{"generate_image", fmt.Sprintf(`{"prompt":"a fox","model":"flux-2-pro","input_images":[%q]}`, input), "nothing else"},
+		{"edit_image", `{"prompt":"make it blue","model":"flux-2-pro"}`, "input_images"},
+		{"edit_image", fmt.Sprintf(`{"prompt":"make it blue","model":"flux-dev","input_images":[%q]}`, input), "flux-dev"},
+		{"edit_image", `{"prompt":"make it blue","model":"flux-2-pro","input_images":["not a handle"]}`, "public handles"},
+	} {
+		res := e.call(t, c.tool, c.args, codex(fmt.Sprintf("call_editrefused%x", sha256.Sum256([]byte(c.tool+c.args)))[:40]))
+		if o := toolResult(t, res); !res.IsError || o.Error == nil || o.Error.Code != "invalid_arguments" || !strings.Contains(o.Error.Message, c.want) {
+			t.Errorf("%s %s: %+v", c.tool, c.args, o)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 {
+		t.Fatalf("refused calls reached Hubu: %d authorizations", len(seen))
 	}
 }

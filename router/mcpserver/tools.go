@@ -10,6 +10,7 @@ import (
 // Tool names (contract).
 const (
 	ToolGenerateImage   = "generate_image"
+	ToolEditImage       = "edit_image"
 	ToolResumeOperation = "resume_operation"
 	ToolOperationStatus = "operation_status"
 	ToolCapabilities    = "capabilities"
@@ -34,7 +35,13 @@ func (r *Router) Server(version string) *mcp.Server {
 			Name:        ToolGenerateImage,
 			Description: "Generate a FLUX image. Paid: Hubu prices it, may hold it for a human's approval, and charges it once however often the call is delivered.",
 			InputSchema: generateImageSchema,
-		}, identified: true, run: r.generateImage},
+		}, identified: true, run: r.spendTool(false)},
+		{Tool: &mcp.Tool{
+			Name: ToolEditImage,
+			Description: "Edit or combine your own earlier FLUX results (FLUX.2 and Kontext), named by their public handles, as the prompt says. " +
+				"Paid like generate_image: each input image's megapixels are priced too, and it is charged once however often the call is delivered.",
+			InputSchema: editImageSchema,
+		}, identified: true, run: r.spendTool(true)},
 		{Tool: &mcp.Tool{
 			Name:        ToolResumeOperation,
 			Description: "Run an operation a human approved, by its public handle. It runs the original request once; resuming again only reports its state.",

@@ -86,6 +86,16 @@ func TestToolSchemas(t *testing.T) {
 	if _, ok := img["input_images"]; ok {
 		t.Error("generate_image takes input_images")
 	}
+	edit := schemas["edit_image"]
+	if got, want := edit["model"].Enum, contract.ModelNames(true); !slices.Equal(got, want) || slices.Contains(got, "flux-dev") {
+		t.Errorf("edit_image model: schema says %v, the contract %v", got, want)
+	}
+	if _, ok := edit["input_images"]; !ok {
+		t.Error("edit_image takes no input_images")
+	}
+	if _, ok := edit["raw"]; ok {
+		t.Error("edit_image takes raw, which only Ultra (which does not edit) takes")
+	}
 	for _, name := range []string{"resume_operation", "operation_status", "get_execution"} {
 		if got := schemas[name]["public_handle"].Pattern; got != contract.PublicHandlePattern {
 			t.Errorf("%s public_handle pattern %q, the contract %q", name, got, contract.PublicHandlePattern)

@@ -46,6 +46,24 @@ type Decision struct {
 	Arguments    ImageArguments
 	AmountMicros int64
 	Currency     string
+	// Inputs are an edit's input images, in the order of Arguments.InputImages: read from the
+	// images Gongbu keeps for each submission, never stored with the decision.
+	Inputs []Image
+}
+
+// The spend tools.
+const (
+	ToolGenerateImage = "generate_image"
+	ToolEditImage     = "edit_image"
+)
+
+// ToolOf is the tool a decision's arguments are for: an edit names input images, a generation
+// never does (contract.ImageRequest.Check), so the arguments Gongbu stores say which it was.
+func ToolOf(args ImageArguments) string {
+	if len(args.InputImages) > 0 {
+		return ToolEditImage
+	}
+	return ToolGenerateImage
 }
 
 // SameWork reports whether two decisions ask for exactly the same paid work.

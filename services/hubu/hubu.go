@@ -159,6 +159,10 @@ type Images interface {
 	// Image returns the image kept for the operation of handle, or its preview; a not_found
 	// *Error when there is none.
 	Image(ctx context.Context, handle string, preview bool) (KeptImage, error)
+	// ImageSize returns the sides of the image kept for the execution of a decision: an edit's
+	// price and default size are made from its inputs'. A not_found *Error when the executor
+	// keeps no image for it, or does not know its sides.
+	ImageSize(ctx context.Context, decisionID uuid.UUID) (contract.Dimensions, error)
 }
 
 // KeptImage is an image the executor keeps.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -46,8 +48,14 @@ func TestTypeScriptClient(t *testing.T) {
 		t.Fatalf("the TypeScript client failed: %v\n%s", err, stderr)
 	}
 	var got struct {
-		Tools                                                               []string `json:"tools"`
-		First, Again, NoIdentity, InArguments, Failed, Capabilities, Status struct {
+		Tools     []string `json:"tools"`
+		Templates []string `json:"templates"`
+		Image     struct {
+			Contents []struct {
+				URI, MimeType, Blob string
+			} `json:"contents"`
+		} `json:"image"`
+		First, Again, NoIdentity, InArguments, Failed, Capabilities, Status, Edit struct {
 			IsError           bool           `json:"isError"`
 			StructuredContent map[string]any `json:"structuredContent"`
 			Content           []struct {
@@ -58,8 +66,17 @@ func TestTypeScriptClient(t *testing.T) {
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if len(got.Tools) != 5 {
+	if len(got.Tools) != 6 {
 		t.Fatalf("tools %v", got.Tools)
+	}
+	// The image is read as a resource by the URI the result names, and an edit of it is a spend.
+	uri := "hubu://images/" + fmt.Sprint(got.First.StructuredContent["public_handle"])
+	if len(got.Templates) != 1 || got.Templates[0] != "hubu://images/{+handle}" || len(got.Image.Contents) != 1 ||
+		got.Image.Contents[0].URI != uri || got.Image.Contents[0].MimeType != "image/png" || got.Image.Contents[0].Blob != base64.StdEncoding.EncodeToString(routertest.TinyPNG()) {
+		t.Fatalf("resources: templates %v, read %+v", got.Templates, got.Image.Contents)
+	}
+	if got.Edit.IsError || got.Edit.StructuredContent["status"] != "succeeded" {
+		t.Fatalf("edit_image: %+v", got.Edit)
 	}
 	if got.First.IsError || got.First.StructuredContent["status"] != "succeeded" || len(got.First.Content) != 2 || got.First.Content[1].Type != "image" {
 		t.Fatalf("first: %+v", got.First)
@@ -87,7 +104,7 @@ func TestTypeScriptClient(t *testing.T) {
 	if got.Capabilities.IsError || got.Status.IsError {
 		t.Fatalf("read-only tools: %+v %+v", got.Capabilities, got.Status)
 	}
-	if n := b.Calls("authorize"); n != 2 {
+	if n := b.Calls("authorize"); n != 3 { // the first spend, the failed one and the edit
 		t.Fatalf("%d authorizations", n)
 	}
 }

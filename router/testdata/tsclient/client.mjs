@@ -23,5 +23,8 @@ out.inArguments = await client.callTool({ name: "generate_image", arguments: { .
 out.failed = await client.callTool({ name: "generate_image", arguments: { ...fox, prompt: "a fox the provider refuses" }, _meta: { "claudecode/toolUseId": "toolu_01ts3ckdXcjnxuUhHP2aUnFe" } });
 out.capabilities = await client.callTool({ name: "capabilities", arguments: {} });
 out.status = await client.callTool({ name: "operation_status", arguments: { public_handle: out.first.structuredContent.public_handle } });
+out.templates = (await client.listResourceTemplates()).resourceTemplates.map((t) => t.uriTemplate);
+out.image = await client.readResource({ uri: out.first.structuredContent.result.resource_uri });
+out.edit = await client.callTool({ name: "edit_image", arguments: { prompt: "make it blue", model: "flux-2-pro", input_images: [out.first.structuredContent.public_handle] }, _meta: { "claudecode/toolUseId": "toolu_01ts4EditQO7PjBKp24r1rAR" } });
 await client.close();
 process.stdout.write(JSON.stringify(out));

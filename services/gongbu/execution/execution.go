@@ -231,8 +231,18 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 	ctx = context.WithoutCancel(ctx)
 	ctx, span := s.startSpan(ctx, "gongbu.submit", exec, attribute.Bool("gongbu.first_submission", first))
 	defer span.End()
+	d, err := s.withInputs(ctx, exec.Decision)
+	if err != nil {
+		if first {
+			// Nothing was sent, now or before: the edit fails without a charge.
+			return s.finish(ctx, exec, gongbu.Failed("the edit's input images could not be read: "+err.Error(), 0))
+		}
+		s.logger().WarnContext(ctx, "could not read the edit's input images; the submission will be tried again",
+			"decision_id", exec.DecisionID, "err", err)
+		return exec // the lease runs out and Tick tries again (a provider that honours keys)
+	}
 	callCtx, cancelCall := context.WithTimeout(ctx, orDefault(s.CallTimeout, DefaultCallTimeout))
-	job, err := provider.Submit(callCtx, exec.VendorKey, exec.Decision)
+	job, err := provider.Submit(callCtx, exec.VendorKey, d)
 	cancelCall()
 	failpoint.Inject(failpoint.GongbuAfterProviderAnswer)
 	ctx, cancel := context.WithTimeout(ctx, recordTimeout)
@@ -261,6 +271,24 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 		return s.finish(ctx, exec, gongbu.Indeterminate(
 			"the provider call failed and the provider does not honour idempotency keys, so Gongbu cannot tell whether it charged: "+err.Error()))
 	}
+}
+
+// withInputs is d with its input images read, for an edit: each an earlier result of the same
+// agent that Gongbu keeps (Hubu checked as much when it priced the edit; Gongbu checks again,
+// as it sends the bytes).
+func (s *Service) withInputs(ctx context.Context, d gongbu.Decision) (gongbu.Decision, error) {
+	if len(d.Arguments.InputImages) == 0 {
+		return d, nil
+	}
+	d.Inputs = make([]gongbu.Image, 0, len(d.Arguments.InputImages))
+	for _, h := range d.Arguments.InputImages {
+		img, err := s.Store.InputImage(ctx, h, d.AgentID)
+		if err != nil {
+			return d, err
+		}
+		d.Inputs = append(d.Inputs, img)
+	}
+	return d, nil
 }
 
 // finish records an open execution's outcome under exec's lease, then reports it to Hubu. A

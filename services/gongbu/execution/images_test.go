@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
@@ -292,5 +294,39 @@ func TestSuccessRecordedWhenItsImageCannotBe(t *testing.T) {
 	}
 	if r := env.Authority.Reports(); len(r) != 1 || !r[0].Settled {
 		t.Fatalf("reports %+v", r)
+	}
+}
+
+// An edit sends the images Gongbu keeps for its inputs, when they are the same agent's
+// results; naming another agent's result fails the edit before anything reaches the provider,
+// with nothing charged.
+func TestEditSendsItsInputImages(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, false)
+	p := gongbutest.NewImageProvider(false)
+	first := readyWithImages(t, env, p, "https://provider.test/s.png")
+	var sent []gongbu.Image
+	edit := func(agent uuid.UUID) gongbu.Decision {
+		return env.IssueWith("agent-a", func(d *gongbu.Decision) {
+			d.AgentID, d.Tool = agent, gongbu.ToolEditImage
+			d.Scope.Model = "flux-2-pro"
+			d.Arguments = gongbu.ImageArguments{Prompt: "make it blue", Model: "flux-2-pro", InputImages: []string{first.PublicHandle}}
+		})
+	}
+	p.OnSubmit(func(_ context.Context, key string, d gongbu.Decision) (gongbu.Job, error) {
+		sent = d.Inputs
+		return p.Accept()(context.Background(), key, d)
+	})
+	if x, _ := mustExecute(t, env, edit(first.AgentID)); x.State != gongbu.StateSubmitted || len(sent) != 1 ||
+		!bytes.Equal(sent[0].Bytes, gongbutest.TinyPNG) || sent[0].MIMEType != "image/png" {
+		t.Fatalf("own edit: %s, sent %d inputs", x.State, len(sent))
+	}
+	submits := p.Submits()
+	x, _ := mustExecute(t, env, edit(uuid.New()))
+	if x.State != gongbu.StateFailed || x.ChargedMicros == nil || *x.ChargedMicros != 0 || !strings.Contains(*x.Error, "input images could not be read") {
+		t.Fatalf("an edit of another agent's result: %s %v", x.State, x.Error)
+	}
+	if p.Submits() != submits {
+		t.Fatal("an edit of another agent's result reached the provider")
 	}
 }

@@ -5,6 +5,7 @@ package flux
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -267,7 +268,18 @@ func requestOf(d gongbu.Decision) (bflapi.FluxRequest, error) {
 	} else {
 		return bflapi.FluxRequest{}, fmt.Errorf("the decision's size %q is neither WxH nor an aspect ratio", d.Scope.Size)
 	}
+	if len(d.Inputs) != len(args.InputImages) || len(d.Inputs) > len(inputFields(&body)) {
+		return bflapi.FluxRequest{}, fmt.Errorf("the edit names %d input images and %d were read", len(args.InputImages), len(d.Inputs))
+	}
+	for i, field := range inputFields(&body)[:len(d.Inputs)] {
+		*field = new(base64.StdEncoding.EncodeToString(d.Inputs[i].Bytes))
+	}
 	return body, nil
+}
+
+// inputFields are a request's input image fields in order: input_image, input_image_2, ….
+func inputFields(b *bflapi.FluxRequest) []**string {
+	return []**string{&b.InputImage, &b.InputImage2, &b.InputImage3, &b.InputImage4, &b.InputImage5, &b.InputImage6, &b.InputImage7, &b.InputImage8}
 }
 
 // refusals are the answers that mean the provider refused the request before any work, so

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -230,6 +231,36 @@ func TestSubmitBodies(t *testing.T) {
 				t.Fatalf("%s %v, want /v1/%s %v", r.path, body, c.args.Model, c.want)
 			}
 		})
+	}
+}
+
+// An edit sends its input images as BFL takes them: base64 of their bytes in input_image,
+// input_image_2, … in the order the edit names them.
+func TestSubmitAnEdit(t *testing.T) {
+	t.Parallel()
+	b := newBFL(t)
+	a := newAdapter(t, b, false)
+	b.answer(reply(http.StatusOK, bflapi.SubmitResponse{Id: "task-1", PollingUrl: "https://api.bfl.ai/v1/get_result?id=task-1"}))
+	d := gongbutest.NewDecision()
+	d.Tool = gongbu.ToolEditImage
+	d.Arguments = gongbu.ImageArguments{Prompt: "make it blue", Model: "flux-2-pro", InputImages: []string{"hubu:public-operation:v1:1", "hubu:public-operation:v1:2"}}
+	d.Scope.Model, d.Scope.Size = "flux-2-pro", "1024x1024"
+	d.Inputs = []gongbu.Image{{MIMEType: "image/png", Bytes: []byte("first")}, {MIMEType: "image/jpeg", Bytes: []byte("second")}}
+	if _, err := a.Submit(context.Background(), "k", d); err != nil {
+		t.Fatal(err)
+	}
+	var body map[string]any
+	if err := json.Unmarshal(b.requests()[0].body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if body["input_image"] != base64.StdEncoding.EncodeToString([]byte("first")) || body["input_image_2"] != base64.StdEncoding.EncodeToString([]byte("second")) ||
+		body["input_image_3"] != nil || body["input_images"] != nil {
+		t.Fatalf("the edit's body: %v", body)
+	}
+	// Input images not read are never sent as nothing.
+	d.Inputs = d.Inputs[:1]
+	if _, err := a.Submit(context.Background(), "k2", d); err == nil || len(b.requests()) != 1 {
+		t.Fatalf("an edit missing an input was sent: %v", err)
 	}
 }
 

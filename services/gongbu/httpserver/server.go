@@ -579,6 +579,9 @@ func decisionOf(b gongbuapi.ExecutionRequest) (gongbu.Decision, error) {
 	if err := b.Arguments.CheckShape(); err != nil {
 		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "arguments: %s", err.Error())
 	}
+	if string(b.Tool) != gongbu.ToolOf(b.Arguments) {
+		return gongbu.Decision{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "an edit_image decision names input_images, and only it does")
+	}
 	d := gongbu.Decision{
 		DecisionID: b.DecisionId, PublicHandle: b.PublicHandle, AgentID: b.AgentId, Tool: string(b.Tool),
 		Scope:        gongbu.Scope{Provider: b.Scope.Provider, Model: b.Scope.Model, Size: b.Scope.Size},

@@ -79,6 +79,20 @@ func (s *Store) ImageByHandle(ctx context.Context, publicHandle string) (gongbu.
 	return gongbu.Image{MIMEType: *row.ImageMimeType, Bytes: row.Image}, digest, nil
 }
 
+// InputImage returns the image an edit names by its public handle, if it is a result of
+// agentID's that Gongbu keeps; a not_found *gongbu.Error otherwise (another agent's result is
+// not told apart from none).
+func (s *Store) InputImage(ctx context.Context, publicHandle string, agentID uuid.UUID) (gongbu.Image, error) {
+	row, err := s.q.GetInputImage(ctx, s.pool, publicHandle)
+	switch {
+	case isNoRows(err) || (err == nil && row.AgentID != agentID):
+		return gongbu.Image{}, gongbu.Errorf(gongbu.CodeNotFound, "%s is no result of the agent's that Gongbu keeps", publicHandle)
+	case err != nil:
+		return gongbu.Image{}, fmt.Errorf("read an input image: %w", err)
+	}
+	return gongbu.Image{MIMEType: *row.ImageMimeType, Bytes: row.Image}, nil
+}
+
 // PreviewByHandle returns the preview of the image Gongbu keeps for an operation; a not_found
 // *gongbu.Error when it keeps none (no image, or an image small enough to need none).
 func (s *Store) PreviewByHandle(ctx context.Context, publicHandle string) (gongbu.Preview, [sha256.Size]byte, error) {

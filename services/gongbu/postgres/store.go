@@ -364,7 +364,7 @@ func executionOf(r gongbudb.Execution) (gongbu.Execution, error) {
 	}
 	return gongbu.Execution{
 		Decision: gongbu.Decision{
-			DecisionID: r.DecisionID, PublicHandle: r.PublicHandle, AgentID: r.AgentID, Tool: "generate_image",
+			DecisionID: r.DecisionID, PublicHandle: r.PublicHandle, AgentID: r.AgentID, Tool: gongbu.ToolOf(args),
 			Scope:     gongbu.Scope{Provider: r.Provider, Model: r.Model, Size: r.Size},
 			Arguments: args, AmountMicros: r.AmountMicros, Currency: r.Currency,
 		},

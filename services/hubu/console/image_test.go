@@ -8,6 +8,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
@@ -87,4 +90,8 @@ func (b *bundle) succeeded(t testing.TB, a agent) string {
 		t.Fatalf("settle: %v %s", err, settled.Body)
 	}
 	return resp.JSON201.PublicHandle
+}
+
+func (s *stillImages) ImageSize(context.Context, uuid.UUID) (contract.Dimensions, error) {
+	return contract.Dimensions{}, hubu.Errorf(hubu.CodeNotFound, "no sizes here")
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -52,6 +53,24 @@ func New(baseURL, serviceToken string, hc *http.Client) (*Executor, error) {
 		return nil, err
 	}
 	return &Executor{api: api, images: images}, nil
+}
+
+// ImageSize reads the sides of the image Gongbu keeps for a decision's execution.
+func (e *Executor) ImageSize(ctx context.Context, decisionID uuid.UUID) (contract.Dimensions, error) {
+	resp, err := e.api.GetExecutionWithResponse(ctx, decisionID)
+	switch {
+	case err != nil:
+		return contract.Dimensions{}, hubu.Errorf(hubu.CodeUnavailable, "the executor cannot be reached")
+	case resp.StatusCode() == http.StatusNotFound:
+		return contract.Dimensions{}, hubu.Errorf(hubu.CodeNotFound, "the executor has no execution of that decision")
+	case resp.JSON200 == nil:
+		return contract.Dimensions{}, hubu.Errorf(hubu.CodeUnavailable, "the executor answered %d", resp.StatusCode())
+	}
+	r := resp.JSON200.Result
+	if r == nil || r.Image == nil || r.Image.Width == nil || r.Image.Height == nil {
+		return contract.Dimensions{}, hubu.Errorf(hubu.CodeNotFound, "the executor keeps no image of known size for that decision")
+	}
+	return contract.Dimensions{Width: *r.Image.Width, Height: *r.Image.Height}, nil
 }
 
 // Image reads the image Gongbu keeps for the operation of handle, or its preview, with Hubu's

@@ -7,6 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
@@ -73,4 +76,8 @@ func TestOperationImage(t *testing.T) {
 		problemCode(t, r.Body) != "unavailable" {
 		t.Fatalf("no executor: %v %d %s", err, r.StatusCode(), r.Body)
 	}
+}
+
+func (f *fakeImages) ImageSize(context.Context, uuid.UUID) (contract.Dimensions, error) {
+	return contract.Dimensions{}, hubu.Errorf(hubu.CodeNotFound, "no sizes here")
 }

@@ -37,8 +37,8 @@ func authorizeRequestOf(b hubuapi.AuthorizeRequest) (hubu.AuthorizeRequest, erro
 		return hubu.AuthorizeRequest{}, invalid("operation_key must look like hubu:operation:v1:<platform>:<uuid>")
 	case validateHandle(b.PublicHandle) != nil:
 		return hubu.AuthorizeRequest{}, validateHandle(b.PublicHandle)
-	case b.Tool != hubuapi.GenerateImage:
-		return hubu.AuthorizeRequest{}, invalid("tool must be generate_image")
+	case b.Tool != hubuapi.GenerateImage && b.Tool != hubuapi.EditImage:
+		return hubu.AuthorizeRequest{}, invalid("tool must be generate_image or edit_image")
 	case !requestHashRE.MatchString(b.RequestHash):
 		return hubu.AuthorizeRequest{}, invalid("request_hash must be 64 lower-case hex digits")
 	}

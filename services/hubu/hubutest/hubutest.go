@@ -4,6 +4,7 @@
 package hubutest
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -100,7 +101,7 @@ func (w wiring) start(t testing.TB, e *Env, pool *pgxpool.Pool) (*Replica, *Cach
 		r.Store.Cache = cache.Cache
 	}
 	logger := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	r.Lifecycle = &lifecycle.Service{Store: r.Store, Executor: w.executor, Logger: logger, Now: e.Clock.Now, RetryAfter: 10 * time.Second}
+	r.Lifecycle = &lifecycle.Service{Store: r.Store, Executor: w.executor, Images: w.images, Logger: logger, Now: e.Clock.Now, RetryAfter: 10 * time.Second}
 	srv := &httpserver.Server{Store: r.Store, Lifecycle: r.Lifecycle, Logger: logger, Now: e.Clock.Now, Images: w.images}
 	if w.console {
 		srv.Console = console.New(r.Store, &console.Options{Logger: logger, Now: e.Clock.Now, RefreshEvery: 300 * time.Millisecond, Images: w.images})
@@ -238,7 +239,9 @@ func (e *Env) NewAgent(t testing.TB, name string, pol *hubuapi.Policy) Agent {
 // Call is one spend call as the router sends it: a private key, a public handle, the arguments.
 type Call struct {
 	Key, Handle string
-	Args        contract.ImageRequest
+	// Tool is generate_image unless it is an edit (NewEdit).
+	Tool string
+	Args contract.ImageRequest
 }
 
 // NewCall is a new call for an origami fox by model: 1024x1024 where the model is sized in
@@ -248,7 +251,16 @@ func NewCall(model string) Call {
 	if m, ok := contract.ModelNamed(model); ok && m.Sizing == contract.SizeByAspectRatio {
 		args.Width, args.Height = 0, 0
 	}
-	return Call{Key: contract.NewOperationKey("codex"), Handle: contract.NewPublicHandle(), Args: args}
+	return Call{Key: contract.NewOperationKey("codex"), Handle: contract.NewPublicHandle(), Tool: hubu.ToolGenerateImage, Args: args}
+}
+
+// NewEdit is a new edit_image call by model of the results inputs, making the first input's
+// size.
+func NewEdit(model string, inputs ...string) Call {
+	c := NewCall(model)
+	c.Tool, c.Args.Prompt, c.Args.InputImages = hubu.ToolEditImage, "make the fox blue", inputs
+	c.Args.Width, c.Args.Height = 0, 0
+	return c
 }
 
 // AuthorizeRequest is the call's authorization request as the Store takes it, for tests
@@ -262,8 +274,9 @@ func (c Call) AuthorizeRequest() hubu.AuthorizeRequest {
 // Request is the call's authorization request, with the hash of its arguments.
 func (c Call) Request() hubuapi.AuthorizeRequest {
 	args, _ := json.Marshal(c.Args)
-	h := sha256.Sum256(append([]byte("generate_image\x00"), args...))
-	return hubuapi.AuthorizeRequest{OperationKey: c.Key, PublicHandle: c.Handle, Tool: hubuapi.GenerateImage,
+	tool := cmp.Or(c.Tool, hubu.ToolGenerateImage)
+	h := sha256.Sum256(append([]byte(tool+"\x00"), args...))
+	return hubuapi.AuthorizeRequest{OperationKey: c.Key, PublicHandle: c.Handle, Tool: hubuapi.Tool(tool),
 		RequestHash: hex.EncodeToString(h[:]), Arguments: c.Args}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"hubu.dev/hubu/kit/failpoint"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/postgres"
 )
@@ -30,6 +31,9 @@ type Service struct {
 	RetryAfter time.Duration
 	// HandOffs counts the tries to hand a decision on; nil counts nothing.
 	HandOffs *HandOffCounter
+	// Images reads the sides of the images an edit names, from the executor that keeps them;
+	// without it, a new edit is refused as unavailable.
+	Images hubu.Images
 }
 
 // Authorize records or replays an authorization, then hands an approved decision on.
@@ -39,6 +43,13 @@ type Service struct {
 // writes nothing before it reaches the executor.
 func (s *Service) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest) (hubu.Operation, bool, error) {
 	op, replayed, err := s.Store.Authorize(ctx, agentID, req, s.Now(), s.Executor != nil)
+	if errors.Is(err, hubu.ErrInputsNeeded) {
+		// A new edit: its price and default size are made from its inputs' sides.
+		if req.Inputs, err = s.inputSizes(ctx, agentID, req.Arguments.InputImages); err != nil {
+			return hubu.Operation{}, false, err
+		}
+		op, replayed, err = s.Store.Authorize(ctx, agentID, req, s.Now(), s.Executor != nil)
+	}
 	if err != nil {
 		return op, replayed, err
 	}
@@ -47,6 +58,36 @@ func (s *Service) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Aut
 		return s.dispatch(ctx, op), true, nil
 	}
 	return s.handOff(ctx, op, countedWithDecision), false, nil
+}
+
+// inputSizes checks that each input of an edit is an earlier result of the same agent, a
+// succeeded operation whose image the executor keeps, and returns the images' sides, in order.
+func (s *Service) inputSizes(ctx context.Context, agentID uuid.UUID, handles []string) ([]contract.Dimensions, error) {
+	if s.Images == nil {
+		return nil, hubu.Errorf(hubu.CodeUnavailable, "this Hubu has no executor to read the input images' sizes from")
+	}
+	who := hubu.Principal{Role: hubu.RoleAgent, AgentID: agentID}
+	sizes := make([]contract.Dimensions, 0, len(handles))
+	for _, h := range handles {
+		op, err := s.Store.GetOperation(ctx, who, h, s.Now())
+		switch {
+		case hubu.ErrorCode(err) == hubu.CodeNotFound:
+			return nil, hubu.Errorf(hubu.CodeInvalidArguments, "input_images: %s is no operation of yours", h)
+		case err != nil:
+			return nil, err
+		case op.State != hubu.StateSucceeded || op.DecisionID == nil:
+			return nil, hubu.Errorf(hubu.CodeInvalidArguments, "input_images: %s has not succeeded (it is %s): only a finished result can be edited", h, op.State)
+		}
+		size, err := s.Images.ImageSize(ctx, *op.DecisionID)
+		if hubu.ErrorCode(err) == hubu.CodeNotFound {
+			return nil, hubu.Errorf(hubu.CodeInvalidArguments, "input_images: the image of %s is not kept (or its size is not known), so it cannot be edited", h)
+		}
+		if err != nil {
+			return nil, err
+		}
+		sizes = append(sizes, size)
+	}
+	return sizes, nil
 }
 
 // countedWithDecision is the count of a first hand-off that the decision's own transaction

@@ -672,6 +672,26 @@ func (q *Queries) GetImageByHandle(ctx context.Context, db DBTX, publicHandle st
 	return i, err
 }
 
+const getInputImage = `-- name: GetInputImage :one
+SELECT e.agent_id, e.image_mime_type, i.image
+FROM executions e JOIN execution_images i USING (decision_id)
+WHERE e.public_handle = $1 AND e.state = 'succeeded' AND e.image_mime_type IS NOT NULL
+`
+
+type GetInputImageRow struct {
+	AgentID       uuid.UUID
+	ImageMimeType *string
+	Image         []byte
+}
+
+// An earlier result an edit names, with the agent it belongs to.
+func (q *Queries) GetInputImage(ctx context.Context, db DBTX, publicHandle string) (GetInputImageRow, error) {
+	row := db.QueryRow(ctx, getInputImage, publicHandle)
+	var i GetInputImageRow
+	err := row.Scan(&i.AgentID, &i.ImageMimeType, &i.Image)
+	return i, err
+}
+
 const getPreviewByHandle = `-- name: GetPreviewByHandle :one
 SELECT e.preview_sha256, i.preview
 FROM executions e JOIN execution_images i USING (decision_id)

@@ -193,6 +193,12 @@ SELECT e.image_mime_type, e.image_sha256, i.image
 FROM executions e JOIN execution_images i USING (decision_id)
 WHERE e.public_handle = $1;
 
+-- name: GetInputImage :one
+-- An earlier result an edit names, with the agent it belongs to.
+SELECT e.agent_id, e.image_mime_type, i.image
+FROM executions e JOIN execution_images i USING (decision_id)
+WHERE e.public_handle = $1 AND e.state = 'succeeded' AND e.image_mime_type IS NOT NULL;
+
 -- name: GetPreviewByHandle :one
 SELECT e.preview_sha256, i.preview
 FROM executions e JOIN execution_images i USING (decision_id)

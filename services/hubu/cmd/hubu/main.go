@@ -151,7 +151,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		metrics.NewBuildInfo("hubu"), metrics.NewPoolCollector("hubu", pool),
 		httpserver.NewOperationsCollector(pool, now, logger))
-	life := &lifecycle.Service{Store: store, Executor: executor, Logger: logger, Now: now, RetryAfter: *retryAfter,
+	life := &lifecycle.Service{Store: store, Executor: executor, Images: images, Logger: logger, Now: now, RetryAfter: *retryAfter,
 		HandOffs: lifecycle.NewHandOffCounter(reg)}
 	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now, Images: images,
 		Console: console.New(store, &console.Options{Logger: logger, Now: now, Images: images})}

@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"hubu.dev/hubu/kit/testclock"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
 )
@@ -61,4 +64,8 @@ func TestImageCommand(t *testing.T) {
 	if out, err := h.ctl("image", handle); err == nil || code(err) != 2 || !strings.Contains(out, "needs -o FILE") {
 		t.Fatalf("image without -o: %v %s", err, out)
 	}
+}
+
+func (k keptImages) ImageSize(context.Context, uuid.UUID) (contract.Dimensions, error) {
+	return contract.Dimensions{}, hubu.Errorf(hubu.CodeNotFound, "no sizes here")
 }
