@@ -83,7 +83,9 @@ func startSuiteWith(t *testing.T, b harness.Binaries, cfg harness.Config) *suite
 		su.scanForSecrets()
 		_ = harness.DropDatabases(context.Background(), cfg.ServerURL, cfg.HubuDB, cfg.GongbuDB)
 	})
-	su.flux, _ = bflapi.NewClientWithResponses(s.Flux.URL())
+	if s.Flux != nil {
+		su.flux, _ = bflapi.NewClientWithResponses(s.Flux.URL())
+	}
 	return su
 }
 

@@ -64,6 +64,10 @@ type Config struct {
 	// Env adds environment entries per process name (hubu, gongbu, mockflux, router); an
 	// entry overrides the stack's own setting of the same variable.
 	Env map[string][]string
+	// Wrap, per process name (hubu, gongbu), is a command line the process is started under,
+	// its own binary and arguments following: unshare, say, for a test that gives Gongbu an
+	// /etc/hosts of its own.
+	Wrap map[string][]string
 	// Progress receives one line per step; nil is silent.
 	Progress io.Writer
 	// Via, when set, gives the base URL through which process from reaches process to (a
@@ -201,6 +205,11 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 		Args: []string{"serve", "--listen", cfg.HubuAddr},
 		Env: env("hubu", "HUBU_DATABASE_URL="+cfg.via("hubu", "postgres", s.HubuDBURL), "HUBU_GONGBU_URL="+cfg.url("hubu", "gongbu", cfg.GongbuAddr),
 			"HUBU_GONGBU_TOKEN="+s.Credentials.HubuAtGongbuToken)}
+	for _, p := range []*Process{s.Gongbu, s.Hubu} {
+		if w := cfg.Wrap[p.Name]; len(w) > 0 {
+			p.Path, p.Args = w[0], append(append(w[1:len(w):len(w)], p.Path), p.Args...)
+		}
+	}
 	services := []*Process{s.Gongbu, s.Hubu}
 	if s.Flux != nil {
 		services = append([]*Process{s.Flux}, services...)
