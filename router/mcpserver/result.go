@@ -49,6 +49,9 @@ type ImageResult struct {
 	Preview  *ImagePreview `json:"preview,omitempty"`
 }
 
+// previewMIMEType is every preview's type: Gongbu makes them JPEG.
+const previewMIMEType = "image/jpeg"
+
 // ImagePreview describes the embedded preview of a large image.
 type ImagePreview struct {
 	MIMEType  string `json:"mime_type"`
@@ -146,7 +149,7 @@ func (a answer) toResult() *mcp.CallToolResult {
 	if a.image != nil && a.Result != nil {
 		mimeType := a.Result.MIMEType
 		if a.image.preview {
-			mimeType = a.Result.Preview.MIMEType
+			mimeType = previewMIMEType
 		}
 		res.Content = append(res.Content, &mcp.ImageContent{Data: a.image.data, MIMEType: mimeType})
 	}
@@ -172,7 +175,7 @@ func (a answer) describeImage() ToolResult {
 	case a.image != nil && a.image.preview && a.kept != nil && a.kept.Preview != nil:
 		p := a.kept.Preview
 		res.Embedded = "preview"
-		res.Preview = &ImagePreview{MIMEType: "image/jpeg", SizeBytes: p.Size, Width: p.Width, Height: p.Height}
+		res.Preview = &ImagePreview{MIMEType: previewMIMEType, SizeBytes: p.Size, Width: p.Width, Height: p.Height}
 		tr.Message = fmt.Sprintf("%s; the image (%s) is larger than an answer embeds, so a %dx%d JPEG preview is embedded: "+
 			"read the original with resources/read at %s", cmp.Or(tr.Message, tr.Status), sizeOf(a.kept), p.Width, p.Height, res.ResourceURI)
 	case a.image != nil:
