@@ -85,7 +85,10 @@ func TestImages(t *testing.T) {
 	containers["mockflux"] = d.detach(image("mockflux"), []string{"MOCKFLUX_LISTEN=" + addr["mockflux"]}, "serve")
 	containers["gongbu"] = d.detach(image("gongbu"), []string{"GONGBU_LISTEN=" + addr["gongbu"], "GONGBU_DATABASE_URL=" + gongbuDB,
 		"GONGBU_HUBU_URL=http://" + addr["hubu"], "GONGBU_HUBU_TOKEN=" + gongbuAtHubu, "GONGBU_SERVICE_TOKEN=" + hubuAtGongbu,
-		"GONGBU_FLUX_URL=http://" + addr["mockflux"], "GONGBU_FLUX_KEY=" + fluxKey, "GONGBU_FLUX_IDEMPOTENT=true", "GONGBU_POLL_INTERVAL=200ms"}, "serve")
+		"GONGBU_FLUX_URL=http://" + addr["mockflux"], "GONGBU_FLUX_KEY=" + fluxKey, "GONGBU_FLUX_IDEMPOTENT=true", "GONGBU_POLL_INTERVAL=200ms",
+		// mockflux, like BFL, answers polling and result URLs on another host than the API's.
+		"GONGBU_FLUX_POLLING_HOSTS=" + stack.MockfluxOtherHost("http://"+addr["mockflux"]),
+		"GONGBU_FLUX_SAMPLE_HOSTS=" + stack.MockfluxOtherHost("http://"+addr["mockflux"])}, "serve")
 	containers["hubu"] = d.detach(image("hubu"), []string{"HUBU_LISTEN=" + addr["hubu"], "HUBU_DATABASE_URL=" + hubuDB,
 		"HUBU_GONGBU_URL=http://" + addr["gongbu"], "HUBU_GONGBU_TOKEN=" + hubuAtGongbu}, "serve")
 	for _, n := range []string{"mockflux", "gongbu", "hubu"} {
