@@ -50,8 +50,8 @@ up: ## run the whole stack in the foreground on loopback (Ctrl-C stops it); writ
 	url=$$(env -u TEST_DATABASE_URL scripts/ensure-postgres.sh --private); HUBU_STACK_DATABASE_URL="$$url" HUBU_STACK_NAME="$(STACK_NAME)" go run ./e2e/cmd/hubu-stack
 
 .PHONY: demo
-demo: ## a scripted session through the running stack's router (start it with make up; NAME=x for a named stack)
-	HUBU_STACK_NAME="$(STACK_NAME)" go run ./e2e/cmd/hubu-demo
+demo: ## a scripted session through the running stack's router (start it with make up; NAME=x for a named stack); make demo RESUME=HANDLE resumes an approved spend
+	HUBU_STACK_NAME="$(STACK_NAME)" go run ./e2e/cmd/hubu-demo $(if $(RESUME),--resume '$(RESUME)')
 
 .PHONY: down
 down: ## stop a stack started in the background (make up &; NAME=x for a named stack)
@@ -92,8 +92,12 @@ $(TSCLIENT)/node_modules/.package-lock.json: $(TSCLIENT)/package-lock.json
 	cd $(TSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
 .PHONY: test
-test: $(TSCLIENT)/node_modules/.package-lock.json ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
+test: test-tools $(TSCLIENT)/node_modules/.package-lock.json ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -race -count=1 $(PKGS)
+
+.PHONY: test-tools
+test-tools: ## check for the programs make test drives (Node, Chromium, Prometheus, zsh, pg_dump); install the missing ones on Debian or Ubuntu as root, or name them all
+	scripts/ensure-test-tools.sh
 
 .PHONY: e2e
 e2e: ## run only the end-to-end double-charge suite (real binaries built with failpoints)

@@ -16,13 +16,8 @@ import (
 	"time"
 
 	harness "hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/proto/bflapi"
-)
-
-// The Debian package's binaries (apt-get install prometheus); CI installs it in .ci/run.
-const (
-	prometheusBin = "/usr/bin/prometheus"
-	promtoolBin   = "/usr/bin/promtool"
 )
 
 // The alerting rules of deploy/prometheus/alerts.yaml, run by a real Prometheus against a real
@@ -31,9 +26,7 @@ const (
 // evaluation (every second).
 func TestAlerts(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(prometheusBin); err != nil {
-		t.Fatalf("Prometheus is missing at %s: install it with `apt-get install -y prometheus` (it brings promtool too)", prometheusBin)
-	}
+	promtoolBin := proctest.Tool(t, "HUBU_PROMTOOL", "promtool")
 	rules := filepath.Join("..", "deploy", "prometheus", "alerts.yaml")
 	if out, err := exec.Command(promtoolBin, "check", "rules", rules).CombinedOutput(); err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
@@ -149,7 +142,7 @@ func startPrometheus(t *testing.T, s *harness.Stack, rules string) *promServer {
 	}
 	noError(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg.String()), 0o600))
 	addr := must(harness.FreeAddr())(t)
-	proc := &harness.Process{Name: "prometheus", Path: prometheusBin, Addr: addr, LogPath: filepath.Join(s.Config.Dir, "prometheus.log"),
+	proc := &harness.Process{Name: "prometheus", Path: proctest.Tool(t, "HUBU_PROMETHEUS", "prometheus"), Addr: addr, LogPath: filepath.Join(s.Config.Dir, "prometheus.log"),
 		Args: []string{"--config.file=" + filepath.Join(dir, "prometheus.yml"), "--storage.tsdb.path=" + filepath.Join(dir, "data"),
 			"--web.listen-address=" + addr}}
 	noError(t, proc.Start())

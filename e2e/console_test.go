@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"hubu.dev/hubu/kit/proctest"
 )
 
 // The approval console in a real headless Chromium, with spends made through the router as
@@ -17,10 +19,7 @@ import (
 // (charged once), one denied (never executed).
 func TestSuiteConsoleApproval(t *testing.T) {
 	t.Parallel()
-	const chromium = "/usr/bin/chromium"
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("Chromium is missing at %s: install it with `apt-get install -y chromium`", chromium)
-	}
+	chromium := proctest.Chromium(t)
 	su := newSuite(t)
 	cs := su.router()
 	ultra := func(p string) string {

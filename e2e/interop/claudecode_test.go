@@ -6,7 +6,7 @@ import (
 )
 
 // TestClaudeCode runs `claude -p` against the fake Messages API, with the router added as its
-// MCP server by `claude mcp add`, as docs/unified-mcp-reference.md ("Connecting clients") says.
+// MCP server by `claude mcp add --scope user`, as docs/unified-mcp-reference.md ("Connecting clients") says.
 func TestClaudeCode(t *testing.T) {
 	t.Parallel()
 	st := startStack(t)
@@ -21,7 +21,10 @@ func TestClaudeCode(t *testing.T) {
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 	}
 	path, args := st.routerCommand()
-	runHarness(t, home, env, claude, append([]string{"mcp", "add", "hubu", "--env", "HUBU_AGENT_TOKEN=" + st.s.Credentials.AgentToken, "--", path}, args...)...)
+	// Added as the docs say, for the user (--scope user), in one directory, and used from another:
+	// without the scope, Claude Code keeps the server for the directory it was added in only.
+	runHarnessIn(t, home, "setup", env, claude, append([]string{"mcp", "add", "--scope", "user", "hubu",
+		"--env", "HUBU_AGENT_TOKEN=" + st.s.Credentials.AgentToken, "--", path}, args...)...)
 
 	h := &harnessRuns{st: st, name: "claude", model: model.script, runOnce: func() string {
 		return runHarness(t, home, env, claude, "-p", "Draw a red fox in snow with Hubu.", "--allowedTools", tool)

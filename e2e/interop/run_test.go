@@ -59,14 +59,21 @@ func (h *harnessRuns) requireNewCalls(prefix, args, key, verdict string) (first 
 	return first
 }
 
-// runHarness runs a harness command to completion with HOME (and the XDG directories) under
-// home, never the user's, no stdin, and the environment limited to PATH and env. It fails the
-// test when the command fails or takes more than three minutes, and returns what it printed.
+// runHarness runs a harness command to completion in home/work, with HOME (and the XDG
+// directories) under home, never the user's, no stdin, and the environment limited to PATH and
+// env. It fails the test when the command fails or takes more than three minutes, and returns
+// what it printed.
 func runHarness(t *testing.T, home string, env []string, name string, args ...string) string {
+	t.Helper()
+	return runHarnessIn(t, home, "work", env, name, args...)
+}
+
+// runHarnessIn is runHarness in the directory home/dir: a user's other repository, say.
+func runHarnessIn(t *testing.T, home, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	work := filepath.Join(home, "work")
+	work := filepath.Join(home, dir)
 	noError(t, os.MkdirAll(work, 0o700))
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = work

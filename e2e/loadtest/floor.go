@@ -17,7 +17,7 @@ import (
 	"hubu.dev/hubu/proto/hubuapi"
 )
 
-// ContractFloor is the least a new spend can take under the contracts of DESIGN.md, whatever
+// ContractFloor is the least a new spend can take under the contracts of docs/design.md, whatever
 // the code that keeps them: the transport floor, and the exchanges and durable commits that
 // every new spend needs one after another, each timed in the same run as the spends. The
 // spend's latency over it is what the implementation adds; the floor over the transport floor

@@ -101,9 +101,9 @@ func (r *Report) judge() {
 			time.Duration(l.Overhead.P50) <= targetOverheadP50, known, false)
 		add(ScenarioLatency, "spend overhead p99", l.Overhead.P99.String(), "≤ "+targetOverheadP99.String(),
 			time.Duration(l.Overhead.P99) <= targetOverheadP99, known, false)
-		add(ScenarioLatency, "spend ÷ floor, p50", l.SpendOverFloor.String(), "≤ "+times(targetSpendOverFloor),
+		add(ScenarioLatency, "spend ÷ transport floor, p50", l.SpendOverFloor.String(), "≤ "+times(targetSpendOverFloor),
 			l.SpendOverFloor.Value <= targetSpendOverFloor, l.SpendOverFloor.Valid, false)
-		add(ScenarioLatency, "redelivery ÷ floor, p50", l.RedeliveryOverFloor.String(), "≤ "+times(targetRedeliveryFloor),
+		add(ScenarioLatency, "redelivery ÷ transport floor, p50", l.RedeliveryOverFloor.String(), "≤ "+times(targetRedeliveryFloor),
 			l.RedeliveryOverFloor.Value <= targetRedeliveryFloor, l.RedeliveryOverFloor.Valid, false)
 		add(ScenarioLatency, "errors", strconv.Itoa(l.Errors.Count), "0", l.Errors.Count == 0, true, true)
 		add(ScenarioLatency, "charges at mockflux", strconv.Itoa(l.Charges), fmt.Sprintf("= %d (one per new spend)", l.Calls),

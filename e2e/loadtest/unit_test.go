@@ -440,7 +440,7 @@ func TestJudge(t *testing.T) {
 		status[c.Scenario+": "+c.Figure] = c.Status
 	}
 	for figure, want := range map[string]string{
-		"latency: spend overhead p50": notMet, "latency: redelivery ÷ floor, p50": met, "sessions: router peak RSS": notMet,
+		"latency: spend overhead p50": notMet, "latency: redelivery ÷ transport floor, p50": met, "sessions: router peak RSS": notMet,
 		"sessions: spend latency p99": met, "hubu: hot agent ÷ pgbench -N -c 1": na, "latency: charges at mockflux": met,
 	} {
 		if status[figure] != want {

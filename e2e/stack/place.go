@@ -8,7 +8,7 @@ import (
 
 // Place is where `make up` keeps one stack: its state directory (stack.env, stack.pid, the
 // router's registry, mockflux's journal, the credentials, the logs) and its databases. The
-// default stack (no name) is the one DESIGN.md describes: .hubu/, databases hubu and gongbu.
+// default stack (no name) is the one docs/design.md describes: .hubu/, databases hubu and gongbu.
 // A named stack has .hubu/stacks/NAME/ and databases hubu_NAME and gongbu_NAME, so two stacks
 // on one Postgres server share no database and no file.
 type Place struct {

@@ -34,10 +34,11 @@ func main() {
 	}
 	envFile := flag.String("env", place.EnvPath(), "the stack's env file, written by make up")
 	out := flag.String("out", filepath.Join(place.Dir, "demo.png"), "where to save the generated image")
+	resume := flag.String("resume", "", "instead of the session, resume the approved spend with this public handle (make demo RESUME=…)")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := run(ctx, *envFile, *out, os.Stdout); err != nil {
+	if err := run(ctx, *envFile, *out, *resume, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "make demo:", err)
 		os.Exit(1)
 	}
@@ -62,7 +63,7 @@ func readEnv(path string) (map[string]string, error) {
 	return env, sc.Err()
 }
 
-func run(ctx context.Context, envFile, out string, w io.Writer) error {
+func run(ctx context.Context, envFile, out, resume string, w io.Writer) error {
 	env, err := readEnv(envFile)
 	if err != nil {
 		return err
@@ -112,6 +113,18 @@ func run(ctx context.Context, envFile, out string, w io.Writer) error {
 		return res, sc, nil
 	}
 
+	if resume != "" {
+		// What the agent does once a human approved its held spend: resume_operation, by handle.
+		_, sc, err := call("resuming "+resume, "resume_operation", mustJSON(map[string]string{"public_handle": resume}), nil)
+		if err != nil {
+			return err
+		}
+		if sc["status"] != "succeeded" {
+			return fmt.Errorf("the spend was not resumed: %v (approve it first: hubuctl approve %s)", sc["status"], resume)
+		}
+		return nil
+	}
+
 	fmt.Fprintf(w, "Hubu demo through %s\n\n", env["ROUTER_MCP_URL"])
 	res, first, err := call("1. Codex generates an image (callId call_demo_"+run+"_1)", "generate_image", fox, map[string]any{"callId": "call_demo_" + run + "_1", "openai/session": "demo"})
 	if err != nil {
@@ -144,7 +157,25 @@ func run(ctx context.Context, envFile, out string, w io.Writer) error {
 	// Lines that work pasted into bash or zsh from any directory (TestQuickStart runs them).
 	absEnv, _ := filepath.Abs(envFile)
 	hubuctl, _ := filepath.Abs(filepath.Join("bin", "hubuctl")) // make up builds it there; make demo runs at the root
-	fmt.Fprintf(w, "\nThe last spend waits for a human. Approve it (bash or zsh):\n\n  set -a; . %s; set +a\n  %s approve %v\n\nthen resume it with the resume_operation tool.\n",
-		stack.ShellWord(absEnv), stack.ShellWord(hubuctl), held["public_handle"])
+	fmt.Fprintf(w, "\nThe last spend waits for a human. Approve it, then resume it as its agent would (bash or zsh):\n\n"+
+		"  set -a; . %s; set +a\n  %s approve %v\n  make demo%s RESUME=%v\n",
+		stack.ShellWord(absEnv), stack.ShellWord(hubuctl), held["public_handle"], nameArg(), held["public_handle"])
 	return nil
+}
+
+// mustJSON encodes v, which is always encodable.
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// nameArg is make's NAME= for a named stack, so the printed line goes to the same stack.
+func nameArg() string {
+	if n := os.Getenv("HUBU_STACK_NAME"); n != "" {
+		return " NAME=" + stack.ShellWord(n)
+	}
+	return ""
 }

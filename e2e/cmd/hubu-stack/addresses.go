@@ -25,7 +25,7 @@ var services = []service{
 const addressesFile = "addresses.json"
 
 // addresses decides where each service listens. A HUBU_STACK_*_ADDR setting wins. Otherwise the
-// default stack uses its fixed ports (DESIGN.md's contract), and a named stack uses the ports it
+// default stack uses its fixed ports (a contract: docs/design.md), and a named stack uses the ports it
 // was given when it first started: free ports, chosen once and kept in its state directory, so
 // that the Codex and Claude Code configuration printed for it stays right across restarts, and
 // never a port another stack of this checkout has been given (running or not) nor a default one.

@@ -126,7 +126,7 @@ Codex (~/.codex/config.toml):
 
 Claude Code (after the set -a line above):
 
-  claude mcp add hubu --env HUBU_AGENT_TOKEN="$HUBU_AGENT_TOKEN" -- %s --hubu-url %s --gongbu-url %s --state %s --allow-private-image-hosts
+  claude mcp add --scope user hubu --env HUBU_AGENT_TOKEN="$HUBU_AGENT_TOKEN" -- %s --hubu-url %s --gongbu-url %s --state %s --allow-private-image-hosts
 
 (claude -p needs --allowedTools mcp__hubu__generate_image to call the tool without asking.)
 

@@ -10,11 +10,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/services/hubu"
 )
-
-// chromiumPath is Debian's Chromium; CI installs it (apt-get install -y chromium).
-const chromiumPath = "/usr/bin/chromium"
 
 // TestConsoleInBrowser drives the console in a real headless Chromium: sign in, see held
 // spends (made through the API as an agent), watch a new one appear without a reload,
@@ -23,9 +21,6 @@ const chromiumPath = "/usr/bin/chromium"
 // pending list is saved to $HUBU_TEST_ARTIFACTS (or the test's temporary directory).
 func TestConsoleInBrowser(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Fatalf("Chromium is missing at %s: install it with `apt-get install -y chromium`", chromiumPath)
-	}
 	b := setup(t)
 	a := b.newAgent(t, "painter")
 	approveMe := a.hold(t, "a red fox in the snow, woodcut")
@@ -111,7 +106,7 @@ func TestConsoleInBrowser(t *testing.T) {
 func newBrowser(t *testing.T) context.Context {
 	t.Helper()
 	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(chromiumPath),
+		chromedp.ExecPath(proctest.Chromium(t)),
 		chromedp.Flag("headless", true),
 		chromedp.NoSandbox,
 		chromedp.DisableGPU,
