@@ -213,7 +213,7 @@ func indentedCommands(text string) []string {
 			continue
 		}
 		l = strings.TrimSpace(l)
-		if strings.HasPrefix(l, "set -a;") || strings.HasPrefix(l, "claude ") || strings.Contains(l, "/hubuctl ") {
+		if strings.HasPrefix(l, "set -a;") || strings.HasPrefix(l, "claude ") || strings.Contains(l, "/hubuctl ") || strings.HasPrefix(l, "make demo") {
 			out = append(out, l)
 		}
 	}
