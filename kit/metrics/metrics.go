@@ -1,17 +1,15 @@
-// Package metrics holds the Prometheus collectors every service registers the same way: its
-// build, its Postgres pool, and gauges that a query computes when Prometheus scrapes.
+// Package metrics holds the Prometheus collectors every service registers the same way (its
+// build, its Postgres pool, gauges that a query reads from the database) and the handler and
+// listener that serve them.
 //
-// State gauges (operations by state, executions stuck) are read from the database at scrape
-// time rather than kept in memory: every replica then reports the same truth, a restart loses
-// nothing, and a row changed by hand or by another replica is counted like any other.
+// State gauges (operations by state, executions stuck) are read from the database rather than
+// kept in memory: every replica then reports the same truth, a restart loses nothing, and a row
+// changed by hand or by another replica is counted like any other. They are read when a scrape
+// asks for them, but at most once per refresh interval (see NewQueryCollector): however many
+// scrape, and however often, the database does one count per interval.
 package metrics
 
 import (
-	"cmp"
-	"context"
-	"log/slog"
-	"time"
-
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -75,42 +73,4 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.acquires, float64(s.AcquireCount()))
 	counter(c.acquireWait, s.AcquireDuration().Seconds())
 	counter(c.emptyAcquireWait, s.EmptyAcquireWaitTime().Seconds())
-}
-
-// DefaultQueryTimeout bounds a scrape-time query when QueryCollector.Timeout is zero: a scrape
-// must answer even when the database does not.
-const DefaultQueryTimeout = 2 * time.Second
-
-// QueryCollector reports metrics that Query computes from the database at scrape time.
-type QueryCollector struct {
-	// Descs are every metric Query may return.
-	Descs []*prometheus.Desc
-	// Query returns the metrics. It runs once per scrape, bounded by Timeout.
-	Query func(ctx context.Context) ([]prometheus.Metric, error)
-	// Timeout bounds Query; zero means DefaultQueryTimeout.
-	Timeout time.Duration
-	// Logger receives a failed query; nil means slog.Default().
-	Logger *slog.Logger
-}
-
-func (c *QueryCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range c.Descs {
-		ch <- d
-	}
-}
-
-// Collect reports nothing when the query fails, rather than failing the whole scrape: the
-// process's other metrics still arrive, and the missing series (with /readyz) tell of the
-// database.
-func (c *QueryCollector) Collect(ch chan<- prometheus.Metric) {
-	ctx, cancel := context.WithTimeout(context.Background(), cmp.Or(c.Timeout, DefaultQueryTimeout))
-	defer cancel()
-	ms, err := c.Query(ctx)
-	if err != nil {
-		cmp.Or(c.Logger, slog.Default()).Warn("could not read the metrics from the database", "err", err)
-		return
-	}
-	for _, m := range ms {
-		ch <- m
-	}
 }

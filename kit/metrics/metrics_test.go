@@ -1,15 +1,11 @@
 package metrics_test
 
 import (
-	"context"
-	"errors"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"hubu.dev/hubu/kit/buildinfo"
@@ -81,25 +77,5 @@ demo_db_pool_idle_conns 1
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "demo_db_pool_acquired_conns", "demo_db_pool_idle_conns"); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A query that does not answer within the timeout reports nothing, and the scrape goes on.
-func TestQueryCollectorTimeout(t *testing.T) {
-	d := prometheus.NewDesc("demo_rows", "Rows.", nil, nil)
-	c := &metrics.QueryCollector{
-		Descs:   []*prometheus.Desc{d},
-		Timeout: 50 * time.Millisecond,
-		Query: func(ctx context.Context) ([]prometheus.Metric, error) {
-			<-ctx.Done()
-			return []prometheus.Metric{prometheus.MustNewConstMetric(d, prometheus.GaugeValue, 1)}, errors.New("query: " + ctx.Err().Error())
-		},
-	}
-	start := time.Now()
-	if n := testutil.CollectAndCount(c); n != 0 {
-		t.Fatalf("%d metrics from a failed query, want 0", n)
-	}
-	if waited := time.Since(start); waited > 5*time.Second {
-		t.Fatalf("the scrape waited %v for the query", waited)
 	}
 }

@@ -2,9 +2,10 @@ package execution
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"hubu.dev/hubu/kit/metrics"
@@ -135,40 +136,48 @@ var executionStates = []gongbu.State{
 // NewExecutionsCollector returns the gauges gongbu_executions{state},
 // gongbu_executions_stuck{state} (submitting or submitted, with a lease that ran out: no
 // worker is on them) and gongbu_executions_unreported (finished, and not yet taken by Hubu),
-// read from db with one query at every scrape. now is the clock leases are measured against.
-func NewExecutionsCollector(db gongbudb.DBTX, now func() time.Time, logger *slog.Logger) prometheus.Collector {
+// read from pool at most once per opts.Refresh (see metrics.NewQueryCollector), with
+// gongbu_state_metrics_age_seconds and gongbu_state_metrics_read_errors_total. Leases are
+// measured against opts.Now.
+func NewExecutionsCollector(pool *pgxpool.Pool, opts *metrics.QueryOptions) prometheus.Collector {
+	o := opts.WithDefaults()
 	byState := prometheus.NewDesc("gongbu_executions", "Executions by state.", []string{"state"}, nil)
 	stuck := prometheus.NewDesc("gongbu_executions_stuck",
 		"Open executions (submitting, submitted) whose lease ran out: no worker is on them.", []string{"state"}, nil)
 	unreported := prometheus.NewDesc("gongbu_executions_unreported",
 		"Finished executions (succeeded, failed) whose outcome Hubu has not taken yet.", nil, nil)
 	q := gongbudb.New()
-	return &metrics.QueryCollector{
-		Descs:  []*prometheus.Desc{byState, stuck, unreported},
-		Logger: logger,
-		Query: func(ctx context.Context) ([]prometheus.Metric, error) {
-			rows, err := q.CountExecutionsByState(ctx, db, now())
-			if err != nil {
-				return nil, err
+	read := func(ctx context.Context, timeout time.Duration) ([]prometheus.Metric, error) {
+		var rows []gongbudb.CountExecutionsByStateRow
+		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			if err := q.SetLocalStatementTimeout(ctx, tx, timeout.Milliseconds()); err != nil {
+				return err
 			}
-			counts, stuckCounts := map[string]int64{}, map[string]int64{}
-			var unreportedCount int64
-			for _, r := range rows {
-				counts[r.State], stuckCounts[r.State] = r.Executions, r.Stuck
-				unreportedCount += r.Unreported
-			}
-			var ms []prometheus.Metric
-			gauge := func(d *prometheus.Desc, v int64, labels ...string) {
-				ms = append(ms, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...))
-			}
-			for _, s := range executionStates {
-				gauge(byState, counts[string(s)], string(s))
-			}
-			for _, s := range []gongbu.State{gongbu.StateSubmitting, gongbu.StateSubmitted} {
-				gauge(stuck, stuckCounts[string(s)], string(s))
-			}
-			gauge(unreported, unreportedCount)
-			return ms, nil
-		},
+			var err error
+			rows, err = q.CountExecutionsByState(ctx, tx, o.Now())
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		counts, stuckCounts := map[string]int64{}, map[string]int64{}
+		var unreportedCount int64
+		for _, r := range rows {
+			counts[r.State], stuckCounts[r.State] = r.Executions, r.Stuck
+			unreportedCount += r.Unreported
+		}
+		var ms []prometheus.Metric
+		gauge := func(d *prometheus.Desc, v int64, labels ...string) {
+			ms = append(ms, prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), labels...))
+		}
+		for _, s := range executionStates {
+			gauge(byState, counts[string(s)], string(s))
+		}
+		for _, s := range []gongbu.State{gongbu.StateSubmitting, gongbu.StateSubmitted} {
+			gauge(stuck, stuckCounts[string(s)], string(s))
+		}
+		gauge(unreported, unreportedCount)
+		return ms, nil
 	}
+	return metrics.NewQueryCollector("gongbu_state_metrics", []*prometheus.Desc{byState, stuck, unreported}, read, &o)
 }

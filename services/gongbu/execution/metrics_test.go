@@ -1,14 +1,19 @@
 package execution_test
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
@@ -33,8 +38,8 @@ func TestExecutionMetrics(t *testing.T) {
 	env.Provider.OnSubmit(gongbutest.Reject("FLUX answered 422"))
 	mustState(t, env, env.Issue("agent-a"), gongbu.StateFailed) // not reported
 
-	at := env.Clock.Now() // the collector's clock, moved by the test
-	collector := execution.NewExecutionsCollector(env.Pool, func() time.Time { return at }, nil)
+	at := env.Clock.Now() // the collector's clock, moved by the test: each move reads again
+	collector := execution.NewExecutionsCollector(env.Pool, &metrics.QueryOptions{Now: func() time.Time { return at }, Refresh: time.Second})
 	want := func(stuck int) string {
 		return fmt.Sprintf(`# HELP gongbu_executions Executions by state.
 # TYPE gongbu_executions gauge
@@ -52,11 +57,11 @@ gongbu_executions_stuck{state="submitting"} %[1]d
 gongbu_executions_unreported 1
 `, stuck)
 	}
-	if err := testutil.CollectAndCompare(collector, strings.NewReader(want(0))); err != nil {
+	if err := testutil.CollectAndCompare(collector, strings.NewReader(want(0)), stateGauges...); err != nil {
 		t.Fatal(err)
 	}
 	at = at.Add(gongbutest.Lease + time.Second)
-	if err := testutil.CollectAndCompare(collector, strings.NewReader(want(1))); err != nil {
+	if err := testutil.CollectAndCompare(collector, strings.NewReader(want(1)), stateGauges...); err != nil {
 		t.Fatal(err)
 	}
 
@@ -71,6 +76,60 @@ gongbu_executions_unreported 1
 		if calls[c.series] < c.min {
 			t.Errorf("%d calls timed as %s, want at least %d (all: %v)", calls[c.series], c.series, c.min, calls)
 		}
+	}
+}
+
+var stateGauges = []string{"gongbu_executions", "gongbu_executions_stuck", "gongbu_executions_unreported"}
+
+// A read that runs longer than its timeout (here: it waits for a lock) is ended by Postgres
+// (statement_timeout), not by cancelling its context, so the pool keeps its connection; the
+// read is not tried again within the refresh interval, and the next one after it uses the
+// connection.
+func TestExecutionsCollectorTimeoutKeepsTheConnection(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	cfg, err := pgxpool.ParseConfig(env.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	var logs bytes.Buffer
+	collector := execution.NewExecutionsCollector(pool, &metrics.QueryOptions{
+		Now: env.Clock.Now, Timeout: 200 * time.Millisecond, Logger: slog.New(slog.NewJSONHandler(&logs, nil)),
+	})
+
+	lock, err := env.Pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback(context.Background()) }()
+	if _, err := lock.Exec(t.Context(), "LOCK TABLE executions IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(collector, stateGauges...); n != 0 {
+		t.Fatalf("%d gauges from a read that waited out its timeout, want 0", n)
+	}
+	if !strings.Contains(logs.String(), "statement timeout") {
+		t.Fatalf("the read did not end by Postgres's statement timeout:\n%s", logs.String())
+	}
+	if err := lock.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(collector, stateGauges...); n != 0 {
+		t.Fatalf("%d gauges within the refresh interval after a failed read, want 0", n)
+	}
+	env.Clock.Advance(metrics.DefaultRefresh)
+	if n := testutil.CollectAndCount(collector, stateGauges...); n != 8 {
+		t.Fatalf("%d gauges from the next read, want 8", n)
+	}
+	if st := pool.Stat(); st.AcquireCount() != 2 || st.NewConnsCount() != 1 || st.TotalConns() != 1 {
+		t.Fatalf("%d reads, %d connections opened, %d open; want 2 reads on the first connection, kept",
+			st.AcquireCount(), st.NewConnsCount(), st.TotalConns())
 	}
 }
 

@@ -21,9 +21,9 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hubu.dev/hubu/kit/httpjson"
+	kitmetrics "hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/gongbuapi"
@@ -94,7 +94,7 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.instrument)
 	if g, ok := reg.(prometheus.Gatherer); ok {
-		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+		r.Handle("/metrics", kitmetrics.Handler(g)) // at most kitmetrics.MaxScrapesInFlight at once
 	}
 	// Every error is problem+json, an unknown route or method too (chi's own are plain text).
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {

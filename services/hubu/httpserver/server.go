@@ -15,8 +15,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	kitmetrics "hubu.dev/hubu/kit/metrics"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/lifecycle"
@@ -45,7 +45,7 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.recoverer, s.instrument)
 	if g, ok := reg.(prometheus.Gatherer); ok {
-		r.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+		r.Handle("/metrics", kitmetrics.Handler(g)) // at most kitmetrics.MaxScrapesInFlight at once
 	}
 	if s.Console != nil {
 		r.Handle("/console", s.Console)

@@ -2,9 +2,10 @@ package httpserver
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	kitmetrics "hubu.dev/hubu/kit/metrics"
@@ -27,34 +28,41 @@ var operationStates = []hubu.State{
 }
 
 // NewOperationsCollector returns the gauges hubu_operations{state} and
-// hubu_operations_dispatching_stuck, read from db with one query at every scrape. now is the
-// clock "stuck" is measured against.
-func NewOperationsCollector(db hubudb.DBTX, now func() time.Time, logger *slog.Logger) prometheus.Collector {
+// hubu_operations_dispatching_stuck, read from pool at most once per opts.Refresh (see
+// kitmetrics.NewQueryCollector), with hubu_state_metrics_age_seconds and
+// hubu_state_metrics_read_errors_total. "Stuck" is measured against opts.Now.
+func NewOperationsCollector(pool *pgxpool.Pool, opts *kitmetrics.QueryOptions) prometheus.Collector {
+	o := opts.WithDefaults()
 	byState := prometheus.NewDesc("hubu_operations", "Operations by state.", []string{"state"}, nil)
 	stuck := prometheus.NewDesc("hubu_operations_dispatching_stuck",
 		"Dispatching operations whose hand-off failed 5 times or more, or was not tried for 5 minutes.", nil, nil)
 	q := hubudb.New()
-	return &kitmetrics.QueryCollector{
-		Descs:  []*prometheus.Desc{byState, stuck},
-		Logger: logger,
-		Query: func(ctx context.Context) ([]prometheus.Metric, error) {
-			rows, err := q.CountOperationsByState(ctx, db, hubudb.CountOperationsByStateParams{
-				StuckAttempts: StuckDispatchAttempts, StaleBefore: now().Add(-StuckDispatchAfter),
+	read := func(ctx context.Context, timeout time.Duration) ([]prometheus.Metric, error) {
+		var rows []hubudb.CountOperationsByStateRow
+		err := pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+			if err := q.SetLocalStatementTimeout(ctx, tx, timeout.Milliseconds()); err != nil {
+				return err
+			}
+			var err error
+			rows, err = q.CountOperationsByState(ctx, tx, hubudb.CountOperationsByStateParams{
+				StuckAttempts: StuckDispatchAttempts, StaleBefore: o.Now().Add(-StuckDispatchAfter),
 			})
-			if err != nil {
-				return nil, err
-			}
-			counts := make(map[string]int64, len(operationStates))
-			var stuckCount int64
-			for _, r := range rows {
-				counts[r.State] = r.Operations
-				stuckCount += r.Stuck
-			}
-			ms := make([]prometheus.Metric, 0, len(operationStates)+1)
-			for _, s := range operationStates {
-				ms = append(ms, prometheus.MustNewConstMetric(byState, prometheus.GaugeValue, float64(counts[string(s)]), string(s)))
-			}
-			return append(ms, prometheus.MustNewConstMetric(stuck, prometheus.GaugeValue, float64(stuckCount))), nil
-		},
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		counts := make(map[string]int64, len(operationStates))
+		var stuckCount int64
+		for _, r := range rows {
+			counts[r.State] = r.Operations
+			stuckCount += r.Stuck
+		}
+		ms := make([]prometheus.Metric, 0, len(operationStates)+1)
+		for _, s := range operationStates {
+			ms = append(ms, prometheus.MustNewConstMetric(byState, prometheus.GaugeValue, float64(counts[string(s)]), string(s)))
+		}
+		return append(ms, prometheus.MustNewConstMetric(stuck, prometheus.GaugeValue, float64(stuckCount))), nil
 	}
+	return kitmetrics.NewQueryCollector("hubu_state_metrics", []*prometheus.Desc{byState, stuck}, read, &o)
 }

@@ -11,11 +11,16 @@ import (
 )
 
 const countOperationsByState = `-- name: CountOperationsByState :many
-SELECT state, count(*)::bigint AS operations,
-       (count(*) FILTER (WHERE state = 'dispatching'
-           AND (dispatch_attempts >= $1::int OR updated_at < $2)))::bigint AS stuck
-FROM operations
-GROUP BY state
+WITH by_state AS (
+    SELECT state, count(*) AS operations FROM operations GROUP BY state
+), stuck AS (
+    SELECT count(*) AS stuck FROM operations AS o
+    WHERE o.state = 'dispatching'
+      AND (o.dispatch_attempts >= $1::int OR o.updated_at < $2)
+)
+SELECT by_state.state, by_state.operations::bigint AS operations,
+       (CASE WHEN by_state.state = 'dispatching' THEN stuck.stuck ELSE 0 END)::bigint AS stuck
+FROM by_state CROSS JOIN stuck
 `
 
 type CountOperationsByStateParams struct {
@@ -29,9 +34,11 @@ type CountOperationsByStateRow struct {
 	Stuck      int64
 }
 
-// Operations by state, for /metrics at scrape time; stuck counts the dispatching ones whose
-// hand-off keeps failing (many attempts) or that nobody re-sends (not touched since
-// stale_before), as docs/operations.md's alert does.
+// Operations by state, for the state gauges of /metrics; stuck counts the dispatching ones
+// whose hand-off keeps failing (many attempts) or that nobody re-sends (not touched since
+// stale_before), as docs/operations.md's alert does. Each count reads an index rather than
+// the table: the count by state operations_state alone (index-only), the stuck ones
+// operations_dispatching, which holds only the dispatching. One statement, so one snapshot.
 func (q *Queries) CountOperationsByState(ctx context.Context, db DBTX, arg CountOperationsByStateParams) ([]CountOperationsByStateRow, error) {
 	rows, err := db.Query(ctx, countOperationsByState, arg.StuckAttempts, arg.StaleBefore)
 	if err != nil {
@@ -50,4 +57,16 @@ func (q *Queries) CountOperationsByState(ctx context.Context, db DBTX, arg Count
 		return nil, err
 	}
 	return items, nil
+}
+
+const setLocalStatementTimeout = `-- name: SetLocalStatementTimeout :exec
+SELECT set_config('statement_timeout', $1::bigint::text, true)
+`
+
+// Bounds every later statement of this transaction (SET LOCAL): Postgres cancels one that runs
+// longer, and the connection stays in the pool, where a context that ends mid-query makes
+// pgx close it.
+func (q *Queries) SetLocalStatementTimeout(ctx context.Context, db DBTX, milliseconds int64) error {
+	_, err := db.Exec(ctx, setLocalStatementTimeout, milliseconds)
+	return err
 }

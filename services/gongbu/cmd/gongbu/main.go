@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -41,17 +42,17 @@ const usage = `usage:
                --flux-key KEY [--flux-url https://api.bfl.ai] [--flux-idempotent] [--flux-timeout 60s]
                [--flux-polling-hosts HOST,...] [--flux-sample-hosts HOST,...]
                [--poll-interval 1s] [--first-poll 10ms] [--poll-deadline 10m] [--lease DURATION]
-               [--webhook-url URL --webhook-key KEY]
+               [--webhook-url URL --webhook-key KEY] [--metrics-listen ADDR] [--metrics-refresh 15s]
   gongbu migrate up|down|version --database-url URL
   gongbu reconcile --hubu-url URL --hubu-token TOKEN --gongbu-url URL --service-token TOKEN --flux-key KEY
                    [--flux-url https://api.bfl.ai] [--since 24h] [--stale 30m] [--mock-ledger URL] [--require-final]
-  gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged | --job-id JOB [--polling-url URL])
+  gongbu resolve --database-url URL --decision ID (--charged-micros N | --not-charged | --job-id JOB [--polling-url URL] [--poll-deadline 10m])
   gongbu renew-epoch --database-url URL   (after restoring the database from a backup)
   gongbu prune-images --database-url URL --older-than DURATION [--dry-run]   (at least 24h)
 Settings fall back to GONGBU_LISTEN, GONGBU_DATABASE_URL, GONGBU_HUBU_URL, GONGBU_HUBU_TOKEN,
 GONGBU_SERVICE_TOKEN, GONGBU_FLUX_URL, GONGBU_FLUX_KEY, GONGBU_FLUX_IDEMPOTENT, GONGBU_FLUX_TIMEOUT,
 GONGBU_FLUX_POLLING_HOSTS, GONGBU_FLUX_SAMPLE_HOSTS, GONGBU_POLL_INTERVAL, GONGBU_FIRST_POLL, GONGBU_POLL_DEADLINE,
-GONGBU_LEASE, GONGBU_WEBHOOK_URL, GONGBU_WEBHOOK_KEY and GONGBU_URL. The secrets (GONGBU_DATABASE_URL,
+GONGBU_LEASE, GONGBU_WEBHOOK_URL, GONGBU_WEBHOOK_KEY, GONGBU_METRICS_LISTEN, GONGBU_METRICS_REFRESH and GONGBU_URL. The secrets (GONGBU_DATABASE_URL,
 GONGBU_HUBU_TOKEN, GONGBU_SERVICE_TOKEN, GONGBU_FLUX_KEY, GONGBU_WEBHOOK_KEY) may instead be in a file named by the variable with _FILE
 appended, such as GONGBU_FLUX_KEY_FILE.`
 
@@ -86,7 +87,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	listen := fs.String("listen", "GONGBU_LISTEN", "127.0.0.1:8082", "address to listen on; port 0 picks one")
 	dbURL := databaseURLFlag(fs)
 	hubuURL := fs.String("hubu-url", "GONGBU_HUBU_URL", "", "Hubu's base URL")
-	hubuToken := fs.Secret("hubu-token", "GONGBU_HUBU_TOKEN", "a Hubu service token, from `hubu service create`")
+	hubuToken := fs.Secret("hubu-token", "GONGBU_HUBU_TOKEN", "a Hubu service token, from hubu service create")
 	serviceToken := fs.Secret("service-token", "GONGBU_SERVICE_TOKEN", "the token Hubu presents to Gongbu")
 	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "https://api.bfl.ai", "the FLUX API's base URL (BFL's global one, or api.eu.bfl.ai or api.us.bfl.ai), or mockflux's")
 	fluxKey := fs.Secret("flux-key", "GONGBU_FLUX_KEY", "the FLUX API key")
@@ -108,6 +109,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 			"(Gongbu then polls it at once). Empty: Gongbu only polls")
 	webhookKey := fs.Secret("webhook-key", "GONGBU_WEBHOOK_KEY", "at least 32 bytes, the same in every replica: derives each job's webhook secret (required with --webhook-url)")
 	pollDeadline := fs.Duration("poll-deadline", "GONGBU_POLL_DEADLINE", 10*time.Minute, "how long a job may stay pending before it is indeterminate")
+	metricsListen := fs.String("metrics-listen", "GONGBU_METRICS_LISTEN", "",
+		"address to serve /metrics on, alone, instead of on --listen (which then serves no /metrics); port 0 picks one")
+	metricsRefresh := fs.Duration("metrics-refresh", "GONGBU_METRICS_REFRESH", metrics.DefaultRefresh,
+		"the longest the state gauges of one database read are served; a scrape after that reads them again")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,6 +142,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	if *lease < 0 {
 		return errors.New("--lease must not be negative")
+	}
+	if *metricsRefresh <= 0 {
+		return errors.New("--metrics-refresh must be positive")
 	}
 	if *fluxTimeout <= 0 || *fluxTimeout > 10*time.Minute {
 		return errors.New("--flux-timeout must be positive and at most 10m")
@@ -175,7 +183,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		metrics.NewBuildInfo("gongbu"), metrics.NewPoolCollector("gongbu", pool),
-		execution.NewExecutionsCollector(pool, now, logger))
+		execution.NewExecutionsCollector(pool, &metrics.QueryOptions{Refresh: *metricsRefresh, Now: now, Logger: logger}))
 	execMetrics := execution.NewMetrics(reg)
 	svc := &execution.Service{
 		Store: store, Providers: map[string]gongbu.Provider{adapter.Name(): execMetrics.Timed(adapter)}, Authority: authority, Metrics: execMetrics,
@@ -202,11 +210,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	httpSrv := command.NewHTTPServer(tracing.Handler(srv.Handler(reg)))
+	// With a metrics listener, the API's serves no /metrics: who reaches Gongbu's API cannot
+	// make it read its database for the state gauges.
+	var metricsLn net.Listener
+	apiReg := prometheus.Registerer(reg)
+	addrs := []any{"addr", ln.Addr().String()}
+	if *metricsListen != "" {
+		if metricsLn, err = command.Listen(*metricsListen); err != nil {
+			ln.Close()
+			return err
+		}
+		apiReg = metrics.RegistererOnly(reg)
+		addrs = append(addrs, "metrics_addr", metricsLn.Addr().String())
+	}
+	httpSrv := command.NewHTTPServer(tracing.Handler(srv.Handler(apiReg)))
 	// An execution answers once Hubu has confirmed the decision and the provider answered.
 	httpSrv.WriteTimeout = time.Minute + svc.SubmissionBound()
-	logger.Info("listening", "addr", ln.Addr().String(), "flux_idempotent", *fluxIdempotent,
-		"flux_polling_hosts", fluxPolling, "flux_sample_hosts", fluxSamples, "webhook", *webhookURL != "")
+	logger.Info("listening", append(addrs, "flux_idempotent", *fluxIdempotent,
+		"flux_polling_hosts", fluxPolling, "flux_sample_hosts", fluxSamples, "webhook", *webhookURL != "")...)
 
 	bg, stopBG := context.WithCancel(ctx)
 	workerDone := make(chan struct{})
@@ -224,15 +245,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	// then the submissions they started (tracked by the service, in case a request ended
 	// before its submission did), then the background worker (its submissions outlive the
 	// cancellation); the pool closes last. The wait is bounded by a submission's own bound.
-	return command.Serve(ctx, httpSrv, ln, logger, svc.SubmissionBound()+5*time.Second, func(ctx context.Context) error {
-		err := svc.Drain(ctx)
-		if err != nil {
-			logger.Error("stopping with submissions in flight", "err", err)
-		}
-		stopBG()
-		<-workerDone
-		<-listenerDone
-		return err
+	return metrics.ServeAlongside(ctx, metricsLn, reg, logger, func(ctx context.Context) error {
+		return command.Serve(ctx, httpSrv, ln, logger, svc.SubmissionBound()+5*time.Second, func(ctx context.Context) error {
+			err := svc.Drain(ctx)
+			if err != nil {
+				logger.Error("stopping with submissions in flight", "err", err)
+			}
+			stopBG()
+			<-workerDone
+			<-listenerDone
+			return err
+		})
 	})
 }
 
@@ -244,7 +267,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	serviceToken := fs.Secret("service-token", "GONGBU_SERVICE_TOKEN", "the token Gongbu accepts from Hubu")
 	fluxURL := fs.String("flux-url", "GONGBU_FLUX_URL", "https://api.bfl.ai", "the FLUX API's base URL, where each execution's job is looked up by its id")
 	fluxKey := fs.Secret("flux-key", "GONGBU_FLUX_KEY", "the FLUX API key")
-	pollingHosts := fs.String("flux-polling-hosts", "GONGBU_FLUX_POLLING_HOSTS", "", "as for `gongbu serve`: hosts besides --flux-url's whose polling URLs are followed")
+	pollingHosts := fs.String("flux-polling-hosts", "GONGBU_FLUX_POLLING_HOSTS", "", "as for gongbu serve: hosts besides --flux-url's whose polling URLs are followed")
 	since := fs.Duration("since", "", 24*time.Hour, "look up at the provider the jobs of final executions changed within this (0: all); jobs not final are always looked up")
 	stale := fs.Duration("stale", "", 30*time.Minute, "an operation in flight for longer than this is a mismatch (0: never)")
 	mockLedger := fs.String("mock-ledger", "", "", "mockflux's base URL: compare its charge ledger too (the real API has none)")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -32,11 +33,12 @@ import (
 
 const usage = `usage:
   hubu serve --listen ADDR --database-url URL [--approval-ttl 24h] [--gongbu-url URL --gongbu-token TOKEN] [--cache-ttl 5s]
+             [--metrics-listen ADDR] [--metrics-refresh 15s]
   hubu migrate up|down|version --database-url URL
   hubu operator create --name NAME --database-url URL
   hubu service create --name NAME --database-url URL
 Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL, HUBU_APPROVAL_TTL, HUBU_RETRY_AFTER,
-HUBU_GONGBU_URL, HUBU_GONGBU_TOKEN and HUBU_CACHE_TTL; the secrets (HUBU_DATABASE_URL, HUBU_GONGBU_TOKEN) may
+HUBU_GONGBU_URL, HUBU_GONGBU_TOKEN, HUBU_CACHE_TTL, HUBU_METRICS_LISTEN and HUBU_METRICS_REFRESH; the secrets (HUBU_DATABASE_URL, HUBU_GONGBU_TOKEN) may
 instead be in a file named by HUBU_DATABASE_URL_FILE or HUBU_GONGBU_TOKEN_FILE. hubu serve also
 serves the approval console at /console (sign in with an operator token).`
 
@@ -75,6 +77,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	gongbuToken := fs.Secret("gongbu-token", "HUBU_GONGBU_TOKEN", "the service token Gongbu accepts from Hubu")
 	cacheTTL := fs.Duration("cache-ttl", "HUBU_CACHE_TTL", 5*time.Second,
 		"the longest a cached credential or price is served (a change reaches the cache on its notification); 0 turns the cache off")
+	metricsListen := fs.String("metrics-listen", "HUBU_METRICS_LISTEN", "",
+		"address to serve /metrics on, alone, instead of on --listen (which then serves no /metrics); port 0 picks one")
+	metricsRefresh := fs.Duration("metrics-refresh", "HUBU_METRICS_REFRESH", metrics.DefaultRefresh,
+		"the longest the state gauges of one database read are served; a scrape after that reads them again")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -103,6 +109,9 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	}
 	if *cacheTTL < 0 {
 		return errors.New("--cache-ttl must not be negative (0 turns the cache off)")
+	}
+	if *metricsRefresh <= 0 {
+		return errors.New("--metrics-refresh must be positive")
 	}
 	ttl, err := time.ParseDuration(*ttlText)
 	if err != nil || ttl <= 0 {
@@ -150,7 +159,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		metrics.NewBuildInfo("hubu"), metrics.NewPoolCollector("hubu", pool),
-		httpserver.NewOperationsCollector(pool, now, logger))
+		httpserver.NewOperationsCollector(pool, &metrics.QueryOptions{Refresh: *metricsRefresh, Now: now, Logger: logger}))
 	life := &lifecycle.Service{Store: store, Executor: executor, Images: images, Logger: logger, Now: now, RetryAfter: *retryAfter,
 		HandOffs: lifecycle.NewHandOffCounter(reg)}
 	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now, Images: images,
@@ -160,10 +169,26 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	if err != nil {
 		return err
 	}
-	logger.Info("listening", "addr", ln.Addr().String())
+	// With a metrics listener, the API's serves no /metrics: who reaches Hubu's API cannot
+	// make it read its database for the state gauges.
+	var metricsLn net.Listener
+	apiReg := prometheus.Registerer(reg)
+	addrs := []any{"addr", ln.Addr().String()}
+	if *metricsListen != "" {
+		if metricsLn, err = command.Listen(*metricsListen); err != nil {
+			ln.Close()
+			return err
+		}
+		apiReg = metrics.RegistererOnly(reg)
+		addrs = append(addrs, "metrics_addr", metricsLn.Addr().String())
+	}
+	apiSrv := command.NewHTTPServer(tracing.Handler(srv.Handler(apiReg)))
+	logger.Info("listening", addrs...)
 
 	go life.Run(bg, min(5*time.Second, *retryAfter))
-	return command.Serve(ctx, command.NewHTTPServer(tracing.Handler(srv.Handler(reg))), ln, logger, command.ShutdownGrace, nil)
+	return metrics.ServeAlongside(ctx, metricsLn, reg, logger, func(ctx context.Context) error {
+		return command.Serve(ctx, apiSrv, ln, logger, command.ShutdownGrace, nil)
+	})
 }
 
 func createCredential(ctx context.Context, kind string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
