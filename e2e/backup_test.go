@@ -14,8 +14,9 @@ import (
 )
 
 // The runbook's consistent backup and its restore (docs/runbooks.md), run for real with the
-// tools it names: with nothing in flight, pg_dump of both databases and sqlite3's .backup of
-// the registry; a spend after the backup; the disaster; pg_restore, the registry copied back,
+// tools it names: with nothing in flight, pg_dump of both databases and `hubu-unified-mcp
+// backup` of the registry (the router's images have no sqlite3, so the runbook uses the
+// router's own); a spend after the backup; the disaster; pg_restore, the registry copied back,
 // `gongbu renew-epoch`, and the services started in the runbook's order. A call recorded before
 // the backup is replayed, never charged again. A call recorded only after it is the cost the
 // runbook warns of: delivered again, it is a new operation and is charged again, and
@@ -42,7 +43,7 @@ func TestBackupAndRestoreByTheRunbook(t *testing.T) {
 	registry, registryBackup := filepath.Join(dir, "router.db"), filepath.Join(dir, "router-backup.db")
 	run("pg_dump", "--format=custom", "--file", hubuDump, s.HubuDBURL)
 	run("pg_dump", "--format=custom", "--file", gongbuDump, s.GongbuDBURL)
-	run("sqlite3", registry, ".backup "+registryBackup)
+	run(bin.Path("hubu-unified-mcp"), "backup", "--state", registry, "--to", registryBackup)
 
 	lost := su.mustSucceed(cs, foxArgs, codexMeta(after), "after the backup")
 

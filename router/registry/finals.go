@@ -20,10 +20,12 @@ const DefaultFinalsBytes = 512 << 10
 //
 // It is bounded by the bytes of the results it holds, and forgets the least recently used
 // first: a redelivery usually follows its first delivery within seconds (a client retrying
-// a lost answer). It also forgets a row finalsMaxAge after caching it, so that an answer in
-// memory never outlives its row: pruning deletes a row a day after its call at the soonest,
-// and a call id that comes back after that is a new call, which must not meet the old answer
-// in a router that happened to keep it.
+// a lost answer). It also forgets a row finalsMaxAge after caching it. Pruning deletes a row a
+// day after its call at the soonest, so a row cached when it was recorded is forgotten long
+// before: a call id that comes back after its row was pruned is a new call, and must not meet
+// the old answer in a router that happened to keep it. A row cached later, when a redelivery
+// read it again, may be pruned meanwhile and still be served for up to finalsMaxAge after it
+// was read: that is the recorded answer to a call delivered again within that hour, harmless.
 type finals struct {
 	mu    sync.Mutex
 	max   int // bytes of results; 0 keeps nothing

@@ -83,9 +83,10 @@ var ErrBackupPostgres = errors.New("a Postgres registry is backed up with the da
 
 // Backup writes a consistent copy of a registry file to path, which must not exist yet, with
 // 0600 permissions (it holds private operation keys), makes it durable, and checks it: it
-// opens the copy read-only, checks its pages, compares its installation id, and returns its
-// calls counted as Count(before) counts them. Routers may go on using the registry meanwhile.
-// A copy that fails a step is removed. Of a Postgres registry it returns ErrBackupPostgres.
+// opens the copy read-only, checks its pages and indexes (integrity_check), compares its
+// installation id, and returns its calls counted as Count(before) counts them. Routers may go
+// on using the registry meanwhile. A copy that fails a step is removed. Of a Postgres registry
+// it returns ErrBackupPostgres.
 func (r *Registry) Backup(ctx context.Context, path string, before time.Time) (Counts, error) {
 	s, ok := r.store.(*sqliteStore)
 	if !ok {

@@ -213,13 +213,20 @@ func (s *sqliteStore) prune(ctx context.Context, before time.Time, limit int) (i
 // the sqlc queries because sqlc's SQLite grammar has no VACUUM INTO.
 const vacuumInto = `VACUUM INTO ?`
 
-// quickCheck is SQLite's check of a database's pages and indexes (integrity_check without the
-// slowest part); it answers one row, "ok", when it finds nothing wrong. A PRAGMA, which sqlc
-// does not compile either.
-const quickCheck = `PRAGMA quick_check`
+// integrityCheck is SQLite's full check of a database: its pages, and every index against its
+// table (which quick_check skips). It answers one row, "ok", when it finds nothing wrong. A
+// backup is checked once, when it is made, and that is the moment to find out it is unusable.
+// A PRAGMA, which sqlc does not compile either.
+const integrityCheck = `PRAGMA integrity_check`
 
 // backup implements Registry.Backup.
 func (s *sqliteStore) backup(ctx context.Context, path string, before time.Time) (Counts, error) {
+	return backupSQLite(ctx, s.db, s.installationID, path, before)
+}
+
+// backupSQLite copies the registry open as db, whose installation is installationID, to path
+// (a new file), makes the copy durable, and checks and counts it as Registry.Backup says.
+func backupSQLite(ctx context.Context, db *sql.DB, installationID, path string, before time.Time) (Counts, error) {
 	abs, err := filepath.Abs(path) // never read as a file: URI by SQLite
 	if err != nil {
 		return Counts{}, err
@@ -234,7 +241,7 @@ func (s *sqliteStore) backup(ctx context.Context, path string, before time.Time)
 		return Counts{}, fmt.Errorf("create the backup file: %w", err)
 	}
 	f.Close()
-	counts, err := s.writeBackup(ctx, abs, before)
+	counts, err := writeBackup(ctx, db, installationID, abs, before)
 	if err != nil {
 		os.Remove(abs) //nolint:errcheck // the error says what went wrong; this file is no backup
 		return Counts{}, err
@@ -242,8 +249,8 @@ func (s *sqliteStore) backup(ctx context.Context, path string, before time.Time)
 	return counts, nil
 }
 
-func (s *sqliteStore) writeBackup(ctx context.Context, path string, before time.Time) (Counts, error) {
-	if _, err := s.db.ExecContext(ctx, vacuumInto, path); err != nil {
+func writeBackup(ctx context.Context, db *sql.DB, installationID, path string, before time.Time) (Counts, error) {
+	if _, err := db.ExecContext(ctx, vacuumInto, path); err != nil {
 		return Counts{}, fmt.Errorf("copy the registry: %w", err)
 	}
 	// SQLite does not sync the file VACUUM INTO writes: a crash could lose a backup that the
@@ -254,31 +261,32 @@ func (s *sqliteStore) writeBackup(ctx context.Context, path string, before time.
 	if err := syncDir(filepath.Dir(path)); err != nil {
 		return Counts{}, fmt.Errorf("sync the backup's directory: %w", err)
 	}
-	return s.checkBackup(ctx, path, before)
+	return checkBackup(ctx, installationID, path, before)
 }
 
 // checkBackup opens a backup read-only, checks it, and counts its calls.
-func (s *sqliteStore) checkBackup(ctx context.Context, path string, before time.Time) (Counts, error) {
+func checkBackup(ctx context.Context, installationID, path string, before time.Time) (Counts, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
 	if err != nil {
 		return Counts{}, fmt.Errorf("open the backup: %w", err)
 	}
 	defer db.Close()
 	var check string
-	if err := db.QueryRowContext(ctx, quickCheck).Scan(&check); err != nil {
+	if err := db.QueryRowContext(ctx, integrityCheck).Scan(&check); err != nil {
 		return Counts{}, fmt.Errorf("check the backup: %w", err)
 	}
 	if check != "ok" {
 		return Counts{}, fmt.Errorf("the backup is damaged: %s", check)
 	}
-	id, err := s.q.GetInstallation(ctx, db)
+	q := routerdb.New()
+	id, err := q.GetInstallation(ctx, db)
 	if err != nil {
 		return Counts{}, fmt.Errorf("read the backup's installation id: %w", err)
 	}
-	if id != s.installationID {
+	if id != installationID {
 		return Counts{}, errors.New("the backup has another installation id than the registry")
 	}
-	counts, err := countSQLite(ctx, s.q, db, id, before)
+	counts, err := countSQLite(ctx, q, db, id, before)
 	if err != nil {
 		return Counts{}, fmt.Errorf("count the backup's calls: %w", err)
 	}

@@ -43,6 +43,7 @@ const usage = `usage:
   hubu-unified-mcp preallocate --file FILE --count N
   hubu-unified-mcp installation-id [--state FILE|URL]
   hubu-unified-mcp prune --state FILE|URL --older-than DURATION (--backup FILE | --backup-taken) [--dry-run]
+  hubu-unified-mcp backup [--state FILE] --to FILE|-
   hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
 Either token may instead be in a file named by HUBU_AGENT_TOKEN_FILE or ROUTER_MCP_TOKEN_FILE, and the
@@ -88,6 +89,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if len(args) > 0 && args[0] == "prune" {
 		return prune(ctx, args[1:], getenv, stdout, stderr)
+	}
+	if len(args) > 0 && args[0] == "backup" {
+		return backup(ctx, args[1:], getenv, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "installation-id" {
 		return installationID(ctx, args[1:], getenv, stdout, stderr)

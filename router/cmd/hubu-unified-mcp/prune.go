@@ -29,8 +29,8 @@ every call to be deleted. A Postgres registry cannot be backed up by the router:
 first (pg_dump, or check that point-in-time recovery covers now), then say so with --backup-taken.
 With --dry-run nothing is changed and no backup made: prune prints what it would delete.
 
-A router keeps the final answers it saw last in memory and replays them, until it restarts, even after
-their rows are deleted: they are the recorded answers, never rewritten. The file does not shrink: SQLite
+A router keeps the final answers it saw last in memory for up to an hour, and may replay one for that long
+after its row is deleted: it is the recorded answer, never rewritten. The file does not shrink: SQLite
 reuses the freed pages for new calls. Only counts are printed, never keys, handles or call ids.`
 
 // minPruneAge is the youngest final call prune may delete. Harnesses redeliver a call within its
