@@ -72,17 +72,24 @@ release-check: $(TOOLS)/goreleaser ## check .goreleaser.yaml and build every rel
 	$(TOOLS)/goreleaser release --snapshot --clean
 
 # Container images, one per binary, FROM scratch with static binaries built here (deploy/):
-# nothing is pulled. IMAGE_PREFIX and IMAGE_TAG name them: hubu/NAME:dev by default.
-IMAGE_PREFIX ?= hubu/
-IMAGE_TAG ?= dev
+# nothing is pulled. HUBU_IMAGE_PREFIX and HUBU_IMAGE_TAG name them, hubu/NAME:dev by default:
+# the names deploy/compose.yaml reads, so one export serves both.
+HUBU_IMAGE_PREFIX ?= hubu/
+HUBU_IMAGE_TAG ?= dev
+# The names these had before, which compose never read: refused rather than ignored, since
+# ignoring them builds :dev while the caller expects their tag.
+old-image-names = $(foreach v,IMAGE_PREFIX IMAGE_TAG,$(if $(filter-out undefined,$(origin $(v))),$(error $(v) is now HUBU_$(v), the name deploy/compose.yaml reads too: make images HUBU_$(v)=VALUE)))
 
+# The images need a Docker daemon; scripts/ensure-docker.sh starts one only when asked
+# (HUBU_START_DOCKERD=1, as CI does), since the one it starts has no bridge network.
 .PHONY: images
-images: ## the container images (hubu with hubuctl, gongbu, mockflux, hubu-unified-mcp): make images [IMAGE_PREFIX=hubu/] [IMAGE_TAG=dev]; starts a Docker daemon if none answers
+images: ## the container images (hubu with hubuctl, gongbu, mockflux, hubu-unified-mcp): make images [HUBU_IMAGE_PREFIX=hubu/] [HUBU_IMAGE_TAG=dev]; needs a Docker daemon (HUBU_START_DOCKERD=1 starts a bare one)
+	$(old-image-names)
 	scripts/ensure-docker.sh
-	IMAGE_PREFIX="$(IMAGE_PREFIX)" IMAGE_TAG="$(IMAGE_TAG)" deploy/build-images.sh
+	HUBU_IMAGE_PREFIX="$(HUBU_IMAGE_PREFIX)" HUBU_IMAGE_TAG="$(HUBU_IMAGE_TAG)" deploy/build-images.sh
 
 .PHONY: images-test
-images-test: ## build the images (tagged for the test alone) and run a whole spend through them as containers (--network host, against the test Postgres)
+images-test: ## build the images (tagged for the test alone) and run a whole spend through them as containers (--network host, against the test Postgres); needs a Docker daemon (HUBU_START_DOCKERD=1 starts a bare one)
 	scripts/ensure-docker.sh
 	url=$$(scripts/ensure-postgres.sh); start=$$(date +%s); \
 	TEST_DATABASE_URL="$$url" go test -tags images -count=1 -timeout 15m -run '^TestImages$$' -v hubu.dev/hubu/e2e/images/; \

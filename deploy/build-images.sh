@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # build-images.sh — build Hubu's container images (make images): one per binary, from
-# deploy/Dockerfile, tagged ${IMAGE_PREFIX}NAME:${IMAGE_TAG} (default hubu/NAME:dev); HUBU_VERSION, when set,
-# is the version the binaries report.
+# deploy/Dockerfile, tagged ${HUBU_IMAGE_PREFIX}NAME:${HUBU_IMAGE_TAG} (default hubu/NAME:dev, the
+# names deploy/compose.yaml reads too); HUBU_VERSION, when set, is the version the binaries report.
 #
 # The binaries are built here, on the host, static and CGO-free (CGO_ENABLED=0, -trimpath,
 # symbols stripped), so the images need no base image and no registry: each is FROM scratch
@@ -10,12 +10,14 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
-PREFIX="${IMAGE_PREFIX-hubu/}"
-TAG="${IMAGE_TAG:-dev}"
+PREFIX="${HUBU_IMAGE_PREFIX-hubu/}"
+TAG="${HUBU_IMAGE_TAG:-dev}"
 CA="${HUBU_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
 IMAGES=(hubu gongbu mockflux hubu-unified-mcp)
 
 die() { printf 'build-images: %s\n' "$*" >&2; exit 1; }
+# The names these had before, which compose never read: refused, since ignoring them would build :dev.
+[ -z "${IMAGE_PREFIX+set}${IMAGE_TAG+set}" ] || die "IMAGE_PREFIX and IMAGE_TAG are now HUBU_IMAGE_PREFIX and HUBU_IMAGE_TAG, the names deploy/compose.yaml reads too"
 [ -r "$CA" ] || die "no CA bundle at $CA (install ca-certificates, or set HUBU_CA_BUNDLE)"
 command -v docker >/dev/null 2>&1 || die "docker is not installed (scripts/ensure-docker.sh says how to get it)"
 

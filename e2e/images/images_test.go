@@ -46,7 +46,7 @@ func TestImages(t *testing.T) {
 	image := func(name string) string { return "hubu/" + name + ":" + tag }
 	start := time.Now()
 	build := exec.Command(filepath.Join(repo, "deploy", "build-images.sh"))
-	build.Env = append(os.Environ(), "IMAGE_PREFIX=hubu/", "IMAGE_TAG="+tag)
+	build.Env = append(os.Environ(), "HUBU_IMAGE_PREFIX=hubu/", "HUBU_IMAGE_TAG="+tag)
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("deploy/build-images.sh: %v\n%s", err, out)
 	} else {
@@ -138,6 +138,17 @@ func TestImages(t *testing.T) {
 	}
 	if n := charges(t, "http://"+addr["mockflux"]); n != 1 {
 		t.Errorf("mockflux recorded %d charges for one call delivered twice, want 1", n)
+	}
+
+	// The registry's backup as the compose recipe takes it (docs/operations.md): the router's own
+	// command in its running container, which has no shell and no sqlite3, the copy on stdout.
+	backup := exec.Command("docker", "exec", containers["hubu-unified-mcp"], "/usr/local/bin/hubu-unified-mcp", "backup", "--to", "-")
+	var backupLog bytes.Buffer
+	backup.Stderr = &backupLog
+	if copied, err := backup.Output(); err != nil || !bytes.HasPrefix(copied, []byte("SQLite format 3\x00")) ||
+		!strings.HasPrefix(backupLog.String(), "backed up 1 calls (0 not final) to stdout: ") {
+		t.Errorf("hubu-unified-mcp backup --to - in the router's container: %v, %d bytes that begin %q; it said: %s",
+			err, len(copied), copied[:min(16, len(copied))], backupLog.String())
 	}
 
 	// Every process in every container runs as the unprivileged user, whatever the image says.
