@@ -14,6 +14,7 @@
 #   zsh                          the README's quick start, pasted into zsh as well as bash
 #   pg_dump, pg_restore          the runbook's backup and restore
 #   git, with full history       the rolling upgrade builds the previous release from history
+#   curl                         the MCP reference's curl example, run as written
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -52,6 +53,7 @@ missing() {
 	found pg_dump || echo "pg_dump:postgresql-client"
 	found pg_restore || echo "pg_restore:postgresql-client"
 	found git || echo "git:git"
+	found curl || echo "curl:curl"
 }
 
 as_root() {
