@@ -66,6 +66,11 @@ VERSION_LDFLAGS = -X hubu.dev/hubu/kit/buildinfo.version=$$(git describe --tags 
 build: ## build every binary into bin/
 	go build -buildvcs=auto -ldflags "$(VERSION_LDFLAGS)" -o bin/ ./services/hubu/cmd/... ./services/gongbu/cmd/... ./services/mockflux/cmd/... ./router/cmd/...
 
+.PHONY: release
+release: $(TOOLS)/goreleaser ## build the release of the tag at HEAD into dist/: an archive per platform and checksums.txt (docs/development.md#cutting-a-release)
+	@git describe --tags --exact-match --match 'v[0-9]*' HEAD >/dev/null 2>&1 || { echo "make release: HEAD has no release tag (v1.2.3): cut one first (docs/development.md#cutting-a-release)" >&2; exit 1; }
+	$(TOOLS)/goreleaser release --clean
+
 .PHONY: release-check
 release-check: $(TOOLS)/goreleaser ## check .goreleaser.yaml and build every release archive as a snapshot into dist/ (nothing is published; the first build of goreleaser takes long)
 	$(TOOLS)/goreleaser check
