@@ -6,19 +6,13 @@ package httpserver
 
 import (
 	"cmp"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +25,6 @@ import (
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/services/mockflux"
 	"hubu.dev/hubu/services/mockflux/fault"
-	"hubu.dev/hubu/services/mockflux/render"
 	"hubu.dev/hubu/services/mockflux/webhook"
 )
 
@@ -136,24 +129,6 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) Close() {
 	if s.notices != nil {
 		s.notices.Close()
-	}
-}
-
-func (s *Server) notify(job mockflux.Job) {
-	due := job.RenderedAt
-	if job.Outcome == mockflux.OutcomeRequestModerated {
-		due = job.CreatedAt // flagged before processing: it never renders
-	}
-	s.notices.Send(webhook.Notice{JobID: job.ID, Status: job.Outcome, URL: job.Webhook.URL, Secret: []byte(job.Webhook.Secret), Due: due})
-}
-
-// webhookDone counts and journals how a webhook ended. A journal that refuses the record
-// leaves the webhook due after a restart: sent twice rather than never, which receivers
-// must bear anyway.
-func (s *Server) webhookDone(jobID string, o webhook.Outcome) {
-	s.webhooks.WithLabelValues(string(o)).Inc()
-	if err := s.Provider.RecordWebhook(jobID, string(o)); err != nil {
-		s.Logger.Error("cannot record the webhook's outcome; a restart will send it again", "job_id", jobID, "outcome", o, "err", err)
 	}
 }
 
@@ -267,226 +242,6 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 // hijacks it).
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-func (s *Server) Submit(w http.ResponseWriter, r *http.Request, model string, params bflapi.SubmitParams) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		writeDetail(w, http.StatusUnprocessableEntity, "the body is too large or could not be read")
-		return
-	}
-	effects := s.Faults.Take()
-	if effects.Slow > 0 {
-		select {
-		case <-time.After(effects.Slow):
-		case <-r.Context().Done():
-			// The client left or the server is stopping: nothing was done, and nobody to tell.
-			panic(http.ErrAbortHandler)
-		}
-	}
-	if effects.FailBeforeCharge {
-		writeDetail(w, http.StatusInternalServerError, "Internal Server Error (mockflux fault fail_before_charge: nothing was charged)")
-		return
-	}
-	job, replayed, err := s.Provider.Submit(mockflux.SubmitRequest{
-		Model: model, Body: body, IdempotencyKey: deref(params.IdempotencyKey), IgnoreKey: effects.IdempotencyOff, Outcome: effects.Outcome,
-	})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	var charged int64
-	if !replayed {
-		charged = job.CostMicros
-		if job.Webhook.URL != "" {
-			// Also when a fault then hides the answer: the job exists and renders.
-			s.notify(job)
-		}
-	}
-	// The idempotency key and the webhook are not logged: they are the caller's, and the job
-	// id identifies the call.
-	s.Logger.InfoContext(r.Context(), "submit", "job_id", job.ID, "model", job.Model, "replayed", replayed,
-		"charged_micros", charged, "webhook", job.Webhook.URL != "")
-	if effects.ChargeThenDrop {
-		s.drop(w)
-		return
-	}
-	if effects.ChargeThen500 {
-		writeDetail(w, http.StatusInternalServerError, "Internal Server Error (mockflux fault charge_then_500: the task was charged)")
-		return
-	}
-	writeJSON(w, http.StatusOK, bflapi.SubmitResponse{
-		Id:         job.ID,
-		PollingUrl: cmp.Or(s.PollingURL, otherName(r)) + "/v1/get_result?id=" + url.QueryEscape(job.ID),
-		Cost:       new(credits(job.CostMicros)),
-		InputMp:    new(megapixels(job.InputPixels...)),
-		OutputMp:   new(megapixels(int64(job.Width) * int64(job.Height))),
-	})
-}
-
-// credits is an amount in BFL's credits (1 credit = $0.01 = 10,000 micros), as its answers
-// state a cost.
-func credits(micros int64) float64 { return float64(micros) / 10_000 }
-
-// megapixels are pixels in BFL's megapixels (2^20 pixels), to two decimals, as its answers
-// state input_mp and output_mp.
-func megapixels(pixels ...int64) float64 {
-	var sum int64
-	for _, px := range pixels {
-		sum += px
-	}
-	return math.Round(float64(sum)/(1<<20)*100) / 100
-}
-
-// drop closes the connection without a response, as a provider that crashed after charging.
-func (s *Server) drop(w http.ResponseWriter) {
-	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-		_ = conn.Close()
-		return
-	}
-	panic(http.ErrAbortHandler) // HTTP/2 and other writers: net/http resets the stream
-}
-
-func (s *Server) GetResult(w http.ResponseWriter, r *http.Request, params bflapi.GetResultParams) {
-	poll, ok := s.Provider.Poll(params.Id)
-	if !ok {
-		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: params.Id, Status: bflapi.ResultStatusTaskNotFound})
-		return
-	}
-	if !poll.Ready {
-		writeJSON(w, http.StatusOK, bflapi.ResultResponse{Id: poll.Job.ID, Status: bflapi.ResultStatusPending, Progress: new(poll.Progress)})
-		return
-	}
-	job := poll.Job
-	if job.Outcome != "" {
-		// An end without a result, as the real API answers it: no result, and for a
-		// moderation the reasons in details.
-		res := bflapi.ResultResponse{Id: job.ID, Status: bflapi.ResultStatus(job.Outcome)}
-		if job.Outcome != mockflux.OutcomeError {
-			res.Details = &map[string]any{"Moderation Reasons": []string{"mockflux fault"}}
-		}
-		writeJSON(w, http.StatusOK, res)
-		return
-	}
-	file := job.ID + "." + job.Format
-	// From the first Ready answer, not from when the job rendered: a job polled late (after
-	// a restart, or by a caller that lost its webhook) still gets a URL that works.
-	exp := poll.FirstReady.Add(s.SampleTTL).Unix()
-	sample := cmp.Or(s.DeliveryURL, otherName(r)) + "/samples/" + file + "?exp=" + strconv.FormatInt(exp, 10) + "&sig=" + s.sign(file, exp)
-	start, end := unixSeconds(job.CreatedAt), unixSeconds(poll.ReadyAt)
-	writeJSON(w, http.StatusOK, bflapi.ResultResponse{
-		Id:     job.ID,
-		Status: bflapi.ResultStatusReady,
-		Result: &bflapi.Result{Sample: sample, Prompt: new(job.Prompt), Seed: new(job.Seed), StartTime: &start, EndTime: &end, Duration: new(end - start)},
-	})
-}
-
-func (s *Server) GetSample(w http.ResponseWriter, r *http.Request, file string, params bflapi.GetSampleParams) {
-	if !hmac.Equal([]byte(params.Sig), []byte(s.sign(file, params.Exp))) {
-		writeDetail(w, http.StatusForbidden, "invalid sample URL signature")
-		return
-	}
-	if s.Now().Unix() > params.Exp {
-		writeDetail(w, http.StatusForbidden, "the sample URL has expired")
-		return
-	}
-	id, ext, _ := strings.Cut(file, ".")
-	job, ok := s.Provider.Job(id)
-	if !ok || ext != job.Format {
-		writeDetail(w, http.StatusNotFound, "no such sample")
-		return
-	}
-	encode := render.Encode
-	if s.FullSize {
-		encode = render.EncodeFull
-	}
-	img, contentType, err := encode(job.Format, job.Prompt, job.Seed, job.Width, job.Height)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(img)))
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(img)
-}
-
-func (s *Server) ListCharges(w http.ResponseWriter, r *http.Request) {
-	charges, total := s.Provider.Charges()
-	count, _ := s.Provider.ChargeTotals()
-	out := bflapi.Charges{Charges: make([]bflapi.Charge, len(charges)), Count: count, TotalMicros: total}
-	for i, c := range charges {
-		out.Charges[i] = bflapi.Charge{
-			Id: c.ID, JobId: c.JobID, Model: c.Model, AmountMicros: c.AmountMicros,
-			IdempotencyKey: c.IdempotencyKey, CreatedAt: c.CreatedAt,
-		}
-		if c.Refunded {
-			out.Charges[i].Refunded = new(true)
-		}
-		if !c.ReadyAt.IsZero() {
-			out.Charges[i].ReadyAt = new(c.ReadyAt)
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-func (s *Server) GetFaults(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.faults())
-}
-
-func (s *Server) ArmFault(w http.ResponseWriter, r *http.Request) {
-	var req bflapi.FaultRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeDetail(w, http.StatusUnprocessableEntity, "the body is not a valid FaultRequest: "+err.Error())
-		return
-	}
-	count, delayMS := deref(req.Count), deref(req.DelayMs)
-	if err := s.Faults.Arm(req.Kind, count, time.Duration(delayMS)*time.Millisecond); err != nil {
-		writeDetail(w, http.StatusUnprocessableEntity, err.Error())
-		return
-	}
-	s.Logger.InfoContext(r.Context(), "fault armed", "kind", req.Kind, "count", count, "delay_ms", delayMS)
-	writeJSON(w, http.StatusOK, s.faults())
-}
-
-func (s *Server) ClearFaults(w http.ResponseWriter, r *http.Request) {
-	s.Faults.Clear()
-	s.Logger.InfoContext(r.Context(), "faults cleared")
-	writeJSON(w, http.StatusOK, s.faults())
-}
-
-// GetCredits answers the account's balance in credits, as the real API's /v1/credits does;
-// without a limit (no --credits), a balance that never runs out.
-func (s *Server) GetCredits(w http.ResponseWriter, r *http.Request) {
-	micros, limited := s.Provider.Credits()
-	if !limited {
-		micros = 1 << 50
-	}
-	writeJSON(w, http.StatusOK, bflapi.CreditsResponse{Credits: credits(micros)})
-}
-
-func (s *Server) faults() bflapi.Faults {
-	out := bflapi.Faults{Active: []bflapi.Fault{}, Idempotency: s.Provider.HonoursIdempotency()}
-	for _, a := range s.Faults.Active() {
-		f := bflapi.Fault{Kind: a.Kind, Count: a.Remaining}
-		if a.Kind == bflapi.FaultKindSlow {
-			f.DelayMs = new(int(a.Delay.Milliseconds()))
-		}
-		if a.Kind == bflapi.FaultKindIdempotencyOff {
-			out.Idempotency = false
-		}
-		out.Active = append(out.Active, f)
-	}
-	return out
-}
-
-// sign is the hex HMAC-SHA256 of a sample file name and its expiry.
-func (s *Server) sign(file string, exp int64) string {
-	m := hmac.New(sha256.New, s.SigningKey)
-	m.Write([]byte(file + "\n" + strconv.FormatInt(exp, 10)))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
 // otherName is where the client reached this server, under the host's other name where it
 // has one (127.0.0.1 and localhost for each other, on the same port), so that URLs handed out
 // work whatever port mockflux bound and yet are on another host than the request's.
@@ -518,10 +273,6 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
-}
-
-func unixSeconds(t time.Time) float64 {
-	return float64(t.UnixMicro()) / 1e6
 }
 
 // statusOf is the one table from error code to HTTP status.
