@@ -21,8 +21,8 @@ import (
 // own schema; the new migrations run while it keeps serving; it still serves a spend on the new
 // schema; then each service is replaced by the new release, one at a time, with a spend after
 // each. Every call is charged once, every redelivery names its operation, and the records of
-// money agree. The previous release is the commit in testdata/previous-release, built from
-// this repository's history.
+// money agree. The previous release is the last release tag (testdata/previous-release),
+// built from this repository's history.
 func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	t.Parallel()
 	old := buildPreviousRelease(t)
@@ -92,20 +92,14 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 	su.settleAndReconcile(len(calls))
 }
 
-// buildPreviousRelease builds the binaries of the commit in testdata/previous-release from
-// this repository's history.
+// buildPreviousRelease builds the binaries of the previous release from this repository's
+// history: the release tag testdata/previous-release names, at the commit it records.
 func buildPreviousRelease(t *testing.T) harness.Binaries {
 	t.Helper()
-	raw := must(os.ReadFile(filepath.Join("testdata", "previous-release")))(t)
-	var commit string
-	for _, line := range strings.Split(string(raw), "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			commit = line
-		}
-	}
 	root := must(filepath.Abs(".."))(t)
+	tag, commit := previousRelease(t, root)
 	if out, err := exec.Command("git", "-C", root, "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
-		t.Fatalf("the previous release %s is not in this clone's history (a shallow clone? fetch it): %v %s", commit, err, out)
+		t.Fatalf("the previous release %s (%s) is not in this clone's history (a shallow clone? fetch it): %v %s", tag, commit, err, out)
 	}
 	src := t.TempDir()
 	archive := exec.Command("git", "-C", root, "archive", commit)
@@ -115,9 +109,48 @@ func buildPreviousRelease(t *testing.T) harness.Binaries {
 	untar := exec.Command("tar", "-x", "-C", src)
 	untar.Stdin = &tarball
 	if out, err := untar.CombinedOutput(); err != nil {
-		t.Fatalf("unpack %s: %v %s", commit, err, out)
+		t.Fatalf("unpack %s: %v %s", tag, err, out)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	return must(harness.Build(ctx, src, t.TempDir(), false))(t)
+}
+
+// previousRelease reads testdata/previous-release: a line "TAG COMMIT", the last release before
+// this code and the commit its tag names. The commit is recorded so that a clone without tags
+// still builds the release; where the clone has tags, the tag must name that commit (a release's
+// tag never moves), and the file must name the newest release tag behind HEAD: once a new
+// release is cut, the upgrade to test is from it.
+func previousRelease(t *testing.T, root string) (tag, commit string) {
+	t.Helper()
+	raw := must(os.ReadFile(filepath.Join("testdata", "previous-release")))(t)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			f := strings.Fields(line)
+			if len(f) != 2 {
+				t.Fatalf("testdata/previous-release: %q is not \"TAG COMMIT\"", line)
+			}
+			tag, commit = f[0], f[1]
+		}
+	}
+	git := func(args ...string) (string, error) {
+		out, err := exec.Command("git", append([]string{"-C", root}, args...)...).Output()
+		return strings.TrimSpace(string(out)), err
+	}
+	tagged, err := git("rev-parse", "-q", "--verify", "refs/tags/"+tag+"^{commit}")
+	if err != nil {
+		t.Logf("this clone has no tag %s: building the commit testdata/previous-release records for it, %s", tag, commit)
+		return tag, commit
+	}
+	if tagged != commit {
+		t.Fatalf("the tag %s names %s, but testdata/previous-release records %s for it: a release's tag never moves", tag, tagged, commit)
+	}
+	// The newest release tag behind HEAD (a release commit itself is not behind HEAD: its own
+	// upgrade test still starts from the release before it).
+	if newest, err := git("describe", "--tags", "--abbrev=0", "--match", "v[0-9]*", "HEAD^"); err == nil && newest != tag {
+		if at, _ := git("rev-parse", newest+"^{commit}"); at != commit {
+			t.Fatalf("the last release is %s, but testdata/previous-release names %s: move it to %s and that tag's commit", newest, tag, newest)
+		}
+	}
+	return tag, commit
 }
