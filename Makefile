@@ -22,8 +22,11 @@ help: ## list the targets
 # The generators and the linter, pinned in tools/go.mod (a module of their own, outside the
 # workspace, so their dependencies stay out of the services' graphs) and built into bin/tools.
 TOOLS := bin/tools
+# A tool's package path ends in its name, or in its name and a major version (goreleaser/v2).
 $(TOOLS)/%: tools/go.mod tools/go.sum
-	GOWORK=off go build -C tools -o ../$(TOOLS)/ $$(GOWORK=off go list -C tools tool | grep '/$*$$')
+	@pkg=$$(GOWORK=off go list -C tools tool | grep -E '/$*(/v[0-9]+)?$$'); \
+	[ -n "$$pkg" ] || { echo "$*: no such tool in tools/go.mod" >&2; exit 1; }; \
+	echo "building $* ($$pkg)"; GOWORK=off go build -C tools -o ../$(TOOLS)/$* $$pkg
 
 .PHONY: generate
 generate: $(TOOLS)/oapi-codegen $(TOOLS)/sqlc ## regenerate Go code from the OpenAPI specs (oapi-codegen) and the SQL queries (sqlc)
