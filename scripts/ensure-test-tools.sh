@@ -15,6 +15,7 @@
 #   pg_dump, pg_restore          the runbook's backup and restore
 #   git, with full history       the rolling upgrade builds the previous release from history
 #   curl                         the MCP reference's curl example, run as written
+#   a C compiler (gcc)           go test -race, which needs cgo
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -54,6 +55,8 @@ missing() {
 	found pg_restore || echo "pg_restore:postgresql-client"
 	found git || echo "git:git"
 	found curl || echo "curl:curl"
+	# go test -race needs cgo, and cgo a C compiler: without one Go turns cgo off.
+	found "${CC:-}" gcc cc || echo "a C compiler (go test -race):gcc libc6-dev"
 }
 
 as_root() {
