@@ -23,17 +23,29 @@ NODE_MAJOR=20
 
 say() { printf 'ensure-test-tools: %s\n' "$*" >&2; }
 
-# found NAME... — true when the first setting or name resolves to a program.
+# found NAME... — true when any of the names is a program on PATH.
 found() {
 	local n
 	for n in "$@"; do
-		[ -n "$n" ] && command -v "$n" >/dev/null 2>&1 && return 0
+		command -v "$n" >/dev/null 2>&1 && return 0
 	done
 	return 1
 }
 
+# setting_or_found VALUE NAME... — VALUE, when set, must be a program (the tests use it alone);
+# else any of the names on PATH will do.
+setting_or_found() {
+	local value=$1
+	shift
+	if [ -n "$value" ]; then
+		command -v "$value" >/dev/null 2>&1
+	else
+		found "$@"
+	fi
+}
+
 node_ok() {
-	found node npm || return 1
+	found node && found npm || return 1
 	local major
 	major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null) || return 1
 	[ "$major" -ge "$NODE_MAJOR" ]
@@ -47,16 +59,17 @@ missing() {
 		found node && have=" (this machine has $(node --version 2>/dev/null))"
 		echo "Node.js $NODE_MAJOR+ with npm$have:nodejs npm"
 	fi
-	found "${HUBU_CHROMIUM:-}" chromium chromium-browser google-chrome google-chrome-stable || echo "chromium:chromium"
-	found "${HUBU_PROMETHEUS:-}" prometheus || echo "prometheus:prometheus"
-	found "${HUBU_PROMTOOL:-}" promtool || echo "promtool:prometheus"
+	setting_or_found "${HUBU_CHROMIUM:-}" chromium chromium-browser google-chrome google-chrome-stable || echo "chromium:chromium"
+	setting_or_found "${HUBU_PROMETHEUS:-}" prometheus || echo "prometheus:prometheus"
+	setting_or_found "${HUBU_PROMTOOL:-}" promtool || echo "promtool:prometheus"
 	found zsh || echo "zsh:zsh"
 	found pg_dump || echo "pg_dump:postgresql-client"
 	found pg_restore || echo "pg_restore:postgresql-client"
 	found git || echo "git:git"
 	found curl || echo "curl:curl"
 	# go test -race needs cgo, and cgo a C compiler: without one Go turns cgo off.
-	found "${CC:-}" gcc cc || echo "a C compiler (go test -race):gcc libc6-dev"
+	local cc=${CC:-}
+	setting_or_found "${cc%% *}" gcc cc || echo "a C compiler (go test -race):gcc libc6-dev"
 }
 
 as_root() {
