@@ -45,7 +45,7 @@ setting_or_found() {
 }
 
 node_ok() {
-	found node && found npm || return 1
+	found node || return 1
 	local major
 	major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null) || return 1
 	[ "$major" -ge "$NODE_MAJOR" ]
@@ -58,6 +58,8 @@ missing() {
 		local have=""
 		found node && have=" (this machine has $(node --version 2>/dev/null))"
 		echo "Node.js $NODE_MAJOR+ with npm$have:nodejs npm"
+	elif ! found npm; then
+		echo "npm:npm"
 	fi
 	setting_or_found "${HUBU_CHROMIUM:-}" chromium chromium-browser google-chrome google-chrome-stable || echo "chromium:chromium"
 	setting_or_found "${HUBU_PROMETHEUS:-}" prometheus || echo "prometheus:prometheus"
