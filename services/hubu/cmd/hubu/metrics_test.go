@@ -1,10 +1,7 @@
 package main
 
 import (
-	"io"
-	"net/http"
 	"os"
-	"strings"
 	"testing"
 
 	"hubu.dev/hubu/kit/command/commandtest"
@@ -21,32 +18,10 @@ func TestMetricsListener(t *testing.T) {
 	p := &proctest.Process{Name: "hubu", Path: binary, Args: []string{"serve", "--listen", "127.0.0.1:0"},
 		Env: append(os.Environ(), "HUBU_DATABASE_URL="+dbURL, "HUBU_METRICS_LISTEN=127.0.0.1:0")}
 	proctest.Start(t, p)
-	metricsAddr, _ := p.Listening()["metrics_addr"].(string)
-	if metricsAddr == "" || metricsAddr == p.Addr {
-		t.Fatalf("the listening line names no metrics address of its own: %v", p.Listening())
-	}
-	get := func(url string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	if status, body := get(p.URL() + "/metrics"); status != http.StatusNotFound {
-		t.Fatalf("/metrics on --listen: %d %s, want 404", status, body)
-	}
-	status, body := get("http://" + metricsAddr + "/metrics")
-	for _, want := range []string{
+	proctest.RequireMetricsAlone(t, p,
 		`hubu_operations{state="executing"} 0`, "hubu_operations_dispatching_stuck 0", "hubu_state_metrics_read_errors_total 0",
 		"hubu_state_metrics_age_seconds", "hubu_http_requests_total{", "hubu_build_info", // the API's counters too
-	} {
-		if status != http.StatusOK || !strings.Contains(body, want) {
-			t.Fatalf("/metrics on --metrics-listen: %d, no %q in\n%s", status, want, body)
-		}
-	}
+	)
 	proctest.Stop(t, p)
 }
 
