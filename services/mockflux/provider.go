@@ -1,17 +1,12 @@
 package mockflux
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/google/uuid"
 
 	"hubu.dev/hubu/services/mockflux/journal"
 )
@@ -203,137 +198,6 @@ func (p *Provider) Close() error {
 	return p.journal.Close()
 }
 
-// SubmitRequest is one POST /v1/{model}.
-type SubmitRequest struct {
-	Model string
-	Body  []byte // the JSON body as sent
-	// IdempotencyKey is the header's value, empty when absent.
-	IdempotencyKey string
-	// IgnoreKey makes the submit behave as if the provider had no idempotency support (the
-	// idempotency_off fault), also where it honours keys; the key is still noted on the charge.
-	IgnoreKey bool
-	// Outcome is how the task is to end: "" (Ready), or one of the statuses of a task that ends
-	// without a result and is not charged (OutcomeRequestModerated, OutcomeContentModerated,
-	// OutcomeError): the moderation and error faults.
-	Outcome string
-}
-
-// The ends of a task without a result; BFL charges none of them ("only successful generations
-// (status: Ready) consume credits"), so each one's charge is refunded.
-const (
-	OutcomeRequestModerated = "Request Moderated" // its input was flagged before processing
-	OutcomeContentModerated = "Content Moderated" // its output was flagged
-	OutcomeError            = "Error"             // processing failed
-)
-
-// ErrNoCredits and ErrTooManyTasks are a submit the account cannot take: 402 and 429.
-var (
-	ErrNoCredits    = &Error{Code: CodeNoCredits, Detail: "Insufficient credits: add credits to your account, then retry"}
-	ErrTooManyTasks = &Error{Code: CodeTooMany, Detail: "Too many active tasks: wait for one of your tasks to finish"}
-)
-
-// Submit accepts a task and charges for it, or, for a key already used with the same model
-// and body, returns the earlier job and charges nothing (replayed is then true). The body's
-// webhook fields are not part of "the same body": a replay answers the earlier job, whose
-// webhook (if any) is the one delivered.
-func (p *Provider) Submit(req SubmitRequest) (job Job, replayed bool, err error) {
-	model, ok := Models[req.Model]
-	if !ok {
-		return Job{}, false, errorf(CodeNotFound, "Not Found: unknown model %q", req.Model)
-	}
-	if len(req.IdempotencyKey) > MaxIdempotencyKey {
-		return Job{}, false, errorf(CodeInvalid, "Idempotency-Key is longer than %d bytes", MaxIdempotencyKey)
-	}
-	obj, err := parseObject(req.Body)
-	if err != nil {
-		return Job{}, false, errorf(CodeInvalid, "%v", err)
-	}
-	hook, err := takeWebhook(obj)
-	if err != nil {
-		return Job{}, false, err
-	}
-	canonical, err := canonicalJSON(obj)
-	if err != nil {
-		return Job{}, false, errorf(CodeInvalid, "%v", err)
-	}
-	in, err := validate(model, canonical)
-	if err != nil {
-		return Job{}, false, err
-	}
-	hash := requestHash(model.Name, canonical)
-	key := req.IdempotencyKey
-	if req.IgnoreKey || !p.honours {
-		key = ""
-	}
-
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if key != "" {
-		if id, ok := p.byKey[key]; ok {
-			earlier := p.jobs[id].job
-			if earlier.RequestHash != hash {
-				return Job{}, false, errorf(CodeKeyReused,
-					"Idempotency-Key was already used for another request (a different model or body); use a new key for a new request")
-			}
-			return earlier, true, nil
-		}
-	}
-
-	now := p.now().UTC()
-	job = Job{
-		ID: uuid.NewString(), Model: model.Name, Prompt: in.prompt, Width: in.width, Height: in.height,
-		Format: in.format, InputPixels: in.inputPixels, IdempotencyKey: key, RequestHash: hash, CreatedAt: now,
-		RenderedAt: now.Add(p.renderTime), Webhook: hook, Outcome: req.Outcome,
-		CostMicros: model.Price.Cost(int64(in.width)*int64(in.height), in.inputPixels),
-	}
-	if p.credits > 0 && job.CostMicros > p.credits-p.micros {
-		return Job{}, false, ErrNoCredits
-	}
-	if p.concurrency > 0 && p.rendering(now, model.Name) >= concurrencyOf(model.Name, p.concurrency) {
-		return Job{}, false, ErrTooManyTasks
-	}
-	if in.seed != nil {
-		job.Seed = *in.seed
-	} else {
-		job.Seed = seedFor(job.ID)
-	}
-	// A task that will end without a result is refunded as it ends; mockflux knows its end
-	// from the start, so its charge is given back at once.
-	charge := Charge{ID: uuid.NewString(), JobID: job.ID, Model: model.Name, AmountMicros: job.CostMicros, CreatedAt: now, Refunded: job.Outcome != ""}
-	if req.IdempotencyKey != "" {
-		charge.IdempotencyKey = new(req.IdempotencyKey)
-	}
-	rec := record{Type: recordSubmit, Job: job, Charge: charge}
-	if p.journal != nil {
-		if err := p.journal.Append(rec); err != nil {
-			return Job{}, false, fmt.Errorf("record the charge: %w", err)
-		}
-	}
-	p.apply(rec)
-	return job, false, nil
-}
-
-// rendering counts the tasks still rendering at now (of model alone for a model with a limit
-// of its own); p.mu is held.
-func (p *Provider) rendering(now time.Time, model string) int {
-	n := 0
-	for _, st := range p.jobs {
-		if now.Before(st.job.RenderedAt) && (model != "flux-kontext-max" || st.job.Model == model) {
-			n++
-		}
-	}
-	return n
-}
-
-// concurrencyOf is the limit of tasks at once for model: BFL allows flux-kontext-max 6 where
-// the others have 24, so it gets a quarter of the provider's limit.
-func concurrencyOf(model string, limit int) int {
-	if model == "flux-kontext-max" {
-		return max(1, limit/4)
-	}
-	return limit
-}
-
 // HonoursIdempotency says whether the provider honours Idempotency-Key (Options).
 func (p *Provider) HonoursIdempotency() bool { return p.honours }
 
@@ -342,114 +206,6 @@ func (p *Provider) Credits() (micros int64, ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.credits - p.micros, p.credits > 0
-}
-
-// Poll is a job's state as one poll of it sees it.
-type Poll struct {
-	Job Job
-	// Ready says the job has ended: Ready, or (Job.Outcome) without a result.
-	Ready bool
-	// Progress, while pending, is the smaller of the share of its pending polls already made
-	// and the share of its render time already past.
-	Progress float64
-	// ReadyAt is when the job became Ready (see Provider.Charges).
-	ReadyAt time.Time
-	// FirstReady is when a poll first answered Ready: a sample URL works for a while from
-	// then, however long the job waited to be polled.
-	FirstReady time.Time
-}
-
-// Poll counts one poll of the job and reports its state; ok is false for an unknown id. A job
-// is Ready once its render time has passed and its pending polls are used up; every poll
-// counts towards them, also one made while the job renders.
-func (p *Provider) Poll(id string) (poll Poll, ok bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	st, ok := p.jobs[id]
-	if !ok {
-		return Poll{}, false
-	}
-	now := p.now().UTC()
-	st.polls++
-	if st.job.Outcome == OutcomeRequestModerated {
-		// Flagged before processing: it never renders.
-		return Poll{Job: st.job, Ready: true}, true
-	}
-	if st.polls == p.pendingPolls {
-		st.renderBound = now.Before(st.job.RenderedAt)
-	}
-	if st.polls <= p.pendingPolls || now.Before(st.job.RenderedAt) {
-		return Poll{Job: st.job, Progress: p.progress(st, now)}, true
-	}
-	if st.firstReady.IsZero() {
-		st.firstReady = now
-	}
-	return Poll{Job: st.job, Ready: true, ReadyAt: readyAt(st, now), FirstReady: st.firstReady}, true
-}
-
-// progress is a pending job's progress: the smaller of its two shares, below 1.
-func (p *Provider) progress(st *jobState, now time.Time) float64 {
-	share := 1.0
-	if p.pendingPolls > 0 {
-		share = min(share, float64(st.polls-1)/float64(p.pendingPolls))
-	}
-	if total := st.job.RenderedAt.Sub(st.job.CreatedAt); total > 0 {
-		share = min(share, float64(now.Sub(st.job.CreatedAt))/float64(total))
-	}
-	return max(share, 0)
-}
-
-// readyAt is when the job became Ready, zero while it is not known: its RenderedAt, once past,
-// when its pending polls were used up before it (always without pending polls); otherwise,
-// when polls held it back, the time of the first poll that answered Ready.
-func readyAt(st *jobState, now time.Time) time.Time {
-	if !st.renderBound {
-		return st.firstReady
-	}
-	if now.Before(st.job.RenderedAt) {
-		return time.Time{}
-	}
-	return st.job.RenderedAt
-}
-
-// PendingWebhooks returns the jobs whose webhook has no outcome yet, oldest first: after a
-// restart with a data file, the ones to deliver again.
-func (p *Provider) PendingWebhooks() []Job {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []Job
-	for _, c := range p.charges { // the charges keep the jobs' order
-		if st := p.jobs[c.JobID]; st.job.Webhook.URL != "" && st.webhookOutcome == "" {
-			out = append(out, st.job)
-		}
-	}
-	return out
-}
-
-// RecordWebhook notes (and journals) how a job's webhook ended. A job's first outcome stands:
-// a later one is ignored. An error means the outcome could not be journaled: it holds in
-// memory, and a restart would deliver the webhook again.
-func (p *Provider) RecordWebhook(jobID, outcome string) error {
-	if outcome == "" {
-		return errors.New("an empty webhook outcome")
-	}
-	p.mu.Lock()
-	st, ok := p.jobs[jobID]
-	if !ok || st.job.Webhook.URL == "" {
-		p.mu.Unlock()
-		return fmt.Errorf("job %q has no webhook", jobID)
-	}
-	first := st.webhookOutcome == ""
-	if first {
-		st.webhookOutcome = outcome
-	}
-	p.mu.Unlock()
-	if !first || p.journal == nil {
-		return nil
-	}
-	// Outside p.mu, so that submits and polls do not wait for this fsync; the job's own
-	// record is already in the journal (a job is known only once it is), so this one follows it.
-	return p.journal.Append(record{Type: recordWebhook, JobID: jobID, Outcome: outcome})
 }
 
 // Job returns a job by id without counting a poll.
@@ -487,16 +243,4 @@ func (p *Provider) ChargeTotals() (count int, micros int64) {
 		}
 	}
 	return count, p.micros
-}
-
-func requestHash(model string, canonical []byte) string {
-	sum := sha256.Sum256(append([]byte(model+"\x00"), canonical...))
-	return hex.EncodeToString(sum[:])
-}
-
-// seedFor picks the seed of a request that named none, as the real API does, but from the
-// job id so that it is fixed once the job exists.
-func seedFor(jobID string) int64 {
-	sum := sha256.Sum256([]byte(jobID))
-	return int64(binary.BigEndian.Uint32(sum[:4]))
 }

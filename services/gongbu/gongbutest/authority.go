@@ -1,0 +1,187 @@
+package gongbutest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"hubu.dev/hubu/services/gongbu"
+)
+
+// Report is one outcome Gongbu told the Authority.
+type Report struct {
+	DecisionID uuid.UUID
+	Settled    bool // Settle; otherwise Release
+	Amount     int64
+	Failed     bool // a Settle of a failed execution
+	Reason     string
+	// ProviderCost is what the provider stated the job cost, as the Settle reported it.
+	ProviderCost *int64
+}
+
+// Authority is a fake Hubu: it knows the decisions it was given, and counts reports.
+type Authority struct {
+	mu         sync.Mutex
+	decisions  map[uuid.UUID]authorityEntry
+	owners     map[string]string // public handle -> agent token
+	down       bool
+	reportDown bool
+	refuse     map[uuid.UUID]bool // decisions whose reports fail
+	reports    []Report
+	failed     int // reports refused while down
+	asked      int
+	onDecision func() // called after each decision look-up, outside the lock
+	onOwns     func() // called before each ownership check answers, outside the lock
+}
+
+type authorityEntry struct {
+	d        gongbu.Decision
+	state    string
+	issuedAt time.Time
+}
+
+// NewAuthority returns a fake Hubu that knows no decision.
+func NewAuthority() *Authority {
+	return &Authority{decisions: map[uuid.UUID]authorityEntry{}, owners: map[string]string{}}
+}
+
+// Issue makes the fake know a decision in an operation state, issued now, and the agent token
+// that owns it.
+func (a *Authority) Issue(d gongbu.Decision, state, agentToken string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.decisions[d.DecisionID] = authorityEntry{d: d, state: state, issuedAt: time.Now()}
+	a.owners[d.PublicHandle] = agentToken
+}
+
+// SetIssuedAt sets when a known decision was issued.
+func (a *Authority) SetIssuedAt(id uuid.UUID, at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e := a.decisions[id]
+	e.issuedAt = at
+	a.decisions[id] = e
+}
+
+// FailReportsFor makes Settle and Release fail for these decisions.
+func (a *Authority) FailReportsFor(ids ...uuid.UUID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.refuse == nil {
+		a.refuse = map[uuid.UUID]bool{}
+	}
+	for _, id := range ids {
+		a.refuse[id] = true
+	}
+}
+
+// SetDown makes every call fail (true) or succeed (false).
+func (a *Authority) SetDown(down bool) { under(&a.mu, func() { a.down = down }) }
+
+// SetReportsDown makes Settle and Release fail (true) or succeed (false); decisions can
+// still be looked up.
+func (a *Authority) SetReportsDown(down bool) { under(&a.mu, func() { a.reportDown = down }) }
+
+// OnDecision makes every decision look-up call f after it has its answer, as a caller whose
+// context ends right then would see it.
+func (a *Authority) OnDecision(f func()) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.onDecision = f
+}
+
+// OnOwns makes every ownership check call f before it answers, as a Hubu that is slow to
+// answer would.
+func (a *Authority) OnOwns(f func()) { under(&a.mu, func() { a.onOwns = f }) }
+
+// Reports returns the successful reports, in order.
+func (a *Authority) Reports() []Report {
+	return locked(&a.mu, func() []Report { return append([]Report(nil), a.reports...) })
+}
+
+// FailedReports is how many reports were refused while the fake was down.
+func (a *Authority) FailedReports() int { return locked(&a.mu, func() int { return a.failed }) }
+
+// Asked is how many times a decision was looked up.
+func (a *Authority) Asked() int { return locked(&a.mu, func() int { return a.asked }) }
+
+func (a *Authority) Decision(_ context.Context, id uuid.UUID) (gongbu.Issued, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if f := a.onDecision; f != nil {
+		defer func() {
+			a.mu.Unlock()
+			f()
+			a.mu.Lock()
+		}()
+	}
+	a.asked++
+	if a.down {
+		return gongbu.Issued{}, ErrDown
+	}
+	e, ok := a.decisions[id]
+	if !ok {
+		return gongbu.Issued{}, gongbu.Errorf(gongbu.CodeNotFound, "Hubu has no decision %s", id)
+	}
+	return gongbu.Issued{Decision: e.d, State: e.state, IssuedAt: e.issuedAt}, nil
+}
+
+func (a *Authority) Settle(_ context.Context, id uuid.UUID, amount int64, failed bool, reason string, providerCost *int64) error {
+	return a.report(Report{DecisionID: id, Settled: true, Amount: amount, Failed: failed, Reason: reason, ProviderCost: providerCost})
+}
+
+func (a *Authority) Release(_ context.Context, id uuid.UUID, reason string) error {
+	return a.report(Report{DecisionID: id, Reason: reason})
+}
+
+func (a *Authority) report(r Report) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.down || a.reportDown || a.refuse[r.DecisionID] {
+		a.failed++
+		return ErrDown
+	}
+	if _, ok := a.decisions[r.DecisionID]; !ok {
+		return fmt.Errorf("status 404: not_found")
+	}
+	a.reports = append(a.reports, r)
+	return nil
+}
+
+// Owns answers like Hubu asked with the agent's token: true only for the agent that owns
+// the handle; an unknown token is unauthorized.
+func (a *Authority) Owns(_ context.Context, agentToken, handle string) (bool, error) {
+	if f := locked(&a.mu, func() func() { return a.onOwns }); f != nil {
+		f()
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.down {
+		return false, ErrDown
+	}
+	known := false
+	for _, tok := range a.owners {
+		known = known || tok == agentToken
+	}
+	if !known {
+		return false, gongbu.Errorf(gongbu.CodeUnauthorized, "the bearer token is not valid")
+	}
+	return a.owners[handle] == agentToken, nil
+}
+
+// locked returns f's answer, read under mu.
+func locked[T any](mu *sync.Mutex, f func() T) T {
+	mu.Lock()
+	defer mu.Unlock()
+	return f()
+}
+
+// under runs f under mu.
+func under(mu *sync.Mutex, f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	f()
+}
