@@ -43,7 +43,7 @@ type flight struct {
 // coalesce lets one delivery of a call work while concurrent deliveries of the same call
 // and request wait for it and share its answer.
 func (r *Router) coalesce(call registry.Call, work func() answer) answer {
-	key := call.Platform + "\x00" + call.CallID
+	key := flightKey(call)
 	r.mu.Lock()
 	if f, ok := r.flights[key]; ok {
 		f.waiters++
@@ -68,6 +68,12 @@ func (r *Router) coalesce(call registry.Call, work func() answer) answer {
 	}()
 	f.answer = work()
 	return f.answer
+}
+
+// flightKey is the call a delivery is of, as the registry keys it: with its agent, so that a
+// delivery never waits for, nor shares the answer of, another agent's call with the same id.
+func flightKey(call registry.Call) string {
+	return call.Agent + "\x00" + call.Platform + "\x00" + call.CallID
 }
 
 // spend resolves a call against the registry, forwards it when it is new or unfinished, and

@@ -27,6 +27,7 @@ func (r *Router) handler(t tool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		ctx, span := startCallSpan(ctx, t.Name, req)
 		defer func() { span.end(res) }()
+		ctx = WithCaller(ctx, callerOfRequest(req.Extra))
 		c := toolCall{args: []byte("{}")}
 		if req.Params != nil && len(req.Params.Arguments) > 0 {
 			c.args = req.Params.Arguments
@@ -37,7 +38,7 @@ func (r *Router) handler(t tool) mcp.ToolHandler {
 		case refused != nil && t.identified:
 			verdict = refused.Error.Code
 		case t.identified:
-			refused, verdict = r.identify(req, t.Name, &c)
+			refused, verdict = r.identify(ctx, req, t.Name, &c)
 		}
 		r.diagnose(req, verdict)
 		switch {
@@ -67,8 +68,9 @@ func checkArguments(args []byte) *answer {
 }
 
 // identify takes exactly one trusted identity from _meta and hashes the request, which make
-// the call the registry records; verdict is what --diagnose-meta says of it.
-func (r *Router) identify(req *mcp.CallToolRequest, tool string, c *toolCall) (refused *answer, verdict string) {
+// the call the registry records, as the call of the caller ctx carries; verdict is what
+// --diagnose-meta says of it.
+func (r *Router) identify(ctx context.Context, req *mcp.CallToolRequest, tool string, c *toolCall) (refused *answer, verdict string) {
 	id, err := identity.Normalize(metaOf(req), r.cfg.Identity)
 	if err != nil {
 		return identityRefusal(err)
@@ -83,7 +85,9 @@ func (r *Router) identify(req *mcp.CallToolRequest, tool string, c *toolCall) (r
 	if err := id.Binding.Check(r.cfg.Registry.InstallationID(), digest.String()); err != nil {
 		return identityRefusal(err)
 	}
-	c.call = registry.Call{Platform: id.Platform, CallID: id.CallID, Scope: id.Scope, Tool: tool, RequestHash: digest.String()}
+	c.call = registry.Call{
+		Agent: CallerFrom(ctx).Agent, Platform: id.Platform, CallID: id.CallID, Scope: id.Scope, Tool: tool, RequestHash: digest.String(),
+	}
 	return nil, "accepted:" + id.Platform
 }
 
@@ -110,7 +114,7 @@ func (r *Router) byHandle(run func(ctx context.Context, handle string) answer) f
 			return *bad
 		}
 		a := run(ctx, handle)
-		key, _, err := r.cfg.Registry.OperationKeyFor(ctx, handle)
+		key, _, err := r.cfg.Registry.OperationKeyFor(ctx, CallerFrom(ctx).Agent, handle)
 		if err != nil {
 			r.cfg.Logger.WarnContext(ctx, "registry lookup failed", "err", err)
 		}

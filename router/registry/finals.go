@@ -50,14 +50,18 @@ func newFinals(maxBytes int) *finals {
 	return &finals{max: maxBytes, byKey: map[callKey]*list.Element{}, now: time.Now}
 }
 
-// callKey is a call's row in a registry: the installation is the registry's own.
-type callKey struct{ platform, callID string }
+// callKey is a call's row in a registry: the installation is the registry's own. The agent is
+// part of it, so one agent's delivery never meets another's row, in memory or in the database.
+type callKey struct{ agent, platform, callID string }
+
+// key is the row c is a delivery of.
+func (c Call) key() callKey { return callKey{agent: c.Agent, platform: c.Platform, callID: c.CallID} }
 
 // get returns the cached row of a finished call.
-func (f *finals) get(platform, callID string) (seenRow, bool) {
+func (f *finals) get(key callKey) (seenRow, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	el, ok := f.byKey[callKey{platform, callID}]
+	el, ok := f.byKey[key]
 	if !ok {
 		return seenRow{}, false
 	}
@@ -79,12 +83,11 @@ func (f *finals) remove(el *list.Element) {
 // put caches the row of a finished call, unless its result would take more than a quarter
 // of the budget, and returns the row as cached (with the memo of its decoded result). A
 // result is counted twice: its bytes, and what Decoded makes of them.
-func (f *finals) put(platform, callID string, row seenRow) seenRow {
+func (f *finals) put(key callKey, row seenRow) seenRow {
 	n := 2 * len(row.entry.Result)
 	if row.entry.Result == nil || f.max == 0 || n > f.max/4 {
 		return row
 	}
-	key := callKey{platform, callID}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if el, ok := f.byKey[key]; ok { // the result is the same: it is written once

@@ -204,13 +204,14 @@ func TestFinalsForgetOldRows(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	f := newFinals(DefaultFinalsBytes)
 	f.now = func() time.Time { return now }
-	f.put("codex", "call_finalsOld000000000001", seenRow{entry: Entry{Result: []byte(`{"final":1}`)}})
+	k := callKey{platform: "codex", callID: "call_finalsOld000000000001"}
+	f.put(k, seenRow{entry: Entry{Result: []byte(`{"final":1}`)}})
 	now = now.Add(finalsMaxAge - time.Second)
-	if _, ok := f.get("codex", "call_finalsOld000000000001"); !ok {
+	if _, ok := f.get(k); !ok {
 		t.Fatal("a row cached just under finalsMaxAge ago was forgotten")
 	}
 	now = now.Add(time.Second)
-	if _, ok := f.get("codex", "call_finalsOld000000000001"); ok {
+	if _, ok := f.get(k); ok {
 		t.Fatal("a row cached finalsMaxAge ago was still answered from memory")
 	}
 	if f.size != 0 || f.lru.Len() != 0 || len(f.byKey) != 0 {

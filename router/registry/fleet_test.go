@@ -109,7 +109,7 @@ func testFleetRace(t *testing.T, newState func() string) {
 		if err != nil || out != want || e.OperationKey != keys[i] || (want == Replay && string(e.Result) != results[i][0]) {
 			t.Fatalf("call %d after reopening: %v %v, same key %v, result %s; want %v", i, out, err, e.OperationKey == keys[i], e.Result, want)
 		}
-		if key, ok, err := again.OperationKeyFor(ctx, e.PublicHandle); err != nil || !ok || key != keys[i] {
+		if key, ok, err := again.OperationKeyFor(ctx, "", e.PublicHandle); err != nil || !ok || key != keys[i] {
 			t.Fatalf("call %d: the key behind its handle after reopening: %v %v", i, ok, err)
 		}
 	}

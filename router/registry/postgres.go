@@ -158,8 +158,8 @@ func (s *postgresStore) close() error {
 	return nil
 }
 
-func (s *postgresStore) call(ctx context.Context, platform, callID string) (seenRow, bool, error) {
-	row, err := s.q.GetCall(ctx, s.pool, routerpg.GetCallParams{Platform: platform, InstallationID: s.installationID, HarnessCallID: callID})
+func (s *postgresStore) call(ctx context.Context, k callKey) (seenRow, bool, error) {
+	row, err := s.q.GetCall(ctx, s.pool, routerpg.GetCallParams{Agent: k.agent, Platform: k.platform, InstallationID: s.installationID, HarnessCallID: k.callID})
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return seenRow{}, false, nil
@@ -178,14 +178,14 @@ func (s *postgresStore) create(ctx context.Context, c Call, newEntry func() (Ent
 		// Another router may have recorded the call since this one looked, and a key source
 		// that refuses (no preallocated keys left, say) must not answer a call in flight as
 		// refused: its row wins.
-		if row, found, lookErr := s.call(ctx, c.Platform, c.CallID); lookErr == nil && found {
+		if row, found, lookErr := s.call(ctx, c.key()); lookErr == nil && found {
 			return row, false, nil
 		}
 		return seenRow{}, false, err
 	}
 	now := s.now()
 	inserted, err := s.q.InsertCall(ctx, s.pool, routerpg.InsertCallParams{
-		Platform: c.Platform, InstallationID: s.installationID, HarnessCallID: c.CallID, Tool: c.Tool,
+		Agent: c.Agent, Platform: c.Platform, InstallationID: s.installationID, HarnessCallID: c.CallID, Tool: c.Tool,
 		RequestHash: c.RequestHash, OperationKey: e.OperationKey, PublicHandle: e.PublicHandle, ScopeDigest: c.Scope,
 		CreatedAt: now, UpdatedAt: now,
 	})
@@ -195,7 +195,7 @@ func (s *postgresStore) create(ctx context.Context, c Call, newEntry func() (Ent
 	if inserted == 1 {
 		return seenRow{entry: e, scope: c.Scope}, true, nil
 	}
-	row, found, err := s.call(ctx, c.Platform, c.CallID)
+	row, found, err := s.call(ctx, c.key())
 	switch {
 	case err != nil:
 		return seenRow{}, false, fmt.Errorf("look the call up: %w", err)
@@ -205,15 +205,15 @@ func (s *postgresStore) create(ctx context.Context, c Call, newEntry func() (Ent
 	return row, false, nil
 }
 
-func (s *postgresStore) setResult(ctx context.Context, platform, callID string, result []byte) error {
+func (s *postgresStore) setResult(ctx context.Context, k callKey, result []byte) error {
 	r := string(result)
 	return s.q.SetResult(ctx, s.pool, routerpg.SetResultParams{
-		Result: &r, UpdatedAt: s.now(), Platform: platform, InstallationID: s.installationID, HarnessCallID: callID,
+		Result: &r, UpdatedAt: s.now(), Agent: k.agent, Platform: k.platform, InstallationID: s.installationID, HarnessCallID: k.callID,
 	})
 }
 
-func (s *postgresStore) operationKey(ctx context.Context, publicHandle string) (string, bool, error) {
-	key, err := s.q.GetOperationKeyByHandle(ctx, s.pool, publicHandle)
+func (s *postgresStore) operationKey(ctx context.Context, agent, publicHandle string) (string, bool, error) {
+	key, err := s.q.GetOperationKeyByHandle(ctx, s.pool, routerpg.GetOperationKeyByHandleParams{PublicHandle: publicHandle, Agent: agent})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", false, nil
 	}

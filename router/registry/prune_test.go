@@ -126,7 +126,7 @@ func testPrune(t *testing.T, newState func() string) {
 			t.Errorf("%s after pruning replays %s", c.CallID, got.Result)
 		}
 	}
-	if _, found, err := router.OperationKeyFor(ctx, pruned[0].PublicHandle); err != nil || found {
+	if _, found, err := router.OperationKeyFor(ctx, "", pruned[0].PublicHandle); err != nil || found {
 		t.Fatalf("a pruned call's handle: found %v, %v", found, err)
 	}
 	again, out, err := router.Resolve(ctx, pruneCall("oldFinal", 0))

@@ -1,9 +1,9 @@
-// Package registry is the router's durable memory of trusted calls: one row per (platform,
-// installation, harness call id), with the call's private operation key, public handle and
-// request hash, committed before any backend sees the call, so a crash at any later point is
-// recovered by the redelivery. It lives in a SQLite file (WAL, synchronous=FULL), which several
-// router processes on one machine may share, or in a Postgres database, which a router fleet
-// (several routers behind a load balancer) shares; both keep the same guarantees.
+// Package registry is the router's durable memory of trusted calls: one row per (agent,
+// platform, installation, harness call id), with the call's private operation key, public
+// handle and request hash, committed before any backend sees the call, so a crash at any later
+// point is recovered by the redelivery. It lives in a SQLite file (WAL, synchronous=FULL),
+// which several router processes on one machine may share, or in a Postgres database, which a
+// router fleet (several routers behind a load balancer) shares; both keep the same guarantees.
 package registry
 
 import (
@@ -18,6 +18,10 @@ import (
 
 // Call is what identifies and describes one delivery.
 type Call struct {
+	// Agent is whom the call acts for: the agent's id in OAuth mode, "" for the static token's
+	// agent (and stdio). Calls are the agent's: the same call id from two agents is two calls,
+	// and a delivery is a redelivery only of its own agent's call.
+	Agent    string
 	Platform string
 	CallID   string // the harness's per-call id; trusted, never model-written
 	// Scope is a digest of the conversation the harness says the call belongs to (identity.Identity.Scope),
@@ -74,7 +78,7 @@ const (
 	Continue
 	// Replay: the same call and request with a final result: answer it, touch no backend.
 	Replay
-	// Conflict: the same call id with another request: refused, no backend touched.
+	// Conflict: the same call id (of the same agent) with another request: refused, no backend touched.
 	Conflict
 	// ScopeConflict: the same call id from another conversation than the one it was first
 	// seen in: not a redelivery but a repeated id. Refused, never replayed, no backend touched.
@@ -116,14 +120,15 @@ type Registry struct {
 // deliveries of one call, in any number of processes, to one row.
 type store interface {
 	// call reads the row of a call of this installation; found is false when it has none.
-	call(ctx context.Context, platform, callID string) (row seenRow, found bool, err error)
+	call(ctx context.Context, k callKey) (row seenRow, found bool, err error)
 	// create commits the row of a new call, with the keys newEntry makes, unless the call has a
 	// row already: then it returns that row instead, and created is false.
 	create(ctx context.Context, c Call, newEntry func() (Entry, error)) (row seenRow, created bool, err error)
 	// setResult records a call's final result unless one is recorded.
-	setResult(ctx context.Context, platform, callID string, result []byte) error
-	// operationKey returns the private key behind a public handle; found is false when none has it.
-	operationKey(ctx context.Context, publicHandle string) (key string, found bool, err error)
+	setResult(ctx context.Context, k callKey, result []byte) error
+	// operationKey returns the private key behind a public handle of the agent's calls; found is
+	// false when none of them has it.
+	operationKey(ctx context.Context, agent, publicHandle string) (key string, found bool, err error)
 	// count counts this installation's calls as Registry.Count does.
 	count(ctx context.Context, before time.Time) (Counts, error)
 	// prune deletes, in one transaction, at most limit of this installation's final calls created
@@ -195,11 +200,12 @@ func (r *Registry) InstallationID() string { return r.installationID }
 // call not found is written, and the store looks again as it writes (see store.create). The
 // Entry's Result is shared: it must not be modified.
 func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Resolution, error) {
-	if row, ok := r.finals.get(c.Platform, c.CallID); ok {
+	k := c.key()
+	if row, ok := r.finals.get(k); ok {
 		e, res := resolveRow(row, c)
 		return e, res, nil
 	}
-	row, found, err := r.store.call(ctx, c.Platform, c.CallID)
+	row, found, err := r.store.call(ctx, k)
 	if err != nil {
 		return Entry{}, 0, fmt.Errorf("look the call up: %w", err)
 	}
@@ -214,7 +220,7 @@ func (r *Registry) Resolve(ctx context.Context, c Call) (Entry, Resolution, erro
 		}
 		// Another delivery of the call, in this process or another, recorded it first.
 	}
-	seen := r.finals.put(c.Platform, c.CallID, row) // when it is final
+	seen := r.finals.put(k, row) // when it is final
 	e, res := resolveRow(seen, c)
 	return e, res, nil
 }
@@ -234,16 +240,17 @@ func (r *Registry) newEntry(ctx context.Context, c Call) (Entry, error) {
 // is another delivery's when that one (in another router sharing the registry) was recorded
 // first; the entry is empty, and the error nil, when the row could not be read back.
 func (r *Registry) Finish(ctx context.Context, c Call, result []byte) (Entry, error) {
-	if err := r.store.setResult(ctx, c.Platform, c.CallID, result); err != nil {
+	k := c.key()
+	if err := r.store.setResult(ctx, k, result); err != nil {
 		return Entry{}, fmt.Errorf("record the result: %w", err)
 	}
 	// The row as recorded goes into finals for the redeliveries to come. It is only a cache:
 	// a failed read leaves the next delivery to read the row.
-	row, found, err := r.store.call(ctx, c.Platform, c.CallID)
+	row, found, err := r.store.call(ctx, k)
 	if err != nil || !found {
 		return Entry{}, nil
 	}
-	return r.finals.put(c.Platform, c.CallID, row).entry, nil
+	return r.finals.put(k, row).entry, nil
 }
 
 // seenRow is what a delivery of a recorded call is resolved against.
@@ -266,8 +273,9 @@ func resolveRow(row seenRow, c Call) (Entry, Resolution) {
 	return row.entry, Continue
 }
 
-// OperationKeyFor returns the private key behind a public handle made by this registry,
-// for the scrubber of tools that name an operation by its handle.
-func (r *Registry) OperationKeyFor(ctx context.Context, publicHandle string) (string, bool, error) {
-	return r.store.operationKey(ctx, publicHandle)
+// OperationKeyFor returns the private key behind a public handle made by this registry for
+// one of the agent's calls, for the scrubber of tools that name an operation by its handle.
+// Another agent's handle is not found, as an unknown one is.
+func (r *Registry) OperationKeyFor(ctx context.Context, agent, publicHandle string) (string, bool, error) {
+	return r.store.operationKey(ctx, agent, publicHandle)
 }

@@ -52,7 +52,7 @@ func testResolve(t *testing.T, newState func() string) {
 	if _, out, _ := r.Resolve(ctx, cc); out != New {
 		t.Fatalf("the same id from another platform: %v", out)
 	}
-	if key, ok, err := r.OperationKeyFor(ctx, e.PublicHandle); err != nil || !ok || key != e.OperationKey {
+	if key, ok, err := r.OperationKeyFor(ctx, "", e.PublicHandle); err != nil || !ok || key != e.OperationKey {
 		t.Fatalf("key for handle: %v %v", ok, err)
 	}
 }

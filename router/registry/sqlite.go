@@ -99,12 +99,12 @@ func (s *sqliteStore) close() error {
 	return s.db.Close()
 }
 
-func (s *sqliteStore) call(ctx context.Context, platform, callID string) (seenRow, bool, error) {
-	return s.get(ctx, s.stmts, platform, callID)
+func (s *sqliteStore) call(ctx context.Context, k callKey) (seenRow, bool, error) {
+	return s.get(ctx, s.stmts, k)
 }
 
-func (s *sqliteStore) get(ctx context.Context, db routerdb.DBTX, platform, callID string) (seenRow, bool, error) {
-	row, err := s.q.GetCall(ctx, db, routerdb.GetCallParams{Platform: platform, InstallationID: s.installationID, HarnessCallID: callID})
+func (s *sqliteStore) get(ctx context.Context, db routerdb.DBTX, k callKey) (seenRow, bool, error) {
+	row, err := s.q.GetCall(ctx, db, routerdb.GetCallParams{Agent: k.agent, Platform: k.platform, InstallationID: s.installationID, HarnessCallID: k.callID})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return seenRow{}, false, nil
@@ -127,7 +127,7 @@ func (s *sqliteStore) create(ctx context.Context, c Call, newEntry func() (Entry
 	defer tx.Rollback() //nolint:errcheck // a no-op after commit
 
 	// Another delivery of the call, in this process or another, may have recorded it since.
-	if row, found, err := s.get(ctx, s.stmts.in(tx), c.Platform, c.CallID); found || err != nil {
+	if row, found, err := s.get(ctx, s.stmts.in(tx), c.key()); found || err != nil {
 		if err != nil {
 			return seenRow{}, false, fmt.Errorf("look the call up: %w", err)
 		}
@@ -139,7 +139,7 @@ func (s *sqliteStore) create(ctx context.Context, c Call, newEntry func() (Entry
 	}
 	now := s.now().UnixMilli()
 	if err := s.q.InsertCall(ctx, s.stmts.in(tx), routerdb.InsertCallParams{
-		Platform: c.Platform, InstallationID: s.installationID, HarnessCallID: c.CallID, Tool: c.Tool,
+		Agent: c.Agent, Platform: c.Platform, InstallationID: s.installationID, HarnessCallID: c.CallID, Tool: c.Tool,
 		RequestHash: c.RequestHash, OperationKey: e.OperationKey, PublicHandle: e.PublicHandle, ScopeDigest: c.Scope,
 		CreatedAt: now, UpdatedAt: now,
 	}); err != nil {
@@ -151,17 +151,17 @@ func (s *sqliteStore) create(ctx context.Context, c Call, newEntry func() (Entry
 	return seenRow{entry: e, scope: c.Scope}, true, nil
 }
 
-func (s *sqliteStore) setResult(ctx context.Context, platform, callID string, result []byte) error {
+func (s *sqliteStore) setResult(ctx context.Context, k callKey, result []byte) error {
 	s.writes.Lock()
 	defer s.writes.Unlock()
 	r := string(result)
 	return s.q.SetResult(ctx, s.stmts, routerdb.SetResultParams{
-		Result: &r, UpdatedAt: s.now().UnixMilli(), Platform: platform, InstallationID: s.installationID, HarnessCallID: callID,
+		Result: &r, UpdatedAt: s.now().UnixMilli(), Agent: k.agent, Platform: k.platform, InstallationID: s.installationID, HarnessCallID: k.callID,
 	})
 }
 
-func (s *sqliteStore) operationKey(ctx context.Context, publicHandle string) (string, bool, error) {
-	row, err := s.q.GetCallByHandle(ctx, s.stmts, publicHandle)
+func (s *sqliteStore) operationKey(ctx context.Context, agent, publicHandle string) (string, bool, error) {
+	row, err := s.q.GetCallByHandle(ctx, s.stmts, routerdb.GetCallByHandleParams{PublicHandle: publicHandle, Agent: agent})
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", false, nil
 	}

@@ -24,14 +24,14 @@ func TestStatementsAreCompiledOnce(t *testing.T) {
 		if _, created, err := s.create(ctx, c, func() (Entry, error) { return e, nil }); err != nil || !created {
 			t.Fatalf("create %d: %v, created %v", i, err, created)
 		}
-		if err := s.setResult(ctx, c.Platform, c.CallID, []byte(`{"n":1}`)); err != nil {
+		if err := s.setResult(ctx, c.key(), []byte(`{"n":1}`)); err != nil {
 			t.Fatal(err)
 		}
-		row, found, err := s.call(ctx, c.Platform, c.CallID)
+		row, found, err := s.call(ctx, c.key())
 		if err != nil || !found || row.entry.OperationKey != e.OperationKey {
 			t.Fatalf("call %d: %v, found %v, %+v", i, err, found, row.entry)
 		}
-		if key, found, err := s.operationKey(ctx, e.PublicHandle); err != nil || !found || key != e.OperationKey {
+		if key, found, err := s.operationKey(ctx, "", e.PublicHandle); err != nil || !found || key != e.OperationKey {
 			t.Fatalf("operationKey %d: %q, %v, %v", i, key, found, err)
 		}
 	}

@@ -6,19 +6,20 @@ INSERT INTO installation (singleton, installation_id, created_at) VALUES (1, ?, 
 ON CONFLICT (singleton) DO NOTHING;
 
 -- name: GetCall :one
-SELECT * FROM calls WHERE platform = ? AND installation_id = ? AND harness_call_id = ?;
+SELECT * FROM calls WHERE agent = ? AND platform = ? AND installation_id = ? AND harness_call_id = ?;
 
 -- name: InsertCall :exec
-INSERT INTO calls (platform, installation_id, harness_call_id, tool, request_hash, operation_key,
+INSERT INTO calls (agent, platform, installation_id, harness_call_id, tool, request_hash, operation_key,
                    public_handle, scope_digest, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: SetResult :exec
 UPDATE calls SET result = ?, updated_at = ?
-WHERE platform = ? AND installation_id = ? AND harness_call_id = ? AND result IS NULL;
+WHERE agent = ? AND platform = ? AND installation_id = ? AND harness_call_id = ? AND result IS NULL;
 
 -- name: GetCallByHandle :one
-SELECT * FROM calls WHERE public_handle = ?;
+-- GetCallByHandle finds a handle only among the agent's calls: another agent's is not found.
+SELECT * FROM calls WHERE public_handle = ? AND agent = ?;
 
 -- name: CountCalls :one
 -- CountCalls counts the calls of an installation, and of them the final ones (with a result).

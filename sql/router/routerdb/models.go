@@ -5,6 +5,7 @@
 package routerdb
 
 type Call struct {
+	Agent          string
 	Platform       string
 	InstallationID string
 	HarnessCallID  string
@@ -12,10 +13,10 @@ type Call struct {
 	RequestHash    string
 	OperationKey   string
 	PublicHandle   string
+	ScopeDigest    string
 	Result         *string
 	CreatedAt      int64
 	UpdatedAt      int64
-	ScopeDigest    string
 }
 
 type Installation struct {

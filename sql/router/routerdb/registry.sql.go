@@ -46,19 +46,26 @@ func (q *Queries) CountPrunableCalls(ctx context.Context, db DBTX, arg CountPrun
 }
 
 const getCall = `-- name: GetCall :one
-SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, result, created_at, updated_at, scope_digest FROM calls WHERE platform = ? AND installation_id = ? AND harness_call_id = ?
+SELECT agent, platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, scope_digest, result, created_at, updated_at FROM calls WHERE agent = ? AND platform = ? AND installation_id = ? AND harness_call_id = ?
 `
 
 type GetCallParams struct {
+	Agent          string
 	Platform       string
 	InstallationID string
 	HarnessCallID  string
 }
 
 func (q *Queries) GetCall(ctx context.Context, db DBTX, arg GetCallParams) (Call, error) {
-	row := db.QueryRowContext(ctx, getCall, arg.Platform, arg.InstallationID, arg.HarnessCallID)
+	row := db.QueryRowContext(ctx, getCall,
+		arg.Agent,
+		arg.Platform,
+		arg.InstallationID,
+		arg.HarnessCallID,
+	)
 	var i Call
 	err := row.Scan(
+		&i.Agent,
 		&i.Platform,
 		&i.InstallationID,
 		&i.HarnessCallID,
@@ -66,22 +73,29 @@ func (q *Queries) GetCall(ctx context.Context, db DBTX, arg GetCallParams) (Call
 		&i.RequestHash,
 		&i.OperationKey,
 		&i.PublicHandle,
+		&i.ScopeDigest,
 		&i.Result,
 		&i.CreatedAt,
 		&i.UpdatedAt,
-		&i.ScopeDigest,
 	)
 	return i, err
 }
 
 const getCallByHandle = `-- name: GetCallByHandle :one
-SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, result, created_at, updated_at, scope_digest FROM calls WHERE public_handle = ?
+SELECT agent, platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, scope_digest, result, created_at, updated_at FROM calls WHERE public_handle = ? AND agent = ?
 `
 
-func (q *Queries) GetCallByHandle(ctx context.Context, db DBTX, publicHandle string) (Call, error) {
-	row := db.QueryRowContext(ctx, getCallByHandle, publicHandle)
+type GetCallByHandleParams struct {
+	PublicHandle string
+	Agent        string
+}
+
+// GetCallByHandle finds a handle only among the agent's calls: another agent's is not found.
+func (q *Queries) GetCallByHandle(ctx context.Context, db DBTX, arg GetCallByHandleParams) (Call, error) {
+	row := db.QueryRowContext(ctx, getCallByHandle, arg.PublicHandle, arg.Agent)
 	var i Call
 	err := row.Scan(
+		&i.Agent,
 		&i.Platform,
 		&i.InstallationID,
 		&i.HarnessCallID,
@@ -89,10 +103,10 @@ func (q *Queries) GetCallByHandle(ctx context.Context, db DBTX, publicHandle str
 		&i.RequestHash,
 		&i.OperationKey,
 		&i.PublicHandle,
+		&i.ScopeDigest,
 		&i.Result,
 		&i.CreatedAt,
 		&i.UpdatedAt,
-		&i.ScopeDigest,
 	)
 	return i, err
 }
@@ -109,12 +123,13 @@ func (q *Queries) GetInstallation(ctx context.Context, db DBTX) (string, error) 
 }
 
 const insertCall = `-- name: InsertCall :exec
-INSERT INTO calls (platform, installation_id, harness_call_id, tool, request_hash, operation_key,
+INSERT INTO calls (agent, platform, installation_id, harness_call_id, tool, request_hash, operation_key,
                    public_handle, scope_digest, created_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 `
 
 type InsertCallParams struct {
+	Agent          string
 	Platform       string
 	InstallationID string
 	HarnessCallID  string
@@ -129,6 +144,7 @@ type InsertCallParams struct {
 
 func (q *Queries) InsertCall(ctx context.Context, db DBTX, arg InsertCallParams) error {
 	_, err := db.ExecContext(ctx, insertCall,
+		arg.Agent,
 		arg.Platform,
 		arg.InstallationID,
 		arg.HarnessCallID,
@@ -186,12 +202,13 @@ func (q *Queries) PruneCalls(ctx context.Context, db DBTX, arg PruneCallsParams)
 
 const setResult = `-- name: SetResult :exec
 UPDATE calls SET result = ?, updated_at = ?
-WHERE platform = ? AND installation_id = ? AND harness_call_id = ? AND result IS NULL
+WHERE agent = ? AND platform = ? AND installation_id = ? AND harness_call_id = ? AND result IS NULL
 `
 
 type SetResultParams struct {
 	Result         *string
 	UpdatedAt      int64
+	Agent          string
 	Platform       string
 	InstallationID string
 	HarnessCallID  string
@@ -201,6 +218,7 @@ func (q *Queries) SetResult(ctx context.Context, db DBTX, arg SetResultParams) e
 	_, err := db.ExecContext(ctx, setResult,
 		arg.Result,
 		arg.UpdatedAt,
+		arg.Agent,
 		arg.Platform,
 		arg.InstallationID,
 		arg.HarnessCallID,

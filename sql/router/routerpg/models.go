@@ -20,6 +20,7 @@ type Call struct {
 	Result         *string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	Agent          string
 }
 
 type Installation struct {

@@ -47,17 +47,23 @@ func (q *Queries) CountPrunableCalls(ctx context.Context, db DBTX, arg CountPrun
 }
 
 const getCall = `-- name: GetCall :one
-SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, scope_digest, result, created_at, updated_at FROM calls WHERE platform = $1 AND installation_id = $2 AND harness_call_id = $3
+SELECT platform, installation_id, harness_call_id, tool, request_hash, operation_key, public_handle, scope_digest, result, created_at, updated_at, agent FROM calls WHERE agent = $1 AND platform = $2 AND installation_id = $3 AND harness_call_id = $4
 `
 
 type GetCallParams struct {
+	Agent          string
 	Platform       string
 	InstallationID string
 	HarnessCallID  string
 }
 
 func (q *Queries) GetCall(ctx context.Context, db DBTX, arg GetCallParams) (Call, error) {
-	row := db.QueryRow(ctx, getCall, arg.Platform, arg.InstallationID, arg.HarnessCallID)
+	row := db.QueryRow(ctx, getCall,
+		arg.Agent,
+		arg.Platform,
+		arg.InstallationID,
+		arg.HarnessCallID,
+	)
 	var i Call
 	err := row.Scan(
 		&i.Platform,
@@ -71,6 +77,7 @@ func (q *Queries) GetCall(ctx context.Context, db DBTX, arg GetCallParams) (Call
 		&i.Result,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.Agent,
 	)
 	return i, err
 }
@@ -87,24 +94,31 @@ func (q *Queries) GetInstallation(ctx context.Context, db DBTX) (string, error) 
 }
 
 const getOperationKeyByHandle = `-- name: GetOperationKeyByHandle :one
-SELECT operation_key FROM calls WHERE public_handle = $1
+SELECT operation_key FROM calls WHERE public_handle = $1 AND agent = $2
 `
 
-func (q *Queries) GetOperationKeyByHandle(ctx context.Context, db DBTX, publicHandle string) (string, error) {
-	row := db.QueryRow(ctx, getOperationKeyByHandle, publicHandle)
+type GetOperationKeyByHandleParams struct {
+	PublicHandle string
+	Agent        string
+}
+
+// GetOperationKeyByHandle finds a handle only among the agent's calls: another agent's is not found.
+func (q *Queries) GetOperationKeyByHandle(ctx context.Context, db DBTX, arg GetOperationKeyByHandleParams) (string, error) {
+	row := db.QueryRow(ctx, getOperationKeyByHandle, arg.PublicHandle, arg.Agent)
 	var operation_key string
 	err := row.Scan(&operation_key)
 	return operation_key, err
 }
 
 const insertCall = `-- name: InsertCall :execrows
-INSERT INTO calls (platform, installation_id, harness_call_id, tool, request_hash, operation_key,
+INSERT INTO calls (agent, platform, installation_id, harness_call_id, tool, request_hash, operation_key,
                    public_handle, scope_digest, created_at, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (platform, installation_id, harness_call_id) DO NOTHING
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (agent, platform, installation_id, harness_call_id) DO NOTHING
 `
 
 type InsertCallParams struct {
+	Agent          string
 	Platform       string
 	InstallationID string
 	HarnessCallID  string
@@ -123,6 +137,7 @@ type InsertCallParams struct {
 // (a preallocated key used twice) is an error, never nothing.
 func (q *Queries) InsertCall(ctx context.Context, db DBTX, arg InsertCallParams) (int64, error) {
 	result, err := db.Exec(ctx, insertCall,
+		arg.Agent,
 		arg.Platform,
 		arg.InstallationID,
 		arg.HarnessCallID,
@@ -183,12 +198,13 @@ func (q *Queries) PruneCalls(ctx context.Context, db DBTX, arg PruneCallsParams)
 
 const setResult = `-- name: SetResult :exec
 UPDATE calls SET result = $1, updated_at = $2
-WHERE platform = $3 AND installation_id = $4 AND harness_call_id = $5 AND result IS NULL
+WHERE agent = $3 AND platform = $4 AND installation_id = $5 AND harness_call_id = $6 AND result IS NULL
 `
 
 type SetResultParams struct {
 	Result         *string
 	UpdatedAt      time.Time
+	Agent          string
 	Platform       string
 	InstallationID string
 	HarnessCallID  string
@@ -198,6 +214,7 @@ func (q *Queries) SetResult(ctx context.Context, db DBTX, arg SetResultParams) e
 	_, err := db.Exec(ctx, setResult,
 		arg.Result,
 		arg.UpdatedAt,
+		arg.Agent,
 		arg.Platform,
 		arg.InstallationID,
 		arg.HarnessCallID,
