@@ -72,3 +72,8 @@ func CheckImage(mimeType string, b []byte) error {
 	}
 	return nil
 }
+
+// GrantHeader names, on a request a router makes with its own credential, the OAuth grant it
+// acts for: the grant of the token a person presented to it. Hubu takes it from a router's
+// credential only, and then answers as the grant's agent.
+const GrantHeader = "Hubu-Grant"

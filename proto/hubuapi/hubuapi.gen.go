@@ -46,6 +46,7 @@ func (e BudgetPeriod) Valid() bool {
 const (
 	CredentialKindAgent    CredentialKind = "agent"
 	CredentialKindOperator CredentialKind = "operator"
+	CredentialKindRouter   CredentialKind = "router"
 	CredentialKindService  CredentialKind = "service"
 )
 
@@ -55,6 +56,8 @@ func (e CredentialKind) Valid() bool {
 	case CredentialKindAgent:
 		return true
 	case CredentialKindOperator:
+		return true
+	case CredentialKindRouter:
 		return true
 	case CredentialKindService:
 		return true
@@ -296,7 +299,10 @@ type Agent struct {
 	CreatedAt time.Time          `json:"created_at"`
 	Id        openapi_types.UUID `json:"id"`
 	Name      string             `json:"name"`
-	Policy    Policy             `json:"policy"`
+
+	// OwnerEmail The person the agent belongs to, as the team's OpenID Connect provider verifies them.
+	OwnerEmail *string `json:"owner_email,omitempty"`
+	Policy     Policy  `json:"policy"`
 }
 
 // AgentCreate defines model for AgentCreate.
@@ -370,14 +376,25 @@ type Capabilities struct {
 // (absent for a revocation made before Hubu recorded who made it).
 type Credential struct {
 	// AgentId The agent it acts as (agent credentials only).
-	AgentId   *openapi_types.UUID `json:"agent_id,omitempty"`
-	CreatedAt time.Time           `json:"created_at"`
-	CreatedBy *CredentialRef      `json:"created_by,omitempty"`
+	AgentId *openapi_types.UUID `json:"agent_id,omitempty"`
+
+	// ClientId Set on an OAuth grant, the client it was given to (a person signed in and allowed it).
+	ClientId *string `json:"client_id,omitempty"`
+
+	// ClientName The OAuth client's name, as it registered or its metadata document says.
+	ClientName *string        `json:"client_name,omitempty"`
+	CreatedAt  time.Time      `json:"created_at"`
+	CreatedBy  *CredentialRef `json:"created_by,omitempty"`
 
 	// ExpiresAt When a rotation's overlap ends; refused from then on.
 	ExpiresAt *time.Time         `json:"expires_at,omitempty"`
 	Id        openapi_types.UUID `json:"id"`
-	Kind      CredentialKind     `json:"kind"`
+
+	// Kind A router's credential acts only for the OAuth grants whose tokens people present to it.
+	Kind CredentialKind `json:"kind"`
+
+	// LastUsedAt When an OAuth grant's token last reached a router (to the minute).
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
 
 	// Name The agent's name for an agent credential; else the name it was created with.
 	Name string `json:"name"`
@@ -395,7 +412,7 @@ type Credential struct {
 	State CredentialState `json:"state"`
 }
 
-// CredentialKind defines model for CredentialKind.
+// CredentialKind A router's credential acts only for the OAuth grants whose tokens people present to it.
 type CredentialKind string
 
 // CredentialList defines model for CredentialList.
@@ -517,6 +534,21 @@ type HealthStatus string
 // and its limits, are the model's: the ones below are the widest any model allows.
 type ImageArguments = contract.ImageRequest
 
+// Invite defines model for Invite.
+type Invite struct {
+	AgentId openapi_types.UUID `json:"agent_id"`
+
+	// Code The one-time sign-in code (hubu_inv_…). Shown once; Hubu keeps only its hash.
+	Code      string    `json:"code"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// InviteCreate defines model for InviteCreate.
+type InviteCreate struct {
+	// TtlSeconds How long the code may be used (default 86400, one day; at most a week).
+	TtlSeconds *int `json:"ttl_seconds,omitempty"`
+}
+
 // Ledger defines model for Ledger.
 type Ledger struct {
 	// AmountMicros The price held when the operation was decided.
@@ -604,6 +636,12 @@ type OperationList struct {
 // approved it, waiting for the agent to resume it until approval_expires_at; dispatching: decision issued and being handed to the executor; executing:
 // the executor has it; succeeded, failed, denied, expired: final.
 type OperationState string
+
+// OwnerUpdate defines model for OwnerUpdate.
+type OwnerUpdate struct {
+	// Email A verified email, compared without case; empty removes the owner.
+	Email string `json:"email"`
+}
 
 // Policy defines model for Policy.
 type Policy struct {
@@ -764,6 +802,12 @@ type CreateAgentJSONRequestBody = AgentCreate
 // SetAgentAccountJSONRequestBody defines body for SetAgentAccount for application/json ContentType.
 type SetAgentAccountJSONRequestBody = AccountUpdate
 
+// CreateInviteJSONRequestBody defines body for CreateInvite for application/json ContentType.
+type CreateInviteJSONRequestBody = InviteCreate
+
+// SetAgentOwnerJSONRequestBody defines body for SetAgentOwner for application/json ContentType.
+type SetAgentOwnerJSONRequestBody = OwnerUpdate
+
 // SetAgentPolicyJSONRequestBody defines body for SetAgentPolicy for application/json ContentType.
 type SetAgentPolicyJSONRequestBody = Policy
 
@@ -898,6 +942,42 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/agents/{agent_id}/account (the `SetAgentAccount` operationId).
 	SetAgentAccount(ctx context.Context, agentId AgentID, body SetAgentAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateInviteWithBody Issue a one-time sign-in code for the agent.
+	//
+	// The person the agent belongs to enters the code on Hubu's sign-in page when a client
+	// (ChatGPT, Claude, an MCP client) connects to a router in OAuth mode; the grant they allow
+	// is one of the agent's credentials. The code is shown once, works once, and expires.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/agents/{agent_id}/invites (the `CreateInvite` operationId).
+	CreateInviteWithBody(ctx context.Context, agentId AgentID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateInvite Issue a one-time sign-in code for the agent.
+	//
+	// The person the agent belongs to enters the code on Hubu's sign-in page when a client
+	// (ChatGPT, Claude, an MCP client) connects to a router in OAuth mode; the grant they allow
+	// is one of the agent's credentials. The code is shown once, works once, and expires.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/agents/{agent_id}/invites (the `CreateInvite` operationId).
+	CreateInvite(ctx context.Context, agentId AgentID, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetAgentOwnerWithBody Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PUT /v1/agents/{agent_id}/owner (the `SetAgentOwner` operationId).
+	SetAgentOwnerWithBody(ctx context.Context, agentId AgentID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SetAgentOwner Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PUT /v1/agents/{agent_id}/owner (the `SetAgentOwner` operationId).
+	SetAgentOwner(ctx context.Context, agentId AgentID, body SetAgentOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SetAgentPolicyWithBody Replace an agent's spending policy.
 	//
@@ -1209,6 +1289,82 @@ func (c *Client) SetAgentAccountWithBody(ctx context.Context, agentId AgentID, c
 // Corresponds with PUT /v1/agents/{agent_id}/account (the `SetAgentAccount` operationId).
 func (c *Client) SetAgentAccount(ctx context.Context, agentId AgentID, body SetAgentAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewSetAgentAccountRequest(c.Server, agentId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateInviteWithBody Issue a one-time sign-in code for the agent.
+//
+// The person the agent belongs to enters the code on Hubu's sign-in page when a client
+// (ChatGPT, Claude, an MCP client) connects to a router in OAuth mode; the grant they allow
+// is one of the agent's credentials. The code is shown once, works once, and expires.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/agents/{agent_id}/invites (the `CreateInvite` operationId).
+func (c *Client) CreateInviteWithBody(ctx context.Context, agentId AgentID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateInviteRequestWithBody(c.Server, agentId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateInvite Issue a one-time sign-in code for the agent.
+//
+// The person the agent belongs to enters the code on Hubu's sign-in page when a client
+// (ChatGPT, Claude, an MCP client) connects to a router in OAuth mode; the grant they allow
+// is one of the agent's credentials. The code is shown once, works once, and expires.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/agents/{agent_id}/invites (the `CreateInvite` operationId).
+func (c *Client) CreateInvite(ctx context.Context, agentId AgentID, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateInviteRequest(c.Server, agentId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetAgentOwnerWithBody Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PUT /v1/agents/{agent_id}/owner (the `SetAgentOwner` operationId).
+func (c *Client) SetAgentOwnerWithBody(ctx context.Context, agentId AgentID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetAgentOwnerRequestWithBody(c.Server, agentId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SetAgentOwner Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PUT /v1/agents/{agent_id}/owner (the `SetAgentOwner` operationId).
+func (c *Client) SetAgentOwner(ctx context.Context, agentId AgentID, body SetAgentOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSetAgentOwnerRequest(c.Server, agentId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1861,6 +2017,100 @@ func NewSetAgentAccountRequestWithBody(server string, agentId AgentID, contentTy
 	}
 
 	operationPath := fmt.Sprintf("/v1/agents/%s/account", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPut, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCreateInviteRequest calls the generic CreateInvite builder with application/json body
+func NewCreateInviteRequest(server string, agentId AgentID, body CreateInviteJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateInviteRequestWithBody(server, agentId, "application/json", bodyReader)
+}
+
+// NewCreateInviteRequestWithBody constructs an http.Request for the CreateInvite method, with any body, and a specified content type
+func NewCreateInviteRequestWithBody(server string, agentId AgentID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "agent_id", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/invites", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewSetAgentOwnerRequest calls the generic SetAgentOwner builder with application/json body
+func NewSetAgentOwnerRequest(server string, agentId AgentID, body SetAgentOwnerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSetAgentOwnerRequestWithBody(server, agentId, "application/json", bodyReader)
+}
+
+// NewSetAgentOwnerRequestWithBody constructs an http.Request for the SetAgentOwner method, with any body, and a specified content type
+func NewSetAgentOwnerRequestWithBody(server string, agentId AgentID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "agent_id", agentId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/agents/%s/owner", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -2687,6 +2937,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with PUT /v1/agents/{agent_id}/account (the `SetAgentAccount` operationId).
 	SetAgentAccountWithResponse(ctx context.Context, agentId AgentID, body SetAgentAccountJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAgentAccountResponse, error)
 
+	// CreateInviteWithBodyWithResponse Issue a one-time sign-in code for the agent.
+	//
+	// The person the agent belongs to enters the code on Hubu's sign-in page when a client
+	// (ChatGPT, Claude, an MCP client) connects to a router in OAuth mode; the grant they allow
+	// is one of the agent's credentials. The code is shown once, works once, and expires.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{agent_id}/invites (the `CreateInvite` operationId).
+	CreateInviteWithBodyWithResponse(ctx context.Context, agentId AgentID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error)
+
+	// CreateInviteWithResponse Issue a one-time sign-in code for the agent.
+	//
+	// The person the agent belongs to enters the code on Hubu's sign-in page when a client
+	// (ChatGPT, Claude, an MCP client) connects to a router in OAuth mode; the grant they allow
+	// is one of the agent's credentials. The code is shown once, works once, and expires.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/agents/{agent_id}/invites (the `CreateInvite` operationId).
+	CreateInviteWithResponse(ctx context.Context, agentId AgentID, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error)
+
+	// SetAgentOwnerWithBodyWithResponse Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/agents/{agent_id}/owner (the `SetAgentOwner` operationId).
+	SetAgentOwnerWithBodyWithResponse(ctx context.Context, agentId AgentID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAgentOwnerResponse, error)
+
+	// SetAgentOwnerWithResponse Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PUT /v1/agents/{agent_id}/owner (the `SetAgentOwner` operationId).
+	SetAgentOwnerWithResponse(ctx context.Context, agentId AgentID, body SetAgentOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAgentOwnerResponse, error)
+
 	// SetAgentPolicyWithBodyWithResponse Replace an agent's spending policy.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -3312,6 +3598,193 @@ func (r SetAgentAccountResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r SetAgentAccountResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateInviteResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Invite
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateInviteResponse) GetJSON201() *Invite {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r CreateInviteResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateInviteResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateInviteResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateInviteResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateInviteResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SetAgentOwnerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Agent
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *Problem
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *Problem
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON413 the response for an HTTP 413 `application/problem+json` response
+	ApplicationproblemJSON413 *Problem
+	// ApplicationproblemJSON415 the response for an HTTP 415 `application/problem+json` response
+	ApplicationproblemJSON415 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r SetAgentOwnerResponse) GetJSON200() *Agent {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r SetAgentOwnerResponse) GetApplicationproblemJSON400() *Problem {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r SetAgentOwnerResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r SetAgentOwnerResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r SetAgentOwnerResponse) GetApplicationproblemJSON404() *Problem {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r SetAgentOwnerResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON413 returns the response for an HTTP 413 `application/problem+json` response
+func (r SetAgentOwnerResponse) GetApplicationproblemJSON413() *Problem {
+	return r.ApplicationproblemJSON413
+}
+
+// GetApplicationproblemJSON415 returns the response for an HTTP 415 `application/problem+json` response
+func (r SetAgentOwnerResponse) GetApplicationproblemJSON415() *Problem {
+	return r.ApplicationproblemJSON415
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r SetAgentOwnerResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r SetAgentOwnerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SetAgentOwnerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SetAgentOwnerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SetAgentOwnerResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4956,6 +5429,66 @@ func (c *ClientWithResponses) SetAgentAccountWithResponse(ctx context.Context, a
 	return ParseSetAgentAccountResponse(rsp)
 }
 
+// CreateInviteWithBodyWithResponse Issue a one-time sign-in code for the agent.
+//
+// The person the agent belongs to enters the code on Hubu's sign-in page when a client
+// (ChatGPT, Claude, an MCP client) connects to a router in OAuth mode; the grant they allow
+// is one of the agent's credentials. The code is shown once, works once, and expires.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{agent_id}/invites (the `CreateInvite` operationId).
+func (c *ClientWithResponses) CreateInviteWithBodyWithResponse(ctx context.Context, agentId AgentID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error) {
+	rsp, err := c.CreateInviteWithBody(ctx, agentId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateInviteResponse(rsp)
+}
+
+// CreateInviteWithResponse Issue a one-time sign-in code for the agent.
+//
+// The person the agent belongs to enters the code on Hubu's sign-in page when a client
+// (ChatGPT, Claude, an MCP client) connects to a router in OAuth mode; the grant they allow
+// is one of the agent's credentials. The code is shown once, works once, and expires.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/agents/{agent_id}/invites (the `CreateInvite` operationId).
+func (c *ClientWithResponses) CreateInviteWithResponse(ctx context.Context, agentId AgentID, body CreateInviteJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateInviteResponse, error) {
+	rsp, err := c.CreateInvite(ctx, agentId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateInviteResponse(rsp)
+}
+
+// SetAgentOwnerWithBodyWithResponse Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/agents/{agent_id}/owner (the `SetAgentOwner` operationId).
+func (c *ClientWithResponses) SetAgentOwnerWithBodyWithResponse(ctx context.Context, agentId AgentID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SetAgentOwnerResponse, error) {
+	rsp, err := c.SetAgentOwnerWithBody(ctx, agentId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetAgentOwnerResponse(rsp)
+}
+
+// SetAgentOwnerWithResponse Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PUT /v1/agents/{agent_id}/owner (the `SetAgentOwner` operationId).
+func (c *ClientWithResponses) SetAgentOwnerWithResponse(ctx context.Context, agentId AgentID, body SetAgentOwnerJSONRequestBody, reqEditors ...RequestEditorFn) (*SetAgentOwnerResponse, error) {
+	rsp, err := c.SetAgentOwner(ctx, agentId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSetAgentOwnerResponse(rsp)
+}
+
 // SetAgentPolicyWithBodyWithResponse Replace an agent's spending policy.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5625,6 +6158,163 @@ func ParseSetAgentAccountResponse(rsp *http.Response) (*SetAgentAccountResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateInviteResponse parses an HTTP response from a CreateInviteWithResponse call
+func ParseCreateInviteResponse(rsp *http.Response) (*CreateInviteResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateInviteResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Invite
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSetAgentOwnerResponse parses an HTTP response from a SetAgentOwnerWithResponse call
+func ParseSetAgentOwnerResponse(rsp *http.Response) (*SetAgentOwnerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SetAgentOwnerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Agent
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Problem
@@ -6944,6 +7634,12 @@ type ServerInterface interface {
 	// SetAgentAccount Move an agent to another billing account (new operations are charged there).
 	// (PUT /v1/agents/{agent_id}/account)
 	SetAgentAccount(w http.ResponseWriter, r *http.Request, agentId AgentID)
+	// CreateInvite Issue a one-time sign-in code for the agent.
+	// (POST /v1/agents/{agent_id}/invites)
+	CreateInvite(w http.ResponseWriter, r *http.Request, agentId AgentID)
+	// SetAgentOwner Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+	// (PUT /v1/agents/{agent_id}/owner)
+	SetAgentOwner(w http.ResponseWriter, r *http.Request, agentId AgentID)
 	// SetAgentPolicy Replace an agent's spending policy.
 	// (PUT /v1/agents/{agent_id}/policy)
 	SetAgentPolicy(w http.ResponseWriter, r *http.Request, agentId AgentID)
@@ -7036,6 +7732,18 @@ func (_ Unimplemented) GetAgent(w http.ResponseWriter, r *http.Request, agentId 
 // SetAgentAccount Move an agent to another billing account (new operations are charged there).
 // (PUT /v1/agents/{agent_id}/account)
 func (_ Unimplemented) SetAgentAccount(w http.ResponseWriter, r *http.Request, agentId AgentID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateInvite Issue a one-time sign-in code for the agent.
+// (POST /v1/agents/{agent_id}/invites)
+func (_ Unimplemented) CreateInvite(w http.ResponseWriter, r *http.Request, agentId AgentID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// SetAgentOwner Name the person the agent belongs to by the email the team's OpenID Connect provider verifies.
+// (PUT /v1/agents/{agent_id}/owner)
+func (_ Unimplemented) SetAgentOwner(w http.ResponseWriter, r *http.Request, agentId AgentID) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -7260,6 +7968,58 @@ func (siw *ServerInterfaceWrapper) SetAgentAccount(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.SetAgentAccount(w, r, agentId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateInvite operation middleware
+func (siw *ServerInterfaceWrapper) CreateInvite(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "agent_id" -------------
+	var agentId AgentID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "agent_id", chi.URLParam(r, "agent_id"), &agentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "agent_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateInvite(w, r, agentId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// SetAgentOwner operation middleware
+func (siw *ServerInterfaceWrapper) SetAgentOwner(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "agent_id" -------------
+	var agentId AgentID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "agent_id", chi.URLParam(r, "agent_id"), &agentId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "uuid", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "agent_id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.SetAgentOwner(w, r, agentId)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -7852,6 +8612,12 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/agents/{agent_id}/policy", wrapper.SetAgentPolicy)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/agents/{agent_id}/invites", wrapper.CreateInvite)
+	})
+	r.Group(func(r chi.Router) {
+		r.Put(options.BaseURL+"/v1/agents/{agent_id}/owner", wrapper.SetAgentOwner)
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/agents/{agent_id}/account", wrapper.SetAgentAccount)

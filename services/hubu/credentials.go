@@ -43,6 +43,11 @@ type Credential struct {
 	ExpiresAt  *time.Time // set by the rotation that replaced it
 	RevokedAt  *time.Time
 	RevokedBy  *CredentialRef // nil for a revocation made before Hubu recorded who made it
+	// An OAuth grant (a person signed in as the agent and allowed a client) names its client
+	// and when a router last saw one of its tokens; it has no bearer token of its own.
+	ClientID   *string
+	ClientName *string
+	LastUsedAt *time.Time
 }
 
 // StateAt is the credential's state at now. A revocation wins over an expiry.
@@ -101,6 +106,10 @@ func (c Credential) Rotate(now time.Time, overlap time.Duration, by uuid.UUID) (
 	if c.Role == RoleOperator && c.ID != by {
 		return c, Errorf(CodeForbidden, "an operator credential is rotated only by its holder: revoke credential %s instead, "+
 			"and its holder gets a new one with `hubu operator create`", c.ID)
+	}
+	if c.ClientID != nil {
+		return c, Errorf(CodeInvalidArguments, "an OAuth grant has no token to rotate (its refresh tokens rotate on every use): "+
+			"revoke credential %s instead, and its person signs in again", c.ID)
 	}
 	if overlap < 0 || overlap > MaxRotationOverlap {
 		return c, Errorf(CodeInvalidArguments, "the overlap must be between 0 and %s", MaxRotationOverlap)

@@ -180,6 +180,9 @@ const (
 	RoleAgent    Role = "agent"
 	RoleOperator Role = "operator"
 	RoleService  Role = "service"
+	// RoleRouter is a router's credential in OAuth mode: it reads token introspections, and
+	// acts as an agent only for the OAuth grant a request names (contract.GrantHeader).
+	RoleRouter Role = "router"
 )
 
 // Principal is the authenticated caller. AgentID is set only for agents, and it is the
@@ -252,6 +255,9 @@ type Agent struct {
 	Account   string
 	Policy    Policy
 	CreatedAt time.Time
+	// OwnerEmail is the person the agent belongs to, as the team's OpenID Connect provider
+	// verifies them; "" when none is named.
+	OwnerEmail string
 }
 
 // Price is one catalog entry.

@@ -13,6 +13,9 @@ const (
 	PrefixAgent    = "hubu_agent_"
 	PrefixOperator = "hubu_operator_"
 	PrefixService  = "hubu_service_"
+	PrefixRouter   = "hubu_router_"
+	PrefixInvite   = "hubu_inv_"     // a one-time sign-in code
+	PrefixRefresh  = "hubu_refresh_" // an OAuth refresh token
 )
 
 var encoding = base32.StdEncoding.WithPadding(base32.NoPadding)

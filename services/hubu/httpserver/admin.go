@@ -2,6 +2,8 @@ package httpserver
 
 import (
 	"net/http"
+	"strings"
+	"time"
 
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
@@ -105,7 +107,56 @@ func agentOf(a hubu.Agent) hubuapi.Agent {
 			BudgetPeriod: hubuapi.PolicyBudgetPeriod(a.Policy.BudgetPeriod), AllowedProviders: a.Policy.AllowedProviders,
 			AllowedModels: a.Policy.AllowedModels,
 		},
+		OwnerEmail: nonEmpty(a.OwnerEmail),
 	}
+}
+
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// DefaultInviteTTL is how long a sign-in code works when the operator does not say.
+const DefaultInviteTTL = 24 * time.Hour
+
+// CreateInvite issues a one-time sign-in code for the agent (shown once).
+func (s *Server) CreateInvite(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
+	var body hubuapi.InviteCreate
+	err := decode(w, r, &body, true)
+	ttl := DefaultInviteTTL
+	if err == nil && body.TtlSeconds != nil {
+		if *body.TtlSeconds < 60 || *body.TtlSeconds > 7*24*3600 {
+			err = invalid("ttl_seconds must be between 60 and 604800 (a week)")
+		}
+		ttl = time.Duration(*body.TtlSeconds) * time.Second
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	code, expires, err := s.Store.CreateInvite(r.Context(), principal(r), id, ttl, s.Now())
+	s.respond(w, r, http.StatusCreated, hubuapi.Invite{Code: code, AgentId: id, ExpiresAt: expires}, err)
+}
+
+// SetAgentOwner names the person an agent belongs to by their verified email.
+func (s *Server) SetAgentOwner(w http.ResponseWriter, r *http.Request, id hubuapi.AgentID) {
+	var body hubuapi.OwnerUpdate
+	err := decode(w, r, &body, false)
+	if err == nil && body.Email != "" && (!strings.Contains(body.Email, "@") || len(body.Email) > 320) {
+		err = invalid("email must be an address (or empty to remove the owner)")
+	}
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.Store.SetAgentOwner(r.Context(), id, body.Email); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	a, err := s.Store.GetAgent(r.Context(), id)
+	s.respond(w, r, http.StatusOK, agentOf(a), err)
 }
 
 func priceOf(p hubu.Price) hubuapi.Price {

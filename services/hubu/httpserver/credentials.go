@@ -62,6 +62,7 @@ func credentialOf(c hubu.Credential, now time.Time) hubuapi.Credential {
 		Id: c.ID, Kind: hubuapi.CredentialKind(c.Role), Name: c.Name, AgentId: c.AgentID,
 		State: hubuapi.CredentialState(c.StateAt(now)), CreatedAt: c.CreatedAt, CreatedBy: refOf(c.CreatedBy),
 		Replaces: c.Replaces, ReplacedBy: c.ReplacedBy, ExpiresAt: c.ExpiresAt, RevokedAt: c.RevokedAt, RevokedBy: refOf(c.RevokedBy),
+		ClientId: c.ClientID, ClientName: c.ClientName, LastUsedAt: c.LastUsedAt,
 	}
 }
 

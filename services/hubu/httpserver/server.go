@@ -12,9 +12,11 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	kitmetrics "hubu.dev/hubu/kit/metrics"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/lifecycle"
@@ -31,7 +33,13 @@ type Server struct {
 	// paths are absolute, so it is not mounted under a stripped prefix.
 	Console http.Handler
 	// Images reads the images the executor keeps (nil: none to read, answered 503).
-	Images  hubu.Images
+	Images hubu.Images
+	// OAuth, when set, is the authorization server for routers in OAuth mode, at the paths
+	// it lists (/.well-known/oauth-authorization-server and /oauth/…).
+	OAuth interface {
+		http.Handler
+		Paths() []string
+	}
 	metrics *metrics
 }
 
@@ -44,6 +52,11 @@ func (s *Server) Handler(reg prometheus.Registerer) http.Handler {
 	r.Use(s.recoverer, s.instrument)
 	if g, ok := reg.(prometheus.Gatherer); ok {
 		r.Handle("/metrics", kitmetrics.Handler(g)) // at most kitmetrics.MaxScrapesInFlight at once
+	}
+	if s.OAuth != nil {
+		for _, p := range s.OAuth.Paths() {
+			r.Handle(p, s.OAuth)
+		}
 	}
 	if s.Console != nil {
 		r.Handle("/console", s.Console)
@@ -97,6 +110,8 @@ var routeRoles = map[string][]hubu.Role{
 	"GET /v1/agents/{agent_id}":                   {hubu.RoleOperator},
 	"PUT /v1/agents/{agent_id}/policy":            {hubu.RoleOperator},
 	"PUT /v1/agents/{agent_id}/account":           {hubu.RoleOperator},
+	"POST /v1/agents/{agent_id}/invites":          {hubu.RoleOperator},
+	"PUT /v1/agents/{agent_id}/owner":             {hubu.RoleOperator},
 	"GET /v1/prices":                              {hubu.RoleOperator, hubu.RoleAgent},
 	"PUT /v1/prices":                              {hubu.RoleOperator},
 	"GET /v1/credentials":                         {hubu.RoleOperator},
@@ -123,6 +138,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		p, err := s.Store.Authenticate(r.Context(), token, s.Now())
+		if err == nil {
+			p, err = s.actFor(r, p)
+		}
 		if err != nil {
 			s.writeError(w, r, err)
 			return
@@ -179,4 +197,25 @@ func reasonOf(p *string) string {
 		return ""
 	}
 	return *p
+}
+
+// actFor is the principal a request acts as: its credential's own, or, for a router's
+// credential that names a grant (contract.GrantHeader), the grant's agent while the grant is
+// valid. A grant named beside any other credential is refused, and so is a router's
+// credential that names none: alone it may only introspect tokens (at /oauth/introspect).
+func (s *Server) actFor(r *http.Request, p hubu.Principal) (hubu.Principal, error) {
+	grant := r.Header.Get(contract.GrantHeader)
+	switch {
+	case grant == "" && p.Role != hubu.RoleRouter:
+		return p, nil
+	case grant == "":
+		return p, hubu.Errorf(hubu.CodeForbidden, "a router's credential acts only for the grant a request names (%s)", contract.GrantHeader)
+	case p.Role != hubu.RoleRouter:
+		return p, hubu.Errorf(hubu.CodeForbidden, "only a router's credential may act for a grant")
+	}
+	id, err := uuid.Parse(grant)
+	if err != nil {
+		return p, hubu.Errorf(hubu.CodeUnauthorized, "%s is not a grant id", contract.GrantHeader)
+	}
+	return s.Store.AuthenticateGrant(r.Context(), id, s.Now())
 }

@@ -17,6 +17,7 @@ var tokenPrefix = map[hubu.Role]string{
 	hubu.RoleAgent:    credential.PrefixAgent,
 	hubu.RoleOperator: credential.PrefixOperator,
 	hubu.RoleService:  credential.PrefixService,
+	hubu.RoleRouter:   credential.PrefixRouter,
 }
 
 // ListCredentials returns the record of every credential, by kind and name: never a token or
@@ -130,6 +131,7 @@ func credentialOf(r hubudb.ListCredentialsRow) hubu.Credential {
 	c := hubu.Credential{
 		ID: r.ID, Role: hubu.Role(r.Kind), Name: r.Name, AgentID: r.AgentID, CreatedAt: r.CreatedAt,
 		Replaces: r.Replaces, ReplacedBy: r.ReplacedBy, ExpiresAt: r.ExpiresAt, RevokedAt: r.RevokedAt,
+		ClientID: r.OauthClientID, ClientName: r.ClientName, LastUsedAt: r.LastUsedAt,
 	}
 	c.CreatedBy = refOf(r.CreatedBy, r.CreatedByName)
 	c.RevokedBy = refOf(r.RevokedBy, r.RevokedByName)

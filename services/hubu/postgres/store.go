@@ -67,7 +67,7 @@ func (s *Store) AuthenticateHash(ctx context.Context, tokenHash []byte, now time
 
 // CreateCredential makes an operator or service token and returns it; only its hash is kept.
 func (s *Store) CreateCredential(ctx context.Context, role hubu.Role, name string, now time.Time) (string, error) {
-	if role != hubu.RoleOperator && role != hubu.RoleService {
+	if role != hubu.RoleOperator && role != hubu.RoleService && role != hubu.RoleRouter {
 		return "", hubu.Errorf(hubu.CodeInvalidArguments, "credentials of role %q are made with their agent", role)
 	}
 	if name == "" {
@@ -268,7 +268,11 @@ func nonNil(s []string) []string {
 }
 
 func agentOf(a hubudb.Agent, p hubudb.Policy) hubu.Agent {
-	return hubu.Agent{ID: a.ID, Name: a.Name, Account: a.Account, CreatedAt: a.CreatedAt, Policy: policyOfRow(p)}
+	agent := hubu.Agent{ID: a.ID, Name: a.Name, Account: a.Account, CreatedAt: a.CreatedAt, Policy: policyOfRow(p)}
+	if a.OwnerEmail != nil {
+		agent.OwnerEmail = *a.OwnerEmail
+	}
+	return agent
 }
 
 func priceOf(r hubudb.Price) hubu.Price {

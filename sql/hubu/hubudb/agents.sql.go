@@ -83,7 +83,7 @@ func (q *Queries) AuthorizationState(ctx context.Context, db DBTX, arg Authoriza
 }
 
 const getAgent = `-- name: GetAgent :one
-SELECT id, name, account, created_at FROM agents WHERE id = $1
+SELECT id, name, account, created_at, owner_email FROM agents WHERE id = $1
 `
 
 func (q *Queries) GetAgent(ctx context.Context, db DBTX, id uuid.UUID) (Agent, error) {
@@ -94,6 +94,7 @@ func (q *Queries) GetAgent(ctx context.Context, db DBTX, id uuid.UUID) (Agent, e
 		&i.Name,
 		&i.Account,
 		&i.CreatedAt,
+		&i.OwnerEmail,
 	)
 	return i, err
 }
@@ -122,7 +123,7 @@ func (q *Queries) GetPolicy(ctx context.Context, db DBTX, agentID uuid.UUID) (Po
 const insertAgent = `-- name: InsertAgent :one
 INSERT INTO agents (id, name, account, created_at)
 VALUES ($1, $2, $3, $4)
-RETURNING id, name, account, created_at
+RETURNING id, name, account, created_at, owner_email
 `
 
 type InsertAgentParams struct {
@@ -145,12 +146,13 @@ func (q *Queries) InsertAgent(ctx context.Context, db DBTX, arg InsertAgentParam
 		&i.Name,
 		&i.Account,
 		&i.CreatedAt,
+		&i.OwnerEmail,
 	)
 	return i, err
 }
 
 const listAgents = `-- name: ListAgents :many
-SELECT id, name, account, created_at FROM agents ORDER BY name
+SELECT id, name, account, created_at, owner_email FROM agents ORDER BY name
 `
 
 func (q *Queries) ListAgents(ctx context.Context, db DBTX) ([]Agent, error) {
@@ -167,6 +169,7 @@ func (q *Queries) ListAgents(ctx context.Context, db DBTX) ([]Agent, error) {
 			&i.Name,
 			&i.Account,
 			&i.CreatedAt,
+			&i.OwnerEmail,
 		); err != nil {
 			return nil, err
 		}
@@ -237,7 +240,7 @@ func (q *Queries) LockPolicyForKey(ctx context.Context, db DBTX, arg LockPolicyF
 
 const setAgentAccount = `-- name: SetAgentAccount :one
 UPDATE agents SET account = $2 WHERE id = $1
-RETURNING id, name, account, created_at
+RETURNING id, name, account, created_at, owner_email
 `
 
 type SetAgentAccountParams struct {
@@ -253,6 +256,7 @@ func (q *Queries) SetAgentAccount(ctx context.Context, db DBTX, arg SetAgentAcco
 		&i.Name,
 		&i.Account,
 		&i.CreatedAt,
+		&i.OwnerEmail,
 	)
 	return i, err
 }

@@ -16,11 +16,13 @@ const getCredential = `-- name: GetCredential :one
 SELECT c.id, c.kind, c.name, c.agent_id, c.created_at, c.expires_at, c.revoked_at,
        c.replaces, successor.id AS replaced_by,
        c.created_by, creator.name AS created_by_name,
-       c.revoked_by, revoker.name AS revoked_by_name
+       c.revoked_by, revoker.name AS revoked_by_name,
+       c.oauth_client_id, client.name AS client_name, c.last_used_at
 FROM credentials c
 LEFT JOIN credentials successor ON successor.replaces = c.id
 LEFT JOIN credentials creator ON creator.id = c.created_by
 LEFT JOIN credentials revoker ON revoker.id = c.revoked_by
+LEFT JOIN oauth_clients client ON client.client_id = c.oauth_client_id
 WHERE c.id = $1
 `
 
@@ -38,6 +40,9 @@ type GetCredentialRow struct {
 	CreatedByName *string
 	RevokedBy     *uuid.UUID
 	RevokedByName *string
+	OauthClientID *string
+	ClientName    *string
+	LastUsedAt    *time.Time
 }
 
 func (q *Queries) GetCredential(ctx context.Context, db DBTX, id uuid.UUID) (GetCredentialRow, error) {
@@ -57,12 +62,15 @@ func (q *Queries) GetCredential(ctx context.Context, db DBTX, id uuid.UUID) (Get
 		&i.CreatedByName,
 		&i.RevokedBy,
 		&i.RevokedByName,
+		&i.OauthClientID,
+		&i.ClientName,
+		&i.LastUsedAt,
 	)
 	return i, err
 }
 
 const getCredentialByHash = `-- name: GetCredentialByHash :one
-SELECT token_hash, kind, name, agent_id, created_at, revoked_at, id, created_by, replaces, expires_at, revoked_by FROM credentials WHERE token_hash = $1
+SELECT token_hash, kind, name, agent_id, created_at, revoked_at, id, created_by, replaces, expires_at, revoked_by, oauth_client_id, last_used_at FROM credentials WHERE token_hash = $1
 `
 
 // GetCredentialByHash finds a presented token's credential whatever its state: a revoked or
@@ -82,6 +90,8 @@ func (q *Queries) GetCredentialByHash(ctx context.Context, db DBTX, tokenHash []
 		&i.Replaces,
 		&i.ExpiresAt,
 		&i.RevokedBy,
+		&i.OauthClientID,
+		&i.LastUsedAt,
 	)
 	return i, err
 }
@@ -120,11 +130,13 @@ const listCredentials = `-- name: ListCredentials :many
 SELECT c.id, c.kind, c.name, c.agent_id, c.created_at, c.expires_at, c.revoked_at,
        c.replaces, successor.id AS replaced_by,
        c.created_by, creator.name AS created_by_name,
-       c.revoked_by, revoker.name AS revoked_by_name
+       c.revoked_by, revoker.name AS revoked_by_name,
+       c.oauth_client_id, client.name AS client_name, c.last_used_at
 FROM credentials c
 LEFT JOIN credentials successor ON successor.replaces = c.id
 LEFT JOIN credentials creator ON creator.id = c.created_by
 LEFT JOIN credentials revoker ON revoker.id = c.revoked_by
+LEFT JOIN oauth_clients client ON client.client_id = c.oauth_client_id
 ORDER BY c.kind, c.name, c.created_at, c.id
 `
 
@@ -142,6 +154,9 @@ type ListCredentialsRow struct {
 	CreatedByName *string
 	RevokedBy     *uuid.UUID
 	RevokedByName *string
+	OauthClientID *string
+	ClientName    *string
+	LastUsedAt    *time.Time
 }
 
 // The record of credentials as operators see it: never the token hash; the names of the
@@ -169,6 +184,9 @@ func (q *Queries) ListCredentials(ctx context.Context, db DBTX) ([]ListCredentia
 			&i.CreatedByName,
 			&i.RevokedBy,
 			&i.RevokedByName,
+			&i.OauthClientID,
+			&i.ClientName,
+			&i.LastUsedAt,
 		); err != nil {
 			return nil, err
 		}

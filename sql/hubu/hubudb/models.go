@@ -11,10 +11,11 @@ import (
 )
 
 type Agent struct {
-	ID        uuid.UUID
-	Name      string
-	Account   string
-	CreatedAt time.Time
+	ID         uuid.UUID
+	Name       string
+	Account    string
+	CreatedAt  time.Time
+	OwnerEmail *string
 }
 
 type BudgetUsage struct {
@@ -35,17 +36,19 @@ type ConsoleSession struct {
 }
 
 type Credential struct {
-	TokenHash []byte
-	Kind      string
-	Name      string
-	AgentID   *uuid.UUID
-	CreatedAt time.Time
-	RevokedAt *time.Time
-	ID        uuid.UUID
-	CreatedBy *uuid.UUID
-	Replaces  *uuid.UUID
-	ExpiresAt *time.Time
-	RevokedBy *uuid.UUID
+	TokenHash     []byte
+	Kind          string
+	Name          string
+	AgentID       *uuid.UUID
+	CreatedAt     time.Time
+	RevokedAt     *time.Time
+	ID            uuid.UUID
+	CreatedBy     *uuid.UUID
+	Replaces      *uuid.UUID
+	ExpiresAt     *time.Time
+	RevokedBy     *uuid.UUID
+	OauthClientID *string
+	LastUsedAt    *time.Time
 }
 
 type LedgerEntry struct {
@@ -55,6 +58,77 @@ type LedgerEntry struct {
 	AmountMicros int64
 	Currency     string
 	CreatedAt    time.Time
+}
+
+type OauthAuthRequest struct {
+	ID               uuid.UUID
+	ClientID         string
+	RedirectUri      string
+	State            string
+	Nonce            string
+	Scopes           []string
+	ResponseMode     string
+	Resource         string
+	CodeChallenge    string
+	BrowserHash      []byte
+	UpstreamState    *string
+	UpstreamNonce    *string
+	UpstreamVerifier *string
+	AgentID          *uuid.UUID
+	GrantID          *uuid.UUID
+	Denied           bool
+	CodeHash         []byte
+	CodeUsedAt       *time.Time
+	CreatedAt        time.Time
+	ExpiresAt        time.Time
+}
+
+type OauthBrowserSession struct {
+	IDHash    []byte
+	AgentID   uuid.UUID
+	Via       string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+type OauthClient struct {
+	ClientID         string
+	Name             string
+	RedirectUris     []string
+	MetadataDocument bool
+	CreatedAt        time.Time
+	FetchedAt        *time.Time
+}
+
+type OauthInvite struct {
+	CodeHash  []byte
+	AgentID   uuid.UUID
+	CreatedBy *uuid.UUID
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UsedAt    *time.Time
+}
+
+type OauthKey struct {
+	ID         int16
+	CryptoKey  []byte
+	SigningKey []byte
+	SigningKid string
+	CreatedAt  time.Time
+}
+
+type OauthToken struct {
+	TokenHash     []byte
+	Kind          string
+	GrantID       uuid.UUID
+	AuthRequestID uuid.UUID
+	ClientID      string
+	AgentID       uuid.UUID
+	Audience      string
+	Scopes        []string
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+	UsedAt        *time.Time
 }
 
 type Operation struct {

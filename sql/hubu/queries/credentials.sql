@@ -13,22 +13,26 @@ SELECT * FROM credentials WHERE token_hash = $1;
 SELECT c.id, c.kind, c.name, c.agent_id, c.created_at, c.expires_at, c.revoked_at,
        c.replaces, successor.id AS replaced_by,
        c.created_by, creator.name AS created_by_name,
-       c.revoked_by, revoker.name AS revoked_by_name
+       c.revoked_by, revoker.name AS revoked_by_name,
+       c.oauth_client_id, client.name AS client_name, c.last_used_at
 FROM credentials c
 LEFT JOIN credentials successor ON successor.replaces = c.id
 LEFT JOIN credentials creator ON creator.id = c.created_by
 LEFT JOIN credentials revoker ON revoker.id = c.revoked_by
+LEFT JOIN oauth_clients client ON client.client_id = c.oauth_client_id
 ORDER BY c.kind, c.name, c.created_at, c.id;
 
 -- name: GetCredential :one
 SELECT c.id, c.kind, c.name, c.agent_id, c.created_at, c.expires_at, c.revoked_at,
        c.replaces, successor.id AS replaced_by,
        c.created_by, creator.name AS created_by_name,
-       c.revoked_by, revoker.name AS revoked_by_name
+       c.revoked_by, revoker.name AS revoked_by_name,
+       c.oauth_client_id, client.name AS client_name, c.last_used_at
 FROM credentials c
 LEFT JOIN credentials successor ON successor.replaces = c.id
 LEFT JOIN credentials creator ON creator.id = c.created_by
 LEFT JOIN credentials revoker ON revoker.id = c.revoked_by
+LEFT JOIN oauth_clients client ON client.client_id = c.oauth_client_id
 WHERE c.id = $1;
 
 -- LockCredentialsForChange locks the credentials in ids (the one about to be revoked or

@@ -9,6 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +29,8 @@ import (
 	"hubu.dev/hubu/services/hubu/gongbuexec"
 	"hubu.dev/hubu/services/hubu/httpserver"
 	"hubu.dev/hubu/services/hubu/lifecycle"
+	"hubu.dev/hubu/services/hubu/oauth"
+	"hubu.dev/hubu/services/hubu/oauth/upstream"
 	"hubu.dev/hubu/services/hubu/postgres"
 	hubusql "hubu.dev/hubu/sql/hubu"
 	"hubu.dev/hubu/sql/migrator"
@@ -34,13 +39,18 @@ import (
 const usage = `usage:
   hubu serve --listen ADDR --database-url URL [--approval-ttl 24h] [--gongbu-url URL --gongbu-token TOKEN] [--cache-ttl 5s]
              [--metrics-listen ADDR] [--metrics-refresh 15s]
+             [--oauth-issuer URL --oauth-resource URL[,URL…] [--oidc-issuer URL --oidc-client-id ID]]
   hubu migrate up|down|version --database-url URL
   hubu operator create --name NAME --database-url URL
   hubu service create --name NAME --database-url URL
+  hubu router create --name NAME --database-url URL
 Settings fall back to HUBU_LISTEN, HUBU_DATABASE_URL, HUBU_APPROVAL_TTL, HUBU_RETRY_AFTER,
-HUBU_GONGBU_URL, HUBU_GONGBU_TOKEN, HUBU_CACHE_TTL, HUBU_METRICS_LISTEN and HUBU_METRICS_REFRESH; the secrets (HUBU_DATABASE_URL, HUBU_GONGBU_TOKEN) may
-instead be in a file named by HUBU_DATABASE_URL_FILE or HUBU_GONGBU_TOKEN_FILE. hubu serve also
-serves the approval console at /console (sign in with an operator token).`
+HUBU_GONGBU_URL, HUBU_GONGBU_TOKEN, HUBU_CACHE_TTL, HUBU_METRICS_LISTEN, HUBU_METRICS_REFRESH, HUBU_OAUTH_ISSUER,
+HUBU_OAUTH_RESOURCES, HUBU_OIDC_ISSUER, HUBU_OIDC_CLIENT_ID and HUBU_OIDC_CLIENT_SECRET; the secrets (HUBU_DATABASE_URL,
+HUBU_GONGBU_TOKEN, HUBU_OIDC_CLIENT_SECRET) may instead be in a file named by HUBU_DATABASE_URL_FILE, HUBU_GONGBU_TOKEN_FILE
+or HUBU_OIDC_CLIENT_SECRET_FILE. hubu serve also serves the approval console at /console (sign in with an operator
+token) and, with --oauth-issuer, the OAuth authorization server for routers at /oauth/ (people sign in with a code
+from hubuctl agent invite, or through the OpenID Connect provider). hubu router create makes a router's credential.`
 
 func main() { command.Main("hubu", run) }
 
@@ -57,6 +67,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		},
 		"operator": func(rest []string) error { return createCredential(ctx, "operator", rest, getenv, stdout, stderr) },
 		"service":  func(rest []string) error { return createCredential(ctx, "service", rest, getenv, stdout, stderr) },
+		"router":   func(rest []string) error { return createCredential(ctx, "router", rest, getenv, stdout, stderr) },
 	}))
 }
 
@@ -81,11 +92,24 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		"address to serve /metrics on, alone, instead of on --listen (which then serves no /metrics); port 0 picks one")
 	metricsRefresh := fs.Duration("metrics-refresh", "HUBU_METRICS_REFRESH", metrics.DefaultRefresh,
 		"the longest the state gauges of one database read are served; a scrape after that reads them again")
+	oauthIssuer := fs.String("oauth-issuer", "HUBU_OAUTH_ISSUER", "",
+		"be the OAuth authorization server for routers in OAuth mode, at this public URL (https; http only on loopback, where port 0 is the bound port)")
+	oauthResources := fs.String("oauth-resource", "HUBU_OAUTH_RESOURCES", "",
+		"the routers' resource URLs (their public /mcp URLs, comma-separated) that tokens may be issued for")
+	oidcIssuer := fs.String("oidc-issuer", "HUBU_OIDC_ISSUER", "", "let people sign in through this OpenID Connect provider (its issuer URL)")
+	oidcClientID := fs.String("oidc-client-id", "HUBU_OIDC_CLIENT_ID", "", "Hubu's client id at the OpenID Connect provider")
+	oidcSecret := fs.Secret("oidc-client-secret", "HUBU_OIDC_CLIENT_SECRET", "Hubu's client secret at the OpenID Connect provider")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if err := requireDatabaseURL(*dbURL); err != nil {
 		return err
+	}
+	if *oauthIssuer == "" && (*oauthResources != "" || *oidcIssuer != "") {
+		return errors.New("--oauth-resource and --oidc-issuer need --oauth-issuer: Hubu is then the routers' authorization server")
+	}
+	if (*oidcIssuer == "") != (*oidcClientID == "") || (*oidcIssuer != "" && *oidcSecret == "") {
+		return errors.New("--oidc-issuer, --oidc-client-id and HUBU_OIDC_CLIENT_SECRET go together")
 	}
 	var (
 		executor hubu.Executor
@@ -182,6 +206,25 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		apiReg = metrics.RegistererOnly(reg)
 		addrs = append(addrs, "metrics_addr", metricsLn.Addr().String())
 	}
+	if *oauthIssuer != "" {
+		issuer := boundIssuer(*oauthIssuer, ln.Addr())
+		var up *upstream.Provider
+		if *oidcIssuer != "" {
+			up, err = upstream.New(ctx, upstream.Config{Issuer: *oidcIssuer, ClientID: *oidcClientID, ClientSecret: *oidcSecret,
+				RedirectURL: strings.TrimRight(issuer, "/") + "/oauth/signin/oidc/callback"})
+			if err != nil {
+				ln.Close()
+				return fmt.Errorf("--oidc-issuer: %v", err)
+			}
+		}
+		as, err := oauth.New(ctx, oauth.Config{Issuer: issuer, Resources: splitList(*oauthResources), Store: store, Logger: logger, Now: now, Upstream: up})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--oauth-issuer: %v", err)
+		}
+		srv.OAuth = as
+		addrs = append(addrs, "oauth_issuer", issuer)
+	}
 	apiSrv := command.NewHTTPServer(tracing.Handler(srv.Handler(apiReg)))
 	logger.Info("listening", addrs...)
 
@@ -212,11 +255,34 @@ func createCredential(ctx context.Context, kind string, args []string, getenv fu
 		return err
 	}
 	defer pool.Close()
-	role := map[string]hubu.Role{"operator": hubu.RoleOperator, "service": hubu.RoleService}[kind]
+	role := map[string]hubu.Role{"operator": hubu.RoleOperator, "service": hubu.RoleService, "router": hubu.RoleRouter}[kind]
 	token, err := postgres.NewStore(pool, 0).CreateCredential(ctx, role, *name, time.Now())
 	if err != nil {
 		return fmt.Errorf("create %s credential: %v", kind, err)
 	}
 	fmt.Fprintln(stdout, token) // shown once; Hubu keeps only its hash
 	return nil
+}
+
+// boundIssuer is the issuer URL with a port 0 replaced by the port Hubu bound (a loopback
+// issuer in tests and local stacks).
+func boundIssuer(issuer string, addr net.Addr) string {
+	u, err := url.Parse(issuer)
+	if err != nil || u.Port() != "0" {
+		return issuer
+	}
+	if tcp, ok := addr.(*net.TCPAddr); ok {
+		u.Host = net.JoinHostPort(u.Hostname(), strconv.Itoa(tcp.Port))
+	}
+	return u.String()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -1,0 +1,12 @@
+DROP TABLE oauth_tokens;
+DROP TABLE oauth_auth_requests;
+DROP TABLE oauth_browser_sessions;
+DROP TABLE oauth_invites;
+DROP TABLE oauth_clients;
+DROP TABLE oauth_keys;
+DROP INDEX agents_owner_email_key;
+ALTER TABLE agents DROP COLUMN owner_email;
+ALTER TABLE credentials DROP COLUMN last_used_at, DROP COLUMN oauth_client_id;
+DELETE FROM credentials WHERE kind = 'router';
+ALTER TABLE credentials DROP CONSTRAINT credentials_kind_check;
+ALTER TABLE credentials ADD CONSTRAINT credentials_kind_check CHECK (kind IN ('agent', 'operator', 'service'));
