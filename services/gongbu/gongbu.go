@@ -206,8 +206,16 @@ type Authority interface {
 	Settle(ctx context.Context, id uuid.UUID, amount int64, failed bool, reason string, providerCost *int64) error
 	// Release releases the decision's whole hold.
 	Release(ctx context.Context, id uuid.UUID, reason string) error
-	// Owns reports whether the operation with this handle belongs to the agent whose token it is.
-	Owns(ctx context.Context, agentToken, publicHandle string) (bool, error)
+	// Owns reports whether the operation with this handle belongs to the agent the caller's
+	// credential acts as.
+	Owns(ctx context.Context, caller Caller, publicHandle string) (bool, error)
+}
+
+// Caller is the credential a read came with: an agent's token, or a router's token with the
+// OAuth grant it acts for (Hubu-Grant); Gongbu passes it to Hubu as it came.
+type Caller struct {
+	Token string
+	Grant string // the Hubu-Grant header, "" when there is none
 }
 
 // Code is a stable error code.

@@ -153,7 +153,8 @@ func (a *Authority) report(r Report) error {
 
 // Owns answers like Hubu asked with the agent's token: true only for the agent that owns
 // the handle; an unknown token is unauthorized.
-func (a *Authority) Owns(_ context.Context, agentToken, handle string) (bool, error) {
+func (a *Authority) Owns(_ context.Context, caller gongbu.Caller, handle string) (bool, error) {
+	agentToken := caller.Token
 	if f := locked(&a.mu, func() func() { return a.onOwns }); f != nil {
 		f()
 	}

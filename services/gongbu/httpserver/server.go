@@ -152,22 +152,22 @@ func (s *Server) requireOwner(r *http.Request, handle string) error {
 	return s.checkOwner(r.Context(), token, handle)
 }
 
-// ownerToken returns the bearer token that requireOwner asks Hubu about, once the token is
-// there and the handle well formed.
-func ownerToken(r *http.Request, handle string) (string, error) {
+// ownerToken returns the credential that requireOwner asks Hubu about (the bearer token and
+// any OAuth grant a router acts for), once the token is there and the handle well formed.
+func ownerToken(r *http.Request, handle string) (gongbu.Caller, error) {
 	token := bearerToken(r)
 	if token == "" {
-		return "", gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required")
+		return gongbu.Caller{}, gongbu.Errorf(gongbu.CodeUnauthorized, "a bearer token is required")
 	}
 	if !contract.IsPublicHandle(handle) {
-		return "", gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>")
+		return gongbu.Caller{}, gongbu.Errorf(gongbu.CodeInvalidArguments, "public_handle must look like hubu:public-operation:v1:<uuid>")
 	}
-	return token, nil
+	return gongbu.Caller{Token: token, Grant: r.Header.Get(contract.GrantHeader)}, nil
 }
 
-// checkOwner asks Hubu whether token may read the operation of handle.
-func (s *Server) checkOwner(ctx context.Context, token, handle string) error {
-	owns, err := s.Authority.Owns(ctx, token, handle)
+// checkOwner asks Hubu whether caller may read the operation of handle.
+func (s *Server) checkOwner(ctx context.Context, caller gongbu.Caller, handle string) error {
+	owns, err := s.Authority.Owns(ctx, caller, handle)
 	if err != nil {
 		if gongbu.ErrorCode(err) == gongbu.CodeInternal {
 			s.logger().WarnContext(ctx, "cannot check ownership with Hubu", "err", err)

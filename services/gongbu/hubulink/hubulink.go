@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"hubu.dev/hubu/kit/httpjson"
+	"hubu.dev/hubu/proto/contract"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 )
@@ -111,10 +112,15 @@ func (c *Client) Release(ctx context.Context, id uuid.UUID, reason string) error
 	return nil
 }
 
-// Owns asks Hubu, with the agent's own token, for the operation: Hubu answers 404 for an
-// operation that is not the agent's, so ownership never depends on Gongbu's own records.
-func (c *Client) Owns(ctx context.Context, agentToken, publicHandle string) (bool, error) {
-	resp, err := c.api.GetOperationWithResponse(ctx, publicHandle, bearer(agentToken))
+// Owns asks Hubu, with the caller's own credential, for the operation: Hubu answers 404 for
+// an operation that is not the agent's, so ownership never depends on Gongbu's own records.
+func (c *Client) Owns(ctx context.Context, caller gongbu.Caller, publicHandle string) (bool, error) {
+	resp, err := c.api.GetOperationWithResponse(ctx, publicHandle, bearer(caller.Token), func(_ context.Context, r *http.Request) error {
+		if caller.Grant != "" {
+			r.Header.Set(contract.GrantHeader, caller.Grant)
+		}
+		return nil
+	})
 	if err != nil {
 		return false, fmt.Errorf("ask Hubu about the operation: %w", err)
 	}

@@ -190,7 +190,7 @@ func TestOwns(t *testing.T) {
 			body = map[string]any{"public_handle": handle}
 		}
 		h, client := newHubu(t, c.status, body)
-		owns, err := client.Owns(context.Background(), "hubu_agent_token", handle)
+		owns, err := client.Owns(context.Background(), gongbu.Caller{Token: "hubu_agent_token"}, handle)
 		if owns != c.owns || (c.code == "") != (err == nil) || (err != nil && gongbu.ErrorCode(err) != c.code) {
 			t.Fatalf("%d: owns=%v err=%v", c.status, owns, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"hubu.dev/hubu/services/gongbu"
 	"net/http"
 	"strings"
 	"testing"
@@ -44,7 +45,7 @@ func TestOversizedAnswers(t *testing.T) {
 	if err := c.Release(context.Background(), id, ""); !errors.As(err, &tooLarge) {
 		t.Fatalf("release: err = %v, want the answer refused for its size", err)
 	}
-	if _, err := c.Owns(context.Background(), "agent-token", issued.PublicHandle); !errors.As(err, &tooLarge) {
+	if _, err := c.Owns(context.Background(), gongbu.Caller{Token: "agent-token"}, issued.PublicHandle); !errors.As(err, &tooLarge) {
 		t.Fatalf("owns: err = %v, want the answer refused for its size", err)
 	}
 }
