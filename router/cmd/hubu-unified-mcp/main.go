@@ -34,22 +34,28 @@ import (
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/identity"
 	"hubu.dev/hubu/router/mcpserver"
+	"hubu.dev/hubu/router/oauthrs"
 	"hubu.dev/hubu/router/registry"
 )
 
 const usage = `usage:
   hubu-unified-mcp --hubu-url URL --gongbu-url URL [--state FILE|URL] [--http ADDR [--session-timeout 1h]] [--diagnose-meta[=FILE]]
                    [--identity-config FILE] [--preallocated-keys FILE] [--wait 30s] [--allow-private-image-hosts]
+                   [--oauth-issuer URL --resource URL]
   hubu-unified-mcp preallocate --file FILE --count N
   hubu-unified-mcp installation-id [--state FILE|URL]
   hubu-unified-mcp prune --state FILE|URL --older-than DURATION (--backup FILE | --backup-taken) [--dry-run]
   hubu-unified-mcp backup [--state FILE] --to FILE|-
   hubu-unified-mcp support-matrix FILE...
 The agent's token comes from HUBU_AGENT_TOKEN; with --http, clients must present ROUTER_MCP_TOKEN.
-Either token may instead be in a file named by HUBU_AGENT_TOKEN_FILE or ROUTER_MCP_TOKEN_FILE, and the
-registry's location (a postgres:// URL may hold a password) in one named by ROUTER_STATE_FILE.
-Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_SESSION_TIMEOUT, ROUTER_DIAGNOSE_META,
-ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT and ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS.
+With --http, --oauth-issuer and --resource the router is also an OAuth protected resource: each person signs
+in at Hubu (the issuer) from their client, and their token acts for their own agent; the router then needs
+its own Hubu credential in HUBU_ROUTER_TOKEN (hubu router create), and the static tokens become optional.
+Each token may instead be in a file named by HUBU_AGENT_TOKEN_FILE, ROUTER_MCP_TOKEN_FILE or
+HUBU_ROUTER_TOKEN_FILE, and the registry's location (a postgres:// URL may hold a password) in one named by
+ROUTER_STATE_FILE. Flags fall back to HUBU_URL, GONGBU_URL, ROUTER_STATE, ROUTER_HTTP, ROUTER_SESSION_TIMEOUT,
+ROUTER_DIAGNOSE_META, ROUTER_IDENTITY_CONFIG, ROUTER_PREALLOCATED_KEYS, ROUTER_WAIT,
+ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS, ROUTER_OAUTH_ISSUER and ROUTER_RESOURCE.
 Without --http the router speaks stdio. --state is the registry: a SQLite file, or a postgres:// URL that a
 fleet of routers (behind a load balancer) shares.`
 
@@ -123,6 +129,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	allowPrivateImages := fs.Bool("allow-private-image-hosts", "ROUTER_ALLOW_PRIVATE_IMAGE_HOSTS", false,
 		"download result images from loopback, private and link-local addresses too; only for a local stack, "+
 			"such as make up's mockflux on 127.0.0.1")
+	oauthIssuer := fs.String("oauth-issuer", "ROUTER_OAUTH_ISSUER", "",
+		"with --http, accept OAuth tokens from this authorization server (Hubu's public issuer URL): each acts for its person's agent")
+	resource := fs.String("resource", "ROUTER_RESOURCE", "",
+		"with --oauth-issuer, this router's resource URL: its /mcp URL as clients reach it (tokens must be bound to it)")
 	if err := fs.ParseNoArgs(args); err != nil {
 		return err
 	}
@@ -135,15 +145,26 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	if err != nil {
 		return err
 	}
-	if agentToken == "" {
-		return errors.New("HUBU_AGENT_TOKEN is not set: the router needs the agent's Hubu token")
-	}
 	mcpToken, err := command.Secret(getenv, "ROUTER_MCP_TOKEN")
 	if err != nil {
 		return err
 	}
-	if *httpAddr != "" && mcpToken == "" {
+	routerToken, err := command.Secret(getenv, "HUBU_ROUTER_TOKEN")
+	if err != nil {
+		return err
+	}
+	oauthMode := *oauthIssuer != "" || *resource != ""
+	switch {
+	case oauthMode && (*oauthIssuer == "" || *resource == "" || *httpAddr == ""):
+		return errors.New("OAuth mode needs --http, --oauth-issuer (Hubu's issuer URL) and --resource (this router's /mcp URL)")
+	case oauthMode && routerToken == "":
+		return errors.New("OAuth mode needs HUBU_ROUTER_TOKEN: the router's own Hubu credential (hubu router create)")
+	case !oauthMode && agentToken == "":
+		return errors.New("HUBU_AGENT_TOKEN is not set: the router needs the agent's Hubu token")
+	case !oauthMode && *httpAddr != "" && mcpToken == "":
 		return errors.New("--http needs ROUTER_MCP_TOKEN: without it anyone who reaches the port could forge _meta")
+	case (agentToken == "") != (mcpToken == "") && oauthMode:
+		return errors.New("HUBU_AGENT_TOKEN and ROUTER_MCP_TOKEN go together: the static token acts for that agent")
 	}
 	if *wait <= 0 {
 		return errors.New("--wait must be positive")
@@ -202,7 +223,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	backend := func(peer string) *http.Client {
 		return &http.Client{Transport: httpjson.Timeout(tracing.Transport(pool, peer), 60*time.Second)}
 	}
-	auth := func(_ context.Context, r *http.Request) error {
+	// A call acts for its caller: a person's grant through the router's own credential, or the
+	// router's one agent (the static token, stdio).
+	auth := func(ctx context.Context, r *http.Request) error {
+		if c := mcpserver.CallerFrom(ctx); c.Grant != "" {
+			r.Header.Set("Authorization", "Bearer "+routerToken)
+			r.Header.Set(contract.GrantHeader, c.Grant)
+			return nil
+		}
+		if agentToken == "" {
+			return errors.New("this router has no agent of its own: only OAuth tokens act through it")
+		}
 		r.Header.Set("Authorization", "Bearer "+agentToken)
 		return nil
 	}
@@ -234,7 +265,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		return nil
 	}
-	return serveHTTP(ctx, *httpAddr, mcpToken, server, counters, *sessionTimeout, logger)
+	var protected *oauthrs.Resource
+	if oauthMode {
+		protected, err = oauthrs.New(oauthrs.Config{
+			Resource: *resource, Issuer: *oauthIssuer, IntrospectionURL: strings.TrimRight(*hubuURL, "/") + "/oauth/introspect",
+			RouterToken: routerToken, StaticToken: mcpToken, Client: backend("hubu"),
+		})
+		if err != nil {
+			return err
+		}
+		logger.Info("oauth protected resource", "resource", *resource, "authorization_server", *oauthIssuer, "static_token", mcpToken != "")
+	}
+	return serveHTTP(ctx, *httpAddr, mcpToken, protected, server, counters, *sessionTimeout, logger)
 }
 
 // backendTransport is the transport to Hubu and Gongbu. The router holds a connection for
@@ -266,7 +308,10 @@ func (nopWriteCloser) Close() error { return nil }
 //
 // Every request but those two is traced (tracing.Handler); a call's own span continues the
 // trace context its _meta carries, which wins over the HTTP request's (see mcpserver).
-func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, counters prometheus.Gatherer, sessionTimeout time.Duration, logger *slog.Logger) error {
+//
+// In OAuth mode (protected set) /mcp takes the static token or an OAuth token (oauthrs), and
+// the protected resource metadata is served beside it.
+func serveHTTP(ctx context.Context, addr, token string, protected *oauthrs.Resource, server *mcp.Server, counters prometheus.Gatherer, sessionTimeout time.Duration, logger *slog.Logger) error {
 	handler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 		&mcp.StreamableHTTPOptions{SessionTimeout: sessionTimeout})
 	want := sha256.Sum256([]byte(token))
@@ -276,6 +321,14 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, coun
 		_, _ = io.WriteString(w, `{"status":"ok"}`)
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(counters, promhttp.HandlerOpts{}))
+	if protected != nil {
+		mux.Handle(protected.MetadataPath(), protected.MetadataHandler())
+		if protected.MetadataPath() != "/.well-known/oauth-protected-resource" {
+			mux.Handle("/.well-known/oauth-protected-resource", protected.MetadataHandler())
+		}
+		mux.Handle("/mcp", protected.Require(handler))
+		return listenAndServe(ctx, addr, mux, logger)
+	}
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		scheme, got, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 		sum := sha256.Sum256([]byte(got))
@@ -286,6 +339,10 @@ func serveHTTP(ctx context.Context, addr, token string, server *mcp.Server, coun
 		}
 		handler.ServeHTTP(w, r)
 	}))
+	return listenAndServe(ctx, addr, mux, logger)
+}
+
+func listenAndServe(ctx context.Context, addr string, mux *http.ServeMux, logger *slog.Logger) error {
 	ln, err := command.Listen(addr)
 	if err != nil {
 		return err

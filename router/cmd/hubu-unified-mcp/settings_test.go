@@ -86,3 +86,26 @@ func TestTokensFromFiles(t *testing.T) {
 	}
 	stop(mcpToken, b.Token)
 }
+
+// OAuth mode needs all of its settings, and the router's own credential; it refuses to start
+// without them, naming what is missing, and never shows a token.
+func TestOAuthModeSettings(t *testing.T) {
+	t.Parallel()
+	state := filepath.Join(t.TempDir(), "r.db")
+	base := []string{"--hubu-url", "http://x", "--gongbu-url", "http://x", "--state", state}
+	oauth := append(append([]string{}, base...), "--http", "127.0.0.1:0", "--oauth-issuer", "http://127.0.0.1:1", "--resource", "http://127.0.0.1:2/mcp")
+	const routerToken = "hubu_router_not_to_show_1f2e"
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"HUBU_ROUTER_TOKEN=" + routerToken}, append(append([]string{}, base...), "--oauth-issuer", "http://127.0.0.1:1"),
+			"OAuth mode needs --http, --oauth-issuer (Hubu's issuer URL) and --resource (this router's /mcp URL)"},
+		{nil, oauth, "OAuth mode needs HUBU_ROUTER_TOKEN: the router's own Hubu credential (hubu router create)"},
+		{[]string{"HUBU_ROUTER_TOKEN=" + routerToken, "HUBU_AGENT_TOKEN=agent"}, oauth,
+			"HUBU_AGENT_TOKEN and ROUTER_MCP_TOKEN go together: the static token acts for that agent"},
+	} {
+		commandtest.Refuses(t, runRouter, c.env, c.args, c.want, routerToken)
+	}
+}
