@@ -4,7 +4,10 @@ package e2e_test
 // redeliveries with the same or reordered arguments, bursts of concurrent deliveries, a call
 // id reused for other work, spends held for approval that are approved, denied, left alone or
 // resumed twice, status reads) through two stdio routers on one registry and the HTTP router
-// (in a third of the runs two Hubu and two Gongbu, and the routers' registry in Postgres),
+// (in a third of the runs two Hubu and two Gongbu, and the routers' registry in Postgres), and
+// a second agent's spends, signed in through OAuth, through the same HTTP router, half of them
+// repeating one of the first agent's call ids and arguments byte for byte (another person's
+// call: another operation, never the first's answer),
 // interleaved with faults (SIGKILL and restart of any service, a crash at any named
 // failpoint, network faults on every hop between the services, mockflux's own faults, killed
 // Postgres connections), against a provider that honours idempotency keys or one that
@@ -124,8 +127,10 @@ type chaosTally struct {
 	faults        map[string]int
 	indeterminate map[string]int
 	calls, checks int
-	replicaRuns   int // runs with two Hubu and two Gongbu, and the routers on a Postgres registry
-	failed        []uint64
+	// twins are the second agent's calls that repeated a first agent's call id and arguments.
+	twins       int
+	replicaRuns int // runs with two Hubu and two Gongbu, and the routers on a Postgres registry
+	failed      []uint64
 }
 
 func (c *chaosTally) count(m *map[string]int, k string) { c.countN(m, k, 1) }
@@ -145,6 +150,7 @@ func (c *chaosTally) add(o chaosTally) {
 		c.countN(&c.indeterminate, k, v)
 	}
 	c.calls += o.calls
+	c.twins += o.twins
 	c.checks += o.checks
 	c.replicaRuns += o.replicaRuns
 }
@@ -158,8 +164,8 @@ func (c chaosTally) String(runs int) string {
 	for _, v := range c.indeterminate {
 		nind += v
 	}
-	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu, two Gongbu and a Postgres router registry), %d calls, %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
-		runs, c.replicaRuns, c.calls, nfaults, c.checks, len(c.failed), c.failed, nind)
+	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu, two Gongbu and a Postgres router registry), %d calls (%d of a second agent repeating the first's call id and arguments, through the same router), %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
+		runs, c.replicaRuns, c.calls, c.twins, nfaults, c.checks, len(c.failed), c.failed, nind)
 	for _, k := range slices.Sorted(maps.Keys(c.faults)) {
 		fmt.Fprintf(&b, "  fault %-40s %d\n", k, c.faults[k])
 	}
@@ -213,7 +219,11 @@ type explorer struct {
 	routers     []*mcp.ClientSession // stdio A, stdio B (one registry), HTTP
 	canary      *httptest.Server     // a host the provider's key must never reach
 	keyLeaks    atomic.Int32
-	agent2      *mcp.ClientSession // a second agent, on a tight budget, with a registry of its own
+	// agent2 is a second agent, on a tight budget: a person signed in through OAuth, whose
+	// calls go through the same HTTP router (and registry) as the first agent's; agent2Token is
+	// their access token.
+	agent2      *mcp.ClientSession
+	agent2Token string
 	calls       []*chaosCall
 	tally       *chaosTally
 	seq         int
@@ -221,8 +231,11 @@ type explorer struct {
 
 // chaosCall is one tool call the workload made, with everything it was answered.
 type chaosCall struct {
-	id        string // the harness's call id, to name the call in a violation
-	agent2    bool
+	id     string // the harness's call id, to name the call in a violation
+	agent2 bool
+	// twin is the first agent's call whose call id and arguments this second agent's call
+	// repeats: the same bytes from another person are another operation, never its answer.
+	twin      *chaosCall
 	meta      map[string]any
 	args      string
 	handle    string
@@ -417,13 +430,17 @@ func (x *explorer) secondAgent() *mcp.ClientSession {
 	out := x.su.hubuctlOK(x.t, "agent", "create", "--name", "tight", "--json",
 		"--auto-approve-micros", "50000", "--ceiling-micros", "100000", "--budget-micros", "100000", "--period", "day")
 	var created struct {
+		Agent struct {
+			ID string `json:"id"`
+		} `json:"agent"`
 		Token string `json:"token"`
 	}
 	if json.Unmarshal([]byte(out), &created) != nil || created.Token == "" {
 		x.t.Fatal("hubuctl agent create: no token")
 	}
 	x.su.extraSecrets = append(x.su.extraSecrets, created.Token)
-	return x.su.routerFor(created.Token, 2*time.Second, []string{"--state", filepath.Join(x.su.s.Config.Dir, "router-tight.db")})
+	x.agent2Token = x.su.grantToken(created.Agent.ID)
+	return x.su.httpRouterWith(x.agent2Token)
 }
 
 // chaosModels are the models the workload spends on, each with its size arguments: priced per
@@ -455,8 +472,37 @@ func (x *explorer) newCall() *chaosCall {
 		c.meta = map[string]any{"hubu.dev/platform-invocation": map[string]any{"version": 1.0, "platform": "acme", "invocation_id": "inv_" + id}}
 	}
 	c.agent2 = x.rng.IntN(4) == 0
+	if c.agent2 && x.more.IntN(2) == 0 {
+		// The second person sends what the first one sent: the same call id, the same arguments.
+		var firsts []*chaosCall
+		for _, o := range x.calls {
+			if !o.agent2 {
+				firsts = append(firsts, o)
+			}
+		}
+		if len(firsts) > 0 {
+			c.twin = firsts[x.more.IntN(len(firsts))]
+			c.id, c.meta, c.args = c.twin.id, c.twin.meta, c.twin.args
+			x.tally.twins++
+		}
+	}
 	x.calls = append(x.calls, c)
 	x.tally.calls++
+	return c
+}
+
+// firstAgentCall is a new call of the first agent (a twin's id and arguments would make it a
+// redelivery of the call it repeats).
+func (x *explorer) firstAgentCall() *chaosCall {
+	c := x.newCall()
+	c.agent2 = false
+	if c.twin != nil {
+		c.twin = nil
+		x.tally.twins--
+		c.id = fmt.Sprintf("call_chaos_%06d_%s", x.seq, uuid.NewString()[:8])
+		c.meta = codexMeta(c.id)
+		c.args = fmt.Sprintf(`{"prompt":"chaos %d","model":"flux-dev","width":1024,"height":1024}`, x.seq)
+	}
 	return c
 }
 
@@ -510,6 +556,12 @@ func (x *explorer) note(c *chaosCall, r result) {
 			x.t.Errorf("violation: call %s answered with handle %s, and %s before", c.id, h, c.handle)
 		}
 		c.handle = h
+		for _, o := range x.calls {
+			if o != c && o.agent2 != c.agent2 && o.handle == h {
+				x.t.Errorf("violation: call %s of agent %d was answered with operation %s of the other agent's call %s",
+					c.id, map[bool]int{false: 1, true: 2}[c.agent2], h, o.id)
+			}
+		}
 	}
 	if status == "succeeded" {
 		c.succeeded = true
@@ -700,14 +752,14 @@ func (x *explorer) fault() {
 		switch name {
 		case "router":
 			x.routers[2] = x.su.httpRouter() // the HTTP sessions died with it
+			x.agent2 = x.su.httpRouterWith(x.agent2Token)
 		}
 	case n < 30:
 		// A router dies at one of its failpoints, as a harness's router process would; the
 		// call is delivered again later through another router on the same registry.
 		point := []string{"router-after-registry-insert", "router-after-backend-answer"}[x.rng.IntN(2)]
 		x.tally.count(&x.tally.faults, "failpoint "+point)
-		c := x.newCall()
-		c.agent2 = false
+		c := x.firstAgentCall()
 		// A router whose registry is in Postgres refuses to start without it ("cannot reach the
 		// database"), and a harness that launched it then would launch it again: during a
 		// Postgres restart the explorer waits for Postgres first, as it does for the services.
@@ -739,8 +791,7 @@ func (x *explorer) fault() {
 			return
 		}
 		// A new spend drives it to the point (or a redelivery or recovery does, later).
-		c := x.newCall()
-		c.agent2 = false
+		c := x.firstAgentCall()
 		c.args = autoApproved(c.args) // so that it runs
 		x.deliver(x.routers[x.rng.IntN(len(x.routers))], c, c.args)
 		if err := p.WaitExit(10 * time.Second); !p.Running() && strings.Contains(err.Error(), "killed") {

@@ -46,10 +46,14 @@ func (s *Stack) loadOrMakeCredentials(ctx context.Context) error {
 		if err := json.Unmarshal(b, &s.Credentials); err != nil {
 			return err
 		}
-		if s.Credentials.WebhookKey != "" {
-			return nil
+		if s.Credentials.WebhookKey == "" {
+			s.Credentials.WebhookKey = randomToken("webhook-") // a state directory from before webhooks
 		}
-		s.Credentials.WebhookKey = randomToken("webhook-") // a state directory from before webhooks
+		if s.Credentials.RouterToken == "" { // a state directory from before OAuth mode
+			if s.Credentials.RouterToken, err = s.output(ctx, "hubu", nil, "router", "create", "--name", "router", "--database-url", s.HubuDBURL); err != nil {
+				return err
+			}
+		}
 		return s.saveCredentials()
 	}
 	c := Credentials{HubuAtGongbuToken: randomToken("hubu-to-gongbu-"), RouterMCPToken: randomToken("router-"), FluxKey: randomToken("flux-"),
@@ -59,6 +63,9 @@ func (s *Stack) loadOrMakeCredentials(ctx context.Context) error {
 		return err
 	}
 	if c.GongbuAtHubuToken, err = s.output(ctx, "hubu", nil, "service", "create", "--name", "gongbu", "--database-url", s.HubuDBURL); err != nil {
+		return err
+	}
+	if c.RouterToken, err = s.output(ctx, "hubu", nil, "router", "create", "--name", "router", "--database-url", s.HubuDBURL); err != nil {
 		return err
 	}
 	s.Credentials = c

@@ -89,6 +89,9 @@ type Credentials struct {
 	AgentID           string `json:"agent_id"`
 	FluxKey           string `json:"flux_key"`
 	WebhookKey        string `json:"webhook_key"` // derives the secrets mockflux signs its webhooks to Gongbu with
+	// RouterToken is the router's own Hubu credential: with it the router checks people's OAuth
+	// tokens and acts for their grants.
+	RouterToken string `json:"router_token"`
 }
 
 // Stack is a running stack.
@@ -196,7 +199,9 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 	s.Hubu = &Process{Name: "hubu", Path: bin.Path("hubu"), Addr: cfg.HubuAddr, LogPath: logs("hubu"),
 		Args: []string{"serve", "--listen", cfg.HubuAddr},
 		Env: env("hubu", "HUBU_DATABASE_URL="+cfg.via("hubu", "postgres", s.HubuDBURL), "HUBU_GONGBU_URL="+cfg.url("hubu", "gongbu", cfg.GongbuAddr),
-			"HUBU_GONGBU_TOKEN="+s.Credentials.HubuAtGongbuToken)}
+			"HUBU_GONGBU_TOKEN="+s.Credentials.HubuAtGongbuToken,
+			// Hubu is the router's OAuth authorization server, at the address people's clients reach.
+			"HUBU_OAUTH_ISSUER="+s.OAuthIssuer(), "HUBU_OAUTH_RESOURCES="+s.OAuthResource())}
 	for _, p := range []*Process{s.Gongbu, s.Hubu} {
 		if w := cfg.Wrap[p.Name]; len(w) > 0 {
 			p.Path, p.Args = w[0], append(append(w[1:len(w):len(w)], p.Path), p.Args...)
@@ -229,7 +234,8 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 	}
 	s.Router = &Process{Name: "router", Path: bin.Path("hubu-unified-mcp"), Addr: cfg.RouterAddr, LogPath: logs("router"),
 		Args: s.RouterArgs("--http", cfg.RouterAddr),
-		Env:  env("router", "HUBU_AGENT_TOKEN="+s.Credentials.AgentToken, "ROUTER_MCP_TOKEN="+s.Credentials.RouterMCPToken)}
+		Env: env("router", "HUBU_AGENT_TOKEN="+s.Credentials.AgentToken, "ROUTER_MCP_TOKEN="+s.Credentials.RouterMCPToken,
+			"ROUTER_OAUTH_ISSUER="+s.OAuthIssuer(), "ROUTER_RESOURCE="+s.OAuthResource(), "HUBU_ROUTER_TOKEN="+s.Credentials.RouterToken)}
 	if err := s.Router.Start(); err != nil {
 		s.Stop()
 		return nil, err
@@ -241,6 +247,12 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 	cfg.say("router healthy")
 	return s, nil
 }
+
+// OAuthIssuer is Hubu's issuer URL: its own address, which people's clients and browsers reach.
+func (s *Stack) OAuthIssuer() string { return "http://" + s.Config.HubuAddr }
+
+// OAuthResource is the router's resource URL: its /mcp at its own address.
+func (s *Stack) OAuthResource() string { return "http://" + s.Config.RouterAddr + "/mcp" }
 
 // Replica is another process like p (a second Hubu or Gongbu on the same database and with the
 // same configuration) that listens on addr and logs to its own file; it is not started.
