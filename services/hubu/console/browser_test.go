@@ -171,3 +171,45 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	}
 	t.Logf("screenshot of the pending list: %s", path)
 }
+
+// TestAgentPageInBrowser: from the header to an agent's page, a sign-in code is issued and
+// shown, and a connected client is revoked through its confirmation page, in a real Chromium.
+func TestAgentPageInBrowser(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.newAgent(t, "painter")
+	grant := b.allowClient(t, a.ID, "Claude")
+
+	ctx := newBrowser(t)
+	do(t, ctx, "sign in and open the agent",
+		chromedp.Navigate(b.URL+"/console/sign-in"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), b.OperatorToken),
+		chromedp.Click(chromedp.CSS("#sign-in")),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/agents"]`)),
+		chromedp.Click(chromedp.CSS(`a[href="/console/agents"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/console/agents/`+a.ID.String()+`"]`)),
+		chromedp.Click(chromedp.CSS(`a[href="/console/agents/`+a.ID.String()+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#grants tr[data-grant="`+grant.String()+`"]`)),
+		chromedp.Click(chromedp.CSS("#invite")),
+		chromedp.WaitVisible(chromedp.CSS("#invite-code")),
+	)
+	code := value(t, ctx, "read the code", chromedp.Text(chromedp.CSS("#invite-code")))
+	if id, err := b.Store.UseInvite(t.Context(), code, b.Clock.Now()); err != nil || id != a.ID {
+		t.Fatalf("the code %q: %v %v", code, id, err)
+	}
+	do(t, ctx, "revoke the client",
+		chromedp.Click(chromedp.CSS(`a[href="/console/agents/`+a.ID.String()+`"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#grants tr[data-grant="`+grant.String()+`"] button.deny`)),
+		chromedp.Click(chromedp.CSS(`#grants tr[data-grant="`+grant.String()+`"] button.deny`)),
+		chromedp.WaitVisible(chromedp.CSS("#confirm")),
+		chromedp.Click(chromedp.CSS("#confirm")),
+		chromedp.WaitVisible(chromedp.CSS(".flash")),
+	)
+	if flash := value(t, ctx, "read the message", chromedp.Text(chromedp.CSS(".flash"))); flash != "Revoked Claude's access as painter: its tokens are refused within seconds." {
+		t.Fatalf("after revoking: %q", flash)
+	}
+	if _, err := b.Store.AuthenticateGrant(t.Context(), grant, b.Clock.Now()); hubu.ErrorCode(err) != hubu.CodeCredentialRevoked {
+		t.Fatalf("the revoked grant: %v", err)
+	}
+}

@@ -1,11 +1,13 @@
 // Package console serves the approval console at /console: operators sign in with their
 // token, see the spends held for approval, approve or deny them (each through a
-// confirmation page), and look at recent operations, their ledgers and the agents'
-// budgets. Pages are rendered on the server with html/template and work without
-// JavaScript; a small inline script only refreshes the pending list in place.
+// confirmation page), look at recent operations, their ledgers and the agents'
+// budgets, issue one-time sign-in codes for agents and revoke the clients connected as
+// them (OAuth grants). Pages are rendered on the server with html/template and work
+// without JavaScript; a small inline script only refreshes the pending list in place.
 //
 // Approving and denying call the same store methods as the API (postgres.Store.Approve
-// and Deny, under the operator's name), so the console and the API can never disagree.
+// and Deny, under the operator's name), so the console and the API can never disagree;
+// so do issuing a code and revoking a grant (CreateInvite, RevokeCredential).
 package console
 
 import (
@@ -73,7 +75,8 @@ func New(store *postgres.Store, opts *Options) *Console {
 	if c.recent <= 0 {
 		c.recent = 50
 	}
-	for _, name := range []string{"signin.html", "home.html", "confirm.html", "operations.html", "error.html"} {
+	for _, name := range []string{"signin.html", "home.html", "confirm.html", "operations.html", "error.html",
+		"agents.html", "agent.html", "invite.html", "revoke.html"} {
 		c.pages[name] = template.Must(template.ParseFS(templateFS, "templates/layout.html", "templates/approvals.html", "templates/"+name))
 	}
 	c.pages["fragment"] = template.Must(template.ParseFS(templateFS, "templates/approvals.html"))
@@ -92,6 +95,11 @@ func New(store *postgres.Store, opts *Options) *Console {
 	mux.HandleFunc("POST /console/approvals/deny", c.signedIn(c.deny))
 	mux.HandleFunc("GET /console/operations", c.signedIn(c.operations))
 	mux.HandleFunc("GET /console/operations/image", c.signedIn(c.image))
+	mux.HandleFunc("GET /console/agents", c.signedIn(c.agents))
+	mux.HandleFunc("GET /console/agents/{id}", c.signedIn(c.agent))
+	mux.HandleFunc("POST /console/agents/{id}/invite", c.signedIn(c.invite))
+	mux.HandleFunc("GET /console/grants/confirm", c.signedIn(c.confirmRevoke))
+	mux.HandleFunc("POST /console/grants/revoke", c.signedIn(c.revoke))
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusNotFound, "There is no such page.")
 	})
@@ -149,6 +157,11 @@ type page struct {
 	Operations    []operationView
 	Budgets       []budgetView
 	RecentLimit   int32
+	Agents        []agentView
+	Agent         *agentView
+	Grants        []grantView
+	Grant         *grantView // the one to revoke
+	Invite        *inviteView
 }
 
 // render executes a page into a buffer first, so a template failure is a clean 500.

@@ -253,7 +253,7 @@ func (s *Server) resourceOf(ctx context.Context) (string, error) {
 	case len(asked) == 0:
 		return "", oidc.ErrInvalidRequest().WithDescription("name the router the tokens are for in the resource parameter (RFC 8707)")
 	case len(asked) > 1:
-		return "", oidc.ErrInvalidRequest().WithDescription("one resource per authorization: each router gets tokens of its own")
+		return "", oidc.ErrInvalidTarget().WithDescription("one resource per authorization: each router gets tokens of its own")
 	}
 	want := strings.TrimRight(asked[0], "/")
 	for _, r := range s.resources {
@@ -261,7 +261,7 @@ func (s *Server) resourceOf(ctx context.Context) (string, error) {
 			return r, nil
 		}
 	}
-	return "", oidc.ErrInvalidRequest().WithDescription("Hubu issues no tokens for that resource")
+	return "", oidc.ErrInvalidTarget().WithDescription("Hubu issues no tokens for that resource")
 }
 
 // issWriter adds RFC 9207's iss to the authorization response the library redirects with, so

@@ -163,7 +163,7 @@ func (st storage) CreateAccessAndRefreshTokens(ctx context.Context, req op.Token
 		return "", "", time.Time{}, oidc.ErrUnsupportedGrantType()
 	}
 	if asked := resourcesFrom(ctx); len(asked) > 0 && (len(asked) != 1 || asked[0] != issue.Audience) {
-		return "", "", time.Time{}, oidc.ErrInvalidRequest().WithDescription("resource is not the one the grant was given for")
+		return "", "", time.Time{}, oidc.ErrInvalidTarget().WithDescription("resource is not the one the grant was given for")
 	}
 	if err := st.s.store.IssueTokens(ctx, issue, now); err != nil {
 		if hubu.ErrorCode(err) == hubu.CodeUnauthorized {

@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -22,12 +24,13 @@ const policyFlagsUsage = `policy flags (amounts in micro-units, 1000000 = 1.00):
   --currency CODE           ISO 4217 code such as USD`
 
 var agentCommand = &command{UsageLine: "agent", Commands: []*command{
-	{UsageLine: "create --name NAME [--account ACCOUNT] [policy flags]", Listed: "create --name NAME [...]",
+	{UsageLine: "create --name NAME [--account ACCOUNT] [--email EMAIL] [policy flags]", Listed: "create --name NAME [...]",
 		Short: "create an agent; prints its token once", Run: (*cli).agentCreate,
 		Long: `Creates an agent and prints its bearer token once: Hubu keeps only its hash.
 
   --name NAME         lower-case letters, digits, . _ - (required)
   --account ACCOUNT   billing account (default acct:NAME)
+  --email EMAIL       the agent's person, for OpenID Connect sign-in (see set-email)
 
 Without policy flags the agent gets Hubu's default policy. Policy flags given start from
 USD, ceiling 1000000, auto-approve 50000, budget 5000000 per day, models *, providers *.
@@ -42,17 +45,47 @@ USD, ceiling 1000000, auto-approve 50000, budget 5000000 per day, models *, prov
 ` + policyFlagsUsage},
 	{UsageLine: "set-account ID ACCOUNT", Short: "move an agent to another billing account", Run: (*cli).agentSetAccount,
 		Long: `Moves an agent to another billing account; its new operations are charged there.`},
+	{UsageLine: "set-email ID EMAIL", Short: "name the agent's person, for OpenID Connect sign-in", Run: (*cli).agentSetEmail,
+		Long: `Names the person the agent belongs to by their email address. When Hubu signs people in through
+the team's OpenID Connect provider (hubu serve --oidc-issuer), a person whose verified address is
+EMAIL signs in as this agent. Addresses are compared without case; one address names one agent.
+
+  --clear   remove the agent's email (as does an empty EMAIL, '')`},
+	{UsageLine: "invite ID [--ttl DURATION]", Listed: "invite ID [--ttl D]",
+		Short: "a one-time sign-in code for the agent's person", Run: (*cli).agentInvite,
+		Long: `Issues a one-time sign-in code (hubu_inv_…) for the agent. When a client such as ChatGPT or
+Claude connects to a router in OAuth mode, the person enters it on Hubu's sign-in page, then
+allows the client: the grant acts as this agent ('hubuctl credentials list' shows it).
+
+  --ttl DURATION   how long the code can be used, such as 1h or 72h (default 24h; from 1m
+                   to 168h)
+
+The code is printed alone on the last line (scripts: | tail -n1), once: Hubu keeps only its
+hash. It works once, and whoever enters it first signs in as the agent: send it to the person
+privately. With --json: {"code": …, "agent_id": …, "expires_at": …}.`},
 }}
+
+// defaultInviteTTL is how long an invite code works unless --ttl says otherwise (Hubu's own
+// default too); the API takes 60 to 604800 seconds.
+const (
+	defaultInviteTTL = 24 * time.Hour
+	minInviteTTL     = time.Minute
+	maxInviteTTL     = 7 * 24 * time.Hour
+)
 
 func (c *cli) agentCreate(ctx context.Context, fs *flag.FlagSet, args []string) error {
 	name := fs.String("name", "", "")
 	account := fs.String("account", "", "")
+	email := fs.String("email", "", "")
 	pf := addPolicyFlags(fs)
 	if _, err := c.parse(fs, args, 0, ""); err != nil {
 		return err
 	}
 	if *name == "" {
 		return usagef("hubuctl agent create: --name is required (see hubuctl agent create --help)")
+	}
+	if err := checkEmail(fs.Name(), *email); err != nil {
+		return err
 	}
 	body := hubuapi.AgentCreate{Name: *name}
 	if *account != "" {
@@ -71,14 +104,45 @@ func (c *cli) agentCreate(ctx context.Context, fs *flag.FlagSet, args []string) 
 		return err
 	}
 	resp, err := cl.CreateAgentWithResponse(ctx, body)
-	return show(c, resp, err, (*hubuapi.CreateAgentResponse).GetJSON201, func(created *hubuapi.AgentCreated) error {
-		fmt.Fprint(c.stdout, "Agent created.\n\n")
-		if err := writeAgent(c.stdout, &created.Agent); err != nil {
+	if *email == "" {
+		return show(c, resp, err, (*hubuapi.CreateAgentResponse).GetJSON201, func(created *hubuapi.AgentCreated) error {
+			return c.writeCreated(created)
+		})
+	}
+	if err := expect(resp, err, (*hubuapi.CreateAgentResponse).GetJSON201); err != nil {
+		return err
+	}
+	// The agent exists now and its token is in hand: whatever happens to the email, the
+	// token is printed, and a refused email is reported after it.
+	created := *resp.JSON201
+	owner, err := cl.SetAgentOwnerWithResponse(ctx, created.Agent.Id, hubuapi.OwnerUpdate{Email: *email})
+	ownerErr := expect(owner, err, (*hubuapi.SetAgentOwnerResponse).GetJSON200)
+	if ownerErr == nil {
+		created.Agent = *owner.JSON200
+	} else {
+		ownerErr = fmt.Errorf("the agent was created, but its email was not set (try hubuctl agent set-email %s EMAIL): %w", created.Agent.Id, ownerErr)
+	}
+	if c.jsonOut {
+		b, err := json.Marshal(created)
+		if err != nil {
 			return err
 		}
-		printToken(c.stdout, created.Token)
-		return nil
-	})
+		if err := c.printJSON(b); err != nil {
+			return err
+		}
+	} else if err := c.writeCreated(&created); err != nil {
+		return err
+	}
+	return ownerErr
+}
+
+func (c *cli) writeCreated(created *hubuapi.AgentCreated) error {
+	fmt.Fprint(c.stdout, "Agent created.\n\n")
+	if err := writeAgent(c.stdout, &created.Agent); err != nil {
+		return err
+	}
+	printToken(c.stdout, created.Token)
+	return nil
 }
 
 func (c *cli) agentList(ctx context.Context, fs *flag.FlagSet, args []string) error {
@@ -101,14 +165,14 @@ func writeAgents(w io.Writer, agents []hubuapi.Agent) error {
 		return err
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tNAME\tACCOUNT\tAUTO-APPROVE\tCEILING\tBUDGET\tMODELS\tPROVIDERS\tCREATED")
+	fmt.Fprintln(tw, "ID\tNAME\tACCOUNT\tAUTO-APPROVE\tCEILING\tBUDGET\tMODELS\tPROVIDERS\tCREATED\tEMAIL")
 	for _, a := range agents {
 		p := a.Policy
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\t%s\t%s\n",
 			a.Id, clean(a.Name), clean(a.Account),
 			formatAmount(p.AutoApproveLimitMicros, p.Currency), formatAmount(p.PerOperationCeilingMicros, p.Currency),
 			formatAmount(p.BudgetMicros, p.Currency), p.BudgetPeriod,
-			formatList(p.AllowedModels), formatList(p.AllowedProviders), formatTime(a.CreatedAt))
+			formatList(p.AllowedModels), formatList(p.AllowedProviders), formatTime(a.CreatedAt), optional(a.OwnerEmail))
 	}
 	return tw.Flush()
 }
@@ -178,6 +242,85 @@ func (c *cli) agentSetAccount(ctx context.Context, fs *flag.FlagSet, args []stri
 	})
 }
 
+func (c *cli) agentSetEmail(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	remove := fs.Bool("clear", false, "")
+	pos, err := c.parseRange(fs, args, 1, 2, "an agent ID and an email (or --clear)")
+	if err != nil {
+		return err
+	}
+	id, err := parseAgentID(fs.Name(), pos[0])
+	if err != nil {
+		return err
+	}
+	var email string
+	switch {
+	case *remove && len(pos) == 2:
+		return usagef("%s: give an email or --clear, not both (see %s --help)", fs.Name(), fs.Name())
+	case !*remove && len(pos) == 1:
+		return usagef("%s: needs an agent ID and an email (or --clear) (see %s --help)", fs.Name(), fs.Name())
+	case len(pos) == 2:
+		email = strings.TrimSpace(pos[1])
+	}
+	if err := checkEmail(fs.Name(), email); err != nil {
+		return err
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	resp, err := cl.SetAgentOwnerWithResponse(ctx, id, hubuapi.OwnerUpdate{Email: email})
+	return show(c, resp, err, (*hubuapi.SetAgentOwnerResponse).GetJSON200, func(a *hubuapi.Agent) error {
+		if email == "" {
+			fmt.Fprint(c.stdout, "Email removed: no one signs in as this agent through OpenID Connect.\n\n")
+		} else {
+			fmt.Fprint(c.stdout, "Email set.\n\n")
+		}
+		return writeAgent(c.stdout, a)
+	})
+}
+
+// checkEmail refuses what cannot be an email address before any request (Hubu checks too):
+// agent create would otherwise make the agent and then fail to set its email.
+func checkEmail(cmd, email string) error {
+	if email == "" {
+		return nil
+	}
+	at := strings.LastIndexByte(email, '@')
+	if at <= 0 || at == len(email)-1 || len(email) > 320 || strings.ContainsFunc(email, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return usagef("%s: %q is not an email address", cmd, truncate(clean(email), 80))
+	}
+	return nil
+}
+
+func (c *cli) agentInvite(ctx context.Context, fs *flag.FlagSet, args []string) error {
+	ttl := fs.Duration("ttl", defaultInviteTTL, "")
+	id, err := c.idArg(fs, args, "one agent ID", parseAgentID)
+	if err != nil {
+		return err
+	}
+	if *ttl < minInviteTTL || *ttl > maxInviteTTL || *ttl%time.Second != 0 {
+		return usagef("%s: --ttl must be whole seconds from 1m to 168h", fs.Name())
+	}
+	cl, err := c.client()
+	if err != nil {
+		return err
+	}
+	seconds := int(*ttl / time.Second)
+	resp, err := cl.CreateInviteWithResponse(ctx, id, hubuapi.InviteCreate{TtlSeconds: &seconds})
+	return show(c, resp, err, (*hubuapi.CreateInviteResponse).GetJSON201, func(inv *hubuapi.Invite) error {
+		return writeInvite(c.stdout, inv)
+	})
+}
+
+// writeInvite explains the code and ends with it alone on a line, for tail -n1.
+func writeInvite(w io.Writer, inv *hubuapi.Invite) error {
+	_, err := fmt.Fprintf(w, "Sign-in code for agent %s, for one sign-in until %s.\n"+
+		"Send it to the agent's person privately: whoever enters it first signs in as the agent.\n"+
+		"It will not be shown again (Hubu keeps only its hash).\n\n%s\n",
+		inv.AgentId, formatTime(inv.ExpiresAt), clean(inv.Code))
+	return err
+}
+
 func writeAgent(w io.Writer, a *hubuapi.Agent) error {
 	p := a.Policy
 	tw := newTable(w)
@@ -190,6 +333,9 @@ func writeAgent(w io.Writer, a *hubuapi.Agent) error {
 	row("Budget", formatAmount(p.BudgetMicros, p.Currency)+" per "+clean(string(p.BudgetPeriod)))
 	row("Models", formatList(p.AllowedModels))
 	row("Providers", formatList(p.AllowedProviders))
+	if a.OwnerEmail != nil {
+		row("Email", optional(a.OwnerEmail))
+	}
 	row("Created", formatTime(a.CreatedAt))
 	return tw.Flush()
 }
@@ -288,7 +434,7 @@ func splitList(s string) []string {
 func parseAgentID(cmd, s string) (uuid.UUID, error) {
 	id, err := uuid.Parse(s)
 	if err != nil || len(s) != 36 {
-		return uuid.UUID{}, usagef("%s: %q is not an agent ID (a UUID)", cmd, truncate(clean(s), 80))
+		return uuid.UUID{}, usagef("%s: %q is not an agent ID (a UUID; see hubuctl agent list)", cmd, truncate(clean(s), 80))
 	}
 	return id, nil
 }

@@ -15,16 +15,21 @@ import (
 )
 
 var credentialsCommand = &command{
-	UsageLine: "credentials", Long: `Agent, operator and service credentials, named by their ID (never by their token).`,
+	UsageLine: "credentials", Long: `Agent, operator, service and router credentials, named by their ID (never by their token).`,
 	Commands: []*command{
-		{UsageLine: "list", Short: "agent, operator and service credentials (never tokens)", Run: (*cli).credentialsList,
+		{UsageLine: "list", Short: "agent, operator, service and router credentials (never tokens)", Run: (*cli).credentialsList,
 			Long: `Lists every credential with its state (active, expiring, expired, revoked), when it was made,
-and who rotated or revoked it. Tokens are never shown: Hubu keeps only their hashes.`},
+and who rotated or revoked it. Tokens are never shown: Hubu keeps only their hashes.
+
+An OAuth grant (a person signed in with an invite code or OpenID Connect and allowed a client)
+is an agent credential named "oauth: <client name>"; CLIENT is its client's name and LAST USED
+when one of its tokens last reached a router (to the minute). Other credentials show "-" there.`},
 		{UsageLine: "revoke ID", Short: "revoke a credential; its next request is refused", Run: (*cli).credentialsRevoke,
 			Long: `Revokes a credential (find its ID with 'hubuctl credentials list'). Its holder's next request
-is refused with credential_revoked; console sessions signed in with an operator credential end.
-Hubu records who revoked it and when. Revoking it again answers the same. The last operator
-credential with no expiry cannot be revoked: create another operator first, or rotate it.`},
+is refused with credential_revoked; console sessions signed in with an operator credential end;
+an OAuth grant's tokens are refused by its router within seconds. Hubu records who revoked it
+and when. Revoking it again answers the same. The last operator credential with no expiry
+cannot be revoked: create another operator first, or rotate it.`},
 		{UsageLine: "rotate ID [--overlap DURATION]", Listed: "rotate ID [--overlap D]",
 			Short: "issue a replacement; prints its token once", Run: (*cli).credentialsRotate,
 			Long: `Issues a replacement for a credential (same kind, name and agent) and prints its token once.
@@ -35,7 +40,8 @@ credential with no expiry cannot be revoked: create another operator first, or r
 
 A revoked credential can be replaced too (with no overlap). Each credential is replaced once:
 to rotate again, rotate its replacement. An operator credential is rotated only by its holder;
-another operator's is revoked instead.`},
+another operator's is revoked instead. An OAuth grant has no token to rotate: revoke it, and
+its person signs in again.`},
 	},
 }
 
@@ -59,12 +65,21 @@ func writeCredentials(w io.Writer, creds []hubuapi.Credential) error {
 		return err
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tKIND\tNAME\tSTATE\tCREATED\tEXPIRES\tREVOKED\tREVOKED BY")
+	fmt.Fprintln(tw, "ID\tKIND\tNAME\tSTATE\tCREATED\tLAST USED\tEXPIRES\tREVOKED\tREVOKED BY\tCLIENT")
 	for _, cr := range creds {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cr.Id, clean(string(cr.Kind)), clean(cr.Name), clean(string(cr.State)),
-			formatTime(cr.CreatedAt), formatTimePtr(cr.ExpiresAt), formatTimePtr(cr.RevokedAt), refName(cr.RevokedBy))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", cr.Id, clean(string(cr.Kind)), clean(cr.Name), clean(string(cr.State)),
+			formatTime(cr.CreatedAt), formatTimePtr(cr.LastUsedAt), formatTimePtr(cr.ExpiresAt), formatTimePtr(cr.RevokedAt), refName(cr.RevokedBy),
+			truncate(clientName(&cr), 40))
 	}
 	return tw.Flush()
+}
+
+// clientName names an OAuth grant's client: its name, else its id; "-" for any other credential.
+func clientName(cr *hubuapi.Credential) string {
+	if cr.ClientName != nil && clean(*cr.ClientName) != "" {
+		return clean(*cr.ClientName)
+	}
+	return optional(cr.ClientId)
 }
 
 func (c *cli) credentialsRevoke(ctx context.Context, fs *flag.FlagSet, args []string) error {
@@ -135,6 +150,11 @@ func writeCredential(w io.Writer, cr *hubuapi.Credential) error {
 		row("Agent", cr.AgentId.String())
 	}
 	row("State", clean(string(cr.State)))
+	if cr.ClientId != nil {
+		row("Client", clientName(cr))
+		row("Client ID", optional(cr.ClientId))
+		row("Last used", formatTimePtr(cr.LastUsedAt))
+	}
 	row("Created", formatTime(cr.CreatedAt))
 	if cr.CreatedBy != nil {
 		row("Issued by", refName(cr.CreatedBy))

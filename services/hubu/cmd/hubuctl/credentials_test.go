@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 )
@@ -149,5 +151,52 @@ func TestCredentialsRotateSendsOverlap(t *testing.T) {
 	runCLI(t, env, "credentials", "rotate", id)
 	if len(bodies) != 2 || bodies[0] != `{"overlap_seconds":600}` || bodies[1] != `{}` {
 		t.Fatalf("bodies sent: %q", bodies)
+	}
+}
+
+// An OAuth grant shows its client and last use; every other credential "-" there. The router
+// kind is listed like the others.
+func TestWriteCredentialsShowsGrants(t *testing.T) {
+	t.Parallel()
+	at := func(s string) *time.Time {
+		v, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &v
+	}
+	str := func(s string) *string { return &s }
+	created := *at("2026-05-01T09:00:00Z")
+	creds := []hubuapi.Credential{
+		{Id: uuid.MustParse("11111111-1111-4111-8111-111111111111"), Kind: hubuapi.CredentialKindAgent, Name: "oauth: Claude",
+			State: hubuapi.CredentialStateActive, CreatedAt: created, ClientId: str("https://claude.ai/oauth/mcp-oauth-client-metadata"),
+			ClientName: str("Claude\x1b[31m"), LastUsedAt: at("2026-05-01T10:15:00Z")},
+		{Id: uuid.MustParse("22222222-2222-4222-8222-222222222222"), Kind: hubuapi.CredentialKindAgent, Name: "oauth: x",
+			State: hubuapi.CredentialStateRevoked, CreatedAt: created, ClientId: str("c-1234"), RevokedAt: at("2026-05-01T11:00:00Z")},
+		{Id: uuid.MustParse("33333333-3333-4333-8333-333333333333"), Kind: hubuapi.CredentialKindRouter, Name: "mcp-1",
+			State: hubuapi.CredentialStateActive, CreatedAt: created},
+	}
+	var out strings.Builder
+	if err := writeCredentials(&out, creds); err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{
+		`(?m)^ID\s+KIND\s+NAME\s+STATE\s+CREATED\s+LAST USED\s+EXPIRES\s+REVOKED\s+REVOKED BY\s+CLIENT$`,
+		`(?m)^11111111-\S+\s+agent\s+oauth: Claude\s+active\s+2026-05-01 09:00:00Z\s+2026-05-01 10:15:00Z\s+-\s+-\s+-\s+Claude \[31m$`,
+		`(?m)^22222222-\S+\s+agent\s+oauth: x\s+revoked\s+2026-05-01 09:00:00Z\s+-\s+-\s+2026-05-01 11:00:00Z\s+-\s+c-1234$`,
+		`(?m)^33333333-\S+\s+router\s+mcp-1\s+active\s+2026-05-01 09:00:00Z\s+-\s+-\s+-\s+-\s+-$`,
+	} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("no line matches %s in:\n%s", re, out.String())
+		}
+	}
+	out.Reset()
+	if err := writeCredential(&out, &creds[0]); err != nil {
+		t.Fatal(err)
+	}
+	for _, re := range []string{`(?m)^Client\s+Claude \[31m$`, `(?m)^Client ID\s+https://claude.ai/oauth/mcp-oauth-client-metadata$`, `(?m)^Last used\s+2026-05-01 10:15:00Z$`} {
+		if !regexp.MustCompile(re).MatchString(out.String()) {
+			t.Errorf("no line matches %s in:\n%s", re, out.String())
+		}
 	}
 }

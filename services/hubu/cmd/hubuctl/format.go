@@ -37,6 +37,14 @@ func formatTimePtr(t *time.Time) string {
 	return formatTime(*t)
 }
 
+// optional is an optional text from the server for a table cell: "-" when absent.
+func optional(s *string) string {
+	if s == nil || clean(*s) == "" {
+		return "-"
+	}
+	return clean(*s)
+}
+
 func formatList(items []string) string {
 	if len(items) == 0 {
 		return "(none)"

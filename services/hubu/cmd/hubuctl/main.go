@@ -222,6 +222,11 @@ func (c *cli) parseError(name, text string, err error) error {
 // parse parses a command's flags, which may come before, between or after its nargs
 // positional arguments.
 func (c *cli) parse(fs *flag.FlagSet, args []string, nargs int, names string) ([]string, error) {
+	return c.parseRange(fs, args, nargs, nargs, names)
+}
+
+// parseRange is parse for a command that takes between minArgs and maxArgs positional arguments.
+func (c *cli) parseRange(fs *flag.FlagSet, args []string, minArgs, maxArgs int, names string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -237,8 +242,8 @@ func (c *cli) parse(fs *flag.FlagSet, args []string, nargs int, names string) ([
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	if len(pos) != nargs {
-		if nargs == 0 {
+	if len(pos) < minArgs || len(pos) > maxArgs {
+		if maxArgs == 0 {
 			return nil, usagef("%s: unexpected argument %q (see %s --help)", fs.Name(), pos[0], fs.Name())
 		}
 		return nil, usagef("%s: needs %s (see %s --help)", fs.Name(), names, fs.Name())

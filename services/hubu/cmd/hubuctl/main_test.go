@@ -20,6 +20,7 @@ const (
 	testToken  = "op-secret-token-123"
 	testHandle = "hubu:public-operation:v1:11111111-2222-4333-8444-555555555555"
 	testAgent  = "0b7f5f2e-3c1a-4f4e-9a57-1f0d2b9c8e11"
+	testInvite = "hubu_inv_0123456789abcdefghijklmnopqrstuv"
 )
 
 type result struct {
@@ -125,6 +126,18 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"agent", "create", "--name", "a", "--ceiling-micros", "1.5"}, "invalid value"},
 		{[]string{"agent", "set-policy", testAgent}, "give at least one policy flag"},
 		{[]string{"agent", "set-account", testAgent}, "needs an agent ID and an account"},
+		{[]string{"agent", "create", "--name", "a", "--email", "not-an-address"}, `"not-an-address" is not an email address`},
+		{[]string{"agent", "set-email", testAgent}, "needs an agent ID and an email (or --clear)"},
+		{[]string{"agent", "set-email", testAgent, "a@example.com", "--clear"}, "give an email or --clear, not both"},
+		{[]string{"agent", "set-email", testAgent, "a@example.com", "b@example.com"}, "needs an agent ID and an email (or --clear)"},
+		{[]string{"agent", "set-email", testAgent, "alice at example.com"}, "is not an email address"},
+		{[]string{"agent", "set-email", "painter", "a@example.com"}, `"painter" is not an agent ID (a UUID; see hubuctl agent list)`},
+		{[]string{"agent", "invite"}, "needs one agent ID"},
+		{[]string{"agent", "invite", "painter"}, "is not an agent ID"},
+		{[]string{"agent", "invite", testAgent, "--ttl", "59s"}, "--ttl must be whole seconds from 1m to 168h"},
+		{[]string{"agent", "invite", testAgent, "--ttl", "169h"}, "--ttl must be whole seconds from 1m to 168h"},
+		{[]string{"agent", "invite", testAgent, "--ttl", "90500ms"}, "--ttl must be whole seconds"},
+		{[]string{"agent", "invite", testAgent, "--ttl", "a day"}, "invalid value"},
 		{[]string{"prices", "set", "--provider", "bfl", "--model", "flux-dev", "--size", "*"}, "--amount-micros is required"},
 		{[]string{"operation"}, "missing operation command"},
 		{[]string{"credentials"}, "missing credentials command"},
@@ -162,6 +175,10 @@ func TestHelp(t *testing.T) {
 		{[]string{"agent", "list", "--help"}, "usage: hubuctl agent list"},
 		{[]string{"agent", "show", "--help"}, "usage: hubuctl agent show ID"},
 		{[]string{"agent", "set-account", "--help"}, "usage: hubuctl agent set-account"},
+		{[]string{"agent", "set-email", "--help"}, "--clear"},
+		{[]string{"agent", "invite", "--help"}, "usage: hubuctl agent invite ID [--ttl DURATION] [--json]"},
+		{[]string{"agent", "create", "--help"}, "--email EMAIL"},
+		{[]string{"--help"}, "agent invite ID [--ttl D]"},
 		{[]string{"prices", "--help"}, "hubuctl prices set"},
 		{[]string{"prices", "list", "--help"}, "usage: hubuctl prices list"},
 		{[]string{"prices", "set", "--help"}, "--amount-micros N"},
@@ -241,6 +258,21 @@ func newFakeHubu(t *testing.T) *fakeHubu {
 	})
 	mux.HandleFunc("POST /v1/agents", func(w http.ResponseWriter, r *http.Request) {
 		ok(w, 201, `{"agent":`+agentJSON+`,"token":"agent-token-xyz"}`)
+	})
+	mux.HandleFunc("PUT /v1/agents/{id}/owner", func(w http.ResponseWriter, r *http.Request) {
+		var body hubuapi.OwnerUpdate
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		switch body.Email {
+		case "taken@example.com":
+			problem(w, 409, "conflict", "another agent already belongs to taken@example.com")
+		case "":
+			ok(w, 200, agentJSON)
+		default:
+			ok(w, 200, strings.TrimSuffix(agentJSON, "}")+`,"owner_email":"`+body.Email+`"}`)
+		}
+	})
+	mux.HandleFunc("POST /v1/agents/{id}/invites", func(w http.ResponseWriter, r *http.Request) {
+		ok(w, 201, `{"code":"`+testInvite+`","agent_id":"`+r.PathValue("id")+`","expires_at":"2026-05-02T09:00:00Z"}`)
 	})
 	mux.HandleFunc("GET /v1/prices", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")

@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"hubu.dev/hubu/kit/testclock"
 	"hubu.dev/hubu/proto/hubuapi"
+	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/hubutest"
+	"hubu.dev/hubu/services/hubu/postgres"
 )
 
 // realHubu is Hubu over real HTTP on a database of its own, with an operator, alice, whose
@@ -122,4 +127,125 @@ func TestAgainstRealHubu(t *testing.T) {
 	if out, err := ctl("approvals"); err == nil || !strings.Contains(out, "forbidden") {
 		t.Fatalf("approvals with an agent token: %v %s", err, out)
 	}
+}
+
+// TestInvitesAndGrantsAgainstRealHubu: an operator gives an agent an email and an invite code
+// with hubuctl; the person signs in with the code and allows a client (here straight through
+// the store, as Hubu's sign-in pages do); hubuctl lists the grant with its client and last
+// use, refuses to rotate it, and revokes it.
+func TestInvitesAndGrantsAgainstRealHubu(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := startRealHubu(t)
+	ctl, store := h.ctl, h.Store
+
+	out, err := ctl("agent", "create", "--name", "painter", "--email", "Alice@Example.com", "--json")
+	var created hubuapi.AgentCreated
+	if err != nil || json.Unmarshal([]byte(out), &created) != nil || created.Agent.OwnerEmail == nil || *created.Agent.OwnerEmail != "alice@example.com" {
+		t.Fatalf("agent create --email: %v %s", err, out)
+	}
+	h.secrets = append(h.secrets, created.Token)
+	agentID := created.Agent.Id.String()
+	if id, err := store.AgentByOwnerEmail(ctx, "ALICE@example.com"); err != nil || id != created.Agent.Id {
+		t.Fatalf("the agent by its email: %v %v", id, err)
+	}
+	if out, err := ctl("agent", "create", "--name", "other", "--email", "alice@example.com"); code(err) != 1 ||
+		!strings.Contains(out, "Token: hubu_agent_") || !strings.Contains(out, "its email was not set") {
+		t.Fatalf("a second agent with the same email: %v %s", err, out)
+	} else {
+		h.secrets = append(h.secrets, regexp.MustCompile(`hubu_agent_\S+`).FindString(out))
+	}
+	if out, err := ctl("agent", "set-email", agentID, "--clear"); err != nil || !strings.HasPrefix(out, "Email removed") {
+		t.Fatalf("set-email --clear: %v %s", err, out)
+	}
+	if out, err := ctl("agent", "set-email", agentID, "bob@example.com"); err != nil || !regexp.MustCompile(`(?m)^Email\s+bob@example.com$`).MatchString(out) {
+		t.Fatalf("set-email: %v %s", err, out)
+	}
+	if out, err := ctl("agent", "list"); err != nil || !regexp.MustCompile(`(?m)\spainter\s.*\sbob@example.com$`).MatchString(out) {
+		t.Fatalf("agent list: %v %s", err, out)
+	}
+
+	// The code is the last line; it signs in once.
+	out, err = ctl("agent", "invite", agentID, "--ttl", "1h")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	invite := lines[len(lines)-1]
+	if err != nil || !strings.HasPrefix(invite, "hubu_inv_") || !strings.Contains(out, h.Clock.Now().Add(time.Hour).UTC().Format("2006-01-02 15:04")) {
+		t.Fatalf("agent invite: %v %s", err, out)
+	}
+	if id, err := store.UseInvite(ctx, invite, h.Clock.Now()); err != nil || id != created.Agent.Id {
+		t.Fatalf("use the code: %v %v", id, err)
+	}
+	if _, err := store.UseInvite(ctx, invite, h.Clock.Now()); err == nil {
+		t.Fatal("the code signed in twice")
+	}
+	out, err = ctl("agent", "invite", agentID, "--json")
+	var inv hubuapi.Invite
+	if err != nil || json.Unmarshal([]byte(out), &inv) != nil || !strings.HasPrefix(inv.Code, "hubu_inv_") || inv.AgentId != created.Agent.Id ||
+		inv.ExpiresAt.Sub(h.Clock.Now().Add(24*time.Hour)).Abs() > time.Millisecond {
+		t.Fatalf("agent invite --json: %v %s", err, out)
+	}
+	h.secrets = append(h.secrets, invite, inv.Code)
+	if out, err := ctl("agent", "invite", "00000000-0000-4000-8000-000000000000"); code(err) != 1 || !strings.Contains(out, "hubuctl: not_found:") {
+		t.Fatalf("invite for no agent: %v %s", err, out)
+	}
+
+	grant := allowClient(t, h, created.Agent.Id, "Claude")
+	if _, err := store.AuthenticateGrant(ctx, grant, h.Clock.Now()); err != nil { // a router used it
+		t.Fatal(err)
+	}
+	used := h.Clock.Now().UTC().Format("2006-01-02 15:04:05Z")
+	out, err = ctl("credentials", "list")
+	if err != nil || !regexp.MustCompile(`(?m)^`+grant.String()+`\s+agent\s+oauth: Claude\s+active\s+\S+ \S+\s+`+regexp.QuoteMeta(used)+`\s+-\s+-\s+-\s+Claude$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)\sagent\s+painter\s+active\s.*\s-$`).MatchString(out) {
+		t.Fatalf("credentials list with a grant: %v\n%s", err, out)
+	}
+	out, err = ctl("credentials", "list", "--json")
+	var list hubuapi.CredentialList
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil {
+		t.Fatalf("credentials list --json: %v %s", err, out)
+	}
+	for _, c := range list.Credentials {
+		if c.Id == grant && (c.ClientId == nil || *c.ClientId != "client-claude" || c.ClientName == nil || *c.ClientName != "Claude" ||
+			c.LastUsedAt == nil || c.AgentId == nil || *c.AgentId != created.Agent.Id) {
+			t.Fatalf("the grant in --json: %+v", c)
+		}
+	}
+	if out, err := ctl("credentials", "rotate", grant.String()); code(err) != 1 || !strings.Contains(out, "has no token to rotate") {
+		t.Fatalf("rotate a grant: %v %s", err, out)
+	}
+	out, err = ctl("credentials", "revoke", grant.String())
+	if err != nil || !strings.Contains(out, "Revoked agent credential "+grant.String()+" (oauth: Claude)") || !regexp.MustCompile(`(?m)^Client\s+Claude$`).MatchString(out) {
+		t.Fatalf("revoke a grant: %v %s", err, out)
+	}
+	if _, err := store.AuthenticateGrant(ctx, grant, h.Clock.Now()); hubu.ErrorCode(err) != hubu.CodeCredentialRevoked {
+		t.Fatalf("the revoked grant: %v", err)
+	}
+}
+
+// allowClient makes an OAuth grant for the agent as Hubu's sign-in and consent pages do: a
+// client, an authorization request, a sign-in, an allow. It returns the grant's credential ID.
+func allowClient(t *testing.T, h *realHubu, agentID uuid.UUID, clientName string) uuid.UUID {
+	t.Helper()
+	ctx, now := context.Background(), h.Clock.Now()
+	client := postgres.OAuthClient{ID: "client-" + strings.ToLower(clientName), Name: clientName, RedirectURIs: []string{"https://client.example/callback"}}
+	if err := h.Store.SaveOAuthClient(ctx, client, now); err != nil {
+		t.Fatal(err)
+	}
+	req := postgres.AuthRequest{ID: uuid.New(), ClientID: client.ID, RedirectUri: client.RedirectURIs[0], State: "state", Scopes: []string{},
+		ResponseMode: "query", Resource: "https://mcp.example.com/mcp", CodeChallenge: strings.Repeat("c", 43), CreatedAt: now, ExpiresAt: now.Add(10 * time.Minute)}
+	if err := h.Store.InsertAuthRequest(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Store.SignInAuthRequest(ctx, req.ID, agentID); err != nil {
+		t.Fatal(err)
+	}
+	req, err := h.Store.GetAuthRequest(ctx, req.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grant, err := h.Store.AllowAuthRequest(ctx, req, clientName, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return grant
 }
