@@ -179,7 +179,7 @@ func New(t testing.TB, opts *Options) *Env {
 	e.Operator = e.Client(t, e.OperatorToken)
 	t.Cleanup(func() {
 		e.checkLedger(t)
-		for _, secret := range []string{"hubu:operation:v1:", "hubu_agent_", "hubu_operator_", "hubu_service_"} {
+		for _, secret := range []string{"hubu:operation:v1:", "hubu_agent_", "hubu_operator_", "hubu_service_", "hubu_router_", "hubu_inv_", "hubu_refresh_"} {
 			if strings.Contains(e.Logs.String(), secret) {
 				t.Errorf("Hubu logged a secret (%s…)", secret)
 			}

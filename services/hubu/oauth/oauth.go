@@ -161,7 +161,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case introspectPath:
 		s.introspect(w, r)
 	case authorizePath:
-		s.authorize(w, r)
+		s.authorize(&issWriter{ResponseWriter: w, iss: s.issuer}, r)
 	case callbackPath:
 		s.provider.ServeHTTP(&issWriter{ResponseWriter: w, iss: s.issuer}, r)
 	case tokenPath:
@@ -273,7 +273,8 @@ type issWriter struct {
 
 func (w *issWriter) WriteHeader(status int) {
 	if status == http.StatusFound || status == http.StatusSeeOther {
-		if loc, err := url.Parse(w.Header().Get("Location")); err == nil && loc.Query().Get("iss") == "" {
+		// Only a redirect to the client (an answer, code or error); not one to Hubu's own pages.
+		if loc, err := url.Parse(w.Header().Get("Location")); err == nil && loc.IsAbs() && !strings.HasPrefix(loc.String(), w.iss+"/") && loc.Query().Get("iss") == "" {
 			q := loc.Query()
 			q.Set("iss", w.iss)
 			loc.RawQuery = q.Encode()

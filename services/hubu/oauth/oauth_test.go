@@ -147,6 +147,11 @@ func (e *env) authorize(b *http.Client, clientID, challenge, code string, extra 
 			e.t.Fatal(err)
 		}
 	}
+	page, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(page), "http://127.0.0.1:53682") || !strings.Contains(string(page), clientID) {
+		e.t.Fatalf("the consent page does not show where the browser goes back to and which client asks: %s", page)
+	}
+	resp.Body = io.NopCloser(strings.NewReader(string(page)))
 	csrf, req := csrfOf(e.t, resp)
 	resp, err = b.PostForm(e.url+"/oauth/consent", url.Values{"request": {req}, "csrf": {csrf}, "decision": {"allow"}})
 	if err != nil {
@@ -298,7 +303,8 @@ func TestAuthorizationRefusals(t *testing.T) {
 			resp.Body.Close()
 			loc := resp.Header.Get("Location")
 			switch {
-			case c.redirected && (resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "http://127.0.0.1:5000/callback?") || !strings.Contains(loc, "error=")):
+			case c.redirected && (resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, "http://127.0.0.1:5000/callback?") || !strings.Contains(loc, "error=") ||
+				!strings.Contains(loc, "iss="+url.QueryEscape(e.url))):
 				t.Fatalf("want an error sent to the client, got %d %q", resp.StatusCode, loc)
 			case !c.redirected && (resp.StatusCode/100 == 3 || resp.Request.URL.Path == "/oauth/signin"):
 				t.Fatalf("want an error shown by Hubu and no redirect, got %d %q (at %s)", resp.StatusCode, loc, resp.Request.URL.Path)
