@@ -232,10 +232,13 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 		s.Stop()
 		return nil, err
 	}
+	routerEnv := []string{"HUBU_AGENT_TOKEN=" + s.Credentials.AgentToken, "ROUTER_MCP_TOKEN=" + s.Credentials.RouterMCPToken}
+	if s.Credentials.RouterToken != "" { // a release before OAuth mode has none
+		routerEnv = append(routerEnv, "ROUTER_OAUTH_ISSUER="+s.OAuthIssuer(), "ROUTER_RESOURCE="+s.OAuthResource(),
+			"HUBU_ROUTER_TOKEN="+s.Credentials.RouterToken)
+	}
 	s.Router = &Process{Name: "router", Path: bin.Path("hubu-unified-mcp"), Addr: cfg.RouterAddr, LogPath: logs("router"),
-		Args: s.RouterArgs("--http", cfg.RouterAddr),
-		Env: env("router", "HUBU_AGENT_TOKEN="+s.Credentials.AgentToken, "ROUTER_MCP_TOKEN="+s.Credentials.RouterMCPToken,
-			"ROUTER_OAUTH_ISSUER="+s.OAuthIssuer(), "ROUTER_RESOURCE="+s.OAuthResource(), "HUBU_ROUTER_TOKEN="+s.Credentials.RouterToken)}
+		Args: s.RouterArgs("--http", cfg.RouterAddr), Env: env("router", routerEnv...)}
 	if err := s.Router.Start(); err != nil {
 		s.Stop()
 		return nil, err
