@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -111,4 +112,69 @@ func (su *suite) httpRouterWith(token string) *mcp.ClientSession {
 	}
 	su.t.Cleanup(func() { cs.Close() })
 	return cs
+}
+
+// A person signed in through OAuth with a client that sends no per-call id (ChatGPT chat, VS
+// Code) gets the exact refusal for a spend and can use the read-only tools; an MCP session
+// belongs to the agent whose token opened it; and an access token is no credential at Hubu's
+// own API (it is bound to the router).
+func TestOAuthSessionsAndClientsWithoutCallIDs(t *testing.T) {
+	t.Parallel()
+	su := newSuite(t)
+	agents := map[string]string{}
+	for _, name := range []string{"carol", "dave"} {
+		var created struct {
+			Agent struct {
+				ID string `json:"id"`
+			} `json:"agent"`
+			Token string `json:"token"`
+		}
+		noError(t, json.Unmarshal([]byte(su.hubuctlOK(t, "agent", "create", "--name", name, "--json")), &created))
+		su.extraSecrets = append(su.extraSecrets, created.Token)
+		agents[name] = su.grantToken(created.Agent.ID)
+	}
+	carol := su.httpRouterWith(agents["carol"])
+
+	r := su.mustCall(carol, "generate_image", foxArgs, nil)
+	if r.code() != "identity_required" {
+		t.Fatalf("a spend with no call id through OAuth: %v", r)
+	}
+	if r := su.mustCall(carol, "capabilities", `{}`, nil); r.code() != "" {
+		t.Fatalf("capabilities with no call id through OAuth: %v", r)
+	}
+	// With a call id, Carol spends as her agent and reads her image; Dave cannot read it.
+	spent := su.mustSucceed(carol, foxArgs, codexMeta("call_oauthCarolImage7Qm2Vz"), "through OAuth")
+	uri := "hubu://images/" + spent.handle()
+	if _, err := carol.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err != nil {
+		t.Fatalf("Carol reading her own image: %v", err)
+	}
+	if _, err := su.httpRouterWith(agents["dave"]).ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err == nil {
+		t.Fatal("Dave read Carol's image")
+	}
+
+	// Carol's session, presented with Dave's token: refused (the session is Carol's agent's).
+	hc := &http.Client{Transport: harness.Bearer(agents["carol"])}
+	probe := must(mcp.NewClient(&mcp.Implementation{Name: "probe"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: su.s.Router.URL() + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil))(t)
+	defer probe.Close()
+	req := must(http.NewRequest(http.MethodPost, su.s.Router.URL()+"/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`)))(t)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", probe.ID())
+	req.Header.Set("Authorization", "Bearer "+agents["dave"])
+	resp := must(http.DefaultClient.Do(req))(t)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("another agent's token on Carol's session: %s", resp.Status)
+	}
+
+	// The access token at Hubu's API: not a credential there.
+	req = must(http.NewRequest(http.MethodGet, su.s.Hubu.URL()+"/v1/capabilities", nil))(t)
+	req.Header.Set("Authorization", "Bearer "+agents["carol"])
+	resp = must(http.DefaultClient.Do(req))(t)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an access token at Hubu's /v1: %s", resp.Status)
+	}
 }

@@ -29,10 +29,11 @@ var imageTemplate = &mcp.ResourceTemplate{
 }
 
 // readImage answers resources/read of hubu://images/<public handle> with the image Gongbu
-// keeps for that operation, read with the router's own agent credential: Gongbu serves it
-// only when Hubu says that agent owns the operation, so another agent's image, like a handle
-// nobody has, is not found.
+// keeps for that operation, read as the caller's agent (the router's own, or the signed-in
+// person's): Gongbu serves it only when Hubu says that agent owns the operation, so another
+// agent's image, like a handle nobody has, is not found.
 func (r *Router) readImage(ctx context.Context, req *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+	ctx = WithCaller(ctx, callerOfRequest(req.Extra))
 	uri := req.Params.URI
 	handle, ok := strings.CutPrefix(uri, imageURIPrefix)
 	if !ok || !contract.IsPublicHandle(handle) {
