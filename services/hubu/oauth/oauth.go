@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rs/cors"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
 	"github.com/zitadel/oidc/v3/pkg/op"
 
@@ -29,7 +30,7 @@ import (
 // Lifetimes.
 const (
 	AuthRequestTTL    = 10 * time.Minute // from /oauth/authorize to the code's exchange
-	CodeTTL           = time.Minute      // a code, once issued (checked with the request's time)
+	CodeTTL           = time.Minute      // a code, from its issue
 	AccessTokenTTL    = time.Hour
 	RefreshTokenTTL   = 30 * 24 * time.Hour
 	BrowserSessionTTL = 12 * time.Hour
@@ -127,7 +128,12 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if insecure {
 		opts = append(opts, op.WithAllowInsecure())
 	}
-	opts = append(opts, op.WithLogger(s.log()))
+	// Browser clients (the MCP Inspector) call the token and revocation endpoints from their
+	// own origin; none of them takes a cookie, so no origin is answered with credentials.
+	opts = append(opts, op.WithCORSOptions(&cors.Options{
+		AllowOriginFunc: func(string) bool { return true }, AllowCredentials: false,
+		AllowedMethods: []string{http.MethodGet, http.MethodPost}, AllowedHeaders: []string{"Content-Type", "Authorization"},
+	}))
 	s.provider, err = op.NewProvider(&op.Config{
 		CryptoKey: s.keys.Crypto, CodeMethodS256: true, GrantTypeRefreshToken: true,
 		SupportedScopes: []string{ScopeHubu, oidc.ScopeOfflineAccess},

@@ -451,3 +451,17 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// A code lives a minute from its issue.
+func TestCodesExpire(t *testing.T) {
+	e := newEnv(t)
+	client := e.register()
+	verifier, challenge := pkce()
+	loc := e.authorize(e.browser(), client, challenge, e.invite(), nil)
+	e.clock = e.clock.Add(oauth.CodeTTL + time.Second)
+	got, status := e.token(url.Values{"grant_type": {"authorization_code"}, "code": {loc.Query().Get("code")}, "client_id": {client},
+		"redirect_uri": {"http://127.0.0.1:53682/callback"}, "code_verifier": {verifier}})
+	if status != http.StatusBadRequest || got.Access != "" {
+		t.Fatalf("a code %s after its issue: %d %+v", oauth.CodeTTL+time.Second, status, got)
+	}
+}

@@ -275,9 +275,10 @@ func (s *Store) DenyAuthRequest(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-// SaveAuthCode records the code issued for an allowed request (its hash), once.
-func (s *Store) SaveAuthCode(ctx context.Context, id uuid.UUID, code string) error {
-	n, err := s.q.SaveAuthCode(ctx, s.db, hubudb.SaveAuthCodeParams{ID: id, CodeHash: credential.Hash(code)})
+// SaveAuthCode records the code issued for an allowed request (its hash), once; the request
+// then expires with the code, at expires.
+func (s *Store) SaveAuthCode(ctx context.Context, id uuid.UUID, code string, expires time.Time) error {
+	n, err := s.q.SaveAuthCode(ctx, s.db, hubudb.SaveAuthCodeParams{ID: id, CodeHash: credential.Hash(code), ExpiresAt: expires})
 	if err != nil {
 		return fmt.Errorf("save auth code: %w", err)
 	}

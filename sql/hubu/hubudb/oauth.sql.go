@@ -458,16 +458,20 @@ func (q *Queries) InsertOAuthToken(ctx context.Context, db DBTX, arg InsertOAuth
 }
 
 const saveAuthCode = `-- name: SaveAuthCode :execrows
-UPDATE oauth_auth_requests SET code_hash = $2 WHERE id = $1 AND grant_id IS NOT NULL AND code_hash IS NULL
+UPDATE oauth_auth_requests SET code_hash = $2, expires_at = LEAST(expires_at, $3)
+WHERE id = $1 AND grant_id IS NOT NULL AND code_hash IS NULL
 `
 
 type SaveAuthCodeParams struct {
-	ID       uuid.UUID
-	CodeHash []byte
+	ID        uuid.UUID
+	CodeHash  []byte
+	ExpiresAt time.Time
 }
 
+// SaveAuthCode records the code issued for an allowed request; from then on the request lives
+// only as long as its code.
 func (q *Queries) SaveAuthCode(ctx context.Context, db DBTX, arg SaveAuthCodeParams) (int64, error) {
-	result, err := db.Exec(ctx, saveAuthCode, arg.ID, arg.CodeHash)
+	result, err := db.Exec(ctx, saveAuthCode, arg.ID, arg.CodeHash, arg.ExpiresAt)
 	if err != nil {
 		return 0, err
 	}

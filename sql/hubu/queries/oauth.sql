@@ -68,8 +68,11 @@ WHERE id = $1 AND agent_id IS NOT NULL AND grant_id IS NULL AND NOT denied;
 -- name: DenyAuthRequest :execrows
 UPDATE oauth_auth_requests SET denied = true WHERE id = $1 AND grant_id IS NULL;
 
+-- SaveAuthCode records the code issued for an allowed request; from then on the request lives
+-- only as long as its code.
 -- name: SaveAuthCode :execrows
-UPDATE oauth_auth_requests SET code_hash = $2 WHERE id = $1 AND grant_id IS NOT NULL AND code_hash IS NULL;
+UPDATE oauth_auth_requests SET code_hash = $2, expires_at = LEAST(expires_at, $3)
+WHERE id = $1 AND grant_id IS NOT NULL AND code_hash IS NULL;
 
 -- name: GetAuthRequestByCode :one
 SELECT * FROM oauth_auth_requests WHERE code_hash = $1;
