@@ -12,6 +12,7 @@ GENERATED := proto/hubuapi proto/gongbuapi proto/bflapi proto/hubuspec proto/gon
 	sql/router/routerdb sql/router/routerpg sql/router/prealloc/preallocdb
 # The official TypeScript MCP client, which the router's tests drive as well as the Go SDK's.
 TSCLIENT := router/testdata/tsclient
+OAUTHCLIENT := e2e/testdata/oauthclient
 # The real harnesses (Codex, Claude Code) that make interop runs, pinned with a lockfile.
 HARNESSES := e2e/interop/harnesses
 
@@ -106,8 +107,11 @@ images-test: ## build the images (tagged for the test alone) and run a whole spe
 $(TSCLIENT)/node_modules/.package-lock.json: $(TSCLIENT)/package-lock.json
 	cd $(TSCLIENT) && npm ci --no-audit --no-fund --loglevel=error
 
+$(OAUTHCLIENT)/node_modules/.package-lock.json: $(OAUTHCLIENT)/package-lock.json
+	cd $(OAUTHCLIENT) && npm ci --no-audit --no-fund --loglevel=error
+
 .PHONY: test
-test: test-tools $(TSCLIENT)/node_modules/.package-lock.json ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
+test: test-tools $(TSCLIENT)/node_modules/.package-lock.json $(OAUTHCLIENT)/node_modules/.package-lock.json ## run every test against a real Postgres (found or started by scripts/ensure-postgres.sh)
 	url=$$(scripts/ensure-postgres.sh); TEST_DATABASE_URL="$$url" go test -race -count=1 $(PKGS)
 
 .PHONY: test-tools
