@@ -33,6 +33,8 @@ type fixtureHeader struct {
 	Client string `json:"client"`
 	Note   string `json:"note,omitempty"`
 	Tested string `json:"tested"`
+	// Auth is how the client reaches the router: both harnesses launch it over stdio.
+	Auth string `json:"auth,omitempty"`
 }
 
 // installedVersion is the version of pkg that npm ci installed in harnesses/.
@@ -59,7 +61,7 @@ func (st *interopStack) requireFixture(f fixture) {
 	tested := f.Pkg + "@" + version
 	log, err := os.ReadFile(st.metaLog)
 	noError(t, err)
-	header, _ := json.Marshal(fixtureHeader{Client: f.Client, Note: f.Note, Tested: tested})
+	header, _ := json.Marshal(fixtureHeader{Client: f.Client, Note: f.Note, Tested: tested, Auth: "stdio"})
 	measured := append(append(header, '\n'), log...)
 	path := filepath.Join(metaFixtures, f.File)
 	if os.Getenv("HUBU_INTEROP_UPDATE") == "1" {

@@ -16,6 +16,9 @@ type Row struct {
 	// Tested are the harness versions whose logs were measured here (Log.Tested); none means
 	// the row is reported.
 	Tested []string
+	// Auth is how the client reaches the router (Log.Auth), each statement once; none means
+	// no fixture of the client says.
+	Auth []string
 	// The _meta keys seen in any of the client's calls, by class, in matrix order.
 	PerCallID, CallLevel, Context []string
 	// Verdicts are the router's decisions for the client's calls, by first appearance.
@@ -59,6 +62,9 @@ func Build(logs []Log) []Row {
 		}
 		if log.Tested != "" && !slices.Contains(row.Tested, log.Tested) {
 			row.Tested = append(row.Tested, log.Tested)
+		}
+		if log.Auth != "" && !slices.Contains(row.Auth, log.Auth) {
+			row.Auth = append(row.Auth, log.Auth)
 		}
 		for _, line := range log.Lines {
 			for _, s := range line.Meta {
@@ -116,6 +122,12 @@ from the fixtures in ` + "`router/testdata/meta/`" + `; after changing them or t
 
 and a test fails until the two agree.
 
+- **Auth**: how the client reaches the router. *stdio*: the harness starts the router itself,
+  and no token is involved. For a client that connects over streamable HTTP: *OAuth (MCP
+  authorization)* where the client's own documentation says it implements the MCP authorization
+  specification, which a router in OAuth mode needs (docs/remote-clients.md); *not verified here*
+  where that is not established. This column states what the clients document: the sign-in is
+  tested here with the official TypeScript SDK's OAuth client, not with these clients.
 - **Per-call id key**: the ` + "`_meta`" + ` keys that carry a call's trusted identity (` + "`identity.Sources`" + `).
   Exactly one must be present.
 - **Other call-level keys**: what the harness writes for the call, turn or window (request id, progress
@@ -136,11 +148,11 @@ and a test fails until the two agree.
 func Render(w io.Writer, rows []Row) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString(preamble)
-	bw.WriteString("| Client | Per-call id key | Other call-level keys | Context keys | Hubu's verdict | Evidence |\n")
-	bw.WriteString("|---|---|---|---|---|---|\n")
+	bw.WriteString("| Client | Auth | Per-call id key | Other call-level keys | Context keys | Hubu's verdict | Evidence |\n")
+	bw.WriteString("|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s | %s |\n",
-			cell(r.Client), keyCell(r.PerCallID), keyCell(r.CallLevel), keyCell(r.Context), verdictCell(r), evidenceCell(r))
+		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s | %s | %s |\n",
+			cell(r.Client), authCell(r), keyCell(r.PerCallID), keyCell(r.CallLevel), keyCell(r.Context), verdictCell(r), evidenceCell(r))
 	}
 	var notes []string
 	for _, r := range rows {
@@ -179,6 +191,14 @@ func verdictCell(r Row) string {
 		s += " **(differs from the recorded verdict, see below)**"
 	}
 	return s
+}
+
+// authCell says how the client reaches the router, as its fixtures state it.
+func authCell(r Row) string {
+	if len(r.Auth) == 0 {
+		return "not recorded"
+	}
+	return cell(strings.Join(r.Auth, "; "))
 }
 
 // evidenceCell says whether the row was measured here, and with which harness versions.

@@ -22,7 +22,10 @@ import (
 //
 // and, for a log measured here by running the harness itself (`make interop`), the harness
 // and its version: {"client":"Codex CLI (codex exec)","tested":"@openai/codex@0.171.0"}. A
-// fixture without "tested" is reported: a shape described to us, not one we measured.
+// fixture without "tested" is reported: a shape described to us, not one we measured. "auth"
+// says how the client reaches the router: "stdio", or for a remote client whether its own
+// documentation says it implements the MCP authorization specification (a router in OAuth
+// mode needs that); it is a statement about the client, not something this log shows.
 //
 // followed by diagnose lines exactly as the router writes them. A log without that line (the
 // router's own output) is named after its file, without directory and extension. The router's
@@ -32,6 +35,7 @@ type Log struct {
 	Client string // the client's name
 	Note   string // from the header line, may be empty
 	Tested string // the harness and version that made this log here, empty if reported
+	Auth   string // how the client reaches the router, from the header line; may be empty
 	File   string // the file's base name
 	Lines  []Line
 }
@@ -47,6 +51,7 @@ type header struct {
 	Client string `json:"client"`
 	Note   string `json:"note,omitempty"`
 	Tested string `json:"tested,omitempty"`
+	Auth   string `json:"auth,omitempty"`
 }
 
 // maxLine bounds one line; a _meta shape is small, a longer line is not a diagnose line.
@@ -93,10 +98,10 @@ func Read(file string, r io.Reader) (Log, error) {
 			if err := decodeStrict(raw, &h); err != nil {
 				return Log{}, fmt.Errorf("%s:%d: client line: %v", file, n, err)
 			}
-			if strings.TrimSpace(h.Client) == "" || strings.ContainsAny(h.Client+h.Note+h.Tested, "\n\r") {
-				return Log{}, fmt.Errorf("%s:%d: client line: client must be non-empty, and client, note and tested on one line", file, n)
+			if strings.TrimSpace(h.Client) == "" || strings.ContainsAny(h.Client+h.Note+h.Tested+h.Auth, "\n\r") {
+				return Log{}, fmt.Errorf("%s:%d: client line: client must be non-empty, and client, note, tested and auth on one line", file, n)
 			}
-			log.Client, log.Note, log.Tested = h.Client, h.Note, h.Tested
+			log.Client, log.Note, log.Tested, log.Auth = h.Client, h.Note, h.Tested, h.Auth
 		default:
 			var d mcpserver.DiagnoseLine
 			if err := decodeStrict(raw, &d); err != nil {

@@ -75,14 +75,16 @@ func TestRead(t *testing.T) {
 	for _, tc := range []struct {
 		name, file, in       string
 		client, note, tested string
+		auth                 string
 		lines                []int // line numbers of the diagnose lines
 		err                  string
 	}{
 		{name: "fixture", file: "a.jsonl", in: `{"client":"Codex (desktop)","note":"n"}` + "\n" + lineCodex + "\n\n" + lineCodex + "\n",
 			client: "Codex (desktop)", note: "n", lines: []int{2, 4}},
-		{name: "fixture measured here", file: "b.jsonl", in: `{"client":"Codex CLI","tested":"@openai/codex@0.171.0"}` + "\n" + lineCodex + "\n",
-			client: "Codex CLI", tested: "@openai/codex@0.171.0", lines: []int{2}},
+		{name: "fixture measured here", file: "b.jsonl", in: `{"client":"Codex CLI","tested":"@openai/codex@0.171.0","auth":"stdio"}` + "\n" + lineCodex + "\n",
+			client: "Codex CLI", tested: "@openai/codex@0.171.0", auth: "stdio", lines: []int{2}},
 		{name: "tested on two lines", file: "x", in: `{"client":"C","tested":"a\nb"}` + "\n" + lineCodex, err: "x:1: client line: client must be non-empty"},
+		{name: "auth on two lines", file: "x", in: `{"client":"C","auth":"a\rb"}` + "\n" + lineCodex, err: "x:1: client line: client must be non-empty"},
 		{name: "plain log named by its file", file: "codex-2026-01-05.log", in: lineCodex + "\n",
 			client: "codex-2026-01-05", lines: []int{1}},
 		{name: "router stderr with slog lines", file: "stderr.txt", in: slog + "\n" + lineCodex + "\n" + slog,
@@ -118,9 +120,9 @@ func TestRead(t *testing.T) {
 			for _, l := range log.Lines {
 				numbers = append(numbers, l.Number)
 			}
-			if log.Client != tc.client || log.Note != tc.note || log.Tested != tc.tested || log.File != tc.file || !slices.Equal(numbers, tc.lines) {
-				t.Errorf("got client %q note %q tested %q file %q lines %v, want %q %q %q %q %v",
-					log.Client, log.Note, log.Tested, log.File, numbers, tc.client, tc.note, tc.tested, tc.file, tc.lines)
+			if log.Client != tc.client || log.Note != tc.note || log.Tested != tc.tested || log.Auth != tc.auth || log.File != tc.file || !slices.Equal(numbers, tc.lines) {
+				t.Errorf("got client %q note %q tested %q auth %q file %q lines %v, want %q %q %q %q %q %v",
+					log.Client, log.Note, log.Tested, log.Auth, log.File, numbers, tc.client, tc.note, tc.tested, tc.auth, tc.file, tc.lines)
 			}
 		})
 	}
@@ -241,16 +243,19 @@ func TestFixtures(t *testing.T) {
 	t.Parallel()
 	// Reported fixtures record a read-only capabilities call; those measured by make interop
 	// (e2e/interop writes them) record the harness's generate_image calls and name its version.
-	want := map[string]struct{ client, verdict, tool string }{
-		"01-codex-desktop.jsonl":       {"Codex (desktop)", "accepted:codex", "capabilities"},
-		"02-chatgpt-work.jsonl":        {"ChatGPT Work (phone)", "accepted:codex", "capabilities"},
-		"03-chatgpt-chat.jsonl":        {"ChatGPT chat (phone)", "identity_required", "capabilities"},
-		"04-claude-code.jsonl":         {"Claude Code", "accepted:claude-code", "capabilities"},
-		"05-vscode-copilot.jsonl":      {"VS Code (GitHub Copilot agent mode)", "identity_required", "capabilities"},
-		"06-mcp-inspector.jsonl":       {"MCP Inspector", "identity_required", "capabilities"},
-		"07-platform-envelope.jsonl":   {"Platform envelope (hubu.dev/platform-invocation, platform acme)", "accepted:acme", "capabilities"},
-		"08-interop-codex.jsonl":       {"Codex CLI (codex exec)", "accepted:codex", "generate_image"},
-		"09-interop-claude-code.jsonl": {"Claude Code (claude -p)", "accepted:claude-code", "generate_image"},
+	// Auth is what the client's own documentation says (OAuth) or how make interop ran it
+	// (stdio); see the matrix's preamble.
+	const oauth, unverified = "OAuth (MCP authorization)", "not verified here"
+	want := map[string]struct{ client, verdict, tool, auth string }{
+		"01-codex-desktop.jsonl":       {"Codex (desktop)", "accepted:codex", "capabilities", oauth},
+		"02-chatgpt-work.jsonl":        {"ChatGPT Work (phone)", "accepted:codex", "capabilities", oauth},
+		"03-chatgpt-chat.jsonl":        {"ChatGPT chat (phone)", "identity_required", "capabilities", oauth},
+		"04-claude-code.jsonl":         {"Claude Code", "accepted:claude-code", "capabilities", oauth},
+		"05-vscode-copilot.jsonl":      {"VS Code (GitHub Copilot agent mode)", "identity_required", "capabilities", oauth},
+		"06-mcp-inspector.jsonl":       {"MCP Inspector", "identity_required", "capabilities", oauth},
+		"07-platform-envelope.jsonl":   {"Platform envelope (hubu.dev/platform-invocation, platform acme)", "accepted:acme", "capabilities", unverified},
+		"08-interop-codex.jsonl":       {"Codex CLI (codex exec)", "accepted:codex", "generate_image", "stdio"},
+		"09-interop-claude-code.jsonl": {"Claude Code (claude -p)", "accepted:claude-code", "generate_image", "stdio"},
 	}
 	logs := readFixtures(t)
 	if len(logs) != len(want) {
@@ -264,6 +269,9 @@ func TestFixtures(t *testing.T) {
 		}
 		if log.Client != w.client {
 			t.Errorf("%s: client %q, want %q", log.File, log.Client, w.client)
+		}
+		if log.Auth != w.auth {
+			t.Errorf("%s: auth %q, want %q", log.File, log.Auth, w.auth)
 		}
 		if measured := w.tool == "generate_image"; measured != (log.Tested != "") {
 			t.Errorf("%s: tested %q: a fixture is measured here (make interop, generate_image calls) exactly when it names the harness version", log.File, log.Tested)
@@ -316,7 +324,7 @@ func TestBuild(t *testing.T) {
 			line(2, "accepted:codex", typ("progressToken", "number")), // recorded by another router: differs
 			line(3, "identity_in_arguments"),                          // about the arguments: not compared
 		}},
-		{Client: "A", File: "a2.jsonl", Note: "first", Tested: "h@1", Lines: []Line{
+		{Client: "A", File: "a2.jsonl", Note: "first", Tested: "h@1", Auth: "stdio", Lines: []Line{
 			line(2, "accepted:codex", str("callId", 29), str("traceparent", 55), str("zz", 1)),
 		}},
 	}
@@ -326,14 +334,14 @@ func TestBuild(t *testing.T) {
 	}
 	a, b := rows[0], rows[1]
 	if a.Client != "A" || !slices.Equal(a.Files, []string{"a1.jsonl", "a2.jsonl"}) || !slices.Equal(a.Notes, []string{"first"}) ||
-		!slices.Equal(a.Tested, []string{"h@1"}) ||
+		!slices.Equal(a.Tested, []string{"h@1"}) || !slices.Equal(a.Auth, []string{"stdio"}) ||
 		!slices.Equal(a.PerCallID, []string{"callId"}) || !slices.Equal(a.CallLevel, []string{"progressToken", "traceparent"}) ||
 		!slices.Equal(a.Context, []string{"openai/session", "zz"}) ||
 		!slices.Equal(a.Verdicts, []VerdictCount{{"accepted:codex", 2}}) || len(a.Disagreements) != 0 {
 		t.Errorf("row A = %+v", a)
 	}
 	wantDiff := []Disagreement{{File: "b.log", Line: 2, Recorded: "accepted:codex", Decided: "identity_required"}}
-	if b.Client != "B" || len(b.PerCallID) != 0 || len(b.Tested) != 0 || !slices.Equal(b.Verdicts, []VerdictCount{{"identity_required", 3}}) ||
+	if b.Client != "B" || len(b.PerCallID) != 0 || len(b.Tested) != 0 || len(b.Auth) != 0 || !slices.Equal(b.Verdicts, []VerdictCount{{"identity_required", 3}}) ||
 		!slices.Equal(b.Disagreements, wantDiff) {
 		t.Errorf("row B = %+v", b)
 	}
@@ -350,18 +358,18 @@ func TestRender(t *testing.T) {
 		{
 			name: "accepted and rejected",
 			rows: []Row{
-				{Client: "Codex (desktop)", PerCallID: []string{"callId"}, CallLevel: []string{"itemId", "progressToken"}, Context: []string{"openai/session"},
-					Verdicts: []VerdictCount{{"accepted:codex", 1}}},
+				{Client: "Codex (desktop)", Auth: []string{"OAuth (MCP authorization)"}, PerCallID: []string{"callId"}, CallLevel: []string{"itemId", "progressToken"},
+					Context: []string{"openai/session"}, Verdicts: []VerdictCount{{"accepted:codex", 1}}},
 				{Client: "ChatGPT chat", Context: []string{"openai/session", "timezone"}, Verdicts: []VerdictCount{{"identity_required", 2}}},
-				{Client: "Codex CLI", PerCallID: []string{"callId"}, Verdicts: []VerdictCount{{"accepted:codex", 3}},
+				{Client: "Codex CLI", Auth: []string{"stdio", "not verified here"}, PerCallID: []string{"callId"}, Verdicts: []VerdictCount{{"accepted:codex", 3}},
 					Tested: []string{"@openai/codex@0.171.0", "@openai/codex@0.172.0"}},
 			},
 			want: []string{
-				"| Client | Per-call id key | Other call-level keys | Context keys | Hubu's verdict | Evidence |",
-				"|---|---|---|---|---|---|",
-				"| Codex (desktop) | `callId` | `itemId`, `progressToken` | `openai/session` | accepted (codex) | reported |",
-				"| ChatGPT chat | none | none | `openai/session`, `timezone` | rejected: identity_required | reported |",
-				"| Codex CLI | `callId` | none | none | accepted (codex) | tested here: `@openai/codex@0.171.0`, `@openai/codex@0.172.0` (`make interop`) |",
+				"| Client | Auth | Per-call id key | Other call-level keys | Context keys | Hubu's verdict | Evidence |",
+				"|---|---|---|---|---|---|---|",
+				"| Codex (desktop) | OAuth (MCP authorization) | `callId` | `itemId`, `progressToken` | `openai/session` | accepted (codex) | reported |",
+				"| ChatGPT chat | not recorded | none | none | `openai/session`, `timezone` | rejected: identity_required | reported |",
+				"| Codex CLI | stdio; not verified here | `callId` | none | none | accepted (codex) | tested here: `@openai/codex@0.171.0`, `@openai/codex@0.172.0` (`make interop`) |",
 				"```sh\n" + Regenerate + "\n```",
 			},
 			not: []string{"Notes:", "see below", "Recorded verdicts that differ"},
@@ -369,12 +377,12 @@ func TestRender(t *testing.T) {
 		{
 			name: "several verdicts, notes, disagreements, escaping",
 			rows: []Row{{
-				Client: "odd|name", Notes: []string{"a note\nwith a break"}, Context: []string{"a|b", "c`d"},
+				Client: "odd|name", Auth: []string{"x|y"}, Notes: []string{"a note\nwith a break"}, Context: []string{"a|b", "c`d"},
 				Verdicts:      []VerdictCount{{"accepted:claude-code", 1}, {"identity_ambiguous", 2}},
 				Disagreements: []Disagreement{{File: "x.log", Line: 7, Recorded: "accepted:codex", Decided: "identity_ambiguous"}},
 			}},
 			want: []string{
-				"| odd\\|name | none | none | `a\\|b`, `c'd` | accepted (claude-code) (1 call); rejected: identity_ambiguous (2 calls) **(differs from the recorded verdict, see below)** | reported |",
+				"| odd\\|name | x\\|y | none | none | `a\\|b`, `c'd` | accepted (claude-code) (1 call); rejected: identity_ambiguous (2 calls) **(differs from the recorded verdict, see below)** | reported |",
 				"- **odd\\|name**: a note with a break",
 				"- **odd\\|name**, `x.log` line 7: the log recorded `accepted:codex`, the router now decides `identity_ambiguous`.",
 			},

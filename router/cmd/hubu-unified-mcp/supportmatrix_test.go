@@ -51,7 +51,7 @@ func TestSupportMatrixCommand(t *testing.T) {
 		`{"time":"2026-01-05T10:00:01Z","tool":"capabilities","meta":[{"key":"callId","type":"string","length":28,"sha256_8":"361f4681"},{"key":"progressToken","type":"number","length":0,"sha256_8":"6b86b273"}],"verdict":"accepted:codex"}`,
 		`{"time":"2026-01-05T10:00:02Z","tool":"capabilities","meta":[{"key":"openai/request_id","type":"string","length":36,"sha256_8":"8e2f5309"}],"verdict":"accepted:codex"}`,
 	}, "\n")+"\n")
-	fixture := write("x.jsonl", `{"client":"Some client"}`+"\n"+
+	fixture := write("x.jsonl", `{"client":"Some client","auth":"stdio"}`+"\n"+
 		`{"time":"2026-01-05T10:00:03Z","tool":"capabilities","meta":[],"verdict":"identity_required"}`+"\n")
 	bad := write("bad.jsonl", `{"client":"C"}`+"\n"+`{"meta":[{"key":"callId","type":"string","length":29,"value":"call_Ab3dE5fG7hJ9kL1mN3pQ5rS7"}]}`+"\n")
 
@@ -67,8 +67,8 @@ func TestSupportMatrixCommand(t *testing.T) {
 			name: "plain log and fixture",
 			args: []string{plain, fixture},
 			out: []string{
-				"| laptop-codex | `callId` | `openai/request_id`, `progressToken` | none | accepted (codex) (1 call); rejected: identity_required (1 call) **(differs from the recorded verdict, see below)** |",
-				"| Some client | none | none | none | rejected: identity_required |",
+				"| laptop-codex | not recorded | `callId` | `openai/request_id`, `progressToken` | none | accepted (codex) (1 call); rejected: identity_required (1 call) **(differs from the recorded verdict, see below)** |",
+				"| Some client | stdio | none | none | none | rejected: identity_required |",
 				"- **laptop-codex**, `laptop-codex.log` line 3: the log recorded `accepted:codex`, the router now decides `identity_required`.",
 			},
 			stderr: []string{`support-matrix: laptop-codex: laptop-codex.log:3: recorded "accepted:codex", the router decides "identity_required"`},
