@@ -75,6 +75,13 @@ func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handl
 		case hubuapi.CredentialExpired:
 			why = ": it was replaced and its overlap has ended"
 		}
+		if CallerFrom(ctx).Grant != "" {
+			// A person's grant was refused: revoked (by an operator, or by Hubu when a code or
+			// refresh token of it was replayed), or the router's own credential was.
+			a = refusal(CodeBackendUnavailable, "Hubu refused your sign-in (it was revoked, or this router's credential was); "+
+				"sign in again from your client (Hubu recorded nothing and nothing was charged; the same call continues once you have)")
+			break
+		}
 		a = refusal(CodeBackendUnavailable, "Hubu refused this router's agent token%s; an operator must issue a new one and set HUBU_AGENT_TOKEN "+
 			"(Hubu recorded nothing and nothing was charged; the same call continues once the router has a valid token)", why)
 	case p.Code == hubuapi.Conflict:
