@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -167,15 +168,15 @@ func (r *Resource) introspect(ctx context.Context, token string) (*auth.TokenInf
 	req.Header.Set("Authorization", "Bearer "+r.cfg.RouterToken)
 	resp, err := r.cfg.Client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("Hubu cannot be reached to check the token")
+		return nil, errors.New("the token cannot be checked: Hubu cannot be reached")
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("Hubu did not check the token (status %d): is the router's credential valid?", resp.StatusCode)
+		return nil, fmt.Errorf("the token was not checked: Hubu answered %d (is the router's credential valid?)", resp.StatusCode)
 	}
 	var in introspection
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&in); err != nil {
-		return nil, fmt.Errorf("Hubu's introspection answer is unreadable")
+		return nil, errors.New("the introspection answer from Hubu is unreadable")
 	}
 	if !in.Active {
 		return nil, fmt.Errorf("%w: the token is not active", auth.ErrInvalidToken)

@@ -195,7 +195,7 @@ func (s *Server) fetchMetadata(ctx context.Context, id string) (postgres.OAuthCl
 		return postgres.OAuthClient{}, errors.New("it is not a JSON object")
 	}
 	if reg.TokenEndpointAuthMethod != "" && reg.TokenEndpointAuthMethod != "none" {
-		return postgres.OAuthClient{}, errors.New("Hubu takes only public clients (token_endpoint_auth_method none)")
+		return postgres.OAuthClient{}, errors.New("only public clients are taken (token_endpoint_auth_method none)")
 	}
 	return clientOf(reg, id)
 }

@@ -195,7 +195,7 @@ func (st storage) TokenRequestByRefreshToken(ctx context.Context, token string) 
 }
 
 func (st storage) TerminateSession(context.Context, string, string) error {
-	return errors.New("Hubu ends no sessions this way: revoke the grant")
+	return errors.New("no session ends this way: revoke the grant")
 }
 
 // RevokeToken is RFC 7009: revoking a refresh token revokes its grant (every token of it);
