@@ -223,7 +223,7 @@ type explorer struct {
 	// calls go through the same HTTP router (and registry) as the first agent's; agent2Token is
 	// their access token.
 	agent2      *mcp.ClientSession
-	agent2Token string
+	agent2Grant *grant
 	calls       []*chaosCall
 	tally       *chaosTally
 	seq         int
@@ -439,8 +439,17 @@ func (x *explorer) secondAgent() *mcp.ClientSession {
 		x.t.Fatal("hubuctl agent create: no token")
 	}
 	x.su.extraSecrets = append(x.su.extraSecrets, created.Token)
-	x.agent2Token = x.su.grantToken(created.Agent.ID)
-	return x.su.httpRouterWith(x.agent2Token)
+	x.agent2Grant = x.su.grantToken(created.Agent.ID)
+	return x.su.httpRouterWith(x.agent2Grant.Access)
+}
+
+// signInAgain is what the second agent's client does when the router refuses its token (a
+// clock jump made it expire): it refreshes the token and opens a new session. While Hubu is
+// down the refresh fails, and the client tries again on its next refusal.
+func (x *explorer) signInAgain() {
+	if x.su.refresh(x.agent2Grant) == nil {
+		x.agent2 = x.su.httpRouterWith(x.agent2Grant.Access)
+	}
 }
 
 // chaosModels are the models the workload spends on, each with its size arguments: priced per
@@ -526,6 +535,9 @@ func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) {
 	r, err := x.su.callWithin(cs, "generate_image", args, c.meta, 20*time.Second)
 	if err != nil {
 		c.unanswered = true
+		if c.agent2 && unauthorized(err) {
+			x.signInAgain()
+		}
 		return
 	}
 	x.note(c, r)
@@ -533,8 +545,12 @@ func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) {
 
 // resume sends resume_operation for the call's operation and records what it answered.
 func (x *explorer) resume(cs *mcp.ClientSession, c *chaosCall) {
-	if r, err := x.su.callWithin(cs, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second); err == nil {
+	r, err := x.su.callWithin(cs, "resume_operation", fmt.Sprintf(`{"public_handle":%q}`, c.handle), nil, 20*time.Second)
+	switch {
+	case err == nil:
 		x.note(c, r)
+	case c.agent2 && unauthorized(err):
+		x.signInAgain()
 	}
 }
 
@@ -752,7 +768,7 @@ func (x *explorer) fault() {
 		switch name {
 		case "router":
 			x.routers[2] = x.su.httpRouter() // the HTTP sessions died with it
-			x.agent2 = x.su.httpRouterWith(x.agent2Token)
+			x.agent2 = x.su.httpRouterWith(x.agent2Grant.Access)
 		}
 	case n < 30:
 		// A router dies at one of its failpoints, as a harness's router process would; the
@@ -1119,11 +1135,18 @@ func (x *explorer) check() {
 	}
 	x.tally.checks++
 	// No agent above its budget.
-	for i, cs := range []*mcp.ClientSession{x.routers[0], x.agent2} {
+	for i := range 2 {
 		var r result
 		x.eventually("capabilities", func() (err error) {
+			cs := x.routers[0]
+			if i == 1 {
+				cs = x.agent2
+			}
 			if r, err = su.callWithin(cs, "capabilities", `{}`, nil, 20*time.Second); err == nil && r.code() != "" {
 				err = fmt.Errorf("answered %v", r)
+			}
+			if i == 1 && unauthorized(err) {
+				x.signInAgain()
 			}
 			return err
 		})

@@ -21,11 +21,16 @@ import (
 	harness "hubu.dev/hubu/e2e/stack"
 )
 
+// grant is a client's tokens for the stack's router, as a person's sign-in gave them.
+type grant struct {
+	Access, Refresh, ClientID string
+}
+
 // grantToken signs a person in as the agent through Hubu's pages (with a sign-in code an
 // operator issued for it) and allows a client, as a browser would, without one: it returns
-// the client's access token for the stack's router. Every secret of the flow joins the ones the
+// the client's tokens for the stack's router. Every secret of the flow joins the ones the
 // suite's logs must not hold.
-func (su *suite) grantToken(agentID string) string {
+func (su *suite) grantToken(agentID string) *grant {
 	su.t.Helper()
 	t := su.t
 	hubu := su.s.OAuthIssuer()
@@ -97,8 +102,32 @@ func (su *suite) grantToken(agentID string) string {
 		t.Fatalf("the token exchange answered %s", resp.Status)
 	}
 	su.extraSecrets = append(su.extraSecrets, invite.Code, code, tokens.Access, tokens.Refresh, verifier)
-	return tokens.Access
+	return &grant{Access: tokens.Access, Refresh: tokens.Refresh, ClientID: client.ID}
 }
+
+// refresh trades g's refresh token for new tokens, as a client does when the router refuses
+// its access token (it expired: a fault moved Hubu's clock, say).
+func (su *suite) refresh(g *grant) error {
+	resp, err := http.PostForm(su.s.OAuthIssuer()+"/oauth/token", url.Values{"grant_type": {"refresh_token"},
+		"refresh_token": {g.Refresh}, "client_id": {g.ClientID}})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var tokens struct {
+		Access  string `json:"access_token"`
+		Refresh string `json:"refresh_token"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&tokens) != nil || tokens.Access == "" {
+		return fmt.Errorf("refresh: %s", resp.Status)
+	}
+	g.Access, g.Refresh = tokens.Access, tokens.Refresh
+	su.extraSecrets = append(su.extraSecrets, tokens.Access, tokens.Refresh)
+	return nil
+}
+
+// unauthorized reports whether err is the router refusing a session's token.
+func unauthorized(err error) bool { return err != nil && strings.Contains(err.Error(), "Unauthorized") }
 
 // httpRouterWith is a session with the stack's HTTP router that presents token (an OAuth access
 // token acts for its person's agent).
@@ -121,7 +150,7 @@ func (su *suite) httpRouterWith(token string) *mcp.ClientSession {
 func TestOAuthSessionsAndClientsWithoutCallIDs(t *testing.T) {
 	t.Parallel()
 	su := newSuite(t)
-	agents := map[string]string{}
+	agents := map[string]*grant{}
 	for _, name := range []string{"carol", "dave"} {
 		var created struct {
 			Agent struct {
@@ -133,7 +162,7 @@ func TestOAuthSessionsAndClientsWithoutCallIDs(t *testing.T) {
 		su.extraSecrets = append(su.extraSecrets, created.Token)
 		agents[name] = su.grantToken(created.Agent.ID)
 	}
-	carol := su.httpRouterWith(agents["carol"])
+	carol := su.httpRouterWith(agents["carol"].Access)
 
 	r := su.mustCall(carol, "generate_image", foxArgs, nil)
 	if r.code() != "identity_required" {
@@ -148,12 +177,12 @@ func TestOAuthSessionsAndClientsWithoutCallIDs(t *testing.T) {
 	if _, err := carol.ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err != nil {
 		t.Fatalf("Carol reading her own image: %v", err)
 	}
-	if _, err := su.httpRouterWith(agents["dave"]).ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err == nil {
+	if _, err := su.httpRouterWith(agents["dave"].Access).ReadResource(context.Background(), &mcp.ReadResourceParams{URI: uri}); err == nil {
 		t.Fatal("Dave read Carol's image")
 	}
 
 	// Carol's session, presented with Dave's token: refused (the session is Carol's agent's).
-	hc := &http.Client{Transport: harness.Bearer(agents["carol"])}
+	hc := &http.Client{Transport: harness.Bearer(agents["carol"].Access)}
 	probe := must(mcp.NewClient(&mcp.Implementation{Name: "probe"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: su.s.Router.URL() + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil))(t)
 	defer probe.Close()
@@ -162,7 +191,7 @@ func TestOAuthSessionsAndClientsWithoutCallIDs(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", probe.ID())
-	req.Header.Set("Authorization", "Bearer "+agents["dave"])
+	req.Header.Set("Authorization", "Bearer "+agents["dave"].Access)
 	resp := must(http.DefaultClient.Do(req))(t)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
@@ -171,7 +200,7 @@ func TestOAuthSessionsAndClientsWithoutCallIDs(t *testing.T) {
 
 	// The access token at Hubu's API: not a credential there.
 	req = must(http.NewRequest(http.MethodGet, su.s.Hubu.URL()+"/v1/capabilities", nil))(t)
-	req.Header.Set("Authorization", "Bearer "+agents["carol"])
+	req.Header.Set("Authorization", "Bearer "+agents["carol"].Access)
 	resp = must(http.DefaultClient.Do(req))(t)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
