@@ -24,7 +24,8 @@ func (q *Queries) ClearAuthRequestUpstream(ctx context.Context, db DBTX, id uuid
 }
 
 const deleteExpiredOAuthRows = `-- name: DeleteExpiredOAuthRows :exec
-WITH sessions AS (DELETE FROM oauth_browser_sessions WHERE oauth_browser_sessions.expires_at < $1)
+WITH sessions AS (DELETE FROM oauth_browser_sessions WHERE oauth_browser_sessions.expires_at < $1),
+     tokens AS (DELETE FROM oauth_tokens WHERE oauth_tokens.expires_at < $2)
 DELETE FROM oauth_auth_requests WHERE oauth_auth_requests.expires_at < $2
 `
 
@@ -33,6 +34,9 @@ type DeleteExpiredOAuthRowsParams struct {
 	ExpiresAt_2 time.Time
 }
 
+// DeleteExpiredOAuthRows sweeps the browser sessions that ended, and the authorization requests
+// and tokens that expired before the second time (a day earlier: a code or refresh token
+// replayed after its expiry is refused as unknown, and revokes nothing).
 func (q *Queries) DeleteExpiredOAuthRows(ctx context.Context, db DBTX, arg DeleteExpiredOAuthRowsParams) error {
 	_, err := db.Exec(ctx, deleteExpiredOAuthRows, arg.ExpiresAt, arg.ExpiresAt_2)
 	return err

@@ -106,3 +106,6 @@ CREATE TABLE oauth_tokens (
 );
 CREATE INDEX oauth_tokens_grant_id_idx ON oauth_tokens (grant_id);
 CREATE INDEX oauth_tokens_auth_request_id_idx ON oauth_tokens (auth_request_id);
+-- Sign-ins sweep the tokens that expired a day ago (a spent refresh token is kept until it
+-- would have expired: its replay must still revoke the grant).
+CREATE INDEX oauth_tokens_expires_at_idx ON oauth_tokens (expires_at);

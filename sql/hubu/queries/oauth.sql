@@ -37,8 +37,12 @@ VALUES ($1, $2, $3, $4, $5);
 -- name: GetBrowserSession :one
 SELECT * FROM oauth_browser_sessions WHERE id_hash = @id_hash AND expires_at > @now;
 
+-- DeleteExpiredOAuthRows sweeps the browser sessions that ended, and the authorization requests
+-- and tokens that expired before the second time (a day earlier: a code or refresh token
+-- replayed after its expiry is refused as unknown, and revokes nothing).
 -- name: DeleteExpiredOAuthRows :exec
-WITH sessions AS (DELETE FROM oauth_browser_sessions WHERE oauth_browser_sessions.expires_at < $1)
+WITH sessions AS (DELETE FROM oauth_browser_sessions WHERE oauth_browser_sessions.expires_at < $1),
+     tokens AS (DELETE FROM oauth_tokens WHERE oauth_tokens.expires_at < $2)
 DELETE FROM oauth_auth_requests WHERE oauth_auth_requests.expires_at < $2;
 
 -- name: InsertAuthRequest :exec
