@@ -131,6 +131,11 @@ Claude Code (after the set -a line above):
 (claude -p needs --allowedTools mcp__hubu__generate_image to call the tool without asking.)
 
 Any MCP client over streamable HTTP: %s with the header "Authorization: Bearer $ROUTER_MCP_TOKEN".
+Or with no token at all, signing in with OAuth (the MCP Inspector, VS Code, Claude Code's /mcp): the
+client opens Hubu's sign-in page, which asks for a one-time code for the demo agent:
+
+  %s agent invite %s
+
 
 The demo agent auto-approves up to $0.05 an operation, has a ceiling of $1.00 and $5.00 a day;
 flux-pro-1.1-ultra ($0.06) waits for your approval. make demo%s runs a scripted session
@@ -138,7 +143,8 @@ through it. Ctrl-C (or make down%s) stops everything.
 `, stackName(place), envPath, env["HUBU_URL"], env["CONSOLE_URL"], env["GONGBU_URL"], provider(env["MOCKFLUX_URL"]), env["ROUTER_MCP_URL"],
 		w(envPath), w(s.Bin.Path("hubuctl")),
 		router, env["HUBU_URL"], env["GONGBU_URL"], state, envPath,
-		w(router), w(env["HUBU_URL"]), w(env["GONGBU_URL"]), w(state), env["ROUTER_MCP_URL"], place.Flag(), place.Flag())
+		w(router), w(env["HUBU_URL"]), w(env["GONGBU_URL"]), w(state), env["ROUTER_MCP_URL"],
+		w(s.Bin.Path("hubuctl")), w(s.Credentials.AgentID), place.Flag(), place.Flag())
 }
 
 // provider is the banner's line about the provider: mockflux, or BFL's API with real money.
