@@ -443,12 +443,20 @@ func (x *explorer) secondAgent() *mcp.ClientSession {
 	return x.su.httpRouterWith(x.agent2Grant.Access)
 }
 
-// signInAgain is what the second agent's client does when the router refuses its token (a
-// clock jump made it expire): it refreshes the token and opens a new session. While Hubu is
-// down the refresh fails, and the client tries again on its next refusal.
-func (x *explorer) signInAgain() {
-	if x.su.refresh(x.agent2Grant) == nil {
-		x.agent2 = x.su.httpRouterWith(x.agent2Grant.Access)
+// reconnect2 is what the second agent's client does when a call fails: it opens a new session
+// (the router restarted, or could not check its token), after refreshing its token when the
+// router refused it (a clock jump made it expire). Under faults either may fail: the client
+// tries again after its next failure.
+func (x *explorer) reconnect2(err error) {
+	if unauthorized(err) && x.su.refresh(x.agent2Grant) != nil {
+		return
+	}
+	cs, err := x.su.connectWith(x.agent2Grant.Access)
+	if unauthorized(err) && x.su.refresh(x.agent2Grant) == nil {
+		cs, err = x.su.connectWith(x.agent2Grant.Access)
+	}
+	if err == nil {
+		x.agent2 = cs
 	}
 }
 
@@ -535,8 +543,8 @@ func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) {
 	r, err := x.su.callWithin(cs, "generate_image", args, c.meta, 20*time.Second)
 	if err != nil {
 		c.unanswered = true
-		if c.agent2 && unauthorized(err) {
-			x.signInAgain()
+		if c.agent2 {
+			x.reconnect2(err)
 		}
 		return
 	}
@@ -549,8 +557,8 @@ func (x *explorer) resume(cs *mcp.ClientSession, c *chaosCall) {
 	switch {
 	case err == nil:
 		x.note(c, r)
-	case c.agent2 && unauthorized(err):
-		x.signInAgain()
+	case c.agent2:
+		x.reconnect2(err)
 	}
 }
 
@@ -768,7 +776,7 @@ func (x *explorer) fault() {
 		switch name {
 		case "router":
 			x.routers[2] = x.su.httpRouter() // the HTTP sessions died with it
-			x.agent2 = x.su.httpRouterWith(x.agent2Grant.Access)
+			x.reconnect2(nil)
 		}
 	case n < 30:
 		// A router dies at one of its failpoints, as a harness's router process would; the
@@ -1145,8 +1153,8 @@ func (x *explorer) check() {
 			if r, err = su.callWithin(cs, "capabilities", `{}`, nil, 20*time.Second); err == nil && r.code() != "" {
 				err = fmt.Errorf("answered %v", r)
 			}
-			if i == 1 && unauthorized(err) {
-				x.signInAgain()
+			if i == 1 && err != nil {
+				x.reconnect2(err)
 			}
 			return err
 		})

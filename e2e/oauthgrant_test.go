@@ -133,14 +133,24 @@ func unauthorized(err error) bool { return err != nil && strings.Contains(err.Er
 // token acts for its person's agent).
 func (su *suite) httpRouterWith(token string) *mcp.ClientSession {
 	su.t.Helper()
+	cs, err := su.connectWith(token)
+	if err != nil {
+		su.t.Fatal(err)
+	}
+	return cs
+}
+
+// connectWith is httpRouterWith that returns its failure (the router is down, or cannot reach
+// Hubu to check the token).
+func (su *suite) connectWith(token string) (*mcp.ClientSession, error) {
 	hc := &http.Client{Transport: harness.Bearer(token)}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e-oauth"}, nil).Connect(context.Background(),
 		&mcp.StreamableClientTransport{Endpoint: su.s.Router.URL() + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true}, nil)
 	if err != nil {
-		su.t.Fatal(fmt.Errorf("connect with an OAuth token: %w", err))
+		return nil, fmt.Errorf("connect with an OAuth token: %w", err)
 	}
 	su.t.Cleanup(func() { cs.Close() })
-	return cs
+	return cs, nil
 }
 
 // A person signed in through OAuth with a client that sends no per-call id (ChatGPT chat, VS

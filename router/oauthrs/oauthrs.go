@@ -107,9 +107,21 @@ func (r *Resource) MetadataHandler() http.Handler {
 	return auth.ProtectedResourceMetadataHandler(r.metadata)
 }
 
-// Require wraps the MCP handler: every request needs a valid token.
+// Require wraps the MCP handler: every request needs a valid token. A token that cannot be
+// checked now (Hubu unreachable) is answered 503 with Retry-After, not 401: the client keeps its
+// token and tries again.
 func (r *Resource) Require(next http.Handler) http.Handler {
-	return auth.RequireBearerToken(r.Verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: r.MetadataURL()})(next)
+	checked := auth.RequireBearerToken(r.Verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: r.MetadataURL()})(next)
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if scheme, token, ok := strings.Cut(req.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
+			if _, err := r.Verify(req.Context(), strings.TrimSpace(token), req); err != nil && !errors.Is(err, auth.ErrInvalidToken) {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		checked.ServeHTTP(w, req) // verified again from the cache, or refused with the challenge
+	})
 }
 
 // Verify is the token verifier (auth.TokenVerifier).

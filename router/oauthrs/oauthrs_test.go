@@ -136,6 +136,24 @@ func TestARevokedTokenIsRefusedWithinTheCache(t *testing.T) {
 	}
 }
 
+// While Hubu cannot be reached, a token is answered 503 (try again), never 401 (sign in again).
+func TestUnreachableHubuIsNotARefusal(t *testing.T) {
+	_, router, _ := setup(t)
+	rs, err := oauthrs.New(oauthrs.Config{Resource: resource, Issuer: "http://hubu.test", IntrospectionURL: "http://127.0.0.1:1/oauth/introspect",
+		RouterToken: "router-credential"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := httptest.NewServer(rs.Require(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("served without a checked token") })))
+	defer down.Close()
+	if status, _, h := call(t, down.URL, "ada"); status != http.StatusServiceUnavailable || h.Get("Retry-After") == "" {
+		t.Fatalf("Hubu unreachable: %d, Retry-After %q", status, h.Get("Retry-After"))
+	}
+	if status, _, _ := call(t, router.URL, "unknown"); status != http.StatusUnauthorized {
+		t.Fatalf("an unknown token while Hubu answers: %d", status)
+	}
+}
+
 func TestMetadataNamesHubu(t *testing.T) {
 	_, router, _ := setup(t)
 	resp, err := http.Get(router.URL + "/.well-known/oauth-protected-resource/mcp")
