@@ -465,3 +465,44 @@ func TestCodesExpire(t *testing.T) {
 		t.Fatalf("a code %s after its issue: %d %+v", oauth.CodeTTL+time.Second, status, got)
 	}
 }
+
+// A client named by the URL of its metadata document: Hubu fetches the document, takes its
+// name and redirect URIs from it, and refuses a document that does not name itself. (The
+// document's host here is a loopback test server, which the production fetcher refuses: the
+// test gives Hubu a client that trusts it, as the fetcher's own test gives netguard.)
+func TestClientMetadataDocuments(t *testing.T) {
+	var docURL string
+	docs := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		id := docURL
+		if r.URL.Path == "/liar.json" {
+			id = "https://elsewhere.example/client.json"
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"client_id": id, "client_name": "Documented client",
+			"redirect_uris": []string{"http://127.0.0.1/callback"}, "token_endpoint_auth_method": "none"})
+	}))
+	defer docs.Close()
+	docURL = docs.URL + "/client.json"
+	e := newEnvWith(t, func(_ string, c *oauth.Config) { c.MetadataClient = docs.Client() })
+	_, challenge := pkce()
+	authorize := func(clientID string) *http.Response {
+		q := url.Values{"response_type": {"code"}, "client_id": {clientID}, "redirect_uri": {"http://127.0.0.1:4567/callback"},
+			"code_challenge": {challenge}, "code_challenge_method": {"S256"}, "resource": {resource}}
+		resp, err := e.browser().Get(e.url + "/oauth/authorize?" + q.Encode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := authorize(docURL)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.Request.URL.Path != "/oauth/signin" || !strings.Contains(string(body), "Documented client") {
+		t.Fatalf("a metadata document's client: %s at %s", resp.Status, resp.Request.URL.Path)
+	}
+	resp = authorize(docs.URL + "/liar.json")
+	resp.Body.Close()
+	if resp.Request.URL.Path == "/oauth/signin" || resp.StatusCode/100 == 3 {
+		t.Fatalf("a document naming another client id was used: %s at %s", resp.Status, resp.Request.URL.Path)
+	}
+}
