@@ -169,7 +169,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case authorizePath:
 		s.authorize(&issWriter{ResponseWriter: w, iss: s.issuer}, r)
 	case callbackPath:
-		s.provider.ServeHTTP(&issWriter{ResponseWriter: w, iss: s.issuer}, r)
+		if s.sameBrowser(w, r) {
+			s.provider.ServeHTTP(&issWriter{ResponseWriter: w, iss: s.issuer}, r)
+		}
 	case tokenPath:
 		s.withResources(w, r, s.provider.ServeHTTP)
 	case revokePath, keysPath:

@@ -506,3 +506,56 @@ func TestClientMetadataDocuments(t *testing.T) {
 		t.Fatalf("a document naming another client id was used: %s at %s", resp.Status, resp.Request.URL.Path)
 	}
 }
+
+// The request id is in URLs (the consent page's redirect, the browser's history): someone who
+// started a sign-in and sent its link to another person must not collect the code that person's
+// consent produced. Only the browser that signed in and consented gets it.
+func TestCodeGoesOnlyToTheBrowserThatConsented(t *testing.T) {
+	e := newEnv(t)
+	client := e.register()
+	verifier, challenge := pkce()
+	b := e.browser()
+	b.CheckRedirect = func(r *http.Request, _ []*http.Request) error {
+		if r.URL.Path == "/oauth/authorize/callback" || !strings.HasPrefix(r.URL.String(), e.url) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	callback := e.authorize(b, client, challenge, e.invite(), nil)
+	if callback.Path != "/oauth/authorize/callback" {
+		t.Fatalf("consent sent the browser to %s, want the callback", callback.Redacted())
+	}
+
+	noRedirects := func(_ *http.Request, _ []*http.Request) error { return http.ErrUseLastResponse }
+	stranger := &http.Client{CheckRedirect: noRedirects}
+	other := e.browser()
+	other.CheckRedirect = noRedirects
+	u, _ := url.Parse(e.url)
+	other.Jar.SetCookies(u, []*http.Cookie{{Name: "hubu_oauth_browser", Value: strings.Repeat("o", 43), Path: "/oauth/"}})
+	for name, c := range map[string]*http.Client{"no cookie": stranger, "another browser": other} {
+		resp, err := c.Get(callback.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || resp.Header.Get("Location") != "" || strings.Contains(string(body), "code=") {
+			t.Fatalf("%s: the callback answered %d, Location %q", name, resp.StatusCode, resp.Header.Get("Location"))
+		}
+	}
+
+	resp, err := b.Get(callback.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if resp.StatusCode != http.StatusFound || loc == nil || loc.Port() != "53682" || loc.Query().Get("code") == "" {
+		t.Fatalf("the consenting browser's callback answered %d, Location %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	got, status := e.token(url.Values{"grant_type": {"authorization_code"}, "code": {loc.Query().Get("code")}, "client_id": {client},
+		"redirect_uri": {"http://127.0.0.1:53682/callback"}, "code_verifier": {verifier}})
+	if status != http.StatusOK || got.Access == "" {
+		t.Fatalf("the consenting browser's code does not exchange: %d %+v", status, got)
+	}
+}

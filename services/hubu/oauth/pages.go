@@ -151,6 +151,41 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request) (postgres.AuthR
 	return req, b, true
 }
 
+// returnTo is where a redirect URI sends the browser back to, as the consent page shows it and as
+// a CSP source: the origin of a web or loopback URI, the scheme alone of a private-use one
+// (com.example.app:/callback has no host, and "com.example.app://" is not a source CSP accepts).
+func returnTo(u *url.URL) string {
+	if u.Host == "" {
+		return u.Scheme + ":"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// sameBrowser lets the callback that hands out the authorization code answer only the browser
+// that signed in and consented: anyone else who learns the request's id (it is in URLs) would
+// otherwise collect a code for another person's consent. It writes the refusal when not.
+func (s *Server) sameBrowser(w http.ResponseWriter, r *http.Request) bool {
+	id, err := uuid.Parse(r.URL.Query().Get("id"))
+	if err != nil {
+		s.problem(w, http.StatusBadRequest, "This sign-in link is not valid.")
+		return false
+	}
+	req, err := s.store.GetAuthRequest(r.Context(), id)
+	if err != nil {
+		if hubu.ErrorCode(err) != hubu.CodeNotFound {
+			s.log().ErrorContext(r.Context(), "oauth: read authorization request", "err", err)
+		}
+		s.problem(w, http.StatusNotFound, "This sign-in expired or does not exist.")
+		return false
+	}
+	c, err := r.Cookie(browserCookie)
+	if err != nil || req.BrowserHash == nil || subtle.ConstantTimeCompare(req.BrowserHash, credential.Hash(c.Value)) != 1 {
+		s.problem(w, http.StatusForbidden, "This sign-in was started in another browser.")
+		return false
+	}
+	return true
+}
+
 // signIn is the sign-in page (GET) and a sign-in code's submission (POST). A browser already
 // signed in goes straight to the consent page.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
@@ -236,7 +271,7 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	redirect, _ := url.Parse(req.RedirectUri)
-	target := " " + redirect.Scheme + "://" + redirect.Host
+	target := returnTo(redirect)
 	if r.Method == http.MethodGet {
 		agent, err := s.store.GetAgent(ctx, *req.AgentID)
 		if err != nil {
@@ -245,8 +280,8 @@ func (s *Server) consent(w http.ResponseWriter, r *http.Request) {
 		}
 		s.render(w, http.StatusOK, "consent", page{
 			Title: "Allow " + c.Name + "?", Request: req.ID.String(), CSRF: s.csrf(b, req.ID), ClientName: c.Name, ClientID: c.ID,
-			RedirectHost: redirect.Scheme + "://" + redirect.Host, Resource: req.Resource, Agent: agent.Name, Budget: budget(agent),
-		}, target)
+			RedirectHost: target, Resource: req.Resource, Agent: agent.Name, Budget: budget(agent),
+		}, " "+target)
 		return
 	}
 	switch r.PostFormValue("decision") {
