@@ -65,7 +65,7 @@ func TestConcurrentDeliveriesOfOneDecision(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range statuses {
 		wg.Go(func() {
-			r, err := s.asHubu.ExecuteWithResponse(ctx, req)
+			r, err := s.asHubu.ExecuteWithResponse(ctx, nil, req)
 			if err != nil {
 				t.Error(err)
 				return
@@ -109,7 +109,7 @@ func TestWipedExecutionFindsTheFirstJob(t *testing.T) {
 	}
 
 	s.wipeGongbu(t)
-	again, err := s.asHubu.ExecuteWithResponse(ctx, s.decision(op))
+	again, err := s.asHubu.ExecuteWithResponse(ctx, nil, s.decision(op))
 	if err != nil || again.JSON202 == nil {
 		t.Fatalf("re-sent decision: %v %s", err, again.Body)
 	}
@@ -214,21 +214,21 @@ func TestOnlyHubusDecisionsRun(t *testing.T) {
 
 	bigger := req
 	bigger.Scope.Model, bigger.Arguments.Model = "flux-pro-1.1-ultra", "flux-pro-1.1-ultra"
-	if r, _ := s.asHubu.ExecuteWithResponse(ctx, bigger); r.StatusCode() != http.StatusConflict {
+	if r, _ := s.asHubu.ExecuteWithResponse(ctx, nil, bigger); r.StatusCode() != http.StatusConflict {
 		t.Fatalf("another model: %d %s", r.StatusCode(), r.Body)
 	}
 	larger := req
 	larger.Scope.Size, larger.Arguments.Width, larger.Arguments.Height = "1440x1440", 1440, 1440
-	if r, _ := s.asHubu.ExecuteWithResponse(ctx, larger); r.StatusCode() != http.StatusConflict {
+	if r, _ := s.asHubu.ExecuteWithResponse(ctx, nil, larger); r.StatusCode() != http.StatusConflict {
 		t.Fatalf("another size: %d %s", r.StatusCode(), r.Body)
 	}
 	forged := req
 	forged.DecisionId = [16]byte{1}
-	if r, _ := s.asHubu.ExecuteWithResponse(ctx, forged); r.StatusCode() != http.StatusForbidden {
+	if r, _ := s.asHubu.ExecuteWithResponse(ctx, nil, forged); r.StatusCode() != http.StatusForbidden {
 		t.Fatalf("a decision Hubu never issued: %d %s", r.StatusCode(), r.Body)
 	}
 	asAgent := mustGongbuClient(t, s.gongbuURL, "hubu_agent_not-a-service", http.DefaultClient)
-	if r, _ := asAgent.ExecuteWithResponse(ctx, req); r.StatusCode() != http.StatusForbidden {
+	if r, _ := asAgent.ExecuteWithResponse(ctx, nil, req); r.StatusCode() != http.StatusForbidden {
 		t.Fatalf("without Hubu's credential: %d", r.StatusCode())
 	}
 	s.requireCharges(0, "for refused decisions")

@@ -387,6 +387,12 @@ func TestSuiteEveryHarnessChargedOnce(t *testing.T) {
 	} {
 		su.mustSucceed(cs, foxArgs, meta, name)
 	}
+	// Gongbu took each hand-off on Hubu's signature: it read Hubu's keys, and asked Hubu
+	// about no decision.
+	if asked, keys := metricSum(t, su.s.Hubu.URL(), "hubu_http_requests_total", `route="/v1/decisions/{decision_id}"`, `method="GET"`),
+		metricSum(t, su.s.Hubu.URL(), "hubu_http_requests_total", `route="/v1/decision-keys"`); asked != 0 || keys < 1 {
+		t.Fatalf("Gongbu asked Hubu about %d decisions and read its keys %d times; want 0 and at least 1", asked, keys)
+	}
 	su.settleAndReconcile(3)
 }
 

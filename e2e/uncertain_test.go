@@ -73,7 +73,7 @@ func TestKeyReusedIsNoRefusal(t *testing.T) {
 	s.submitAtProvider("flux-dev", "something else", 512, &key) // an earlier request under the key
 	// Hubu's first hand-off of the decision (the paused one never left Hubu's test executor,
 	// but Hubu counted it: this is hand-off 1 as Gongbu sees it).
-	resp, err := s.asHubu.ExecuteWithResponse(ctx, s.decision(op))
+	resp, err := s.asHubu.ExecuteWithResponse(ctx, nil, s.decision(op))
 	if err != nil || resp.JSON202 == nil {
 		t.Fatalf("execute: %v %s", err, resp.Body)
 	}

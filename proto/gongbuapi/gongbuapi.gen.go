@@ -306,6 +306,14 @@ type Scope struct {
 	Size     string `json:"size"`
 }
 
+// ExecuteParams defines parameters for Execute.
+type ExecuteParams struct {
+	// HubuDecisionSignature Hubu's Ed25519 signature of the decision, `v1.<kid>.<claims>.<signature>`
+	// (hubu.dev/hubu/proto/decisionsig): the decision as Hubu issued it, for audience
+	// `gongbu`, valid for a minute.
+	HubuDecisionSignature *string `json:"Hubu-Decision-Signature,omitempty"`
+}
+
 // GetOperationExecutionParams defines parameters for GetOperationExecution.
 type GetOperationExecutionParams struct {
 	// Wait Seconds to hold the answer until the execution changes (0 answers at once).
@@ -429,39 +437,43 @@ type ClientInterface interface {
 
 	// ExecuteWithBody Execute a decision Hubu issued (Hubu's service credential only).
 	//
-	// The first request for a decision checks it with Hubu, records the execution as
-	// `submitting`, calls the provider and answers 202. Any later request for the same
-	// decision answers 200 with the execution as it stands and never calls the provider.
+	// The first request for a decision checks it against what Hubu issued, records the
+	// execution as `submitting`, calls the provider and answers 202. Any later request for
+	// the same decision answers 200 with the execution as it stands and never calls the
+	// provider. Hubu's signature of the decision (`Hubu-Decision-Signature`) is checked
+	// locally with Hubu's public keys; without one, or with one that has expired, Gongbu asks
+	// Hubu for the decision. A signature that does not verify is refused with `forbidden`.
 	// A request whose scope or arguments differ from what Hubu issued is refused with
-	// `decision_mismatch`. A decision Hubu handed over before (its operation is past
-	// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
-	// have been submitted already: it is resubmitted under the same idempotency key only
-	// where the provider honours keys, and otherwise recorded `indeterminate` without calling
-	// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
-	// then recorded.
+	// `decision_mismatch`. A decision that Gongbu has no record of but may have submitted
+	// already (its operation is past `dispatching`, or it was issued before Gongbu's database
+	// epoch began) is resubmitted under the same idempotency key only where the provider
+	// honours keys, and otherwise recorded `indeterminate` without calling the provider. 503
+	// when Hubu cannot be reached or Gongbu is shutting down; nothing is then recorded.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/executions (the `Execute` operationId).
-	ExecuteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	ExecuteWithBody(ctx context.Context, params *ExecuteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Execute Execute a decision Hubu issued (Hubu's service credential only).
 	//
-	// The first request for a decision checks it with Hubu, records the execution as
-	// `submitting`, calls the provider and answers 202. Any later request for the same
-	// decision answers 200 with the execution as it stands and never calls the provider.
+	// The first request for a decision checks it against what Hubu issued, records the
+	// execution as `submitting`, calls the provider and answers 202. Any later request for
+	// the same decision answers 200 with the execution as it stands and never calls the
+	// provider. Hubu's signature of the decision (`Hubu-Decision-Signature`) is checked
+	// locally with Hubu's public keys; without one, or with one that has expired, Gongbu asks
+	// Hubu for the decision. A signature that does not verify is refused with `forbidden`.
 	// A request whose scope or arguments differ from what Hubu issued is refused with
-	// `decision_mismatch`. A decision Hubu handed over before (its operation is past
-	// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
-	// have been submitted already: it is resubmitted under the same idempotency key only
-	// where the provider honours keys, and otherwise recorded `indeterminate` without calling
-	// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
-	// then recorded.
+	// `decision_mismatch`. A decision that Gongbu has no record of but may have submitted
+	// already (its operation is past `dispatching`, or it was issued before Gongbu's database
+	// epoch began) is resubmitted under the same idempotency key only where the provider
+	// honours keys, and otherwise recorded `indeterminate` without calling the provider. 503
+	// when Hubu cannot be reached or Gongbu is shutting down; nothing is then recorded.
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/executions (the `Execute` operationId).
-	Execute(ctx context.Context, body ExecuteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	Execute(ctx context.Context, params *ExecuteParams, body ExecuteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetExecution One execution by decision id (Hubu's service credential).
 	//
@@ -566,22 +578,24 @@ func (c *Client) ListExecutions(ctx context.Context, reqEditors ...RequestEditor
 
 // ExecuteWithBody Execute a decision Hubu issued (Hubu's service credential only).
 //
-// The first request for a decision checks it with Hubu, records the execution as
-// `submitting`, calls the provider and answers 202. Any later request for the same
-// decision answers 200 with the execution as it stands and never calls the provider.
+// The first request for a decision checks it against what Hubu issued, records the
+// execution as `submitting`, calls the provider and answers 202. Any later request for
+// the same decision answers 200 with the execution as it stands and never calls the
+// provider. Hubu's signature of the decision (`Hubu-Decision-Signature`) is checked
+// locally with Hubu's public keys; without one, or with one that has expired, Gongbu asks
+// Hubu for the decision. A signature that does not verify is refused with `forbidden`.
 // A request whose scope or arguments differ from what Hubu issued is refused with
-// `decision_mismatch`. A decision Hubu handed over before (its operation is past
-// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
-// have been submitted already: it is resubmitted under the same idempotency key only
-// where the provider honours keys, and otherwise recorded `indeterminate` without calling
-// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
-// then recorded.
+// `decision_mismatch`. A decision that Gongbu has no record of but may have submitted
+// already (its operation is past `dispatching`, or it was issued before Gongbu's database
+// epoch began) is resubmitted under the same idempotency key only where the provider
+// honours keys, and otherwise recorded `indeterminate` without calling the provider. 503
+// when Hubu cannot be reached or Gongbu is shutting down; nothing is then recorded.
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/executions (the `Execute` operationId).
-func (c *Client) ExecuteWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewExecuteRequestWithBody(c.Server, contentType, body)
+func (c *Client) ExecuteWithBody(ctx context.Context, params *ExecuteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExecuteRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -594,22 +608,24 @@ func (c *Client) ExecuteWithBody(ctx context.Context, contentType string, body i
 
 // Execute Execute a decision Hubu issued (Hubu's service credential only).
 //
-// The first request for a decision checks it with Hubu, records the execution as
-// `submitting`, calls the provider and answers 202. Any later request for the same
-// decision answers 200 with the execution as it stands and never calls the provider.
+// The first request for a decision checks it against what Hubu issued, records the
+// execution as `submitting`, calls the provider and answers 202. Any later request for
+// the same decision answers 200 with the execution as it stands and never calls the
+// provider. Hubu's signature of the decision (`Hubu-Decision-Signature`) is checked
+// locally with Hubu's public keys; without one, or with one that has expired, Gongbu asks
+// Hubu for the decision. A signature that does not verify is refused with `forbidden`.
 // A request whose scope or arguments differ from what Hubu issued is refused with
-// `decision_mismatch`. A decision Hubu handed over before (its operation is past
-// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
-// have been submitted already: it is resubmitted under the same idempotency key only
-// where the provider honours keys, and otherwise recorded `indeterminate` without calling
-// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
-// then recorded.
+// `decision_mismatch`. A decision that Gongbu has no record of but may have submitted
+// already (its operation is past `dispatching`, or it was issued before Gongbu's database
+// epoch began) is resubmitted under the same idempotency key only where the provider
+// honours keys, and otherwise recorded `indeterminate` without calling the provider. 503
+// when Hubu cannot be reached or Gongbu is shutting down; nothing is then recorded.
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/executions (the `Execute` operationId).
-func (c *Client) Execute(ctx context.Context, body ExecuteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewExecuteRequest(c.Server, body)
+func (c *Client) Execute(ctx context.Context, params *ExecuteParams, body ExecuteJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExecuteRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -811,18 +827,18 @@ func NewListExecutionsRequest(server string) (*http.Request, error) {
 }
 
 // NewExecuteRequest calls the generic Execute builder with application/json body
-func NewExecuteRequest(server string, body ExecuteJSONRequestBody) (*http.Request, error) {
+func NewExecuteRequest(server string, params *ExecuteParams, body ExecuteJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewExecuteRequestWithBody(server, "application/json", bodyReader)
+	return NewExecuteRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewExecuteRequestWithBody constructs an http.Request for the Execute method, with any body, and a specified content type
-func NewExecuteRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewExecuteRequestWithBody(server string, params *ExecuteParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -846,6 +862,21 @@ func NewExecuteRequestWithBody(server string, contentType string, body io.Reader
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.HubuDecisionSignature != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Hubu-Decision-Signature", *params.HubuDecisionSignature, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Hubu-Decision-Signature", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -1140,39 +1171,43 @@ type ClientWithResponsesInterface interface {
 
 	// ExecuteWithBodyWithResponse Execute a decision Hubu issued (Hubu's service credential only).
 	//
-	// The first request for a decision checks it with Hubu, records the execution as
-	// `submitting`, calls the provider and answers 202. Any later request for the same
-	// decision answers 200 with the execution as it stands and never calls the provider.
+	// The first request for a decision checks it against what Hubu issued, records the
+	// execution as `submitting`, calls the provider and answers 202. Any later request for
+	// the same decision answers 200 with the execution as it stands and never calls the
+	// provider. Hubu's signature of the decision (`Hubu-Decision-Signature`) is checked
+	// locally with Hubu's public keys; without one, or with one that has expired, Gongbu asks
+	// Hubu for the decision. A signature that does not verify is refused with `forbidden`.
 	// A request whose scope or arguments differ from what Hubu issued is refused with
-	// `decision_mismatch`. A decision Hubu handed over before (its operation is past
-	// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
-	// have been submitted already: it is resubmitted under the same idempotency key only
-	// where the provider honours keys, and otherwise recorded `indeterminate` without calling
-	// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
-	// then recorded.
+	// `decision_mismatch`. A decision that Gongbu has no record of but may have submitted
+	// already (its operation is past `dispatching`, or it was issued before Gongbu's database
+	// epoch began) is resubmitted under the same idempotency key only where the provider
+	// honours keys, and otherwise recorded `indeterminate` without calling the provider. 503
+	// when Hubu cannot be reached or Gongbu is shutting down; nothing is then recorded.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/executions (the `Execute` operationId).
-	ExecuteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecuteResponse, error)
+	ExecuteWithBodyWithResponse(ctx context.Context, params *ExecuteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecuteResponse, error)
 
 	// ExecuteWithResponse Execute a decision Hubu issued (Hubu's service credential only).
 	//
-	// The first request for a decision checks it with Hubu, records the execution as
-	// `submitting`, calls the provider and answers 202. Any later request for the same
-	// decision answers 200 with the execution as it stands and never calls the provider.
+	// The first request for a decision checks it against what Hubu issued, records the
+	// execution as `submitting`, calls the provider and answers 202. Any later request for
+	// the same decision answers 200 with the execution as it stands and never calls the
+	// provider. Hubu's signature of the decision (`Hubu-Decision-Signature`) is checked
+	// locally with Hubu's public keys; without one, or with one that has expired, Gongbu asks
+	// Hubu for the decision. A signature that does not verify is refused with `forbidden`.
 	// A request whose scope or arguments differ from what Hubu issued is refused with
-	// `decision_mismatch`. A decision Hubu handed over before (its operation is past
-	// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
-	// have been submitted already: it is resubmitted under the same idempotency key only
-	// where the provider honours keys, and otherwise recorded `indeterminate` without calling
-	// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
-	// then recorded.
+	// `decision_mismatch`. A decision that Gongbu has no record of but may have submitted
+	// already (its operation is past `dispatching`, or it was issued before Gongbu's database
+	// epoch began) is resubmitted under the same idempotency key only where the provider
+	// honours keys, and otherwise recorded `indeterminate` without calling the provider. 503
+	// when Hubu cannot be reached or Gongbu is shutting down; nothing is then recorded.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/executions (the `Execute` operationId).
-	ExecuteWithResponse(ctx context.Context, body ExecuteJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteResponse, error)
+	ExecuteWithResponse(ctx context.Context, params *ExecuteParams, body ExecuteJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteResponse, error)
 
 	// GetExecutionWithResponse One execution by decision id (Hubu's service credential).
 	//
@@ -1850,22 +1885,24 @@ func (c *ClientWithResponses) ListExecutionsWithResponse(ctx context.Context, re
 
 // ExecuteWithBodyWithResponse Execute a decision Hubu issued (Hubu's service credential only).
 //
-// The first request for a decision checks it with Hubu, records the execution as
-// `submitting`, calls the provider and answers 202. Any later request for the same
-// decision answers 200 with the execution as it stands and never calls the provider.
+// The first request for a decision checks it against what Hubu issued, records the
+// execution as `submitting`, calls the provider and answers 202. Any later request for
+// the same decision answers 200 with the execution as it stands and never calls the
+// provider. Hubu's signature of the decision (`Hubu-Decision-Signature`) is checked
+// locally with Hubu's public keys; without one, or with one that has expired, Gongbu asks
+// Hubu for the decision. A signature that does not verify is refused with `forbidden`.
 // A request whose scope or arguments differ from what Hubu issued is refused with
-// `decision_mismatch`. A decision Hubu handed over before (its operation is past
-// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
-// have been submitted already: it is resubmitted under the same idempotency key only
-// where the provider honours keys, and otherwise recorded `indeterminate` without calling
-// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
-// then recorded.
+// `decision_mismatch`. A decision that Gongbu has no record of but may have submitted
+// already (its operation is past `dispatching`, or it was issued before Gongbu's database
+// epoch began) is resubmitted under the same idempotency key only where the provider
+// honours keys, and otherwise recorded `indeterminate` without calling the provider. 503
+// when Hubu cannot be reached or Gongbu is shutting down; nothing is then recorded.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/executions (the `Execute` operationId).
-func (c *ClientWithResponses) ExecuteWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecuteResponse, error) {
-	rsp, err := c.ExecuteWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) ExecuteWithBodyWithResponse(ctx context.Context, params *ExecuteParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ExecuteResponse, error) {
+	rsp, err := c.ExecuteWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -1874,22 +1911,24 @@ func (c *ClientWithResponses) ExecuteWithBodyWithResponse(ctx context.Context, c
 
 // ExecuteWithResponse Execute a decision Hubu issued (Hubu's service credential only).
 //
-// The first request for a decision checks it with Hubu, records the execution as
-// `submitting`, calls the provider and answers 202. Any later request for the same
-// decision answers 200 with the execution as it stands and never calls the provider.
+// The first request for a decision checks it against what Hubu issued, records the
+// execution as `submitting`, calls the provider and answers 202. Any later request for
+// the same decision answers 200 with the execution as it stands and never calls the
+// provider. Hubu's signature of the decision (`Hubu-Decision-Signature`) is checked
+// locally with Hubu's public keys; without one, or with one that has expired, Gongbu asks
+// Hubu for the decision. A signature that does not verify is refused with `forbidden`.
 // A request whose scope or arguments differ from what Hubu issued is refused with
-// `decision_mismatch`. A decision Hubu handed over before (its operation is past
-// `dispatching`, or Hubu counted more than one hand-off) that Gongbu has no record of may
-// have been submitted already: it is resubmitted under the same idempotency key only
-// where the provider honours keys, and otherwise recorded `indeterminate` without calling
-// the provider. 503 when Hubu cannot be reached or Gongbu is shutting down; nothing is
-// then recorded.
+// `decision_mismatch`. A decision that Gongbu has no record of but may have submitted
+// already (its operation is past `dispatching`, or it was issued before Gongbu's database
+// epoch began) is resubmitted under the same idempotency key only where the provider
+// honours keys, and otherwise recorded `indeterminate` without calling the provider. 503
+// when Hubu cannot be reached or Gongbu is shutting down; nothing is then recorded.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/executions (the `Execute` operationId).
-func (c *ClientWithResponses) ExecuteWithResponse(ctx context.Context, body ExecuteJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteResponse, error) {
-	rsp, err := c.Execute(ctx, body, reqEditors...)
+func (c *ClientWithResponses) ExecuteWithResponse(ctx context.Context, params *ExecuteParams, body ExecuteJSONRequestBody, reqEditors ...RequestEditorFn) (*ExecuteResponse, error) {
+	rsp, err := c.Execute(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -2469,7 +2508,7 @@ type ServerInterface interface {
 	ListExecutions(w http.ResponseWriter, r *http.Request)
 	// Execute Execute a decision Hubu issued (Hubu's service credential only).
 	// (POST /v1/executions)
-	Execute(w http.ResponseWriter, r *http.Request)
+	Execute(w http.ResponseWriter, r *http.Request, params ExecuteParams)
 	// GetExecution One execution by decision id (Hubu's service credential).
 	// (GET /v1/executions/{decision_id})
 	GetExecution(w http.ResponseWriter, r *http.Request, decisionId openapi_types.UUID)
@@ -2506,7 +2545,7 @@ func (_ Unimplemented) ListExecutions(w http.ResponseWriter, r *http.Request) {
 
 // Execute Execute a decision Hubu issued (Hubu's service credential only).
 // (POST /v1/executions)
-func (_ Unimplemented) Execute(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) Execute(w http.ResponseWriter, r *http.Request, params ExecuteParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -2588,8 +2627,35 @@ func (siw *ServerInterfaceWrapper) ListExecutions(w http.ResponseWriter, r *http
 // Execute operation middleware
 func (siw *ServerInterfaceWrapper) Execute(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ExecuteParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Hubu-Decision-Signature" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Hubu-Decision-Signature")]; found {
+		var HubuDecisionSignature string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Hubu-Decision-Signature", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Hubu-Decision-Signature", valueList[0], &HubuDecisionSignature, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Hubu-Decision-Signature", Err: err})
+			return
+		}
+
+		params.HubuDecisionSignature = &HubuDecisionSignature
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.Execute(w, r)
+		siw.Handler.Execute(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {

@@ -90,6 +90,21 @@ func (e CredentialState) Valid() bool {
 	}
 }
 
+// Defines values for DecisionKeyAlg.
+const (
+	Ed25519 DecisionKeyAlg = "Ed25519"
+)
+
+// Valid indicates whether the value is a known member of the DecisionKeyAlg enum.
+func (e DecisionKeyAlg) Valid() bool {
+	switch e {
+	case Ed25519:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for DenialCode.
 const (
 	DenialCodeBudgetExceeded DenialCode = "budget_exceeded"
@@ -475,6 +490,25 @@ type Decision struct {
 	// the executor has it; succeeded, failed, denied, expired: final.
 	State OperationState `json:"state"`
 	Tool  Tool           `json:"tool"`
+}
+
+// DecisionKey defines model for DecisionKey.
+type DecisionKey struct {
+	Alg DecisionKeyAlg `json:"alg"`
+
+	// Kid The key's id, as a signature names it.
+	Kid string `json:"kid"`
+
+	// PublicKey The 32-byte Ed25519 public key, base64url without padding.
+	PublicKey string `json:"public_key"`
+}
+
+// DecisionKeyAlg defines model for DecisionKey.Alg.
+type DecisionKeyAlg string
+
+// DecisionKeyList defines model for DecisionKeyList.
+type DecisionKeyList struct {
+	Keys []DecisionKey `json:"keys"`
 }
 
 // DecisionList defines model for DecisionList.
@@ -1074,6 +1108,15 @@ type ClientInterface interface {
 	// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
 	RotateCredential(ctx context.Context, credentialId CredentialID, body RotateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListDecisionKeys The public keys Hubu signs decisions with, for the executor to check hand-offs.
+	//
+	// A hand-off (Gongbu's `POST /v1/executions`) carries Hubu's Ed25519 signature of the decision
+	// in the `Hubu-Decision-Signature` header; the executor checks it with these keys instead of
+	// asking for the decision. The signature names its key by `kid`.
+	//
+	// Corresponds with GET /v1/decision-keys (the `ListDecisionKeys` operationId).
+	ListDecisionKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListDecisions Every decision Hubu issued with its ledger totals, for reconciliation.
 	//
 	// Corresponds with GET /v1/decisions (the `ListDecisions` operationId).
@@ -1560,6 +1603,25 @@ func (c *Client) RotateCredentialWithBody(ctx context.Context, credentialId Cred
 // Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
 func (c *Client) RotateCredential(ctx context.Context, credentialId CredentialID, body RotateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRotateCredentialRequest(c.Server, credentialId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListDecisionKeys The public keys Hubu signs decisions with, for the executor to check hand-offs.
+//
+// A hand-off (Gongbu's `POST /v1/executions`) carries Hubu's Ed25519 signature of the decision
+// in the `Hubu-Decision-Signature` header; the executor checks it with these keys instead of
+// asking for the decision. The signature names its key by `kid`.
+//
+// Corresponds with GET /v1/decision-keys (the `ListDecisionKeys` operationId).
+func (c *Client) ListDecisionKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListDecisionKeysRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -2379,6 +2441,33 @@ func NewRotateCredentialRequestWithBody(server string, credentialId CredentialID
 	return req, nil
 }
 
+// NewListDecisionKeysRequest constructs an http.Request for the ListDecisionKeys method
+func NewListDecisionKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/decision-keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListDecisionsRequest constructs an http.Request for the ListDecisions method
 func NewListDecisionsRequest(server string) (*http.Request, error) {
 	var err error
@@ -3075,6 +3164,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/credentials/{credential_id}/rotate (the `RotateCredential` operationId).
 	RotateCredentialWithResponse(ctx context.Context, credentialId CredentialID, body RotateCredentialJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateCredentialResponse, error)
+
+	// ListDecisionKeysWithResponse The public keys Hubu signs decisions with, for the executor to check hand-offs.
+	//
+	// A hand-off (Gongbu's `POST /v1/executions`) carries Hubu's Ed25519 signature of the decision
+	// in the `Hubu-Decision-Signature` header; the executor checks it with these keys instead of
+	// asking for the decision. The signature names its key by `kid`.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/decision-keys (the `ListDecisionKeys` operationId).
+	ListDecisionKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDecisionKeysResponse, error)
 
 	// ListDecisionsWithResponse Every decision Hubu issued with its ledger totals, for reconciliation.
 	//
@@ -4359,6 +4459,68 @@ func (r RotateCredentialResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RotateCredentialResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListDecisionKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *DecisionKeyList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Problem
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Problem
+	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
+	ApplicationproblemJSON500 *Problem
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListDecisionKeysResponse) GetJSON200() *DecisionKeyList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListDecisionKeysResponse) GetApplicationproblemJSON401() *Problem {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListDecisionKeysResponse) GetApplicationproblemJSON403() *Problem {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON500 returns the response for an HTTP 500 `application/problem+json` response
+func (r ListDecisionKeysResponse) GetApplicationproblemJSON500() *Problem {
+	return r.ApplicationproblemJSON500
+}
+
+// GetBody returns the raw response body bytes
+func (r ListDecisionKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListDecisionKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListDecisionKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListDecisionKeysResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5652,6 +5814,23 @@ func (c *ClientWithResponses) RotateCredentialWithResponse(ctx context.Context, 
 	return ParseRotateCredentialResponse(rsp)
 }
 
+// ListDecisionKeysWithResponse The public keys Hubu signs decisions with, for the executor to check hand-offs.
+//
+// A hand-off (Gongbu's `POST /v1/executions`) carries Hubu's Ed25519 signature of the decision
+// in the `Hubu-Decision-Signature` header; the executor checks it with these keys instead of
+// asking for the decision. The signature names its key by `kid`.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/decision-keys (the `ListDecisionKeys` operationId).
+func (c *ClientWithResponses) ListDecisionKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListDecisionKeysResponse, error) {
+	rsp, err := c.ListDecisionKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListDecisionKeysResponse(rsp)
+}
+
 // ListDecisionsWithResponse Every decision Hubu issued with its ledger totals, for reconciliation.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6820,6 +6999,53 @@ func ParseRotateCredentialResponse(rsp *http.Response) (*RotateCredentialRespons
 	return response, nil
 }
 
+// ParseListDecisionKeysResponse parses an HTTP response from a ListDecisionKeysWithResponse call
+func ParseListDecisionKeysResponse(rsp *http.Response) (*ListDecisionKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListDecisionKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest DecisionKeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 500:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON500 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListDecisionsResponse parses an HTTP response from a ListDecisionsWithResponse call
 func ParseListDecisionsResponse(rsp *http.Response) (*ListDecisionsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7661,6 +7887,9 @@ type ServerInterface interface {
 	// RotateCredential Issue a replacement credential (same kind, name and agent) and its token, shown once.
 	// (POST /v1/credentials/{credential_id}/rotate)
 	RotateCredential(w http.ResponseWriter, r *http.Request, credentialId CredentialID)
+	// ListDecisionKeys The public keys Hubu signs decisions with, for the executor to check hand-offs.
+	// (GET /v1/decision-keys)
+	ListDecisionKeys(w http.ResponseWriter, r *http.Request)
 	// ListDecisions Every decision Hubu issued with its ledger totals, for reconciliation.
 	// (GET /v1/decisions)
 	ListDecisions(w http.ResponseWriter, r *http.Request)
@@ -7786,6 +8015,12 @@ func (_ Unimplemented) RevokeCredential(w http.ResponseWriter, r *http.Request, 
 // RotateCredential Issue a replacement credential (same kind, name and agent) and its token, shown once.
 // (POST /v1/credentials/{credential_id}/rotate)
 func (_ Unimplemented) RotateCredential(w http.ResponseWriter, r *http.Request, credentialId CredentialID) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListDecisionKeys The public keys Hubu signs decisions with, for the executor to check hand-offs.
+// (GET /v1/decision-keys)
+func (_ Unimplemented) ListDecisionKeys(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -8154,6 +8389,20 @@ func (siw *ServerInterfaceWrapper) RotateCredential(w http.ResponseWriter, r *ht
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.RotateCredential(w, r, credentialId)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListDecisionKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListDecisionKeys(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListDecisionKeys(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -8639,6 +8888,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/decisions", wrapper.ListDecisions)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/decision-keys", wrapper.ListDecisionKeys)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/decisions/{decision_id}", wrapper.GetDecision)

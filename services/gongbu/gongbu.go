@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/proto/decisionsig"
+
 	"hubu.dev/hubu/proto/contract"
 )
 
@@ -200,6 +202,8 @@ type Authority interface {
 	// Decision returns a decision Hubu issued, with the state of its operation and its count
 	// of hand-offs; a decision Hubu does not know is a not_found *Error.
 	Decision(ctx context.Context, id uuid.UUID) (Issued, error)
+	// DecisionKeys returns the public keys Hubu signs decisions with (see decisionsig).
+	DecisionKeys(ctx context.Context) ([]decisionsig.Key, error)
 	// Settle captures amount of the decision's hold and releases the rest. The operation
 	// succeeds, or, with failed, fails with reason: the provider charged for work it failed.
 	// providerCost, where the provider stated one, is recorded beside the capture.

@@ -126,6 +126,7 @@ type Decision struct {
 	Arguments    json.RawMessage
 	AmountMicros int64
 	Currency     string
+	IssuedAt     time.Time // see Operation.DecisionIssuedAt
 }
 
 // DecisionOf returns the decision of an approved operation.
@@ -142,6 +143,7 @@ func DecisionOf(op Operation) (Decision, bool) {
 		Arguments:    op.Arguments,
 		AmountMicros: op.AmountMicros,
 		Currency:     op.Currency,
+		IssuedAt:     op.DecisionIssuedAt,
 	}, true
 }
 

@@ -76,6 +76,8 @@ type Service struct {
 	// Metrics, when set, counts polls.
 	Metrics *Metrics
 
+	keys decisionKeys // Hubu's public keys for signed decisions
+
 	mu       sync.Mutex
 	inflight int           // Execute calls from their insert on
 	draining bool          // Drain was called: no new execution starts

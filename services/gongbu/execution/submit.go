@@ -15,10 +15,17 @@ import (
 // under the same key, where the provider honours keys).
 var executableStates = map[string]bool{"dispatching": true, "executing": true, "succeeded": true}
 
-// Execute runs a decision once. A decision seen before returns its execution as it stands
-// (created false) and never reaches the provider again. A request that differs from what
-// Hubu issued is refused before anything is written.
+// Execute runs a decision once, asking Hubu whether it issued it (see ExecuteSigned).
 func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Execution, bool, error) {
+	return s.ExecuteSigned(ctx, req, "")
+}
+
+// ExecuteSigned runs a decision once. A decision seen before returns its execution as it
+// stands (created false) and never reaches the provider again. A new one is checked against
+// what Hubu issued: Hubu's signature of it (decisionsig) when the hand-off carries a valid
+// one, Hubu's answer otherwise. A request that differs from what Hubu issued is refused
+// before anything is written.
+func (s *Service) ExecuteSigned(ctx context.Context, req gongbu.Decision, signature string) (gongbu.Execution, bool, error) {
 	provider, ok := s.Providers[req.Scope.Provider]
 	if !ok {
 		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeInvalidArguments, "no adapter for provider %q", req.Scope.Provider)
@@ -32,13 +39,10 @@ func (s *Service) Execute(ctx context.Context, req gongbu.Decision) (gongbu.Exec
 		return gongbu.Execution{}, false, err
 	}
 
-	issued, err := s.Authority.Decision(ctx, req.DecisionID)
+	issued, err := s.issued(ctx, req.DecisionID, signature)
 	switch {
-	case gongbu.ErrorCode(err) == gongbu.CodeNotFound:
-		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeForbidden, "Hubu did not issue this decision")
 	case err != nil:
-		s.logger().WarnContext(ctx, "cannot check a decision with Hubu", "decision_id", req.DecisionID, "err", err)
-		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeUnavailable, "Hubu cannot be reached to check the decision")
+		return gongbu.Execution{}, false, err
 	case !issued.SameWork(req):
 		return gongbu.Execution{}, false, gongbu.Errorf(gongbu.CodeDecisionMismatch,
 			"the request's scope, arguments or amount differ from the decision Hubu issued")

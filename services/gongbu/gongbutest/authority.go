@@ -2,12 +2,15 @@ package gongbutest
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/proto/decisionsig"
 	"hubu.dev/hubu/services/gongbu"
 )
 
@@ -33,8 +36,10 @@ type Authority struct {
 	reports    []Report
 	failed     int // reports refused while down
 	asked      int
-	onDecision func() // called after each decision look-up, outside the lock
-	onOwns     func() // called before each ownership check answers, outside the lock
+	keyReads   int
+	key        ed25519.PrivateKey // signs decisions (Sign)
+	onDecision func()             // called after each decision look-up, outside the lock
+	onOwns     func()             // called before each ownership check answers, outside the lock
 }
 
 type authorityEntry struct {
@@ -45,7 +50,53 @@ type authorityEntry struct {
 
 // NewAuthority returns a fake Hubu that knows no decision.
 func NewAuthority() *Authority {
-	return &Authority{decisions: map[uuid.UUID]authorityEntry{}, owners: map[string]string{}}
+	_, key, _ := ed25519.GenerateKey(nil)
+	return &Authority{decisions: map[uuid.UUID]authorityEntry{}, owners: map[string]string{}, key: key}
+}
+
+// Sign returns the fake's signature of a decision it knows, as Hubu sends it with a hand-off:
+// its state and issue time as the fake holds them, valid until expires.
+func (a *Authority) Sign(id uuid.UUID, expires time.Time) string {
+	a.mu.Lock()
+	e, ok := a.decisions[id]
+	a.mu.Unlock()
+	if !ok {
+		panic(fmt.Sprintf("gongbutest: Sign of decision %s, which the fake never issued", id))
+	}
+	return a.SignAs(e.d, e.state, e.issuedAt, expires)
+}
+
+// SignAs returns the fake's signature of any decision, in any state: what Hubu's key would
+// sign if Hubu said so.
+func (a *Authority) SignAs(d gongbu.Decision, state string, issuedAt, expires time.Time) string {
+	args, err := json.Marshal(d.Arguments)
+	if err != nil {
+		panic(err)
+	}
+	sig, err := decisionsig.Sign(a.key, decisionsig.Claims{
+		DecisionID: d.DecisionID, PublicHandle: d.PublicHandle, AgentID: d.AgentID, Tool: d.Tool,
+		Scope:     decisionsig.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
+		Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency, State: state, IssuedAt: issuedAt,
+		Audience: decisionsig.Audience, ExpiresAt: expires,
+	})
+	if err != nil {
+		panic(err)
+	}
+	return sig
+}
+
+// KeyReads is how many times Gongbu read the fake's decision keys.
+func (a *Authority) KeyReads() int { return locked(&a.mu, func() int { return a.keyReads }) }
+
+func (a *Authority) DecisionKeys(context.Context) ([]decisionsig.Key, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.keyReads++
+	if a.down {
+		return nil, ErrDown
+	}
+	pub := a.key.Public().(ed25519.PublicKey)
+	return []decisionsig.Key{{ID: decisionsig.KeyID(pub), Public: pub}}, nil
 }
 
 // Issue makes the fake know a decision in an operation state, issued now, and the agent token

@@ -12,7 +12,7 @@ import (
 	"hubu.dev/hubu/services/gongbu"
 )
 
-func (s *Server) Execute(w http.ResponseWriter, r *http.Request) {
+func (s *Server) Execute(w http.ResponseWriter, r *http.Request, params gongbuapi.ExecuteParams) {
 	if err := s.requireService(r); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -27,7 +27,11 @@ func (s *Server) Execute(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	exec, created, err := s.Executions.Execute(r.Context(), d)
+	var signature string
+	if params.HubuDecisionSignature != nil {
+		signature = *params.HubuDecisionSignature
+	}
+	exec, created, err := s.Executions.ExecuteSigned(r.Context(), d, signature)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -29,7 +29,7 @@ func TestExecuteNeedsTheServiceCredential(t *testing.T) {
 		{"a wrong token", "Bearer not-the-service-token", http.StatusForbidden, "forbidden"},
 		{"an agent's token", "Bearer " + agentA, http.StatusForbidden, "forbidden"},
 	} {
-		resp, err := b.anonymous.ExecuteWithResponse(context.Background(), request(d), func(_ context.Context, r *http.Request) error {
+		resp, err := b.anonymous.ExecuteWithResponse(context.Background(), nil, request(d), func(_ context.Context, r *http.Request) error {
 			if c.header != "" {
 				r.Header.Set("Authorization", c.header)
 			}
@@ -77,7 +77,7 @@ func TestConcurrentExecuteRequests(t *testing.T) {
 	const n = 20
 	statuses := make([]int, n)
 	gongbutest.AtOnce(n, func(i int) {
-		resp, err := b.service.ExecuteWithResponse(context.Background(), request(d))
+		resp, err := b.service.ExecuteWithResponse(context.Background(), nil, request(d))
 		if err != nil {
 			t.Error(err)
 			return
@@ -187,7 +187,7 @@ func TestExecuteBodyIsStrict(t *testing.T) {
 		{"too large", "application/json", strings.Replace(valid, `"an origami fox"`, `"`+strings.Repeat("x", httpjson.MaxBody)+`"`, 1), http.StatusRequestEntityTooLarge, "payload_too_large"},
 	}
 	for _, c := range cases {
-		resp, err := b.service.ExecuteWithBodyWithResponse(context.Background(), c.contentType, strings.NewReader(c.body))
+		resp, err := b.service.ExecuteWithBodyWithResponse(context.Background(), nil, c.contentType, strings.NewReader(c.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestExecuteBodyIsStrict(t *testing.T) {
 		t.Fatal("a refused body went further than the decoder")
 	}
 	// The same valid body is accepted.
-	resp, err := b.service.ExecuteWithBodyWithResponse(context.Background(), "application/json", strings.NewReader(valid))
+	resp, err := b.service.ExecuteWithBodyWithResponse(context.Background(), nil, "application/json", strings.NewReader(valid))
 	if err != nil || resp.StatusCode() != http.StatusAccepted {
 		t.Fatalf("valid body: %v %d %s", err, resp.StatusCode(), resp.Body)
 	}

@@ -131,7 +131,7 @@ func problemCode(t *testing.T, body []byte) string {
 
 func (b *bundle) execute(t *testing.T, c *gongbuapi.ClientWithResponses, d gongbu.Decision) *gongbuapi.ExecuteResponse {
 	t.Helper()
-	resp, err := c.ExecuteWithResponse(context.Background(), request(d))
+	resp, err := c.ExecuteWithResponse(context.Background(), nil, request(d))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ package hubulink
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 
 	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/contract"
+	"hubu.dev/hubu/proto/decisionsig"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/gongbu"
 )
@@ -74,6 +77,26 @@ func (c *Client) Decision(ctx context.Context, id uuid.UUID) (gongbu.Issued, err
 		},
 		State: string(d.State), IssuedAt: d.IssuedAt,
 	}, nil
+}
+
+// DecisionKeys returns the public keys Hubu signs decisions with.
+func (c *Client) DecisionKeys(ctx context.Context) ([]decisionsig.Key, error) {
+	resp, err := c.api.ListDecisionKeysWithResponse(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("get decision keys from Hubu: %w", err)
+	}
+	if resp.JSON200 == nil {
+		return nil, fmt.Errorf("get decision keys from Hubu: status %d", resp.StatusCode())
+	}
+	keys := make([]decisionsig.Key, 0, len(resp.JSON200.Keys))
+	for _, k := range resp.JSON200.Keys {
+		pub, err := base64.RawURLEncoding.DecodeString(k.PublicKey)
+		if err != nil || len(pub) != ed25519.PublicKeySize || decisionsig.KeyID(pub) != k.Kid {
+			return nil, fmt.Errorf("get decision keys from Hubu: key %q is not an Ed25519 key of that id", k.Kid)
+		}
+		keys = append(keys, decisionsig.Key{ID: k.Kid, Public: pub})
+	}
+	return keys, nil
 }
 
 // Settle captures amount of the decision's hold; with failed, the operation fails with reason.

@@ -4,10 +4,12 @@ package gongbuexec
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -17,6 +19,7 @@ import (
 	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/kit/tracing"
 	"hubu.dev/hubu/proto/contract"
+	"hubu.dev/hubu/proto/decisionsig"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/hubu"
 )
@@ -26,6 +29,40 @@ type Executor struct {
 	api *gongbuapi.ClientWithResponses
 	// images reads kept images, which are larger than any other answer of Gongbu's.
 	images *gongbuapi.Client
+	// Signer, when set, signs each decision handed off, so that Gongbu checks it without
+	// asking Hubu; without one, Gongbu asks.
+	Signer *Signer
+}
+
+// SignatureTTL is how long a decision's signature lets Gongbu take it without asking Hubu:
+// long enough for the hand-off it travels with (Hubu's client gives up after 30 s), short
+// enough that a signature kept from one hand-off says little about the operation later.
+const SignatureTTL = time.Minute
+
+// Signer signs decisions for Gongbu (see decisionsig).
+type Signer struct {
+	Key ed25519.PrivateKey
+	Now func() time.Time // nil: time.Now
+}
+
+// sign returns the signature of d, handed off while its operation is dispatching (Hubu hands
+// off nothing else: lifecycle's handOff), or "" when d is too large to sign in a header.
+func (s *Signer) sign(d hubu.Decision) (string, error) {
+	now := time.Now
+	if s.Now != nil {
+		now = s.Now
+	}
+	sig, err := decisionsig.Sign(s.Key, decisionsig.Claims{
+		DecisionID: d.DecisionID, PublicHandle: d.PublicHandle, AgentID: d.AgentID, Tool: d.Tool,
+		Scope:     decisionsig.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
+		Arguments: d.Arguments, AmountMicros: d.AmountMicros, Currency: d.Currency,
+		State: string(hubu.StateDispatching), IssuedAt: d.IssuedAt,
+		Audience: decisionsig.Audience, ExpiresAt: now().Add(SignatureTTL),
+	})
+	if err != nil || len(sig) > decisionsig.MaxHeader {
+		return "", err
+	}
+	return sig, nil
 }
 
 var (
@@ -122,7 +159,17 @@ func (e *Executor) Execute(ctx context.Context, d hubu.Decision) (err error) {
 	if err := json.Unmarshal(d.Arguments, &args); err != nil {
 		return fmt.Errorf("decode decision arguments: %w", err)
 	}
-	resp, err := e.api.ExecuteWithResponse(ctx, gongbuapi.ExecutionRequest{
+	var params gongbuapi.ExecuteParams
+	if e.Signer != nil {
+		sig, err := e.Signer.sign(d)
+		if err != nil {
+			return fmt.Errorf("sign the decision: %w", err)
+		}
+		if sig != "" {
+			params.HubuDecisionSignature = &sig
+		}
+	}
+	resp, err := e.api.ExecuteWithResponse(ctx, &params, gongbuapi.ExecutionRequest{
 		DecisionId: d.DecisionID, PublicHandle: d.PublicHandle, AgentId: d.AgentID, Tool: gongbuapi.ExecutionRequestTool(d.Tool),
 		Scope:     gongbuapi.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
 		Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency,

@@ -2,14 +2,18 @@ package gongbuexec_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/proto/decisionsig"
 	"hubu.dev/hubu/services/hubu"
 	"hubu.dev/hubu/services/hubu/gongbuexec"
 )
@@ -75,5 +79,59 @@ func TestHandOffOutcomes(t *testing.T) {
 				t.Fatalf("err = %v", err)
 			}
 		})
+	}
+}
+
+// With a signer, each hand-off carries Hubu's signature of the decision: it verifies under
+// Hubu's key, states the decision as issued, in dispatching, for Gongbu, for a minute.
+// A decision too large to sign in a header goes unsigned (Gongbu asks Hubu about it).
+func TestHandOffsAreSigned(t *testing.T) {
+	t.Parallel()
+	var got []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get(decisionsig.Header))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(ts.Close)
+	pub, key, _ := ed25519.GenerateKey(nil)
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	x, err := gongbuexec.New(ts.URL, "token", &http.Client{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	d := decision()
+	d.IssuedAt = now.Add(-time.Second)
+	if err := x.Execute(context.Background(), d); err != nil || len(got) != 1 || got[0] != "" {
+		t.Fatalf("without a signer: %v, header %q", err, got)
+	}
+	x.Signer = &gongbuexec.Signer{Key: key, Now: func() time.Time { return now }}
+	if err := x.Execute(context.Background(), d); err != nil {
+		t.Fatal(err)
+	}
+	keys := func(id string) (ed25519.PublicKey, bool) { return pub, id == decisionsig.KeyID(pub) }
+	c, err := decisionsig.Verify(got[1], keys, now)
+	if err != nil {
+		t.Fatalf("the hand-off's signature: %v", err)
+	}
+	want := decisionsig.Claims{
+		DecisionID: d.DecisionID, PublicHandle: d.PublicHandle, AgentID: d.AgentID, Tool: d.Tool,
+		Scope:     decisionsig.Scope{Provider: "bfl", Model: "flux-dev", Size: "1024x1024"},
+		Arguments: d.Arguments, AmountMicros: d.AmountMicros, Currency: "USD", State: "dispatching",
+		IssuedAt: d.IssuedAt, Audience: "gongbu", ExpiresAt: now.Add(gongbuexec.SignatureTTL),
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("signed claims\n%+v\nwant\n%+v", c, want)
+	}
+	if _, err := decisionsig.Verify(got[1], keys, now.Add(gongbuexec.SignatureTTL)); err != decisionsig.ErrExpired {
+		t.Fatalf("a minute later: %v, want expired", err)
+	}
+
+	huge := decision()
+	huge.Arguments = json.RawMessage(`{"prompt":"` + strings.Repeat("a fox ", decisionsig.MaxHeader/6) + `"}`)
+	if err := x.Execute(context.Background(), huge); err != nil || got[2] != "" {
+		t.Fatalf("a decision too large to sign: %v, header of %d bytes", err, len(got[2]))
 	}
 }

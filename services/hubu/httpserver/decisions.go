@@ -1,7 +1,10 @@
 package httpserver
 
 import (
+	"encoding/base64"
 	"net/http"
+
+	"hubu.dev/hubu/proto/decisionsig"
 
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu/postgres"
@@ -15,6 +18,14 @@ func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.
 		Arguments: o.Arguments, AmountMicros: o.AmountMicros, Currency: o.Currency, State: o.State,
 		IssuedAt: op.DecisionIssuedAt, DispatchAttempts: op.DispatchAttempts,
 	}, err)
+}
+
+// ListDecisionKeys gives the executor the public keys that Hubu signs decisions with.
+func (s *Server) ListDecisionKeys(w http.ResponseWriter, r *http.Request) {
+	keys, err := s.Store.DecisionKeys(r.Context())
+	s.respond(w, r, http.StatusOK, hubuapi.DecisionKeyList{Keys: each(keys, func(k decisionsig.Key) hubuapi.DecisionKey {
+		return hubuapi.DecisionKey{Kid: k.ID, Alg: hubuapi.Ed25519, PublicKey: base64.RawURLEncoding.EncodeToString(k.Public)}
+	})}, err)
 }
 
 func (s *Server) ListDecisions(w http.ResponseWriter, r *http.Request) {

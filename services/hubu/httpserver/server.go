@@ -118,6 +118,7 @@ var routeRoles = map[string][]hubu.Role{
 	"POST /v1/credentials/{credential_id}/revoke": {hubu.RoleOperator},
 	"POST /v1/credentials/{credential_id}/rotate": {hubu.RoleOperator},
 	"GET /v1/decisions":                           {hubu.RoleService},
+	"GET /v1/decision-keys":                       {hubu.RoleService},
 	"GET /v1/decisions/{decision_id}":             {hubu.RoleService},
 	"POST /v1/decisions/{decision_id}/settle":     {hubu.RoleService},
 	"POST /v1/decisions/{decision_id}/release":    {hubu.RoleService},

@@ -51,6 +51,13 @@ type Credential struct {
 	LastUsedAt    *time.Time
 }
 
+type DecisionKey struct {
+	Kid       string
+	Seed      []byte
+	CreatedAt time.Time
+	RetiredAt *time.Time
+}
+
 type LedgerEntry struct {
 	ID           int64
 	OperationID  uuid.UUID

@@ -114,6 +114,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	var (
 		executor hubu.Executor
 		images   hubu.Images
+		gx       *gongbuexec.Executor
 	)
 	if *gongbuURL != "" {
 		if *gongbuToken == "" {
@@ -122,7 +123,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		if err := command.RequireHTTPURL("gongbu-url", *gongbuURL); err != nil {
 			return err
 		}
-		gx, err := gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Transport: httpjson.Timeout(tracing.Transport(httpjson.PooledTransport(), "gongbu"), 30*time.Second)})
+		var err error
+		gx, err = gongbuexec.New(*gongbuURL, *gongbuToken, &http.Client{Transport: httpjson.Timeout(tracing.Transport(httpjson.PooledTransport(), "gongbu"), 30*time.Second)})
 		if err != nil {
 			return fmt.Errorf("--gongbu-url: %v", err)
 		}
@@ -166,6 +168,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	defer stopBG()
 	now := failpoint.Clock()
 	store := postgres.NewStore(pool, ttl)
+	if gx != nil {
+		// Every decision handed to Gongbu goes with Hubu's signature, which Gongbu checks
+		// with the public key it reads from Hubu instead of asking about each decision.
+		key, err := store.DecisionKey(ctx, now())
+		if err != nil {
+			return err
+		}
+		gx.Signer = &gongbuexec.Signer{Key: key, Now: now}
+	}
 	if *cacheTTL > 0 {
 		// The listener has a connection of its own; it is stopped, and waited for, on shutdown.
 		listener := pglisten.New(singleURL, logger)

@@ -1,0 +1,143 @@
+// Package decisionsig is the form in which Hubu signs a decision for Gongbu, so that Gongbu can
+// check a hand-off on its own instead of asking Hubu about every decision.
+//
+// A signature travels beside the hand-off in the Hubu-Decision-Signature header, as
+//
+//	v1.<key id>.<claims>.<signature>
+//
+// where claims is the base64url (unpadded) JSON of Claims and signature the base64url Ed25519
+// signature over "hubu-decision-signature-v1.<key id>.<claims>". A Gongbu that does not know the
+// header ignores it, and a Hubu that sends none leaves Gongbu to ask: either side can be upgraded
+// first.
+package decisionsig
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Header carries the signature of the decision a hand-off (POST /v1/executions) is for.
+const Header = "Hubu-Decision-Signature"
+
+// Audience is the only audience a signed decision has: the executor.
+const Audience = "gongbu"
+
+// MaxHeader bounds a signature Hubu sends: a decision whose arguments would make it longer goes
+// unsigned, and Gongbu asks about it as before.
+const MaxHeader = 16 << 10
+
+const (
+	version = "v1"
+	context = "hubu-decision-signature-v1."
+)
+
+// Scope is the decision's provider, model and size, as Hubu priced it.
+type Scope struct {
+	Provider string `json:"provider"`
+	Model    string `json:"model"`
+	Size     string `json:"size"`
+}
+
+// Claims is what Hubu states about a decision when it hands it off: the decision as Hubu's
+// GET /v1/decisions/{id} would answer it (the operation's state at the signing, and when the
+// decision was issued), for whom, and until when.
+type Claims struct {
+	DecisionID   uuid.UUID       `json:"decision_id"`
+	PublicHandle string          `json:"public_handle"`
+	AgentID      uuid.UUID       `json:"agent_id"`
+	Tool         string          `json:"tool"`
+	Scope        Scope           `json:"scope"`
+	Arguments    json.RawMessage `json:"arguments"`
+	AmountMicros int64           `json:"amount_micros"`
+	Currency     string          `json:"currency"`
+	State        string          `json:"state"`
+	IssuedAt     time.Time       `json:"issued_at"`
+	Audience     string          `json:"aud"`
+	ExpiresAt    time.Time       `json:"exp"`
+}
+
+// Key is one of Hubu's public keys for decisions.
+type Key struct {
+	ID     string
+	Public ed25519.PublicKey
+}
+
+// KeyID names a public key: the first 9 bytes of its SHA-256 in base64url, which anyone who
+// has the key can compute.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return base64.RawURLEncoding.EncodeToString(sum[:9])
+}
+
+// Sign returns the header value for c under key.
+func Sign(key ed25519.PrivateKey, c Claims) (string, error) {
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("encode decision claims: %w", err)
+	}
+	kid := KeyID(key.Public().(ed25519.PublicKey))
+	claims := base64.RawURLEncoding.EncodeToString(payload)
+	sig := ed25519.Sign(key, []byte(context+kid+"."+claims))
+	return version + "." + kid + "." + claims + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+}
+
+// Errors of Verify. Only ErrInvalid says that something is wrong: an expired signature or one
+// under a key the verifier does not have is a reason to ask Hubu instead.
+var (
+	ErrInvalid    = errors.New("the decision's signature does not verify")
+	ErrExpired    = errors.New("the decision's signature has expired")
+	ErrUnknownKey = errors.New("the decision is signed with a key this executor does not know")
+)
+
+// KeyIDOf returns the id of the key a header value names, or ErrInvalid when it is not one.
+func KeyIDOf(header string) (string, error) {
+	parts := strings.Split(header, ".")
+	if len(parts) != 4 || parts[0] != version || parts[1] == "" {
+		return "", ErrInvalid
+	}
+	return parts[1], nil
+}
+
+// Verify checks header against the public key it names (keys looks it up) and returns its
+// claims when the signature holds, is for Audience, and has not expired at now.
+func Verify(header string, keys func(id string) (ed25519.PublicKey, bool), now time.Time) (Claims, error) {
+	if len(header) > MaxHeader {
+		return Claims{}, ErrInvalid
+	}
+	kid, err := KeyIDOf(header)
+	if err != nil {
+		return Claims{}, err
+	}
+	parts := strings.Split(header, ".")
+	pub, ok := keys(kid)
+	if !ok {
+		return Claims{}, ErrUnknownKey
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[3])
+	if err != nil || len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, []byte(context+kid+"."+parts[2]), sig) {
+		return Claims{}, ErrInvalid
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return Claims{}, ErrInvalid
+	}
+	var c Claims
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil || c.Audience != Audience || c.DecisionID == uuid.Nil {
+		return Claims{}, ErrInvalid
+	}
+	if !now.Before(c.ExpiresAt) {
+		return Claims{}, ErrExpired
+	}
+	return c, nil
+}
