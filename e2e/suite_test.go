@@ -387,11 +387,15 @@ func TestSuiteEveryHarnessChargedOnce(t *testing.T) {
 	} {
 		su.mustSucceed(cs, foxArgs, meta, name)
 	}
-	// Gongbu took each hand-off on Hubu's signature: it read Hubu's keys, and asked Hubu
-	// about no decision.
-	if asked, keys := metricSum(t, su.s.Hubu.URL(), "hubu_http_requests_total", `route="/v1/decisions/{decision_id}"`, `method="GET"`),
-		metricSum(t, su.s.Hubu.URL(), "hubu_http_requests_total", `route="/v1/decision-keys"`); asked != 0 || keys < 1 {
-		t.Fatalf("Gongbu asked Hubu about %d decisions and read its keys %d times; want 0 and at least 1", asked, keys)
+	// Gongbu took each hand-off on Hubu's signature and each of the router's long-polls on
+	// Hubu's read capability: it read Hubu's keys, and asked Hubu about no decision and no
+	// operation's owner.
+	hubuServed := func(route string) int {
+		return metricSum(t, su.s.Hubu.URL(), "hubu_http_requests_total", `route="`+route+`"`, `method="GET"`)
+	}
+	if decisions, owners, keys := hubuServed("/v1/decisions/{decision_id}"), hubuServed("/v1/operations/{public_handle}"),
+		hubuServed("/v1/decision-keys"); decisions != 0 || owners != 0 || keys < 1 {
+		t.Fatalf("Gongbu asked Hubu about %d decisions and %d owners, and read its keys %d times; want 0, 0 and at least 1", decisions, owners, keys)
 	}
 	su.settleAndReconcile(3)
 }

@@ -1,5 +1,6 @@
-// Package decisionsig is the form in which Hubu signs a decision for Gongbu, so that Gongbu can
-// check a hand-off on its own instead of asking Hubu about every decision.
+// Package decisionsig is the form in which Hubu signs what Gongbu would otherwise ask it: a
+// decision, so that Gongbu can check a hand-off on its own, and a read capability (read.go), so
+// that Gongbu can let a router wait on an operation without asking Hubu who owns it.
 //
 // A signature travels beside the hand-off in the Hubu-Decision-Signature header, as
 //
@@ -37,7 +38,10 @@ const MaxHeader = 16 << 10
 
 const (
 	version = "v1"
-	context = "hubu-decision-signature-v1."
+	// What a signature is of goes into what is signed, so that no signature of one kind is
+	// ever taken for another.
+	decisionContext = "hubu-decision-signature-v1."
+	readContext     = "hubu-read-capability-v1."
 )
 
 // Scope is the decision's provider, model and size, as Hubu priced it.
@@ -79,15 +83,17 @@ func KeyID(pub ed25519.PublicKey) string {
 }
 
 // Sign returns the header value for c under key.
-func Sign(key ed25519.PrivateKey, c Claims) (string, error) {
-	payload, err := json.Marshal(c)
+func Sign(key ed25519.PrivateKey, c Claims) (string, error) { return sign(key, decisionContext, c) }
+
+func sign(key ed25519.PrivateKey, context string, claims any) (string, error) {
+	payload, err := json.Marshal(claims)
 	if err != nil {
-		return "", fmt.Errorf("encode decision claims: %w", err)
+		return "", fmt.Errorf("encode signed claims: %w", err)
 	}
 	kid := KeyID(key.Public().(ed25519.PublicKey))
-	claims := base64.RawURLEncoding.EncodeToString(payload)
-	sig := ed25519.Sign(key, []byte(context+kid+"."+claims))
-	return version + "." + kid + "." + claims + "." + base64.RawURLEncoding.EncodeToString(sig), nil
+	encoded := base64.RawURLEncoding.EncodeToString(payload)
+	sig := ed25519.Sign(key, []byte(context+kid+"."+encoded))
+	return version + "." + kid + "." + encoded + "." + base64.RawURLEncoding.EncodeToString(sig), nil
 }
 
 // Errors of Verify. Only ErrInvalid says that something is wrong: an expired signature or one
@@ -110,34 +116,45 @@ func KeyIDOf(header string) (string, error) {
 // Verify checks header against the public key it names (keys looks it up) and returns its
 // claims when the signature holds, is for Audience, and has not expired at now.
 func Verify(header string, keys func(id string) (ed25519.PublicKey, bool), now time.Time) (Claims, error) {
-	if len(header) > MaxHeader {
-		return Claims{}, ErrInvalid
-	}
-	kid, err := KeyIDOf(header)
-	if err != nil {
+	var c Claims
+	if err := verify(header, decisionContext, keys, &c); err != nil {
 		return Claims{}, err
 	}
-	parts := strings.Split(header, ".")
-	pub, ok := keys(kid)
-	if !ok {
-		return Claims{}, ErrUnknownKey
-	}
-	sig, err := base64.RawURLEncoding.DecodeString(parts[3])
-	if err != nil || len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, []byte(context+kid+"."+parts[2]), sig) {
-		return Claims{}, ErrInvalid
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil {
-		return Claims{}, ErrInvalid
-	}
-	var c Claims
-	dec := json.NewDecoder(bytes.NewReader(payload))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil || c.Audience != Audience || c.DecisionID == uuid.Nil {
+	if c.Audience != Audience || c.DecisionID == uuid.Nil {
 		return Claims{}, ErrInvalid
 	}
 	if !now.Before(c.ExpiresAt) {
 		return Claims{}, ErrExpired
 	}
 	return c, nil
+}
+
+// verify checks header's signature under context and decodes its claims into v.
+func verify(header, context string, keys func(id string) (ed25519.PublicKey, bool), v any) error {
+	if len(header) > MaxHeader {
+		return ErrInvalid
+	}
+	kid, err := KeyIDOf(header)
+	if err != nil {
+		return err
+	}
+	parts := strings.Split(header, ".")
+	pub, ok := keys(kid)
+	if !ok {
+		return ErrUnknownKey
+	}
+	sig, err := base64.RawURLEncoding.DecodeString(parts[3])
+	if err != nil || len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, []byte(context+kid+"."+parts[2]), sig) {
+		return ErrInvalid
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil {
+		return ErrInvalid
+	}
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return ErrInvalid
+	}
+	return nil
 }

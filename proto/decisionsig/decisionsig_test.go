@@ -85,3 +85,28 @@ func TestSignedDecisionsVerifyOnlyAsSigned(t *testing.T) {
 		}
 	}
 }
+
+func TestReadCapabilitiesAreNotDecisions(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(nil)
+	keys := func(id string) (ed25519.PublicKey, bool) { return pub, id == decisionsig.KeyID(pub) }
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	rc := decisionsig.ReadClaims{PublicHandle: "hubu:public-operation:v1:" + uuid.NewString(), Credential: decisionsig.CredentialHash("hubu_agent_x"),
+		Audience: decisionsig.Audience, ExpiresAt: now.Add(time.Minute)}
+	read, err := decisionsig.SignRead(priv, rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := decisionsig.VerifyRead(read, keys, now); err != nil || got != rc {
+		t.Fatalf("a good capability: %v %+v", err, got)
+	}
+	if _, err := decisionsig.VerifyRead(read, keys, now.Add(time.Minute)); !errors.Is(err, decisionsig.ErrExpired) {
+		t.Fatalf("an expired capability: %v", err)
+	}
+	decision, _ := decisionsig.Sign(priv, claims(now))
+	if _, err := decisionsig.VerifyRead(decision, keys, now); !errors.Is(err, decisionsig.ErrInvalid) {
+		t.Fatalf("a decision's signature taken as a capability: %v", err)
+	}
+	if _, err := decisionsig.Verify(read, keys, now); !errors.Is(err, decisionsig.ErrInvalid) {
+		t.Fatalf("a capability taken as a decision's signature: %v", err)
+	}
+}

@@ -329,12 +329,22 @@ type GetOperationExecutionParams struct {
 	// so does a kept image that cannot be read at that moment (fetch it by
 	// `getOperationImage`).
 	EmbedImage *int64 `form:"embed_image,omitempty" json:"embed_image,omitempty"`
+
+	// HubuReadCapability Hubu's read capability for this operation and the request's credential (Hubu sends it
+	// with an agent's authorization). When it verifies, Gongbu does not ask Hubu whether the
+	// credential may read the operation; otherwise it asks, as without it.
+	HubuReadCapability *string `json:"Hubu-Read-Capability,omitempty"`
 }
 
 // GetOperationImageParams defines parameters for GetOperationImage.
 type GetOperationImageParams struct {
 	// Preview Serve the image's preview (`KeptPreview`) instead of the image; 404 when it has none.
 	Preview *bool `form:"preview,omitempty" json:"preview,omitempty"`
+
+	// HubuReadCapability Hubu's read capability for this operation and the request's credential (Hubu sends it
+	// with an agent's authorization). When it verifies, Gongbu does not ask Hubu whether the
+	// credential may read the operation; otherwise it asks, as without it.
+	HubuReadCapability *string `json:"Hubu-Read-Capability,omitempty"`
 }
 
 // ProviderWebhookJSONBody defines parameters for ProviderWebhook.
@@ -997,6 +1007,21 @@ func NewGetOperationExecutionRequest(server string, publicHandle string, params 
 		return nil, err
 	}
 
+	if params != nil {
+
+		if params.HubuReadCapability != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Hubu-Read-Capability", *params.HubuReadCapability, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Hubu-Read-Capability", headerParam0)
+		}
+
+	}
+
 	return req, nil
 }
 
@@ -1056,6 +1081,21 @@ func NewGetOperationImageRequest(server string, publicHandle string, params *Get
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+
+		if params.HubuReadCapability != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Hubu-Read-Capability", *params.HubuReadCapability, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Hubu-Read-Capability", headerParam0)
+		}
+
 	}
 
 	return req, nil
@@ -2748,6 +2788,27 @@ func (siw *ServerInterfaceWrapper) GetOperationExecution(w http.ResponseWriter, 
 		return
 	}
 
+	headers := r.Header
+
+	// ------------- Optional header parameter "Hubu-Read-Capability" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Hubu-Read-Capability")]; found {
+		var HubuReadCapability string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Hubu-Read-Capability", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Hubu-Read-Capability", valueList[0], &HubuReadCapability, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Hubu-Read-Capability", Err: err})
+			return
+		}
+
+		params.HubuReadCapability = &HubuReadCapability
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.GetOperationExecution(w, r, publicHandle, params)
 	}))
@@ -2788,6 +2849,27 @@ func (siw *ServerInterfaceWrapper) GetOperationImage(w http.ResponseWriter, r *h
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "preview", Err: err})
 		}
 		return
+	}
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Hubu-Read-Capability" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Hubu-Read-Capability")]; found {
+		var HubuReadCapability string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Hubu-Read-Capability", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Hubu-Read-Capability", valueList[0], &HubuReadCapability, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Hubu-Read-Capability", Err: err})
+			return
+		}
+
+		params.HubuReadCapability = &HubuReadCapability
+
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -4052,11 +4052,13 @@ func (r ListApprovalsResponse) ContentType() string {
 
 // AuthorizeResponse200Headers the declared response headers of an HTTP 200 response for Authorize
 type AuthorizeResponse200Headers struct {
+	HubuReadCapability *string
 	IdempotentReplayed *string
 }
 
 // AuthorizeResponse201Headers the declared response headers of an HTTP 201 response for Authorize
 type AuthorizeResponse201Headers struct {
+	HubuReadCapability *string
 	IdempotentReplayed *string
 }
 
@@ -5274,6 +5276,11 @@ func (r GetOperationLedgerResponse) ContentType() string {
 	return ""
 }
 
+// ResumeOperationResponse200Headers the declared response headers of an HTTP 200 response for ResumeOperation
+type ResumeOperationResponse200Headers struct {
+	HubuReadCapability *string
+}
+
 type ResumeOperationResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5289,6 +5296,8 @@ type ResumeOperationResponse struct {
 	ApplicationproblemJSON404 *Problem
 	// ApplicationproblemJSON500 the response for an HTTP 500 `application/problem+json` response
 	ApplicationproblemJSON500 *Problem
+	// Headers200 the parsed response headers for an HTTP 200 response
+	Headers200 *ResumeOperationResponse200Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -6732,6 +6741,13 @@ func ParseAuthorizeResponse(rsp *http.Response) (*AuthorizeResponse, error) {
 	switch {
 	case rsp.StatusCode == 200:
 		var headers AuthorizeResponse200Headers
+		if values := rsp.Header.Values("Hubu-Read-Capability"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Hubu-Read-Capability", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.HubuReadCapability = &value
+		}
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -6742,6 +6758,13 @@ func ParseAuthorizeResponse(rsp *http.Response) (*AuthorizeResponse, error) {
 		response.Headers200 = &headers
 	case rsp.StatusCode == 201:
 		var headers AuthorizeResponse201Headers
+		if values := rsp.Header.Values("Hubu-Read-Capability"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Hubu-Read-Capability", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.HubuReadCapability = &value
+		}
 		if values := rsp.Header.Values("Idempotent-Replayed"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "Idempotent-Replayed", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
@@ -7720,6 +7743,19 @@ func ParseResumeOperationResponse(rsp *http.Response) (*ResumeOperationResponse,
 		}
 		response.ApplicationproblemJSON500 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 200:
+		var headers ResumeOperationResponse200Headers
+		if values := rsp.Header.Values("Hubu-Read-Capability"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Hubu-Read-Capability", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.HubuReadCapability = &value
+		}
+		response.Headers200 = &headers
 	}
 
 	return response, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"hubu.dev/hubu/proto/contract"
+	"hubu.dev/hubu/proto/decisionsig"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/router/registry"
@@ -37,7 +38,7 @@ func (r *Router) authorize(ctx context.Context, entry registry.Entry, img contra
 		return r.unavailable(entry.PublicHandle)
 	}
 	if op != nil {
-		a := r.afterDecision(ctx, *op)
+		a := r.afterDecision(ctx, *op, resp.HTTPResponse.Header.Get(decisionsig.ReadHeader))
 		a.Replayed = a.Replayed || resp.HTTPResponse.Header.Get("Idempotent-Replayed") == "true"
 		return a
 	}
@@ -96,7 +97,11 @@ func (r *Router) hubuRefusal(ctx context.Context, status int, body []byte, handl
 
 // afterDecision shapes Hubu's record of an operation, waiting a while for the image of one
 // that is executing.
-func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer {
+//
+// readCapability is the read capability Hubu sent with op (decisionsig.ReadHeader), if any:
+// the router passes it to Gongbu on its long-polls, which then need not ask Hubu whether this
+// credential may read the operation. It never reaches the agent or a log.
+func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation, readCapability string) answer {
 	amount := op.AmountMicros
 	a := answer{hubu: op.State,
 		ToolResult: ToolResult{Status: string(op.State), PublicHandle: op.PublicHandle, AmountMicros: &amount, Currency: op.Currency}}
@@ -139,6 +144,7 @@ func (r *Router) afterDecision(ctx context.Context, op hubuapi.Operation) answer
 		}
 		return a
 	}
+	a.readCapability = readCapability
 	return r.awaitImage(ctx, a)
 }
 
@@ -184,11 +190,15 @@ func (r *Router) awaitImage(ctx context.Context, base answer) answer {
 		submitted := gongbuapi.Submitted
 		seen = &submitted
 	}
+	var readCapability *string
+	if base.readCapability != "" {
+		readCapability = &base.readCapability
+	}
 	for {
 		wait := min(int(deadline.Sub(r.cfg.Now())/time.Second), maxGongbuWait)
 		asked := r.cfg.Now()
 		resp, err := r.cfg.Gongbu.GetOperationExecutionWithResponse(ctx, base.PublicHandle,
-			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen, EmbedImage: r.embedImage()})
+			&gongbuapi.GetOperationExecutionParams{Wait: &wait, State: seen, EmbedImage: r.embedImage(), HubuReadCapability: readCapability})
 		// A look that failed, or that came back unchanged before its wait was up (a Gongbu that
 		// does not hold requests, or a last look with less than a second left), is followed by
 		// a pause, not at once by the next.

@@ -74,6 +74,8 @@ type answer struct {
 	kept   *keptRef // the image Gongbu keeps, which a replay embeds again
 	hubu   hubuapi.OperationState
 	gongbu *gongbuapi.Execution
+	// readCapability is Hubu's read capability for the operation, passed on to Gongbu.
+	readCapability string
 }
 
 // final is the one place that decides whether an answer is the last word on its call, which

@@ -8,6 +8,7 @@ import (
 
 	"hubu.dev/hubu/kit/failpoint"
 	"hubu.dev/hubu/proto/contract"
+	"hubu.dev/hubu/proto/decisionsig"
 	"hubu.dev/hubu/router/registry"
 )
 
@@ -154,7 +155,7 @@ func (r *Router) resumeOperation(ctx context.Context, handle string) answer {
 	case err != nil:
 		return r.unavailable(handle)
 	case resp.JSON200 != nil:
-		return r.afterDecision(ctx, *resp.JSON200)
+		return r.afterDecision(ctx, *resp.JSON200, resp.HTTPResponse.Header.Get(decisionsig.ReadHeader))
 	}
 	return r.hubuRefusal(ctx, resp.StatusCode(), resp.Body, handle)
 }

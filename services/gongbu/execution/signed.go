@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -94,4 +95,19 @@ func issuedOf(c decisionsig.Claims) (gongbu.Issued, error) {
 		},
 		State: c.State, IssuedAt: c.IssuedAt,
 	}, nil
+}
+
+// MayRead reports whether capability, a read capability Hubu signed (decisionsig.ReadHeader),
+// lets caller read the operation of handle now: it verifies, is for this operation, and names
+// the caller's own token and grant. false says only that the capability does not settle it;
+// the caller then asks Hubu.
+func (s *Service) MayRead(ctx context.Context, capability string, caller gongbu.Caller, handle string) bool {
+	if capability == "" {
+		return false
+	}
+	c, err := decisionsig.VerifyRead(capability, func(kid string) (ed25519.PublicKey, bool) {
+		return s.keys.lookup(ctx, s.Authority, kid, s.Now())
+	}, s.Now())
+	return err == nil && c.PublicHandle == handle && c.Grant == caller.Grant &&
+		subtle.ConstantTimeCompare([]byte(c.Credential), []byte(decisionsig.CredentialHash(caller.Token))) == 1
 }

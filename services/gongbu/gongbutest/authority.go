@@ -85,6 +85,17 @@ func (a *Authority) SignAs(d gongbu.Decision, state string, issuedAt, expires ti
 	return sig
 }
 
+// SignRead returns the fake's read capability for the operation of handle, for the credential
+// token (with grant, "" for none), valid until expires: what Hubu sends with an authorization.
+func (a *Authority) SignRead(handle, token, grant string, expires time.Time) string {
+	c, err := decisionsig.SignRead(a.key, decisionsig.ReadClaims{PublicHandle: handle, Credential: decisionsig.CredentialHash(token),
+		Grant: grant, Audience: decisionsig.Audience, ExpiresAt: expires})
+	if err != nil {
+		panic(err)
+	}
+	return c
+}
+
 // KeyReads is how many times Gongbu read the fake's decision keys.
 func (a *Authority) KeyReads() int { return locked(&a.mu, func() int { return a.keyReads }) }
 

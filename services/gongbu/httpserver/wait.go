@@ -42,6 +42,10 @@ func (s *Server) awaitOwned(r *http.Request, handle string, wait time.Duration, 
 		return gongbu.Execution{}, nil, err
 	}
 	ctx := r.Context()
+	if s.readCapable(r, token, handle) {
+		// Hubu has already said yes, in the capability the router passed on.
+		return s.awaitChange(ctx, handle, wait, seen, func(bool) int64 { return max(embed, 0) }, nil)
+	}
 	var owned atomic.Bool
 	answered := make(chan struct{}) // closed once the check has answered, owned set before
 	refused := make(chan struct{})  // closed, before answered, if the check did not pass

@@ -275,3 +275,49 @@ func TestRefusedOwnershipEndsTheWait(t *testing.T) {
 		t.Fatalf("%d waits left behind", n)
 	}
 }
+
+// Hubu's read capability answers the ownership question: with Hubu down, a caller whose
+// capability is for this operation and its own token is served; any other capability is
+// ignored and Hubu is asked (and cannot answer).
+func TestReadCapabilitySparesTheQuestionToHubu(t *testing.T) {
+	t.Parallel()
+	b, _, d := waitable(t)
+	later := b.env.Clock.Now().Add(time.Minute)
+	read := func(token, capability string) (int, int) {
+		t.Helper()
+		c := b.client(t, token)
+		exec, err := c.GetOperationExecutionWithResponse(context.Background(), d.PublicHandle,
+			&gongbuapi.GetOperationExecutionParams{HubuReadCapability: &capability})
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := c.GetOperationImageWithResponse(context.Background(), d.PublicHandle,
+			&gongbuapi.GetOperationImageParams{HubuReadCapability: &capability})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exec.StatusCode(), img.StatusCode()
+	}
+	good := b.env.Authority.SignRead(d.PublicHandle, agentA, "", later)
+	if exec, img := read(agentA, good); exec != http.StatusOK || img != http.StatusNotFound {
+		t.Fatalf("with the capability, Hubu up: execution %d, image %d", exec, img)
+	}
+	// Gongbu holds Hubu's keys now; from here on Hubu cannot answer anything.
+	b.env.Authority.SetDown(true)
+	if exec, img := read(agentA, good); exec != http.StatusOK || img != http.StatusNotFound {
+		t.Fatalf("with the capability: execution %d, image %d; want 200 and 404 (no image yet), without Hubu", exec, img)
+	}
+	parts := strings.Split(good, ".")
+	for name, c := range map[string]struct{ token, capability string }{
+		"another agent's token":          {agentB, good},
+		"another operation's capability": {agentA, b.env.Authority.SignRead(gongbutest.NewDecision().PublicHandle, agentA, "", later)},
+		"a capability for another grant": {agentA, b.env.Authority.SignRead(d.PublicHandle, agentA, "5c1d3c52-8a7e-4b52-9d6e-3b0f3f6f2a10", later)},
+		"an expired capability":          {agentA, b.env.Authority.SignRead(d.PublicHandle, agentA, "", b.env.Clock.Now())},
+		"a decision's signature":         {agentA, b.env.Authority.Sign(d.DecisionID, later)},
+		"a capability with other claims": {agentA, strings.Join([]string{parts[0], parts[1], parts[2][:len(parts[2])-2] + "AA", parts[3]}, ".")},
+	} {
+		if exec, img := read(c.token, c.capability); exec != http.StatusServiceUnavailable || img != http.StatusServiceUnavailable {
+			t.Errorf("%s: execution %d, image %d; want 503 for both (Hubu asked, and down)", name, exec, img)
+		}
+	}
+}

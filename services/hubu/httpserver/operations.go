@@ -4,7 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
+	"time"
 
+	"hubu.dev/hubu/proto/contract"
+	"hubu.dev/hubu/proto/decisionsig"
 	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/services/hubu"
 )
@@ -25,6 +29,7 @@ func (s *Server) Authorize(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	s.grantRead(w, r, op)
 	status := http.StatusCreated
 	w.Header().Set("Idempotent-Replayed", "false")
 	if replayed {
@@ -98,6 +103,9 @@ func (s *Server) ResumeOperation(w http.ResponseWriter, r *http.Request, handle 
 		return
 	}
 	op, err := s.Lifecycle.Resume(r.Context(), principal(r), handle)
+	if err == nil {
+		s.grantRead(w, r, op)
+	}
 	s.respond(w, r, http.StatusOK, operationOf(op), err)
 }
 
@@ -171,4 +179,29 @@ func operationOf(op hubu.Operation) hubuapi.Operation {
 		out.Denial = &hubuapi.Denial{Code: hubuapi.DenialCode(op.Denial.Code), Message: op.Denial.Message}
 	}
 	return out
+}
+
+// ReadCapabilityTTL is how long a read capability lets Gongbu answer the router's long-polls
+// on an operation without asking Hubu: about as long as the router waits for a spend's image.
+// Past it Gongbu asks Hubu again, so a credential revoked meanwhile loses even the operations
+// it started within this time.
+const ReadCapabilityTTL = 2 * time.Minute
+
+// grantRead sets the read capability for op on an agent's answer (see Server.DecisionKey),
+// bound to the request's own bearer token and grant.
+func (s *Server) grantRead(w http.ResponseWriter, r *http.Request, op hubu.Operation) {
+	p := principal(r)
+	if s.DecisionKey == nil || p.Role != hubu.RoleAgent || p.AgentID != op.AgentID {
+		return
+	}
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	c, err := decisionsig.SignRead(s.DecisionKey, decisionsig.ReadClaims{
+		PublicHandle: op.PublicHandle, Credential: decisionsig.CredentialHash(token), Grant: r.Header.Get(contract.GrantHeader),
+		Audience: decisionsig.Audience, ExpiresAt: s.Now().Add(ReadCapabilityTTL),
+	})
+	if err != nil {
+		s.Logger.ErrorContext(r.Context(), "cannot sign a read capability", "err", err)
+		return
+	}
+	w.Header().Set(decisionsig.ReadHeader, c)
 }

@@ -5,6 +5,7 @@ package httpserver
 
 import (
 	"context"
+	"crypto/ed25519"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -40,7 +41,11 @@ type Server struct {
 		http.Handler
 		Paths() []string
 	}
-	metrics *metrics
+	// DecisionKey, when set, signs a read capability for each agent's authorization and
+	// resume (see decisionsig.ReadHeader), so that Gongbu lets the agent's router wait on the
+	// operation without asking Hubu. It is the key Hubu signs decisions with.
+	DecisionKey ed25519.PrivateKey
+	metrics     *metrics
 }
 
 var _ hubuapi.ServerInterface = (*Server)(nil)

@@ -49,6 +49,9 @@ type Options struct {
 	Images hubu.Images
 	// Console serves the approval console too, refreshing every 300ms.
 	Console bool
+	// SignReads makes Hubu sign a read capability for each agent's authorization and resume
+	// (httpserver.Server.DecisionKey), as a Hubu with an executor does.
+	SignReads bool
 	// RoundTrips, when set, counts what Hubu sends to Postgres (see sqltest.RoundTrips); Hubu's pool
 	// then has one connection.
 	RoundTrips *sqltest.RoundTrips
@@ -88,6 +91,7 @@ type wiring struct {
 	images      hubu.Images
 	console     bool
 	cache       bool
+	signReads   bool
 }
 
 // start wires a Hubu on pool, logging into e.Logs at e.Clock's time, and serves it over HTTP
@@ -103,6 +107,13 @@ func (w wiring) start(t testing.TB, e *Env, pool *pgxpool.Pool) (*Replica, *Cach
 	logger := slog.New(slog.NewJSONHandler(e.Logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r.Lifecycle = &lifecycle.Service{Store: r.Store, Executor: w.executor, Images: w.images, Logger: logger, Now: e.Clock.Now, RetryAfter: 10 * time.Second}
 	srv := &httpserver.Server{Store: r.Store, Lifecycle: r.Lifecycle, Logger: logger, Now: e.Clock.Now, Images: w.images}
+	if w.signReads {
+		key, err := r.Store.DecisionKey(context.Background(), e.Clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.DecisionKey = key
+	}
 	if w.console {
 		srv.Console = console.New(r.Store, &console.Options{Logger: logger, Now: e.Clock.Now, RefreshEvery: 300 * time.Millisecond, Images: w.images})
 	}
@@ -161,7 +172,7 @@ func New(t testing.TB, opts *Options) *Env {
 	} else {
 		e.Pool, e.DatabaseURL = sqltest.NewPool(t, "hubu", hubusql.Migrations())
 	}
-	e.wiring = wiring{approvalTTL: ttl, executor: exec, images: opts.Images, console: opts.Console, cache: !opts.NoCache}
+	e.wiring = wiring{approvalTTL: ttl, executor: exec, images: opts.Images, console: opts.Console, cache: !opts.NoCache, signReads: opts.SignReads}
 	var h *Replica
 	h, e.Cache = e.wiring.start(t, e, e.Pool)
 	e.Store, e.Lifecycle, e.Handler, e.URL = h.Store, h.Lifecycle, h.Handler, h.URL

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -168,14 +169,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 	defer stopBG()
 	now := failpoint.Clock()
 	store := postgres.NewStore(pool, ttl)
+	var decisionKey ed25519.PrivateKey
 	if gx != nil {
-		// Every decision handed to Gongbu goes with Hubu's signature, which Gongbu checks
-		// with the public key it reads from Hubu instead of asking about each decision.
-		key, err := store.DecisionKey(ctx, now())
-		if err != nil {
+		// Every decision handed to Gongbu goes with Hubu's signature, and every agent's
+		// authorization with a read capability for its router's long-poll: Gongbu checks both
+		// with the public key it reads from Hubu instead of asking Hubu each time.
+		if decisionKey, err = store.DecisionKey(ctx, now()); err != nil {
 			return err
 		}
-		gx.Signer = &gongbuexec.Signer{Key: key, Now: now}
+		gx.Signer = &gongbuexec.Signer{Key: decisionKey, Now: now}
 	}
 	if *cacheTTL > 0 {
 		// The listener has a connection of its own; it is stopped, and waited for, on shutdown.
@@ -197,7 +199,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		httpserver.NewOperationsCollector(pool, &metrics.QueryOptions{Refresh: *metricsRefresh, Now: now, Logger: logger}))
 	life := &lifecycle.Service{Store: store, Executor: executor, Images: images, Logger: logger, Now: now, RetryAfter: *retryAfter,
 		HandOffs: lifecycle.NewHandOffCounter(reg)}
-	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now, Images: images,
+	srv := &httpserver.Server{Store: store, Lifecycle: life, Logger: logger, Now: now, Images: images, DecisionKey: decisionKey,
 		Console: console.New(store, &console.Options{Logger: logger, Now: now, Images: images})}
 
 	ln, err := command.Listen(*listen)
