@@ -145,12 +145,13 @@ bench: ## run the benchmarks (not tests; numbers, no assertions)
 
 # Each variable, when set, overrides the program's default (go run ./e2e/cmd/hubu-loadtest --help lists them).
 .PHONY: loadtest
-loadtest: ## the load generator against a stack of its own; figures beside their targets, fails only on a wrong spend: make loadtest [SCENARIOS=latency,hubu,sessions|path] [N=200] [SESSIONS=200] [SPENDS=10] [PATH_SPENDS=50] [CLIENTS=8] [AGENTS=16] [DURATION=10s] [RENDER_TIME=0s] [PROVIDER_IGNORES_KEYS=false] [SERVICE_PROCS=cores÷4] [JSON=FILE] (docs/performance.md)
+loadtest: ## the load generator against a stack of its own, or with STACK=.hubu/stack.env through the one make up runs; figures beside their targets, fails only on a wrong spend: make loadtest [SCENARIOS=latency,hubu,sessions|path] [N=200] [SESSIONS=200] [SPENDS=10] [PATH_SPENDS=50] [CLIENTS=8] [AGENTS=16] [DURATION=10s] [RENDER_TIME=0s] [PROVIDER_IGNORES_KEYS=false] [SERVICE_PROCS=cores÷4] [STACK=FILE] [JSON=FILE] (docs/performance.md)
 	url=$$(scripts/ensure-postgres.sh); HUBU_LOADTEST_DATABASE_URL="$$url" \
 		HUBU_LOADTEST_SCENARIOS="$${SCENARIOS:-}" HUBU_LOADTEST_N="$${N:-}" HUBU_LOADTEST_SESSIONS="$${SESSIONS:-}" \
 		HUBU_LOADTEST_SPENDS="$${SPENDS:-}" HUBU_LOADTEST_PATH_SPENDS="$${PATH_SPENDS:-}" HUBU_LOADTEST_CLIENTS="$${CLIENTS:-}" HUBU_LOADTEST_AGENTS="$${AGENTS:-}" \
 		HUBU_LOADTEST_DURATION="$${DURATION:-}" HUBU_LOADTEST_RENDER_TIME="$${RENDER_TIME:-}" \
 		HUBU_LOADTEST_PROVIDER_IGNORES_KEYS="$${PROVIDER_IGNORES_KEYS:-}" HUBU_LOADTEST_SERVICE_PROCS="$${SERVICE_PROCS:-}" HUBU_LOADTEST_JSON="$${JSON:-}" \
+		HUBU_LOADTEST_STACK="$${STACK:-}" \
 		go run ./e2e/cmd/hubu-loadtest
 
 .PHONY: lint

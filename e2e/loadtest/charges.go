@@ -16,6 +16,11 @@ type charge struct {
 	// ReadyAt is when the job became Ready; mockflux reports it from its --render-time on, and
 	// nil is a mockflux (or a job) that does not say.
 	ReadyAt *time.Time `json:"ready_at"`
+	// IdempotencyKey is the key the submit carried: Gongbu's, one per decision, so that a
+	// second submit of one spend carries the key of the first.
+	IdempotencyKey *string `json:"idempotency_key"`
+	// Refunded charges were given back and count in no total.
+	Refunded bool `json:"refunded"`
 }
 
 // providerTime is how long the provider took to make the image, when the charge says.
@@ -43,8 +48,8 @@ func listCharges(ctx context.Context, flux *bflapi.ClientWithResponses) ([]charg
 	if err := json.Unmarshal(resp.Body, &body); err != nil {
 		return nil, fmt.Errorf("mockflux charges: %v", err)
 	}
-	if len(body.Charges) != resp.JSON200.Count {
-		return nil, fmt.Errorf("mockflux charges: %d listed, count says %d", len(body.Charges), resp.JSON200.Count)
+	if n := standing(body.Charges); n != resp.JSON200.Count {
+		return nil, fmt.Errorf("mockflux charges: %d listed that stand, count says %d", n, resp.JSON200.Count)
 	}
 	return body.Charges, nil
 }
@@ -59,4 +64,39 @@ func chargeCount(ctx context.Context, flux *bflapi.ClientWithResponses) (int, er
 		return 0, fmt.Errorf("mockflux charges: HTTP %d", resp.StatusCode())
 	}
 	return resp.JSON200.Count, nil
+}
+
+// standing is how many of the charges stand (were not refunded): what mockflux's count counts.
+func standing(charges []charge) int {
+	n := 0
+	for _, c := range charges {
+		if !c.Refunded {
+			n++
+		}
+	}
+	return n
+}
+
+// runCharges counts the standing charges that are the run's own, among charges others' spends
+// may have made too (a running stack): the charges of the jobs the run's answers named, and
+// every other charge under the idempotency key of one of those, which is a second submit of
+// the same spend. A spend charged twice, each charge under a job its answer did not name and a
+// key of its own, goes unseen: Gongbu gives one decision one key, so that is not how it goes.
+func runCharges(charges []charge, jobs map[string]bool) int {
+	keys := map[string]bool{}
+	for _, c := range charges {
+		if jobs[c.JobID] && c.IdempotencyKey != nil && *c.IdempotencyKey != "" {
+			keys[*c.IdempotencyKey] = true
+		}
+	}
+	n := 0
+	for _, c := range charges {
+		if c.Refunded {
+			continue
+		}
+		if jobs[c.JobID] || (c.IdempotencyKey != nil && keys[*c.IdempotencyKey]) {
+			n++
+		}
+	}
+	return n
 }

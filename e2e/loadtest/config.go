@@ -1,6 +1,7 @@
 package loadtest
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -26,6 +27,18 @@ var allScenarios = []string{ScenarioLatency, ScenarioHubu, ScenarioSessions, Sce
 
 // defaultScenarios run when none are named: path runs a second, traced stack, and is asked for.
 var defaultScenarios = []string{ScenarioLatency, ScenarioHubu, ScenarioSessions}
+
+// stackScenarios are those that run through a running stack (--stack), and its default: hubu
+// and path start processes of their own.
+var stackScenarios = []string{ScenarioLatency, ScenarioSessions}
+
+// ownStackFlags set up the stack the load test starts; --stack refuses them.
+var ownStackFlags = []string{"render-time", "provider-ignores-keys", "service-procs"}
+
+// flagEnv is the variable a flag falls back to: HUBU_LOADTEST_ and its name in capitals.
+func flagEnv(flag string) string {
+	return "HUBU_LOADTEST_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
 
 // Config is one run. ParseArgs fills it from flags and HUBU_LOADTEST_* variables; the
 // defaults are the issue's sizes.
@@ -65,6 +78,12 @@ type Config struct {
 	Name string
 	// JSONPath, when set, receives the whole report with every sample.
 	JSONPath string
+	// Stack, when set, is the env file of a stack `make up` runs (.hubu/stack.env): the latency
+	// and sessions scenarios go through it instead of a stack of the load test's own, whose
+	// settings (RenderTime, ProviderIgnoresKeys, ServiceProcs) then do not apply; the report
+	// says how the running stack's differ. The hubu and path scenarios start processes of
+	// their own and do not run with it.
+	Stack string
 
 	// Bin holds the binaries; empty builds them from RepoRoot into a temporary directory.
 	Bin stack.Binaries
@@ -81,6 +100,10 @@ its own, from the real binaries) and Hubu's API directly. Every figure is a dist
 ratio against a reference measured in the same run. It is a benchmark: it fails only when a
 spend went wrong (an error, or charges that do not match the spends), never on a timing.
 
+With --stack FILE (the env file make up writes, .hubu/stack.env) the latency and sessions
+scenarios go through that running stack instead, and the report says how its settings differ
+from the load test's own stack.
+
 usage: hubu-loadtest [flags]
 
 `
@@ -93,7 +116,8 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		fs.PrintDefaults()
 	}
 	server := fs.String("database-url", "HUBU_LOADTEST_DATABASE_URL", "", "superuser URL of the Postgres server (make loadtest passes the one scripts/ensure-postgres.sh finds)")
-	scenarios := fs.String("scenarios", "HUBU_LOADTEST_SCENARIOS", strings.Join(defaultScenarios, ","), "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", "))
+	scenarios := fs.String("scenarios", "HUBU_LOADTEST_SCENARIOS", "", "scenarios to run, comma-separated: "+strings.Join(allScenarios, ", ")+
+		" (default "+strings.Join(defaultScenarios, ",")+"; with --stack "+strings.Join(stackScenarios, ",")+")")
 	calls := fs.Int("n", "HUBU_LOADTEST_N", 200, "latency: rounds of a tools/list, a new spend and its redelivery")
 	sessions := fs.Int("sessions", "HUBU_LOADTEST_SESSIONS", 200, "sessions: concurrent MCP sessions")
 	spends := fs.Int("spends", "HUBU_LOADTEST_SPENDS", 10, "sessions: new spends per session")
@@ -110,14 +134,38 @@ func ParseArgs(args []string, getenv func(string) string, stderr io.Writer) (Con
 		"GOMAXPROCS of each Go service the spends go through (router, Hubu, Gongbu, mockflux); 0 leaves Go's default")
 	name := fs.String("name", "HUBU_LOADTEST_NAME", "loadtest", "names the run's databases: hubu_NAME, gongbu_NAME, hubu_NAME_auth, hubu_NAME_floor, pgbench_NAME")
 	jsonPath := fs.String("json", "HUBU_LOADTEST_JSON", "", "also write every figure and sample to this file as JSON")
+	stackFile := fs.String("stack", "HUBU_LOADTEST_STACK", "",
+		"the env file of a running stack (make up writes .hubu/stack.env): run the latency and sessions scenarios through it instead of a stack of the load test's own")
 	if err := fs.ParseNoArgs(args); err != nil {
 		return Config{}, err
 	}
+	if *stackFile != "" {
+		// The settings of the load test's own stack: a running stack has its own, which the
+		// report compares with the defaults of these.
+		onLine := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { onLine[f.Name] = true })
+		var given []string
+		for _, f := range ownStackFlags {
+			if env := flagEnv(f); onLine[f] || getenv(env) != "" {
+				given = append(given, fmt.Sprintf("--%s (%s)", f, env))
+			}
+		}
+		if len(given) > 0 {
+			return Config{}, fmt.Errorf("%s set up the load test's own stack; with --stack the running stack keeps its own settings, and the report says how they differ", strings.Join(given, ", "))
+		}
+	}
 	c := Config{
 		ServerURL: *server, Calls: *calls, Sessions: *sessions, Spends: *spends, PathSpends: *pathSpends, Clients: *clients, Agents: *agents,
-		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, ProviderIgnoresKeys: *ignoresKeys, ServiceProcs: *serviceProcs, Name: *name, JSONPath: *jsonPath,
+		Duration: *duration, Pgbench: *pgbench, PgbenchScale: *scale, RenderTime: *render, ProviderIgnoresKeys: *ignoresKeys, ServiceProcs: *serviceProcs, Name: *name, JSONPath: *jsonPath, Stack: *stackFile,
 	}
-	for s := range strings.SplitSeq(*scenarios, ",") {
+	names := *scenarios
+	if strings.TrimSpace(names) == "" {
+		names = strings.Join(defaultScenarios, ",")
+		if c.Stack != "" {
+			names = strings.Join(stackScenarios, ",")
+		}
+	}
+	for s := range strings.SplitSeq(names, ",") {
 		if s = strings.TrimSpace(s); s != "" && !slices.Contains(c.Scenarios, s) {
 			c.Scenarios = append(c.Scenarios, s)
 		}
@@ -137,6 +185,9 @@ func (c Config) Validate() error {
 	for _, s := range c.Scenarios {
 		if !slices.Contains(allScenarios, s) {
 			return fmt.Errorf("--scenarios: unknown scenario %q (known: %s)", s, strings.Join(allScenarios, ", "))
+		}
+		if c.Stack != "" && !slices.Contains(stackScenarios, s) {
+			return fmt.Errorf("--scenarios: %s starts processes of its own and does not run with --stack; name %s, or run it without --stack", s, strings.Join(stackScenarios, " or "))
 		}
 	}
 	positive := []struct {

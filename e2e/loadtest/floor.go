@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -69,7 +70,7 @@ func contractFloor(transport, exchange, postgresCommit, sqliteCommit Millis) Mil
 // three see the same moments of a noisy machine, and sets the floor and its ratios from the
 // transport floor and the new spends already in rep. It runs after the rounds, outside the
 // window their CPU time is measured in.
-func measureContractFloor(ctx context.Context, cfg Config, s *stack.Stack, rep *LatencyReport, n int) (*ContractFloor, error) {
+func measureContractFloor(ctx context.Context, cfg Config, t *target, rep *LatencyReport, n int) (*ContractFloor, error) {
 	ctx, cancel := context.WithTimeout(ctx, floorTimeout)
 	defer cancel()
 	dbName := floorDB(cfg.Name)
@@ -94,8 +95,14 @@ func measureContractFloor(ctx context.Context, cfg Config, s *stack.Stack, rep *
 		return nil, fmt.Errorf("create the Postgres table: %w", err)
 	}
 
-	// The router's settings (router/registry/sqlite.go, dsn), in the directory of its registry.
-	lite, err := sql.Open("sqlite", "file:"+filepath.Join(s.Config.Dir, "floor.db")+
+	// The router's settings (router/registry/sqlite.go, dsn), in the directory of its registry
+	// (a directory of its own there, removed after).
+	liteDir, err := os.MkdirTemp(t.floorDir, ".loadtest-floor-")
+	if err != nil {
+		return nil, fmt.Errorf("a directory for the SQLite file beside the router's registry: %w", err)
+	}
+	defer os.RemoveAll(liteDir)
+	lite, err := sql.Open("sqlite", "file:"+filepath.Join(liteDir, "floor.db")+
 		"?_txlock=immediate&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)")
 	if err != nil {
 		return nil, fmt.Errorf("open the SQLite file: %w", err)
@@ -108,7 +115,7 @@ func measureContractFloor(ctx context.Context, cfg Config, s *stack.Stack, rep *
 
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1}}
 	defer hc.CloseIdleConnections()
-	hubu, err := hubuapi.NewClient(s.Hubu.URL(), hubuapi.WithHTTPClient(hc))
+	hubu, err := hubuapi.NewClient(t.hubuURL, hubuapi.WithHTTPClient(hc))
 	if err != nil {
 		return nil, err
 	}

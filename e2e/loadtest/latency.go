@@ -10,7 +10,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/proto/bflapi"
 )
 
@@ -37,8 +36,11 @@ type LatencyReport struct {
 	ContractFloorError string         `json:"contract_floor_error,omitempty"`
 	// Charges is how many charges mockflux made during the scenario: one per new spend, none
 	// per redelivery.
-	Charges int      `json:"charges"`
-	Errors  errorLog `json:"errors"`
+	Charges int `json:"charges"`
+	// OwnChargesOnly says Charges counts only the charges of the run's own jobs (against a
+	// running stack, which other clients may use meanwhile), not every charge made meanwhile.
+	OwnChargesOnly bool     `json:"own_charges_only,omitempty"`
+	Errors         errorLog `json:"errors"`
 	// CPU is the processor time of each process of the stack per round (a tools/list, a new
 	// spend and its redelivery): where the machine's work goes, which on a small machine is
 	// what a spend waits on once nothing waits on a timer.
@@ -63,10 +65,10 @@ type latencySpend struct {
 	took   time.Duration
 }
 
-func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClient, flux *bflapi.ClientWithResponses, run string) (*LatencyReport, error) {
+func runLatency(ctx context.Context, cfg Config, t *target, rc *routerClient, flux *bflapi.ClientWithResponses, run string, shared bool) (*LatencyReport, error) {
 	n := cfg.Calls
 	cfg.say("latency: one session, %d rounds of a tools/list, a new spend and its redelivery ...", n)
-	rep := &LatencyReport{Calls: n, started: time.Now()}
+	rep := &LatencyReport{Calls: n, OwnChargesOnly: shared, started: time.Now()}
 	cs, err := rc.connect(ctx, "hubu-loadtest-latency")
 	if err != nil {
 		return nil, fmt.Errorf("connect to the router: %w", err)
@@ -84,9 +86,10 @@ func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClien
 	floor := make([]time.Duration, 0, n)
 	spends := make([]latencySpend, 0, n)
 	redelivered := make([]time.Duration, 0, n)
+	jobs := map[string]bool{} // every job an answer named, new spends' and redeliveries'
 	cpu := newCPUWatch([]watched{
-		{name: "router", addr: s.Router.Addr}, {name: "hubu", addr: s.Hubu.Addr}, {name: "gongbu", addr: s.Gongbu.Addr},
-		{name: "mockflux", addr: s.Flux.Addr}, {name: "postgres", addr: serverAddr(cfg.ServerURL), tree: true, comm: "postgres"},
+		{name: "router", addr: t.router}, {name: "hubu", addr: t.hubu}, {name: "gongbu", addr: t.gongbu},
+		{name: "mockflux", addr: t.flux}, {name: "postgres", addr: serverAddr(cfg.ServerURL), tree: true, comm: "postgres"},
 		{name: "load generator", self: true},
 	})
 	for i := range n {
@@ -104,10 +107,16 @@ func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClien
 			continue
 		}
 		spends = append(spends, sp)
+		jobs[sp.job] = true
 		out, took, err := spend(ctx, cs, sp.callID, sp.args)
 		problem = fmt.Sprint(err)
 		if err == nil {
 			problem = out.problem(true)
+		}
+		if problem == "" {
+			if job, err := jobID(out.Result.ImageURL); err == nil {
+				jobs[job] = true // a redelivery that made a job of its own is a charge too many
+			}
 		}
 		if problem == "" && out.PublicHandle != sp.handle {
 			problem = "answered for another operation than the first delivery"
@@ -129,7 +138,11 @@ func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClien
 	if err != nil {
 		return nil, err
 	}
-	rep.Charges = len(charges) - before
+	if shared {
+		rep.Charges = runCharges(charges, jobs)
+	} else {
+		rep.Charges = standing(charges) - before
+	}
 	rep.overheads(cfg, spends, charges)
 
 	rep.ToolsList, rep.Redelivery = NewDist(floor), NewDist(redelivered)
@@ -141,7 +154,7 @@ func runLatency(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClien
 	rep.SpendOverFloor = ratio(float64(rep.Spend.P50), float64(rep.ToolsList.P50))
 	rep.RedeliveryOverFloor = ratio(float64(rep.Redelivery.P50), float64(rep.ToolsList.P50))
 	cfg.say("latency: timing the parts of the contract floor, %d of each ...", n)
-	if rep.ContractFloor, err = measureContractFloor(ctx, cfg, s, rep, n); err != nil {
+	if rep.ContractFloor, err = measureContractFloor(ctx, cfg, t, rep, n); err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}

@@ -1,6 +1,6 @@
 // Package loadtest is `make loadtest`: it measures the spend path through the router over
-// streamable HTTP, against a stack of its own started from the real binaries, and Hubu's API
-// directly. The machines it runs on are small and noisy, so every figure is a distribution,
+// streamable HTTP, against a stack of its own started from the real binaries (or a running
+// one, Config.Stack), and Hubu's API directly. The machines it runs on are small and noisy, so every figure is a distribution,
 // or a ratio against a reference measured in the same run (the transport's floor, pgbench on
 // the same Postgres server). It is a benchmark, not a test: the targets it prints beside the
 // figures are informational, and a run fails only when a spend went wrong — an error, or
@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"hubu.dev/hubu/e2e/stack"
-	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/proto/hubuapi"
 )
 
@@ -42,6 +41,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 			os.RemoveAll(dir)
 		}
 	}()
+	if cfg.Stack != "" {
+		// Only the scenarios that go through the router run: nothing to build, no stack to start.
+		runErr, restoreErr := runAgainstStack(ctx, cfg, rep)
+		if runErr != nil {
+			return nil, errors.Join(runErr, restoreErr)
+		}
+		return rep, errors.Join(finish(cfg, rep, out), restoreErr)
+	}
 	if cfg.Bin == "" {
 		binDir, err := os.MkdirTemp("", "hubu-loadtest-bin-")
 		if err != nil {
@@ -75,13 +82,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	rep.judge()
 	keep = rep.Failed()
+	return rep, finish(cfg, rep, out)
+}
+
+// finish judges the figures and writes the report.
+func finish(cfg Config, rep *Report, out io.Writer) error {
+	rep.judge()
 	rep.WriteText(out)
 	if cfg.JSONPath != "" {
-		if err := rep.WriteJSON(cfg.JSONPath); err != nil {
-			return rep, err
-		}
+		return rep.WriteJSON(cfg.JSONPath)
 	}
-	return rep, nil
+	return nil
 }
 
 // buildBinaries builds the stack's binaries into dir, from the repository's root.
@@ -131,7 +142,7 @@ func runThroughRouter(ctx context.Context, cfg Config, dir string, rep *Report) 
 	cfg.say("starting the stack (mockflux render time %s) ...", cfg.RenderTime)
 	s, err := stack.Start(ctx, cfg.Bin, stack.Config{
 		Dir: filepath.Join(dir, "stack"), ServerURL: cfg.ServerURL, HubuDB: hubuDB, GongbuDB: gongbuDB, FluxIdempotent: !cfg.ProviderIgnoresKeys,
-		Env: cfg.stackEnv(map[string][]string{"mockflux": {"MOCKFLUX_PENDING_POLLS=0", "MOCKFLUX_RENDER_TIME=" + cfg.RenderTime.String()}}),
+		Env: cfg.stackEnv(map[string][]string{"mockflux": {"MOCKFLUX_PENDING_POLLS=" + benchmarkPendingPolls, "MOCKFLUX_RENDER_TIME=" + cfg.RenderTime.String()}}),
 	})
 	if err != nil {
 		return fmt.Errorf("start the stack: %w", err)
@@ -140,7 +151,14 @@ func runThroughRouter(ctx context.Context, cfg Config, dir string, rep *Report) 
 	if err := unlimitDemoAgent(ctx, s); err != nil {
 		return err
 	}
-	flux, err := bflapi.NewClientWithResponses(s.Flux.URL())
+	return runScenarios(ctx, cfg, ownTarget(s), rep, false)
+}
+
+// runScenarios runs the latency and sessions scenarios, those of cfg, through the router of
+// t. On a running stack (shared) other traffic may reach mockflux meanwhile: the charges
+// counted are then only those of the run's own spends.
+func runScenarios(ctx context.Context, cfg Config, t *target, rep *Report, shared bool) error {
+	flux, err := t.fluxClient()
 	if err != nil {
 		return err
 	}
@@ -148,16 +166,16 @@ func runThroughRouter(ctx context.Context, cfg Config, dir string, rep *Report) 
 	if cfg.runs(ScenarioSessions) {
 		conns = cfg.Sessions
 	}
-	rc := newRouterClient(s.Router.URL()+"/mcp", s.Credentials.RouterMCPToken, conns)
+	rc := newRouterClient(t.routerMCPURL, t.routerToken, conns)
 	defer rc.close()
 	run := runID()
 	if cfg.runs(ScenarioLatency) {
-		if rep.Latency, err = runLatency(ctx, cfg, s, rc, flux, run); err != nil {
+		if rep.Latency, err = runLatency(ctx, cfg, t, rc, flux, run, shared); err != nil {
 			return fmt.Errorf("scenario latency: %w", err)
 		}
 	}
 	if cfg.runs(ScenarioSessions) {
-		if rep.Sessions, err = runSessions(ctx, cfg, s, rc, flux, run); err != nil {
+		if rep.Sessions, err = runSessions(ctx, cfg, t, rc, flux, run, shared); err != nil {
 			return fmt.Errorf("scenario sessions: %w", err)
 		}
 	}

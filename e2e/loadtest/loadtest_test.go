@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"hubu.dev/hubu/e2e/loadtest"
 	"hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/proto/hubuapi"
 	"hubu.dev/hubu/sql/sqltest"
 )
 
@@ -256,5 +259,158 @@ func positiveDist(t *testing.T, what string, d loadtest.Dist, n int) {
 	}
 	if d.Min <= 0 || d.P50 < d.Min || d.P95 < d.P50 || d.P99 < d.P95 || d.Max < d.P99 {
 		t.Errorf("%s: percentiles out of order: %+v", what, d)
+	}
+}
+
+// TestAgainstRunningStack runs the latency and sessions scenarios at tiny sizes through a stack
+// started as make up starts it, from the env file it writes (--stack), while another client
+// spends at its mockflux: every figure is there, every spend went right and only the run's
+// charges were counted, the report names the settings that differ from the benchmark's own
+// stack, and the demo agent's policy is as it was before the run.
+func TestAgainstRunningStack(t *testing.T) {
+	server := sqltest.ServerURL(t)
+	suffix := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	hubuDB, gongbuDB := "hubu_ltstack_"+suffix, "gongbu_ltstack_"+suffix
+	t.Cleanup(func() { _ = stack.DropDatabases(context.Background(), server, hubuDB, gongbuDB) })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	s, err := stack.Start(ctx, bin, stack.Config{Dir: dir, ServerURL: server, HubuDB: hubuDB, GongbuDB: gongbuDB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	envPath := filepath.Join(dir, "stack.env")
+	if err := s.WriteEnvFile(envPath); err != nil {
+		t.Fatal(err)
+	}
+	op, err := hubuapi.NewClientWithResponses(s.Hubu.URL(), hubuapi.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+s.Credentials.OperatorToken)
+		return nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentID := uuid.MustParse(s.Credentials.AgentID)
+	policy := func() hubuapi.Policy {
+		t.Helper()
+		resp, err := op.GetAgentWithResponse(ctx, agentID)
+		if err != nil || resp.JSON200 == nil {
+			t.Fatalf("the demo agent: %v %v", err, resp)
+		}
+		return resp.JSON200.Policy
+	}
+	before := policy()
+
+	// Another client of the same mockflux, before and during the run.
+	other := func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.Flux.URL()+"/v1/flux-2-klein-4b",
+			strings.NewReader(`{"prompt": "someone else's image", "width": 512, "height": 512}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("x-key", "someone-else")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("another client's submit: %v", err)
+			return
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("another client's submit: HTTP %d", resp.StatusCode)
+		}
+	}
+	other()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 3 {
+			time.Sleep(300 * time.Millisecond)
+			other()
+		}
+	}()
+
+	env := map[string]string{"HUBU_LOADTEST_DATABASE_URL": server, "HUBU_LOADTEST_STACK": envPath}
+	jsonPath := filepath.Join(t.TempDir(), "report.json")
+	rep, out := runLoadtest(t, env, 2*time.Minute, "--n", "3", "--sessions", "2", "--spends", "2", "--name", "ltstack_"+suffix, "--json", jsonPath)
+	<-done
+	text := out.String()
+	t.Logf("the report:\n%s", text)
+	if rep.Failed() {
+		t.Fatalf("a correctness check failed:\n%s", text)
+	}
+	if rep.Hubu != nil || rep.Path != nil {
+		t.Errorf("the hubu or path scenario ran against a running stack:\n%s", text)
+	}
+	l := rep.Latency
+	if l == nil {
+		t.Fatalf("no latency scenario:\n%s", text)
+	}
+	for what, d := range map[string]loadtest.Dist{"tools/list": l.ToolsList, "new spend": l.Spend, "redelivery": l.Redelivery, "spend overhead": l.Overhead} {
+		positiveDist(t, "latency: "+what, d, 3)
+	}
+	if l.Charges != 3 || l.Errors.Count != 0 || !l.OwnChargesOnly || l.ContractFloor == nil {
+		t.Errorf("latency: %d charges, %d errors, own charges only %v, contract floor %v (%s)", l.Charges, l.Errors.Count, l.OwnChargesOnly, l.ContractFloor, l.ContractFloorError)
+	}
+	cpu := map[string]loadtest.ProcessCPU{}
+	for _, c := range l.CPU {
+		cpu[c.Process] = c
+	}
+	for _, name := range []string{"router", "hubu", "gongbu", "mockflux"} {
+		if c, ok := cpu[name]; !ok || c.Err != "" || c.GOMAXPROCS != "default" {
+			t.Errorf("latency: CPU of the stack's %s: %+v", name, c)
+		}
+	}
+	sess := rep.Sessions
+	if sess == nil || sess.Succeeded != 4 || sess.ChargesMade != 4 || sess.Errors.Count != 0 || !sess.OwnChargesOnly {
+		t.Fatalf("sessions: %+v\n%s", sess, text)
+	}
+	for _, m := range sess.Memory {
+		if m.Err != "" || m.PeakBytes <= 0 {
+			t.Errorf("sessions: memory of the stack's %s: %+v", m.Service, m)
+		}
+	}
+
+	// The settings make up runs with that the benchmark's own stack does not.
+	st := rep.Stack
+	if st == nil || st.File != envPath {
+		t.Fatalf("the report names no running stack: %+v", st)
+	}
+	differs := map[string]loadtest.StackSetting{}
+	for _, d := range st.Differing() {
+		differs[d.Setting] = d
+	}
+	for setting, want := range map[string]string{
+		"router GOMAXPROCS": "default", "hubu GOMAXPROCS": "default", "gongbu GOMAXPROCS": "default", "mockflux GOMAXPROCS": "default",
+		"mockflux pending polls": "1", "mockflux honours idempotency keys": "false", "Gongbu relies on idempotency keys": "false",
+	} {
+		if d, ok := differs[setting]; !ok || d.Stack != want {
+			t.Errorf("the report does not name %s = %s as differing: %+v", setting, want, st.Settings)
+		}
+		if !strings.Contains(text, setting+": "+want) {
+			t.Errorf("the printed report does not name %s:\n%s", setting, text)
+		}
+	}
+	if _, ok := differs["mockflux render time"]; ok {
+		t.Errorf("the render time differs from 0s: %+v", st.Settings)
+	}
+	if !strings.Contains(text, "against a running stack: "+envPath) || !strings.Contains(st.Postgres, "which the stack's Hubu uses too") ||
+		!strings.Contains(st.DemoAgent, "restored") {
+		t.Errorf("the report's stack block: %+v\n%s", st, text)
+	}
+	raw, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromJSON struct {
+		Stack *loadtest.StackReport `json:"stack"`
+	}
+	if err := json.Unmarshal(raw, &fromJSON); err != nil || fromJSON.Stack == nil || len(fromJSON.Stack.Differing()) != len(differs) {
+		t.Errorf("the JSON report's stack: %v %+v", err, fromJSON.Stack)
+	}
+
+	if after := policy(); !reflect.DeepEqual(after, before) {
+		t.Errorf("the demo agent's policy after the run:\n%+v\nwant, as before it:\n%+v", after, before)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".loadtest-floor-*")); len(left) > 0 {
+		t.Errorf("the contract floor's SQLite file is left in the stack's directory: %v", left)
 	}
 }

@@ -27,6 +27,9 @@ type Report struct {
 	Hubu      *HubuReport     `json:"hubu,omitempty"`
 	Sessions  *SessionsReport `json:"sessions,omitempty"`
 	Path      *PathReport     `json:"path,omitempty"`
+	// Stack is the running stack the run went through (--stack), and how it differs from the
+	// load test's own; nil when the load test started its own.
+	Stack *StackReport `json:"stack,omitempty"`
 	// Checks are every figure that has a target, in the order printed.
 	Checks []Check `json:"checks"`
 }
@@ -106,7 +109,7 @@ func (r *Report) judge() {
 		add(ScenarioLatency, "redelivery ÷ transport floor, p50", l.RedeliveryOverFloor.String(), "≤ "+times(targetRedeliveryFloor),
 			l.RedeliveryOverFloor.Value <= targetRedeliveryFloor, l.RedeliveryOverFloor.Valid, false)
 		add(ScenarioLatency, "errors", strconv.Itoa(l.Errors.Count), "0", l.Errors.Count == 0, true, true)
-		add(ScenarioLatency, "charges at mockflux", strconv.Itoa(l.Charges), fmt.Sprintf("= %d (one per new spend)", l.Calls),
+		add(ScenarioLatency, "charges at mockflux", strconv.Itoa(l.Charges), fmt.Sprintf("= %d (one per new spend%s)", l.Calls, ownCharges(l.OwnChargesOnly)),
 			l.Charges == l.Calls, true, true)
 	}
 	if h := r.Hubu; h != nil {
@@ -120,7 +123,7 @@ func (r *Report) judge() {
 	if s := r.Sessions; s != nil {
 		known := s.Latency.N > 0
 		add(ScenarioSessions, "errors", strconv.Itoa(s.Errors.Count), "0", s.Errors.Count == 0, true, true)
-		add(ScenarioSessions, "charges at mockflux", strconv.Itoa(s.ChargesMade), fmt.Sprintf("= %d (sessions × spends)", s.ChargesExpected),
+		add(ScenarioSessions, "charges at mockflux", strconv.Itoa(s.ChargesMade), fmt.Sprintf("= %d (sessions × spends%s)", s.ChargesExpected, ownCharges(s.OwnChargesOnly)),
 			s.ChargesMade == s.ChargesExpected, true, true)
 		add(ScenarioSessions, "spends per second", strconv.FormatFloat(s.PerSecond, 'f', 1, 64), "≥ "+strconv.FormatFloat(targetSessionsPerSec, 'f', 0, 64),
 			s.PerSecond >= targetSessionsPerSec, known, false)
@@ -135,6 +138,14 @@ func (r *Report) judge() {
 	if p := r.Path; p != nil {
 		add(ScenarioPath, "errors", strconv.Itoa(p.Errors.Count), "0", p.Errors.Count == 0, true, true)
 	}
+}
+
+// ownCharges says, beside a charges target, that only the run's own charges were counted.
+func ownCharges(own bool) string {
+	if own {
+		return "; this run's jobs only"
+	}
+	return ""
 }
 
 func times(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) + "×" }
@@ -164,8 +175,13 @@ func (c reportConfig) keys() string {
 
 // WriteText prints the report as tables.
 func (r *Report) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s%s%s\n",
-		r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime, r.Config.keys(), r.Config.serviceProcs())
+	if r.Stack != nil {
+		fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s\n", r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS)
+		r.Stack.write(w)
+	} else {
+		fmt.Fprintf(w, "\nHubu load test, %s: %d CPUs, %s, %s; mockflux render time %s%s%s\n",
+			r.Date.Format("2006-01-02 15:04 UTC"), r.CPUs, r.GoVersion, r.OS, r.Config.RenderTime, r.Config.keys(), r.Config.serviceProcs())
+	}
 	if l := r.Latency; l != nil {
 		fmt.Fprintf(w, "\n1. latency: one MCP session through the router (streamable HTTP), %d rounds of a tools/list, a new spend and its redelivery, in %s\n\n", l.Calls, l.Elapsed)
 		tw := newTable(w)

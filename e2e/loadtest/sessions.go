@@ -9,7 +9,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"hubu.dev/hubu/e2e/stack"
 	"hubu.dev/hubu/proto/bflapi"
 )
 
@@ -23,6 +22,9 @@ type SessionsReport struct {
 	// ChargesExpected is one per spend; ChargesMade is how many mockflux made during the scenario.
 	ChargesExpected int `json:"charges_expected"`
 	ChargesMade     int `json:"charges_made"`
+	// OwnChargesOnly says ChargesMade counts only the charges of the run's own jobs (against a
+	// running stack, which other clients may use meanwhile), not every charge made meanwhile.
+	OwnChargesOnly bool `json:"own_charges_only,omitempty"`
 	// Elapsed runs from the moment every session starts spending to the last answer.
 	Elapsed   Millis  `json:"elapsed_ms"`
 	PerSecond float64 `json:"spends_per_second"`
@@ -47,8 +49,8 @@ type ServiceMemory struct {
 // what the scenario measures.
 const connectAtOnce = 16
 
-func runSessions(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClient, flux *bflapi.ClientWithResponses, run string) (*SessionsReport, error) {
-	rep := &SessionsReport{Sessions: cfg.Sessions, Spends: cfg.Spends, ChargesExpected: cfg.Sessions * cfg.Spends}
+func runSessions(ctx context.Context, cfg Config, t *target, rc *routerClient, flux *bflapi.ClientWithResponses, run string, shared bool) (*SessionsReport, error) {
+	rep := &SessionsReport{Sessions: cfg.Sessions, Spends: cfg.Spends, ChargesExpected: cfg.Sessions * cfg.Spends, OwnChargesOnly: shared}
 	cfg.say("sessions: opening %d MCP sessions ...", cfg.Sessions)
 	sessions, err := connectAll(ctx, rc, cfg.Sessions)
 	defer func() {
@@ -61,15 +63,12 @@ func runSessions(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClie
 	if err != nil {
 		return nil, err
 	}
-	services := []struct {
-		name string
-		p    *stack.Process
-	}{{"router", s.Router}, {"hubu", s.Hubu}, {"gongbu", s.Gongbu}}
+	services := []struct{ name, addr string }{{"router", t.router}, {"hubu", t.hubu}, {"gongbu", t.gongbu}}
 	pids := make([]int, len(services))
 	rep.Memory = make([]ServiceMemory, len(services))
 	for i, svc := range services {
 		rep.Memory[i] = ServiceMemory{Service: svc.name, PeakSince: "process start"}
-		if pids[i], err = pidListening(svc.p.Addr); err != nil {
+		if pids[i], err = pidListening(svc.addr); err != nil {
 			rep.Memory[i].Err = err.Error()
 			continue
 		}
@@ -87,6 +86,7 @@ func runSessions(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClie
 	var (
 		mu      sync.Mutex
 		latency = make([]time.Duration, 0, rep.ChargesExpected)
+		jobs    = make(map[string]bool, rep.ChargesExpected) // the jobs the answers named
 		wg      sync.WaitGroup
 		start   = make(chan struct{})
 	)
@@ -97,12 +97,19 @@ func runSessions(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClie
 				callID := fmt.Sprintf("call_loadtest_%s_sessions_%04d_%04d", run, si, i)
 				out, took, err := spend(ctx, cs, callID, spendArgs(fmt.Sprintf("load test %s: session %d, spend %d", run, si, i)))
 				problem := "transport: " + fmt.Sprint(err)
+				var job string
 				if err == nil {
 					problem = out.problem(false)
+				}
+				if problem == "" {
+					if job, err = jobID(out.Result.ImageURL); err != nil {
+						problem = err.Error()
+					}
 				}
 				mu.Lock()
 				if problem == "" {
 					latency = append(latency, took)
+					jobs[job] = true
 				} else {
 					rep.Errors.add(problem)
 				}
@@ -132,11 +139,19 @@ func runSessions(ctx context.Context, cfg Config, s *stack.Stack, rc *routerClie
 		}
 		rep.Memory[i].Memory = m
 	}
-	after, err := chargeCount(ctx, flux)
-	if err != nil {
-		return nil, err
+	if shared {
+		charges, err := listCharges(ctx, flux)
+		if err != nil {
+			return nil, err
+		}
+		rep.ChargesMade = runCharges(charges, jobs)
+	} else {
+		after, err := chargeCount(ctx, flux)
+		if err != nil {
+			return nil, err
+		}
+		rep.ChargesMade = after - before
 	}
-	rep.ChargesMade = after - before
 	rep.Succeeded = len(latency)
 	rep.Latency = NewDist(latency)
 	rep.PerSecond = float64(rep.Succeeded) / time.Duration(rep.Elapsed).Seconds()

@@ -1,6 +1,6 @@
 // Command hubu-loadtest is `make loadtest`: it measures the spend path through the router
 // and Hubu's API directly, against a stack of its own (package hubu.dev/hubu/e2e/loadtest),
-// and prints every figure beside its target. Exit status: 0 the run was made and every
+// or with --stack through a stack make up runs, and prints every figure beside its target. Exit status: 0 the run was made and every
 // spend went right (whatever the timings); 1 a spend went wrong (an error, or charges that
 // do not match the spends) or the run could not be made; 2 a usage or settings error.
 package main
