@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -226,15 +225,11 @@ func (c Config) say(format string, args ...any) {
 }
 
 // goServices are the processes of a stack that are Go programs with their own scheduler: the
-// ones ServiceProcs applies to (e2e/stack names them so).
-var goServices = []string{"router", "hubu", "gongbu", "mockflux"}
+// ones ServiceProcs applies to.
+var goServices = stack.GoServices
 
-// DefaultServiceProcs shares the machine's cores evenly among the stack's Go services, at
-// least one each. Left at Go's default, each of them runs as many schedulers as the machine has
-// cores, and on a small machine they spin looking for work the others are doing: on 2 cores a
-// round of the latency scenario cost about a third more CPU that way (docs/performance.md). A
-// container's CPU limit does not get there on its own: Go rounds a limit below 2 up to 2.
-func DefaultServiceProcs() int { return max(1, runtime.NumCPU()/len(goServices)) }
+// DefaultServiceProcs is stack.SharedProcs, the GOMAXPROCS make up gives each service too.
+func DefaultServiceProcs() int { return stack.SharedProcs() }
 
 // stackEnv is the environment of a stack's processes, by name: extra, and each Go service's
 // GOMAXPROCS.

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"strconv"
 )
 
 // Place is where `make up` keeps one stack: its state directory (stack.env, stack.pid, the
@@ -45,4 +47,24 @@ func (p Place) Flag() string {
 		return ""
 	}
 	return " NAME=" + p.Name
+}
+
+// GoServices are the stack's processes that are Go programs with a scheduler of their own.
+var GoServices = []string{"router", "hubu", "gongbu", "mockflux"}
+
+// SharedProcs is the GOMAXPROCS that shares the machine's cores evenly among GoServices, at
+// least one each. Left at Go's default, each of them runs as many schedulers as the machine has
+// cores, and on a small machine they spin looking for work the others are doing: on 2 cores a
+// round of the load test's latency scenario cost about a third more CPU that way
+// (docs/performance.md). A container's CPU limit does not get there on its own: Go rounds a
+// limit below 2 up to 2.
+func SharedProcs() int { return max(1, runtime.NumCPU()/len(GoServices)) }
+
+// ProcsEnv gives each of GoServices GOMAXPROCS=procs, for Config.Env.
+func ProcsEnv(procs int) map[string][]string {
+	env := make(map[string][]string, len(GoServices))
+	for _, name := range GoServices {
+		env[name] = []string{"GOMAXPROCS=" + strconv.Itoa(procs)}
+	}
+	return env
 }

@@ -71,9 +71,14 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 			return err
 		}
 	}
+	procs, err := serviceProcs(getenv)
+	if err != nil {
+		return err
+	}
 	s, err := stack.Start(ctx, bin, stack.Config{
 		Dir: place.Dir, ServerURL: serverURL, HubuDB: place.HubuDB, GongbuDB: place.GongbuDB, BFLAPIKey: bflKey, Progress: out,
 		HubuAddr: addrs["hubu"], GongbuAddr: addrs["gongbu"], FluxAddr: addrs["mockflux"], RouterAddr: addrs["router"],
+		Env: stack.ProcsEnv(procs),
 	})
 	if err != nil {
 		return err
@@ -94,6 +99,21 @@ func run(ctx context.Context, getenv func(string) string, out io.Writer) error {
 	s.Stop()
 	os.Remove(envPath)
 	return nil
+}
+
+// serviceProcs is the GOMAXPROCS of each of the stack's Go services: GOMAXPROCS when the
+// environment sets it, else an even share of the machine's cores (stack.SharedProcs), since the
+// four services and Postgres share one machine.
+func serviceProcs(getenv func(string) string) (int, error) {
+	v := getenv("GOMAXPROCS")
+	if v == "" {
+		return stack.SharedProcs(), nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("GOMAXPROCS=%q: want a positive number (the GOMAXPROCS of each service)", v)
+	}
+	return n, nil
 }
 
 // printConnect says how to use the stack. Every indented command line works when pasted
