@@ -87,11 +87,7 @@ func runLatency(ctx context.Context, cfg Config, t *target, rc *routerClient, fl
 	spends := make([]latencySpend, 0, n)
 	redelivered := make([]time.Duration, 0, n)
 	jobs := map[string]bool{} // every job an answer named, new spends' and redeliveries'
-	cpu := newCPUWatch([]watched{
-		{name: "router", addr: t.router}, {name: "hubu", addr: t.hubu}, {name: "gongbu", addr: t.gongbu},
-		{name: "mockflux", addr: t.flux}, {name: "postgres", addr: serverAddr(cfg.ServerURL), tree: true, comm: "postgres"},
-		{name: "load generator", self: true},
-	})
+	cpu := newCPUWatch(stackProcesses(cfg, t))
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -130,7 +126,7 @@ func runLatency(ctx context.Context, cfg Config, t *target, rc *routerClient, fl
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	rep.CPU = cpu.stop(n)
+	rep.CPU = perRound(cpu.stop(), n)
 	rep.RoundTime = Millis(cpu.done.Sub(cpu.started) / time.Duration(n))
 	rep.Elapsed = Millis(time.Since(rep.started))
 

@@ -141,9 +141,27 @@ func TestSmoke(t *testing.T) {
 	if len(pids) != 3 {
 		t.Errorf("sessions: the three services' memory was read from %d processes", len(pids))
 	}
+	// The CPU time of every process over the scenario, per spend: each was found and read
+	// (Postgres perhaps not, as above), and the shares of those read add up to about one.
+	var sum, share float64
+	sessCPU := map[string]loadtest.SpendCPU{}
+	for _, c := range s.CPU {
+		sessCPU[c.Process] = c
+		sum += float64(c.PerSpend)
+		share += c.Share
+	}
+	for _, name := range []string{"router", "hubu", "gongbu", "mockflux", "postgres", "load generator"} {
+		if c, ok := sessCPU[name]; !ok || (c.Err != "" && name != "postgres") {
+			t.Errorf("sessions: CPU of %s: %+v", name, c)
+		}
+	}
+	if s.CPUPerSpend <= 0 || float64(s.CPUPerSpend)-sum > float64(len(s.CPU)) || share < 0.99 || share > 1.01 {
+		t.Errorf("sessions: CPU per spend %s (the processes' sum %v ns), shares adding up to %f", s.CPUPerSpend, sum, share)
+	}
 
 	text := out.String()
-	for _, want := range []string{"1. latency", "2. hubu", "3. sessions", "charges at mockflux *", "router peak RSS", "≤ 40.0 MB", "hot agent ÷ pgbench -N -c 1"} {
+	for _, want := range []string{"1. latency", "2. hubu", "3. sessions", "charges at mockflux *", "router peak RSS", "≤ 60.0 MB", "hot agent ÷ pgbench -N -c 1",
+		"new spend ÷ contract floor, p50", "new spend ÷ transport floor, p50", "CPU time per spend", "CPU per spend, all processes", "compare across runs"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the printed report has no %q:\n%s", want, text)
 		}
@@ -156,6 +174,11 @@ func TestSmoke(t *testing.T) {
 		} `json:"latency"`
 		Sessions struct {
 			ChargesMade int `json:"charges_made"`
+			CPU         []struct {
+				Process  string  `json:"process"`
+				PerSpend float64 `json:"per_spend_ms"`
+			} `json:"cpu_per_spend"`
+			CPUPerSpend float64 `json:"cpu_per_spend_all_ms"`
 		} `json:"sessions"`
 		Checks []loadtest.Check `json:"checks"`
 	}
@@ -166,7 +189,8 @@ func TestSmoke(t *testing.T) {
 	if err := json.Unmarshal(raw, &fromJSON); err != nil {
 		t.Fatalf("the JSON report: %v", err)
 	}
-	if len(fromJSON.Latency.Spend.Samples) != 3 || fromJSON.Sessions.ChargesMade != 4 || len(fromJSON.Checks) != len(rep.Checks) {
+	if len(fromJSON.Latency.Spend.Samples) != 3 || fromJSON.Sessions.ChargesMade != 4 || len(fromJSON.Checks) != len(rep.Checks) ||
+		len(fromJSON.Sessions.CPU) != len(s.CPU) || fromJSON.Sessions.CPUPerSpend <= 0 {
 		t.Errorf("the JSON report lacks figures: %s", raw)
 	}
 
@@ -366,6 +390,15 @@ func TestAgainstRunningStack(t *testing.T) {
 	for _, m := range sess.Memory {
 		if m.Err != "" || m.PeakBytes <= 0 {
 			t.Errorf("sessions: memory of the stack's %s: %+v", m.Service, m)
+		}
+	}
+	if sess.CPUPerSpend <= 0 {
+		t.Errorf("sessions: no CPU per spend: %+v", sess.CPU)
+	}
+	// Through a running stack, the sessions scenario is held to make up's targets.
+	for _, want := range []string{"≥ 100 (through a running stack)", "≤ 3s (through a running stack)"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the printed report has no %q:\n%s", want, text)
 		}
 	}
 

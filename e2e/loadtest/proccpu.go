@@ -2,6 +2,7 @@ package loadtest
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,7 +17,7 @@ const userHZ = 100
 
 // ProcessCPU is the processor time one process of the stack (or the Postgres server, with
 // every process it started, or the load generator itself) spent during the latency
-// scenario's rounds, per round.
+// scenario's rounds, per round (the sessions scenario's, per spend, is SpendCPU).
 type ProcessCPU struct {
 	Process  string `json:"process"`
 	PerRound Millis `json:"per_round_ms"`
@@ -104,26 +105,90 @@ func (w *cpuWatch) readOrder() []int {
 	return order
 }
 
-// stop reads each process's CPU time again and returns what each spent since the start,
-// divided by rounds.
-func (w *cpuWatch) stop(rounds int) []ProcessCPU {
+// cpuSpent is one process's CPU time over a watch's window.
+type cpuSpent struct {
+	process    string
+	gomaxprocs string // ProcessCPU.GOMAXPROCS
+	spent      time.Duration
+	err        string // why it could not be measured
+}
+
+// stop reads each process's CPU time again and returns what each spent since the start.
+func (w *cpuWatch) stop() []cpuSpent {
 	w.done = time.Now()
-	out := make([]ProcessCPU, len(w.procs))
+	out := make([]cpuSpent, len(w.procs))
 	for _, i := range w.readOrder() {
-		out[i] = ProcessCPU{Process: w.procs[i].name, GOMAXPROCS: w.maxProcs[i], Err: w.errs[i]}
+		out[i] = cpuSpent{process: w.procs[i].name, gomaxprocs: w.maxProcs[i], err: w.errs[i]}
 		if w.errs[i] != "" {
 			continue
 		}
 		now, err := readTree(w.roots[i], w.procs[i].tree)
 		if err != nil {
-			out[i].Err = err.Error()
+			out[i].err = err.Error()
 			continue
 		}
-		if rounds > 0 {
-			out[i].PerRound = Millis(spentBetween(w.before[i], now, w.roots[i]) / time.Duration(rounds))
+		out[i].spent = spentBetween(w.before[i], now, w.roots[i])
+	}
+	return out
+}
+
+// stackProcesses are the processes whose CPU time the latency and sessions scenarios measure:
+// the stack's four, the Postgres server with every process it started, and the load generator.
+func stackProcesses(cfg Config, t *target) []watched {
+	return []watched{
+		{name: "router", addr: t.router}, {name: "hubu", addr: t.hubu}, {name: "gongbu", addr: t.gongbu},
+		{name: "mockflux", addr: t.flux}, {name: "postgres", addr: serverAddr(cfg.ServerURL), tree: true, comm: "postgres"},
+		{name: "load generator", self: true},
+	}
+}
+
+// perRound is the latency scenario's CPU time of each process, divided by its rounds.
+func perRound(spent []cpuSpent, rounds int) []ProcessCPU {
+	out := make([]ProcessCPU, len(spent))
+	for i, c := range spent {
+		out[i] = ProcessCPU{Process: c.process, GOMAXPROCS: c.gomaxprocs, Err: c.err}
+		if c.err == "" && rounds > 0 {
+			out[i].PerRound = Millis(c.spent / time.Duration(rounds))
 		}
 	}
 	return out
+}
+
+// SpendCPU is the processor time one process (as ProcessCPU) spent over the sessions scenario,
+// per succeeded spend, and its share of what all the processes measured spent.
+type SpendCPU struct {
+	Process    string  `json:"process"`
+	PerSpend   Millis  `json:"per_spend_ms"`
+	Share      float64 `json:"share"` // from 0 to 1
+	GOMAXPROCS string  `json:"gomaxprocs,omitempty"`
+	Err        string  `json:"error,omitempty"`
+}
+
+// perSpend is the sessions scenario's CPU time of each process, divided by the succeeded
+// spends, with each one's share; and the sum of them all (0 when no spend succeeded or no
+// process could be read).
+func perSpend(spent []cpuSpent, spends int) (each []SpendCPU, all Millis) {
+	var total time.Duration
+	for _, c := range spent {
+		if c.err == "" {
+			total += c.spent
+		}
+	}
+	each = make([]SpendCPU, len(spent))
+	for i, c := range spent {
+		each[i] = SpendCPU{Process: c.process, GOMAXPROCS: c.gomaxprocs, Err: c.err}
+		if c.err != "" || spends <= 0 {
+			continue
+		}
+		each[i].PerSpend = Millis(c.spent / time.Duration(spends))
+		if total > 0 {
+			each[i].Share = math.Round(float64(c.spent)/float64(total)*1000) / 1000
+		}
+	}
+	if spends > 0 {
+		all = Millis(total / time.Duration(spends))
+	}
+	return each, all
 }
 
 // spentBetween is the CPU time a process tree spent between two readings: each live process's

@@ -13,7 +13,7 @@ import (
 )
 
 // SessionsReport is scenario 3: many MCP sessions at once, each making new spends one after
-// another, with every service's memory under that load.
+// another, with every service's memory under that load and the CPU time a spend costs.
 type SessionsReport struct {
 	Sessions  int      `json:"sessions"`
 	Spends    int      `json:"spends_per_session"`
@@ -32,6 +32,23 @@ type SessionsReport struct {
 	Latency Dist `json:"latency"`
 	// Memory is per service (router, hubu, gongbu), read when the last spend was answered.
 	Memory []ServiceMemory `json:"memory"`
+	// CPU is the processor time of each process the latency scenario measures (the stack's
+	// four, the Postgres server with its backends, the load generator) over the scenario
+	// (Elapsed's window), per succeeded spend, and its share; CPUPerSpend is their sum, over
+	// the processes that could be read (0 when none could, or no spend succeeded).
+	CPU         []SpendCPU `json:"cpu_per_spend"`
+	CPUPerSpend Millis     `json:"cpu_per_spend_all_ms"`
+}
+
+// cpuUnknown names the processes whose CPU time could not be read.
+func (s *SessionsReport) cpuUnknown() []string {
+	var unknown []string
+	for _, c := range s.CPU {
+		if c.Err != "" {
+			unknown = append(unknown, c.Process)
+		}
+	}
+	return unknown
 }
 
 // ServiceMemory is one service's resident memory under the load.
@@ -120,10 +137,12 @@ func runSessions(ctx context.Context, cfg Config, t *target, rc *routerClient, f
 			}
 		})
 	}
+	cpu := newCPUWatch(stackProcesses(cfg, t))
 	began := time.Now()
 	close(start)
 	wg.Wait()
 	rep.Elapsed = Millis(time.Since(began))
+	spent := cpu.stop()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
@@ -153,6 +172,7 @@ func runSessions(ctx context.Context, cfg Config, t *target, rc *routerClient, f
 		rep.ChargesMade = after - before
 	}
 	rep.Succeeded = len(latency)
+	rep.CPU, rep.CPUPerSpend = perSpend(spent, rep.Succeeded)
 	rep.Latency = NewDist(latency)
 	rep.PerSecond = float64(rep.Succeeded) / time.Duration(rep.Elapsed).Seconds()
 	return rep, nil

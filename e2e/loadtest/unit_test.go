@@ -155,7 +155,7 @@ func TestCPUWatch(t *testing.T) {
 		return runningCPU >= 50*time.Millisecond
 	})
 
-	got := w.stop(1)
+	got := perRound(w.stop(), 1)
 	if got[0].Err == "" || got[0].Process != "nobody" {
 		t.Errorf("a process nobody runs: %+v", got[0])
 	}
@@ -175,7 +175,7 @@ func TestCPUWatch(t *testing.T) {
 	}
 
 	other := newCPUWatch([]watched{{name: "postgres", addr: listening(t), comm: "postgres"}})
-	if got := other.stop(1); got[0].Err == "" || !strings.Contains(got[0].Err, "is not postgres") {
+	if got := perRound(other.stop(), 1); got[0].Err == "" || !strings.Contains(got[0].Err, "is not postgres") {
 		t.Errorf("a process of another name: %+v", got[0])
 	}
 }
@@ -426,7 +426,7 @@ func TestJudge(t *testing.T) {
 				Redelivery: dist(time.Millisecond), Overhead: dist(time.Second),
 				SpendOverFloor: ratio(1000, 1), RedeliveryOverFloor: ratio(1, 1)},
 			Sessions: &SessionsReport{ChargesExpected: 4, ChargesMade: 4, Succeeded: 4, PerSecond: 3, Latency: dist(time.Second),
-				Memory: []ServiceMemory{{Service: "router", Pid: 1, Memory: Memory{PeakBytes: 50e6, CurrentBytes: 1}}}},
+				Memory: []ServiceMemory{{Service: "router", Pid: 1, Memory: Memory{PeakBytes: 61e6, CurrentBytes: 1}}}},
 			Hubu: &HubuReport{Agents: 16, Clients: 8, Spread: &Throughput{}, Hot: &Throughput{}, PgbenchSkipped: "pgbench is not installed"},
 		}
 	}
@@ -442,10 +442,16 @@ func TestJudge(t *testing.T) {
 	for figure, want := range map[string]string{
 		"latency: spend overhead p50": notMet, "latency: redelivery ÷ transport floor, p50": met, "sessions: router peak RSS": notMet,
 		"sessions: spend latency p99": met, "hubu: hot agent ÷ pgbench -N -c 1": na, "latency: charges at mockflux": met,
+		"latency: new spend ÷ contract floor, p50": na, // no contract floor measured
+		"sessions: CPU per spend, all processes":   na, // no CPU measured
 	} {
 		if status[figure] != want {
 			t.Errorf("%s: %q, want %q", figure, status[figure], want)
 		}
+	}
+	// The transport floor's ratio to a new spend is a figure without a target now.
+	if _, ok := status["latency: spend ÷ transport floor, p50"]; ok {
+		t.Errorf("spend ÷ transport floor is judged: %+v", r.Checks)
 	}
 
 	for name, spoil := range map[string]func(*Report){
@@ -461,6 +467,129 @@ func TestJudge(t *testing.T) {
 		r.judge()
 		if !r.Failed() {
 			t.Errorf("%s: the run passes", name)
+		}
+	}
+}
+
+// TestTargets checks each figure against the targets of issue 29, just within and just
+// beyond each, and the sessions scenario's own targets through a running stack.
+func TestTargets(t *testing.T) {
+	dist := func(d time.Duration) Dist { return NewDist([]time.Duration{d}) }
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	report := func(within bool, stack bool) *Report {
+		pick := func(in, out float64) float64 {
+			if within {
+				return in
+			}
+			return out
+		}
+		r := &Report{
+			Latency: &LatencyReport{Calls: 1, Charges: 1, ToolsList: dist(time.Millisecond),
+				Overhead:            Dist{N: 1, P50: Millis(ms(pick(8, 8.1))), P99: Millis(ms(pick(25, 25.1)))},
+				SpendOverFloor:      ratio(100, 1), // no target: never judged, however large
+				RedeliveryOverFloor: ratio(pick(1.25, 1.26), 1),
+				ContractFloor:       &ContractFloor{SpendOverFloor: ratio(pick(3, 3.01), 1)}},
+			Hubu: &HubuReport{Agents: 16, Clients: 8, Spread: &Throughput{}, Hot: &Throughput{},
+				SpreadOverPgbench: ratio(pick(0.6, 0.59), 1), HotOverPgbench1: ratio(pick(0.5, 0.49), 1)},
+			Sessions: &SessionsReport{ChargesExpected: 1, ChargesMade: 1, Succeeded: 1, Latency: Dist{N: 1},
+				Memory: []ServiceMemory{
+					{Service: "router", Pid: 1, Memory: Memory{PeakBytes: int64(pick(60e6, 60e6+1))}},
+					{Service: "hubu", Pid: 2, Memory: Memory{PeakBytes: int64(pick(80e6, 80e6+1))}},
+					{Service: "gongbu", Pid: 3, Memory: Memory{PeakBytes: int64(pick(80e6, 80e6+1))}},
+				},
+				CPU:         []SpendCPU{{Process: "router", PerSpend: Millis(4 * time.Millisecond), Share: 1}, {Process: "postgres", Err: "permission denied"}},
+				CPUPerSpend: Millis(4 * time.Millisecond)},
+		}
+		if stack {
+			r.Stack = &StackReport{}
+			r.Sessions.PerSecond = pick(100, 99.9)
+			r.Sessions.Latency.P99 = Millis(ms(pick(3000, 3001)))
+		} else {
+			r.Sessions.PerSecond = pick(120, 119.9)
+			r.Sessions.Latency.P99 = Millis(ms(pick(2500, 2501)))
+		}
+		r.judge()
+		return r
+	}
+	want := map[string]string{
+		"latency: spend overhead p50":                "≤ 8ms",
+		"latency: spend overhead p99":                "≤ 25ms",
+		"latency: new spend ÷ contract floor, p50":   "≤ 3×",
+		"latency: redelivery ÷ transport floor, p50": "≤ 1.25×",
+		"hubu: 16 agents ÷ pgbench -N -c 8":          "≥ 0.6×",
+		"hubu: hot agent ÷ pgbench -N -c 1":          "≥ 0.5×",
+		"sessions: spends per second":                "≥ 120",
+		"sessions: spend latency p99":                "≤ 2.5s",
+		"sessions: router peak RSS":                  "≤ 60.0 MB",
+		"sessions: hubu peak RSS":                    "≤ 80.0 MB",
+		"sessions: gongbu peak RSS":                  "≤ 80.0 MB",
+	}
+	onStack := map[string]string{
+		"sessions: spends per second": "≥ 100 (through a running stack)",
+		"sessions: spend latency p99": "≤ 3s (through a running stack)",
+	}
+	for _, stack := range []bool{false, true} {
+		for _, within := range []bool{true, false} {
+			r := report(within, stack)
+			if r.Failed() {
+				t.Fatalf("a missed target fails the run: %+v", r.Checks)
+			}
+			checks := map[string]Check{}
+			for _, c := range r.Checks {
+				checks[c.Scenario+": "+c.Figure] = c
+			}
+			for figure, target := range want {
+				if stack {
+					if !strings.HasPrefix(figure, "sessions: ") {
+						continue
+					}
+					target = cmp.Or(onStack[figure], target)
+				}
+				wantStatus := notMet
+				if within {
+					wantStatus = met
+				}
+				if c, ok := checks[figure]; !ok || c.Target != target || c.Status != wantStatus {
+					t.Errorf("stack %v, within %v: %s: %+v, want target %q, %s", stack, within, figure, c, target, wantStatus)
+				}
+			}
+			// CPU per spend is read across runs: printed with its target, never judged.
+			if c := checks["sessions: CPU per spend, all processes"]; c.Status != unjudged || c.Value != "4.00ms (all but postgres)" ||
+				!strings.Contains(c.Target, "compare across runs") {
+				t.Errorf("CPU per spend: %+v", c)
+			}
+			if _, ok := checks["latency: spend ÷ transport floor, p50"]; ok {
+				t.Errorf("spend ÷ transport floor is judged")
+			}
+		}
+	}
+}
+
+// TestPerSpend checks the sessions scenario's CPU per spend: each process's time over the
+// spends, its share of the processes that could be read, and their sum.
+func TestPerSpend(t *testing.T) {
+	spent := []cpuSpent{
+		{process: "router", gomaxprocs: "1", spent: 3 * time.Second},
+		{process: "postgres", err: "permission denied"},
+		{process: "load generator", gomaxprocs: "2", spent: time.Second},
+	}
+	each, all := perSpend(spent, 1000)
+	if all != Millis(4*time.Millisecond) {
+		t.Errorf("all: %s, want 4ms", all)
+	}
+	if each[0].PerSpend != Millis(3*time.Millisecond) || each[0].Share != 0.75 || each[0].GOMAXPROCS != "1" ||
+		each[1].Err == "" || each[1].PerSpend != 0 || each[2].Share != 0.25 {
+		t.Errorf("each: %+v", each)
+	}
+	if each, all := perSpend(spent, 0); all != 0 || each[0].PerSpend != 0 {
+		t.Errorf("no spend succeeded: %+v, %s", each, all)
+	}
+	s := &SessionsReport{Succeeded: 1000, CPU: each, CPUPerSpend: all}
+	var b strings.Builder
+	writeSpendCPU(&b, s)
+	for _, want := range []string{"CPU time per spend", "router", "3.00ms", "75.0 %", "unknown: permission denied", "all but postgres", "4.00ms"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table has no %q:\n%s", want, b.String())
 		}
 	}
 }
