@@ -33,8 +33,15 @@ const Header = "Hubu-Decision-Signature"
 const Audience = "gongbu"
 
 // MaxHeader bounds a signature Hubu sends: a decision whose arguments would make it longer goes
-// unsigned, and Gongbu asks about it as before.
-const MaxHeader = 16 << 10
+// unsigned, and Gongbu asks about it as before. It stays below the 8 KiB that common reverse
+// proxies allow a header line by default, so that a proxy between Hubu and Gongbu never refuses
+// a hand-off for its signature.
+const MaxHeader = 6 << 10
+
+// MaxLifetime is the furthest ahead an expiry may lie, by the verifier's clock: more than any
+// signature or capability is made to last, so one that lies further ahead comes from a clock that
+// runs ahead of the verifier's, and says nothing about how long it is meant to last.
+const MaxLifetime = 5 * time.Minute
 
 const (
 	version = "v1"
@@ -96,12 +103,17 @@ func sign(key ed25519.PrivateKey, context string, claims any) (string, error) {
 	return version + "." + kid + "." + encoded + "." + base64.RawURLEncoding.EncodeToString(sig), nil
 }
 
-// Errors of Verify. Only ErrInvalid says that something is wrong: an expired signature or one
-// under a key the verifier does not have is a reason to ask Hubu instead.
+// Errors of Verify and VerifyRead. Only ErrInvalid says that something is wrong; every other
+// one says that the verifier cannot use the signature, a reason to ask Hubu instead.
 var (
-	ErrInvalid    = errors.New("the decision's signature does not verify")
-	ErrExpired    = errors.New("the decision's signature has expired")
-	ErrUnknownKey = errors.New("the decision is signed with a key this executor does not know")
+	ErrInvalid    = errors.New("the signature does not verify")
+	ErrExpired    = errors.New("the signature has expired")
+	ErrUnknownKey = errors.New("the signature is made with a key this verifier does not know")
+	// ErrUnsupported is a signature of another version, or whose claims hold fields this
+	// verifier does not know: made by a newer Hubu, it may say more than this verifier reads.
+	ErrUnsupported = errors.New("the signature is of a form this verifier does not know")
+	// ErrTooFarAhead is an expiry further ahead than MaxLifetime: the signer's clock runs ahead.
+	ErrTooFarAhead = errors.New("the signature expires further ahead than any is made to: the clocks are apart")
 )
 
 // KeyIDOf returns the id of the key a header value names, or ErrInvalid when it is not one.
@@ -123,10 +135,21 @@ func Verify(header string, keys func(id string) (ed25519.PublicKey, bool), now t
 	if c.Audience != Audience || c.DecisionID == uuid.Nil {
 		return Claims{}, ErrInvalid
 	}
-	if !now.Before(c.ExpiresAt) {
-		return Claims{}, ErrExpired
+	if err := checkExpiry(c.ExpiresAt, now); err != nil {
+		return Claims{}, err
 	}
 	return c, nil
+}
+
+// checkExpiry says whether an expiry holds at now.
+func checkExpiry(expires, now time.Time) error {
+	switch {
+	case !now.Before(expires):
+		return ErrExpired
+	case expires.After(now.Add(MaxLifetime)):
+		return ErrTooFarAhead
+	}
+	return nil
 }
 
 // verify checks header's signature under context and decodes its claims into v.
@@ -134,11 +157,14 @@ func verify(header, context string, keys func(id string) (ed25519.PublicKey, boo
 	if len(header) > MaxHeader {
 		return ErrInvalid
 	}
-	kid, err := KeyIDOf(header)
-	if err != nil {
-		return err
-	}
 	parts := strings.Split(header, ".")
+	switch {
+	case len(parts) != 4 || parts[1] == "":
+		return ErrInvalid
+	case parts[0] != version:
+		return ErrUnsupported
+	}
+	kid := parts[1]
 	pub, ok := keys(kid)
 	if !ok {
 		return ErrUnknownKey
@@ -154,6 +180,9 @@ func verify(header, context string, keys func(id string) (ed25519.PublicKey, boo
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		if json.Valid(payload) {
+			return ErrUnsupported // signed, well formed, with fields this verifier does not know
+		}
 		return ErrInvalid
 	}
 	return nil

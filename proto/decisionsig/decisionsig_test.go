@@ -60,6 +60,9 @@ func TestSignedDecisionsVerifyOnlyAsSigned(t *testing.T) {
 	expired := claims(now)
 	expired.ExpiresAt = now
 	expiredSig, _ := decisionsig.Sign(priv, expired)
+	ahead := claims(now)
+	ahead.ExpiresAt = now.Add(decisionsig.MaxLifetime + time.Second)
+	farAhead, _ := decisionsig.Sign(priv, ahead)
 	_, unknownPriv, _ := ed25519.GenerateKey(nil)
 	unknown, _ := decisionsig.Sign(unknownPriv, c)
 
@@ -67,18 +70,21 @@ func TestSignedDecisionsVerifyOnlyAsSigned(t *testing.T) {
 		header string
 		want   error
 	}{
-		"a higher amount":                    {tampered(func(c *decisionsig.Claims) { c.AmountMicros = 1 }), decisionsig.ErrInvalid},
-		"other arguments":                    {tampered(func(c *decisionsig.Claims) { c.Arguments = json.RawMessage(`{"prompt":"a cat"}`) }), decisionsig.ErrInvalid},
-		"a later expiry":                     {tampered(func(c *decisionsig.Claims) { c.ExpiresAt = now.Add(time.Hour) }), decisionsig.ErrInvalid},
-		"another key's signature, this id":   {strings.Join([]string{parts[0], parts[1], parts[2], otherParts[3]}, "."), decisionsig.ErrInvalid},
-		"this signature, another key's id":   {strings.Join([]string{parts[0], otherParts[1], parts[2], parts[3]}, "."), decisionsig.ErrInvalid},
-		"another audience":                   {wrongAudience, decisionsig.ErrInvalid},
-		"another version":                    {"v2" + h[2:], decisionsig.ErrInvalid},
-		"not a signature":                    {"hello", decisionsig.ErrInvalid},
-		"a signature cut short":              {h[:len(h)-4], decisionsig.ErrInvalid},
-		"expired":                            {expiredSig, decisionsig.ErrExpired},
-		"signed with a key Gongbu never saw": {unknown, decisionsig.ErrUnknownKey},
-		"too long":                           {h + strings.Repeat("A", decisionsig.MaxHeader), decisionsig.ErrInvalid},
+		"a higher amount":                     {tampered(func(c *decisionsig.Claims) { c.AmountMicros = 1 }), decisionsig.ErrInvalid},
+		"other arguments":                     {tampered(func(c *decisionsig.Claims) { c.Arguments = json.RawMessage(`{"prompt":"a cat"}`) }), decisionsig.ErrInvalid},
+		"a later expiry":                      {tampered(func(c *decisionsig.Claims) { c.ExpiresAt = now.Add(time.Hour) }), decisionsig.ErrInvalid},
+		"another key's signature, this id":    {strings.Join([]string{parts[0], parts[1], parts[2], otherParts[3]}, "."), decisionsig.ErrInvalid},
+		"this signature, another key's id":    {strings.Join([]string{parts[0], otherParts[1], parts[2], parts[3]}, "."), decisionsig.ErrInvalid},
+		"another audience":                    {wrongAudience, decisionsig.ErrInvalid},
+		"another version":                     {"v2" + h[2:], decisionsig.ErrUnsupported},
+		"a field this verifier does not know": {signRaw(priv, `{"decision_id":"`+c.DecisionID.String()+`","aud":"gongbu","not_before":"2027-01-01T00:00:00Z"}`), decisionsig.ErrUnsupported},
+		"not JSON, signed":                    {signRaw(priv, `{"decision_id":`), decisionsig.ErrInvalid},
+		"an expiry beyond any lifetime":       {farAhead, decisionsig.ErrTooFarAhead},
+		"not a signature":                     {"hello", decisionsig.ErrInvalid},
+		"a signature cut short":               {h[:len(h)-4], decisionsig.ErrInvalid},
+		"expired":                             {expiredSig, decisionsig.ErrExpired},
+		"signed with a key Gongbu never saw":  {unknown, decisionsig.ErrUnknownKey},
+		"too long":                            {h + strings.Repeat("A", decisionsig.MaxHeader), decisionsig.ErrInvalid},
 	} {
 		if _, err := decisionsig.Verify(tc.header, keys, now); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", name, err, tc.want)
@@ -102,6 +108,9 @@ func TestReadCapabilitiesAreNotDecisions(t *testing.T) {
 	if _, err := decisionsig.VerifyRead(read, keys, now.Add(time.Minute)); !errors.Is(err, decisionsig.ErrExpired) {
 		t.Fatalf("an expired capability: %v", err)
 	}
+	if _, err := decisionsig.VerifyRead(read, keys, now.Add(-decisionsig.MaxLifetime)); !errors.Is(err, decisionsig.ErrTooFarAhead) {
+		t.Fatalf("a capability from a clock running ahead: %v", err)
+	}
 	decision, _ := decisionsig.Sign(priv, claims(now))
 	if _, err := decisionsig.VerifyRead(decision, keys, now); !errors.Is(err, decisionsig.ErrInvalid) {
 		t.Fatalf("a decision's signature taken as a capability: %v", err)
@@ -109,4 +118,12 @@ func TestReadCapabilitiesAreNotDecisions(t *testing.T) {
 	if _, err := decisionsig.Verify(read, keys, now); !errors.Is(err, decisionsig.ErrInvalid) {
 		t.Fatalf("a capability taken as a decision's signature: %v", err)
 	}
+}
+
+// signRaw signs claims given as JSON as Hubu signs a decision's: the format, spelled out.
+func signRaw(key ed25519.PrivateKey, claims string) string {
+	kid := decisionsig.KeyID(key.Public().(ed25519.PublicKey))
+	payload := base64.RawURLEncoding.EncodeToString([]byte(claims))
+	sig := ed25519.Sign(key, []byte("hubu-decision-signature-v1."+kid+"."+payload))
+	return "v1." + kid + "." + payload + "." + base64.RawURLEncoding.EncodeToString(sig)
 }

@@ -44,8 +44,8 @@ func VerifyRead(header string, keys func(id string) (ed25519.PublicKey, bool), n
 	if c.Audience != Audience || c.PublicHandle == "" || c.Credential == "" {
 		return ReadClaims{}, ErrInvalid
 	}
-	if !now.Before(c.ExpiresAt) {
-		return ReadClaims{}, ErrExpired
+	if err := checkExpiry(c.ExpiresAt, now); err != nil {
+		return ReadClaims{}, err
 	}
 	return c, nil
 }

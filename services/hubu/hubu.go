@@ -127,6 +127,7 @@ type Decision struct {
 	AmountMicros int64
 	Currency     string
 	IssuedAt     time.Time // see Operation.DecisionIssuedAt
+	State        State     // the operation's, when the decision was read from it
 }
 
 // DecisionOf returns the decision of an approved operation.
@@ -144,6 +145,7 @@ func DecisionOf(op Operation) (Decision, bool) {
 		AmountMicros: op.AmountMicros,
 		Currency:     op.Currency,
 		IssuedAt:     op.DecisionIssuedAt,
+		State:        op.State,
 	}, true
 }
 

@@ -15,50 +15,79 @@ import (
 	"hubu.dev/hubu/services/gongbu"
 )
 
-// keyRefresh is how often, at most, Gongbu reads Hubu's decision keys again for a signature
-// under a key it does not know (a key Hubu made after Gongbu last read them).
-const keyRefresh = 10 * time.Second
+// How Gongbu keeps Hubu's public keys for decisions (decisionKeys).
+const (
+	// keyRefresh is how often, at most, Gongbu reads Hubu's keys: for a signature under a key
+	// it does not hold (one Hubu made after Gongbu last read them), or once they are old.
+	keyRefresh = 10 * time.Second
+	// keyMaxAge is how long keys are used before they are read again, so that a key Hubu no
+	// longer lists (a retired one) drops out.
+	keyMaxAge = 10 * time.Minute
+	// keyReadTimeout bounds one read of the keys.
+	keyReadTimeout = 5 * time.Second
+)
 
-// decisionKeys are Hubu's public keys for decisions, read from Hubu when first needed and
-// again when a signature names a key not among them.
+// decisionKeys are Hubu's public keys for decisions, read from Hubu when first needed, again
+// when a hand-off's signature names a key not among them, and once they are keyMaxAge old. One
+// read runs at a time, outside the lock: a caller never waits for another's read, and answers
+// from the keys held (or asks Hubu about its decision) meanwhile.
 type decisionKeys struct {
-	mu     sync.Mutex
-	keys   map[string]ed25519.PublicKey
-	readAt time.Time // the last read, successful or not
+	mu      sync.Mutex
+	keys    map[string]ed25519.PublicKey // nil until a read answered
+	readAt  time.Time                    // the last read that answered
+	tryAt   time.Time                    // the last read started
+	reading bool
 }
 
-// lookup returns the key id names, reading Hubu's keys again when id is not among those
-// held and the last read is older than keyRefresh.
-func (k *decisionKeys) lookup(ctx context.Context, a gongbu.Authority, id string, now time.Time) (ed25519.PublicKey, bool) {
+// lookup returns the key id names. It reads Hubu's keys first, when they are due (none held,
+// id not among them, or older than keyMaxAge), no read is under way and none started within
+// keyRefresh, and the caller may start one: refresh false (a caller Hubu has not yet vouched
+// for, who could otherwise make Gongbu read the keys at will) starts one only while none are
+// held. A read that fails keeps the keys held.
+func (k *decisionKeys) lookup(ctx context.Context, a gongbu.Authority, id string, now time.Time, refresh bool) (ed25519.PublicKey, bool) {
+	k.mu.Lock()
+	pub, ok := k.keys[id]
+	due := k.keys == nil || !ok || !within(now, k.readAt, keyMaxAge)
+	start := due && !k.reading && (k.tryAt.IsZero() || !within(now, k.tryAt, keyRefresh)) && (refresh || k.keys == nil)
+	if !start {
+		k.mu.Unlock()
+		return pub, ok
+	}
+	k.reading, k.tryAt = true, now
+	k.mu.Unlock()
+
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), keyReadTimeout)
+	keys, err := a.DecisionKeys(readCtx)
+	cancel()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if pub, ok := k.keys[id]; ok {
-		return pub, true
-	}
-	if !k.readAt.IsZero() && !now.Before(k.readAt) && now.Sub(k.readAt) < keyRefresh {
-		return nil, false
-	}
-	k.readAt = now
-	keys, err := a.DecisionKeys(ctx)
+	k.reading = false
 	if err != nil {
-		return nil, false // the caller asks Hubu about the decision instead, which fails the same way if Hubu is down
+		return pub, ok // the caller asks Hubu about its decision instead, if it must
 	}
-	k.keys = make(map[string]ed25519.PublicKey, len(keys))
+	k.keys, k.readAt = make(map[string]ed25519.PublicKey, len(keys)), now
 	for _, key := range keys {
 		k.keys[key.ID] = key.Public
 	}
-	pub, ok := k.keys[id]
+	pub, ok = k.keys[id]
 	return pub, ok
+}
+
+// within reports whether now is no earlier than since and less than d after it (a clock that
+// went back counts as out of it).
+func within(now, since time.Time, d time.Duration) bool {
+	return !now.Before(since) && now.Sub(since) < d
 }
 
 // issued returns the decision id as Hubu issued it: from Hubu's signature when the hand-off
 // has a valid one, otherwise by asking Hubu. A signature that does not verify is refused:
-// either it was tampered with or it was never Hubu's. One that has expired, or that names a
-// key Hubu does not list, says nothing either way, and Hubu is asked.
+// either it was tampered with or it was never Hubu's. One that Gongbu cannot use (expired,
+// under a key Hubu does not list, of a newer form, or from a clock far ahead) says nothing
+// either way, and Hubu is asked.
 func (s *Service) issued(ctx context.Context, id uuid.UUID, signature string) (gongbu.Issued, error) {
 	if signature != "" {
 		c, err := decisionsig.Verify(signature, func(kid string) (ed25519.PublicKey, bool) {
-			return s.keys.lookup(ctx, s.Authority, kid, s.Now())
+			return s.keys.lookup(ctx, s.Authority, kid, s.Now(), true)
 		}, s.Now())
 		switch {
 		case err == nil && c.DecisionID != id:
@@ -105,8 +134,10 @@ func (s *Service) MayRead(ctx context.Context, capability string, caller gongbu.
 	if capability == "" {
 		return false
 	}
+	// Whoever sends the capability may not be who it names (Hubu has not seen this request's
+	// token yet): it reads Hubu's keys only when Gongbu holds none.
 	c, err := decisionsig.VerifyRead(capability, func(kid string) (ed25519.PublicKey, bool) {
-		return s.keys.lookup(ctx, s.Authority, kid, s.Now())
+		return s.keys.lookup(ctx, s.Authority, kid, s.Now(), false)
 	}, s.Now())
 	return err == nil && c.PublicHandle == handle && c.Grant == caller.Grant &&
 		subtle.ConstantTimeCompare([]byte(c.Credential), []byte(decisionsig.CredentialHash(caller.Token))) == 1

@@ -132,3 +132,70 @@ func TestSignedStateCountsAsEvidence(t *testing.T) {
 		t.Fatalf("%d submits, asked Hubu %d times; want 0 and 0", env.Provider.Submits(), env.Authority.Asked())
 	}
 }
+
+// Gongbu reads Hubu's keys again for a signature under a key it does not hold (a key Hubu made
+// since), at most every 10 s; keeps them when a read fails; drops one Hubu no longer lists once
+// its keys are 10 minutes old; and a read capability, which anyone can send, makes it read
+// them only while it holds none.
+func TestDecisionKeysAreReadAgainWhenDue(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	signed := func() error {
+		t.Helper()
+		d := env.Issue("agent-a")
+		_, _, err := env.Service.ExecuteSigned(context.Background(), d, env.Authority.Sign(d.DecisionID, env.Clock.Now().Add(time.Minute)))
+		return err
+	}
+	if err := signed(); err != nil || env.Authority.KeyReads() != 1 {
+		t.Fatalf("the first signed decision: %v, %d key reads", err, env.Authority.KeyReads())
+	}
+
+	// A capability under a key Gongbu does not hold reads nothing: keys are held.
+	env.Authority.NewKey(false)
+	env.Clock.Advance(11 * time.Second)
+	capability := env.Authority.SignRead(gongbutest.NewDecision().PublicHandle, "agent-a", "", env.Clock.Now().Add(time.Minute))
+	if env.Service.MayRead(context.Background(), capability, gongbu.Caller{Token: "agent-a"}, "any") || env.Authority.KeyReads() != 1 {
+		t.Fatalf("a capability under an unknown key read Hubu's keys (%d reads)", env.Authority.KeyReads())
+	}
+	// A hand-off signed with Hubu's new key: read again, checked locally.
+	if err := signed(); err != nil || env.Authority.KeyReads() != 2 || env.Authority.Asked() != 0 {
+		t.Fatalf("a decision under Hubu's new key: %v, %d key reads, asked %d times; want 2 reads and no question", err, env.Authority.KeyReads(), env.Authority.Asked())
+	}
+
+	// Hubu unreachable when the keys are due again: the ones held still check hand-offs.
+	env.Authority.SetDown(true)
+	env.Clock.Advance(11 * time.Minute)
+	if err := signed(); err != nil || env.Authority.KeyReads() != 3 {
+		t.Fatalf("with Hubu down and the keys old: %v, %d key reads; want the held key used after one failed read", err, env.Authority.KeyReads())
+	}
+	env.Authority.SetDown(false)
+
+	// Hubu retires the old keys: once the held ones are due, the retired key drops out, and a
+	// signature under it is no longer taken (Gongbu asks Hubu).
+	old := env.Issue("agent-a")
+	oldSig := env.Authority.Sign(old.DecisionID, env.Clock.Now().Add(2*time.Minute))
+	env.Authority.NewKey(true)
+	env.Clock.Advance(11 * time.Minute)
+	if err := signed(); err != nil {
+		t.Fatal(err)
+	}
+	asked := env.Authority.Asked()
+	if _, _, err := env.Service.ExecuteSigned(context.Background(), old, oldSig); err != nil || env.Authority.Asked() != asked+1 {
+		t.Fatalf("a signature under a retired key: %v, asked Hubu %d times, want %d", err, env.Authority.Asked(), asked+1)
+	}
+}
+
+// The evidence that a decision may have been submitted already is the same whether Hubu says
+// so or signs it: a decision issued before Gongbu's database epoch began (a restore), signed as
+// dispatching, is not submitted blindly to a provider that ignores keys.
+func TestSignedDecisionIssuedBeforeTheEpochIsNotSubmittedBlindly(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, false)
+	d := env.Issue("agent-a")
+	sig := env.Authority.SignAs(d, "dispatching", time.Now().Add(-24*time.Hour), env.Clock.Now().Add(time.Minute))
+	x, created, err := env.Service.ExecuteSigned(context.Background(), d, sig)
+	if err != nil || !created || x.State != gongbu.StateIndeterminate || env.Provider.Submits() != 0 || env.Authority.Asked() != 0 {
+		t.Fatalf("created=%v %+v %v, %d submits, asked %d; want indeterminate without a submit or a question", created, x, err,
+			env.Provider.Submits(), env.Authority.Asked())
+	}
+}

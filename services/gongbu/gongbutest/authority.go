@@ -37,9 +37,9 @@ type Authority struct {
 	failed     int // reports refused while down
 	asked      int
 	keyReads   int
-	key        ed25519.PrivateKey // signs decisions (Sign)
-	onDecision func()             // called after each decision look-up, outside the lock
-	onOwns     func()             // called before each ownership check answers, outside the lock
+	keys       []ed25519.PrivateKey // the keys it lists; the last signs (Sign, SignRead)
+	onDecision func()               // called after each decision look-up, outside the lock
+	onOwns     func()               // called before each ownership check answers, outside the lock
 }
 
 type authorityEntry struct {
@@ -51,7 +51,23 @@ type authorityEntry struct {
 // NewAuthority returns a fake Hubu that knows no decision.
 func NewAuthority() *Authority {
 	_, key, _ := ed25519.GenerateKey(nil)
-	return &Authority{decisions: map[uuid.UUID]authorityEntry{}, owners: map[string]string{}, key: key}
+	return &Authority{decisions: map[uuid.UUID]authorityEntry{}, owners: map[string]string{}, keys: []ed25519.PrivateKey{key}}
+}
+
+// NewKey makes the fake sign with a new key from now on, listing it beside the old ones, as
+// Hubu would after making another; with retire, the old ones are no longer listed.
+func (a *Authority) NewKey(retire bool) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	under(&a.mu, func() {
+		if retire {
+			a.keys = nil
+		}
+		a.keys = append(a.keys, key)
+	})
+}
+
+func (a *Authority) key() ed25519.PrivateKey {
+	return locked(&a.mu, func() ed25519.PrivateKey { return a.keys[len(a.keys)-1] })
 }
 
 // Sign returns the fake's signature of a decision it knows, as Hubu sends it with a hand-off:
@@ -73,7 +89,7 @@ func (a *Authority) SignAs(d gongbu.Decision, state string, issuedAt, expires ti
 	if err != nil {
 		panic(err)
 	}
-	sig, err := decisionsig.Sign(a.key, decisionsig.Claims{
+	sig, err := decisionsig.Sign(a.key(), decisionsig.Claims{
 		DecisionID: d.DecisionID, PublicHandle: d.PublicHandle, AgentID: d.AgentID, Tool: d.Tool,
 		Scope:     decisionsig.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
 		Arguments: args, AmountMicros: d.AmountMicros, Currency: d.Currency, State: state, IssuedAt: issuedAt,
@@ -88,7 +104,7 @@ func (a *Authority) SignAs(d gongbu.Decision, state string, issuedAt, expires ti
 // SignRead returns the fake's read capability for the operation of handle, for the credential
 // token (with grant, "" for none), valid until expires: what Hubu sends with an authorization.
 func (a *Authority) SignRead(handle, token, grant string, expires time.Time) string {
-	c, err := decisionsig.SignRead(a.key, decisionsig.ReadClaims{PublicHandle: handle, Credential: decisionsig.CredentialHash(token),
+	c, err := decisionsig.SignRead(a.key(), decisionsig.ReadClaims{PublicHandle: handle, Credential: decisionsig.CredentialHash(token),
 		Grant: grant, Audience: decisionsig.Audience, ExpiresAt: expires})
 	if err != nil {
 		panic(err)
@@ -106,8 +122,12 @@ func (a *Authority) DecisionKeys(context.Context) ([]decisionsig.Key, error) {
 	if a.down {
 		return nil, ErrDown
 	}
-	pub := a.key.Public().(ed25519.PublicKey)
-	return []decisionsig.Key{{ID: decisionsig.KeyID(pub), Public: pub}}, nil
+	keys := make([]decisionsig.Key, len(a.keys))
+	for i, k := range a.keys {
+		pub := k.Public().(ed25519.PublicKey)
+		keys[i] = decisionsig.Key{ID: decisionsig.KeyID(pub), Public: pub}
+	}
+	return keys, nil
 }
 
 // Issue makes the fake know a decision in an operation state, issued now, and the agent token

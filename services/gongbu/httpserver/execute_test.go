@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -202,5 +203,37 @@ func TestExecuteBodyIsStrict(t *testing.T) {
 	resp, err := b.service.ExecuteWithBodyWithResponse(context.Background(), nil, "application/json", strings.NewReader(valid))
 	if err != nil || resp.StatusCode() != http.StatusAccepted {
 		t.Fatalf("valid body: %v %d %s", err, resp.StatusCode(), resp.Body)
+	}
+}
+
+// Hubu's signature travels in the Hubu-Decision-Signature header: with it Gongbu runs the
+// decision while Hubu cannot be asked; a signature altered on the way is refused (403) and
+// nothing is recorded.
+func TestSignedHandOffOverHTTP(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	later := b.env.Clock.Now().Add(time.Minute)
+	// Gongbu reads Hubu's keys once, with the first signed hand-off.
+	first := b.env.Issue(agentA)
+	sig := b.env.Authority.Sign(first.DecisionID, later)
+	if resp, err := b.service.ExecuteWithResponse(context.Background(), &gongbuapi.ExecuteParams{HubuDecisionSignature: &sig}, request(first)); err != nil || resp.StatusCode() != http.StatusAccepted {
+		t.Fatalf("a signed hand-off: %v %v", err, resp)
+	}
+	b.env.Authority.SetDown(true)
+	d := b.env.Issue(agentA)
+	sig = b.env.Authority.Sign(d.DecisionID, later)
+	parts := strings.Split(sig, ".")
+	swap := "A"
+	if parts[2][5] == 'A' {
+		swap = "B"
+	}
+	tampered := strings.Join([]string{parts[0], parts[1], parts[2][:5] + swap + parts[2][6:], parts[3]}, ".")
+	resp, err := b.service.ExecuteWithResponse(context.Background(), &gongbuapi.ExecuteParams{HubuDecisionSignature: &tampered}, request(d))
+	if err != nil || resp.StatusCode() != http.StatusForbidden || b.env.Executions(t) != 1 {
+		t.Fatalf("a tampered signature: %v %d %s, %d executions; want 403 and only the first", err, resp.StatusCode(), resp.Body, b.env.Executions(t))
+	}
+	resp, err = b.service.ExecuteWithResponse(context.Background(), &gongbuapi.ExecuteParams{HubuDecisionSignature: &sig}, request(d))
+	if err != nil || resp.StatusCode() != http.StatusAccepted {
+		t.Fatalf("a signed hand-off with Hubu down: %v %d %s", err, resp.StatusCode(), resp.Body)
 	}
 }

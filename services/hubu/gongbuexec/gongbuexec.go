@@ -45,8 +45,9 @@ type Signer struct {
 	Now func() time.Time // nil: time.Now
 }
 
-// sign returns the signature of d, handed off while its operation is dispatching (Hubu hands
-// off nothing else: lifecycle's handOff), or "" when d is too large to sign in a header.
+// sign returns the signature of d, stating its operation's state as Hubu read it for the
+// hand-off (dispatching: lifecycle's handOff hands off nothing else), or "" when d is too large
+// to sign in a header.
 func (s *Signer) sign(d hubu.Decision) (string, error) {
 	now := time.Now
 	if s.Now != nil {
@@ -56,7 +57,7 @@ func (s *Signer) sign(d hubu.Decision) (string, error) {
 		DecisionID: d.DecisionID, PublicHandle: d.PublicHandle, AgentID: d.AgentID, Tool: d.Tool,
 		Scope:     decisionsig.Scope{Provider: d.Scope.Provider, Model: d.Scope.Model, Size: d.Scope.Size},
 		Arguments: d.Arguments, AmountMicros: d.AmountMicros, Currency: d.Currency,
-		State: string(hubu.StateDispatching), IssuedAt: d.IssuedAt,
+		State: string(d.State), IssuedAt: d.IssuedAt,
 		Audience: decisionsig.Audience, ExpiresAt: now().Add(SignatureTTL),
 	})
 	if err != nil || len(sig) > decisionsig.MaxHeader {

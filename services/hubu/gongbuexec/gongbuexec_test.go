@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,9 +88,17 @@ func TestHandOffOutcomes(t *testing.T) {
 // A decision too large to sign in a header goes unsigned (Gongbu asks Hubu about it).
 func TestHandOffsAreSigned(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
 	var got []string
+	header := func(i int) string {
+		mu.Lock()
+		defer mu.Unlock()
+		return got[i]
+	}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
 		got = append(got, r.Header.Get(decisionsig.Header))
+		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
 		_, _ = w.Write([]byte(`{}`))
@@ -103,8 +112,8 @@ func TestHandOffsAreSigned(t *testing.T) {
 	}
 
 	d := decision()
-	d.IssuedAt = now.Add(-time.Second)
-	if err := x.Execute(context.Background(), d); err != nil || len(got) != 1 || got[0] != "" {
+	d.IssuedAt, d.State = now.Add(-time.Second), hubu.StateDispatching
+	if err := x.Execute(context.Background(), d); err != nil || header(0) != "" {
 		t.Fatalf("without a signer: %v, header %q", err, got)
 	}
 	x.Signer = &gongbuexec.Signer{Key: key, Now: func() time.Time { return now }}
@@ -112,7 +121,7 @@ func TestHandOffsAreSigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := func(id string) (ed25519.PublicKey, bool) { return pub, id == decisionsig.KeyID(pub) }
-	c, err := decisionsig.Verify(got[1], keys, now)
+	c, err := decisionsig.Verify(header(1), keys, now)
 	if err != nil {
 		t.Fatalf("the hand-off's signature: %v", err)
 	}
@@ -125,13 +134,13 @@ func TestHandOffsAreSigned(t *testing.T) {
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("signed claims\n%+v\nwant\n%+v", c, want)
 	}
-	if _, err := decisionsig.Verify(got[1], keys, now.Add(gongbuexec.SignatureTTL)); err != decisionsig.ErrExpired {
+	if _, err := decisionsig.Verify(header(1), keys, now.Add(gongbuexec.SignatureTTL)); err != decisionsig.ErrExpired {
 		t.Fatalf("a minute later: %v, want expired", err)
 	}
 
 	huge := decision()
 	huge.Arguments = json.RawMessage(`{"prompt":"` + strings.Repeat("a fox ", decisionsig.MaxHeader/6) + `"}`)
-	if err := x.Execute(context.Background(), huge); err != nil || got[2] != "" {
-		t.Fatalf("a decision too large to sign: %v, header of %d bytes", err, len(got[2]))
+	if err := x.Execute(context.Background(), huge); err != nil || header(2) != "" {
+		t.Fatalf("a decision too large to sign: %v, header of %d bytes", err, len(header(2)))
 	}
 }

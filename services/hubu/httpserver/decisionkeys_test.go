@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"hubu.dev/hubu/proto/decisionsig"
+	"hubu.dev/hubu/services/hubu/postgres"
 )
 
 // Hubu signs decisions with one key, made by the first replica to ask and shared by all; the
@@ -44,6 +46,31 @@ func TestDecisionKeysAreForTheExecutor(t *testing.T) {
 	got := resp.JSON200.Keys[0]
 	if got.Kid != decisionsig.KeyID(pub) || got.PublicKey != base64.RawURLEncoding.EncodeToString(pub) || got.Alg != "Ed25519" {
 		t.Fatalf("listed %+v, want the key Hubu signs with", got)
+	}
+
+	// A retired key stays listed while what it signed may still be shown, then drops out; the
+	// next signer makes a new key.
+	if _, err := b.Pool.Exec(ctx, "UPDATE decision_keys SET retired_at = $1", b.Clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	next, err := b.Store.DecisionKey(ctx, b.Clock.Now())
+	if err != nil || next.Equal(keys[0]) {
+		t.Fatalf("after the retirement: %v, the same key %v", err, next.Equal(keys[0]))
+	}
+	listed := func() int {
+		t.Helper()
+		r, err := b.service.ListDecisionKeysWithResponse(ctx)
+		if err != nil || r.JSON200 == nil {
+			t.Fatalf("list decision keys: %v", err)
+		}
+		return len(r.JSON200.Keys)
+	}
+	if n := listed(); n != 2 {
+		t.Fatalf("%d keys listed right after a retirement, want 2", n)
+	}
+	b.Clock.Advance(postgres.RetiredKeyListed + time.Second)
+	if n := listed(); n != 1 {
+		t.Fatalf("%d keys listed once the retired key's signatures are all expired, want 1", n)
 	}
 
 	agent := b.NewAgent(t, "agent", nil)

@@ -22,7 +22,7 @@ func (s *Server) GetDecision(w http.ResponseWriter, r *http.Request, id hubuapi.
 
 // ListDecisionKeys gives the executor the public keys that Hubu signs decisions with.
 func (s *Server) ListDecisionKeys(w http.ResponseWriter, r *http.Request) {
-	keys, err := s.Store.DecisionKeys(r.Context())
+	keys, err := s.Store.DecisionKeys(r.Context(), s.Now())
 	s.respond(w, r, http.StatusOK, hubuapi.DecisionKeyList{Keys: each(keys, func(k decisionsig.Key) hubuapi.DecisionKey {
 		return hubuapi.DecisionKey{Kid: k.ID, Alg: hubuapi.Ed25519, PublicKey: base64.RawURLEncoding.EncodeToString(k.Public)}
 	})}, err)

@@ -62,6 +62,22 @@ func TestAuthorizationsCarryAReadCapability(t *testing.T) {
 		t.Fatalf("a refused authorization: %v %d, capability %q", err, refused.StatusCode(), refused.HTTPResponse.Header.Get(decisionsig.ReadHeader))
 	}
 
+	// An operation that waited for a person: its resume comes with one too.
+	held := e.NewAgent(t, "held", policy(0, 1_000_000, 10_000_000))
+	pending, err := held.Client.AuthorizeWithResponse(ctx, hubutest.NewCall("flux-dev").Request())
+	if err != nil || pending.JSON201 == nil || pending.JSON201.State != "pending_approval" {
+		t.Fatalf("a spend held for approval: %v %s", err, pending.Body)
+	}
+	if r, err := e.Operator.ApproveOperationWithResponse(ctx, pending.JSON201.PublicHandle); err != nil || r.StatusCode() != 200 {
+		t.Fatalf("approve: %v %v", err, r.StatusCode())
+	}
+	resumed, err := held.Client.ResumeOperationWithResponse(ctx, pending.JSON201.PublicHandle)
+	if err != nil || resumed.JSON200 == nil {
+		t.Fatalf("resume: %v %s", err, resumed.Body)
+	}
+	agent = held
+	check("a resume", resumed.HTTPResponse.Header.Get(decisionsig.ReadHeader), pending.JSON201.PublicHandle)
+
 	// A Hubu without the key (no executor) sends none.
 	plain := hubutest.New(t, nil)
 	a := plain.NewAgent(t, "agent", nil)

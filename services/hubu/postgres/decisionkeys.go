@@ -31,9 +31,15 @@ func (s *Store) DecisionKey(ctx context.Context, now time.Time) (ed25519.Private
 	return ed25519.NewKeyFromSeed(row.Seed), nil
 }
 
-// DecisionKeys returns the public half of every key a decision may be signed with.
-func (s *Store) DecisionKeys(ctx context.Context) ([]decisionsig.Key, error) {
-	rows, err := s.q.ListDecisionKeys(ctx, s.db)
+// RetiredKeyListed is how long a retired decision key is still listed: longer than anything
+// signed with it lasts (decisionsig.MaxLifetime).
+const RetiredKeyListed = 10 * time.Minute
+
+// DecisionKeys returns the public half of every key that something Gongbu may still be shown
+// was signed with: the key in use, and those retired within RetiredKeyListed of now.
+func (s *Store) DecisionKeys(ctx context.Context, now time.Time) ([]decisionsig.Key, error) {
+	since := now.Add(-RetiredKeyListed)
+	rows, err := s.q.ListDecisionKeys(ctx, s.db, &since)
 	if err != nil {
 		return nil, fmt.Errorf("list the decision keys: %w", err)
 	}

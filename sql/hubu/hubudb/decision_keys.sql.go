@@ -46,12 +46,13 @@ func (q *Queries) InsertDecisionKey(ctx context.Context, db DBTX, arg InsertDeci
 }
 
 const listDecisionKeys = `-- name: ListDecisionKeys :many
-SELECT kid, seed, created_at, retired_at FROM decision_keys ORDER BY created_at
+SELECT kid, seed, created_at, retired_at FROM decision_keys WHERE retired_at IS NULL OR retired_at > $1 ORDER BY created_at
 `
 
-// ListDecisionKeys is every key a decision Gongbu may still be handed was signed with.
-func (q *Queries) ListDecisionKeys(ctx context.Context, db DBTX) ([]DecisionKey, error) {
-	rows, err := db.Query(ctx, listDecisionKeys)
+// ListDecisionKeys is every key that something Gongbu may still be shown was signed with: the
+// one in use, and those retired after sqlc.arg(retired_after).
+func (q *Queries) ListDecisionKeys(ctx context.Context, db DBTX, retiredAfter *time.Time) ([]DecisionKey, error) {
+	rows, err := db.Query(ctx, listDecisionKeys, retiredAfter)
 	if err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@ INSERT INTO decision_keys (kid, seed, created_at)
 VALUES ($1, $2, $3)
 ON CONFLICT DO NOTHING;
 
--- ListDecisionKeys is every key a decision Gongbu may still be handed was signed with.
+-- ListDecisionKeys is every key that something Gongbu may still be shown was signed with: the
+-- one in use, and those retired after sqlc.arg(retired_after).
 -- name: ListDecisionKeys :many
-SELECT * FROM decision_keys ORDER BY created_at;
+SELECT * FROM decision_keys WHERE retired_at IS NULL OR retired_at > sqlc.arg(retired_after) ORDER BY created_at;
