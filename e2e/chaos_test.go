@@ -106,8 +106,13 @@ func TestChaos(t *testing.T) {
 					mu.Lock()
 					defer mu.Unlock()
 					total.add(tally)
+					switch {
+					case tally.violations > 0:
+						total.violated = append(total.violated, seed)
+					case t.Failed():
+						total.stopped = append(total.stopped, seed)
+					}
 					if t.Failed() {
-						total.failed = append(total.failed, seed)
 						t.Logf("replay: make chaos SEED=%d RUNS=1", seed)
 					}
 				})
@@ -115,7 +120,8 @@ func TestChaos(t *testing.T) {
 			})
 		}
 	})
-	slices.Sort(total.failed)
+	slices.Sort(total.violated)
+	slices.Sort(total.stopped)
 	t.Log(total.String(len(seeds)))
 	if f := os.Getenv("HUBU_CHAOS_REPORT"); f != "" {
 		_ = os.WriteFile(f, []byte(total.String(len(seeds))+"\n"), 0o644)
@@ -130,7 +136,25 @@ type chaosTally struct {
 	// twins are the second agent's calls that repeated a first agent's call id and arguments.
 	twins       int
 	replicaRuns int // runs with two Hubu and two Gongbu, and the routers on a Postgres registry
-	failed      []uint64
+	violations  int // broken invariants, in one run
+	// violated are the runs that broke an invariant; stopped, those that failed without one
+	// (the harness could not go on: a process that would not start, say).
+	violated, stopped []uint64
+}
+
+// violation fails the run for a broken invariant, and counts it as one: a run that fails
+// otherwise (the harness could not go on) is counted apart, as stopped.
+func (x *explorer) violation(format string, args ...any) {
+	x.t.Helper()
+	x.tally.violations++
+	x.t.Errorf("violation: "+format, args...)
+}
+
+// fatalViolation is violation that ends the run.
+func (x *explorer) fatalViolation(format string, args ...any) {
+	x.t.Helper()
+	x.tally.violations++
+	x.t.Fatalf("violation: "+format, args...)
 }
 
 func (c *chaosTally) count(m *map[string]int, k string) { c.countN(m, k, 1) }
@@ -164,8 +188,8 @@ func (c chaosTally) String(runs int) string {
 	for _, v := range c.indeterminate {
 		nind += v
 	}
-	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu, two Gongbu and a Postgres router registry), %d calls (%d of a second agent repeating the first's call id and arguments, through the same router), %d faults injected, %d invariant checks, %d runs with violations %v, %d indeterminate\n",
-		runs, c.replicaRuns, c.calls, c.twins, nfaults, c.checks, len(c.failed), c.failed, nind)
+	fmt.Fprintf(&b, "chaos: %d runs (%d with two Hubu, two Gongbu and a Postgres router registry), %d calls (%d of a second agent repeating the first's call id and arguments, through the same router), %d faults injected, %d invariant checks, %d runs with violations %v, %d runs stopped by the harness %v, %d indeterminate\n",
+		runs, c.replicaRuns, c.calls, c.twins, nfaults, c.checks, len(c.violated), c.violated, len(c.stopped), c.stopped, nind)
 	for _, k := range slices.Sorted(maps.Keys(c.faults)) {
 		fmt.Fprintf(&b, "  fault %-40s %d\n", k, c.faults[k])
 	}
@@ -573,16 +597,16 @@ func (x *explorer) note(c *chaosCall, r result) {
 	c.statuses = append(c.statuses, status)
 	if status == "create_new_operation" && !c.misjudged {
 		c.misjudged = true
-		x.t.Errorf("violation: a delivery of the same request of call %s was answered create_new_operation", c.id)
+		x.violation("a delivery of the same request of call %s was answered create_new_operation", c.id)
 	}
 	if h := r.handle(); h != "" {
 		if c.handle != "" && c.handle != h {
-			x.t.Errorf("violation: call %s answered with handle %s, and %s before", c.id, h, c.handle)
+			x.violation("call %s answered with handle %s, and %s before", c.id, h, c.handle)
 		}
 		c.handle = h
 		for _, o := range x.calls {
 			if o != c && o.agent2 != c.agent2 && o.handle == h {
-				x.t.Errorf("violation: call %s of agent %d was answered with operation %s of the other agent's call %s",
+				x.violation("call %s of agent %d was answered with operation %s of the other agent's call %s",
 					c.id, map[bool]int{false: 1, true: 2}[c.agent2], h, o.id)
 			}
 		}
@@ -677,7 +701,7 @@ func (x *explorer) reuse(c *chaosCall) {
 		c.args = other
 		x.note(c, r)
 	default:
-		x.t.Errorf("violation: the call id of %s reused for other work answered %v", c.id, r)
+		x.violation("the call id of %s reused for other work answered %v", c.id, r)
 	}
 }
 
@@ -1030,7 +1054,7 @@ func (x *explorer) finish() {
 		if time.Now().After(deadline) {
 			for _, c := range x.calls {
 				if !chaosFinal[c.last()] {
-					x.t.Errorf("violation: call %s (%s) is not final after the faults were cleared: %v", c.id, c.handle, c.statuses)
+					x.violation("call %s (%s) is not final after the faults were cleared: %v", c.id, c.handle, c.statuses)
 				}
 			}
 			return
@@ -1076,7 +1100,7 @@ func (x *explorer) check() {
 		x.checkFleetRegistry()
 	}
 	if n := x.keyLeaks.Load(); n > 0 {
-		t.Errorf("violation: the provider's key reached another host %d times", n)
+		x.violation("the provider's key reached another host %d times", n)
 	}
 	x.tally.checks++
 	var report reconcile.Report
@@ -1086,7 +1110,7 @@ func (x *explorer) check() {
 		}
 		return err
 	}); err != nil {
-		t.Fatalf("violation: operations still in flight 90s after every call was final: %v\n%s", err, report)
+		x.fatalViolation("operations still in flight 90s after every call was final: %v\n%s", err, report)
 	}
 	charges := x.chargesByKey()
 	for _, m := range report.Mismatches {
@@ -1100,13 +1124,13 @@ func (x *explorer) check() {
 		cause := x.indeterminateCause(id)
 		x.tally.count(&x.tally.indeterminate, cause)
 		if !slices.ContainsFunc(chaosDoubts[x.idempotent], func(p string) bool { return strings.HasPrefix(cause, p) }) {
-			t.Errorf("violation: indeterminate without real doubt (provider honours keys: %v): %s", x.idempotent, cause)
+			x.violation("indeterminate without real doubt (provider honours keys: %v): %s", x.idempotent, cause)
 		}
 		amounts := charges[vendorkey.For("bfl", id)]
 		verdict := []string{"--not-charged"}
 		switch {
 		case len(amounts) > 1:
-			t.Errorf("violation: decision %s was charged %d times", id, len(amounts))
+			x.violation("decision %s was charged %d times", id, len(amounts))
 		case len(amounts) == 1:
 			verdict = []string{"--charged-micros", strconv.FormatInt(amounts[0], 10)}
 		}
@@ -1120,12 +1144,12 @@ func (x *explorer) check() {
 		}
 		return err
 	}); err != nil {
-		t.Fatalf("violation: the records do not agree: %v\n%s", err, report)
+		x.fatalViolation("the records do not agree: %v\n%s", err, report)
 	}
 	x.tally.checks += 4
 	for key, amounts := range x.chargesByKey() {
 		if len(amounts) > 1 {
-			t.Errorf("violation: %d provider charges under one idempotency key %.12s…", len(amounts), key)
+			x.violation("%d provider charges under one idempotency key %.12s…", len(amounts), key)
 		}
 	}
 	x.tally.checks++
@@ -1138,7 +1162,7 @@ func (x *explorer) check() {
 		}
 		d, ok := decisions[c.handle]
 		if !ok || d.State != "succeeded" || d.CapturedMicros == 0 {
-			t.Errorf("violation: call %s was answered succeeded, but its operation is %+v", c.id, d)
+			x.violation("call %s was answered succeeded, but its operation is %+v", c.id, d)
 		}
 	}
 	x.tally.checks++
@@ -1163,16 +1187,16 @@ func (x *explorer) check() {
 		used, _ := budget["used_micros"].(float64)
 		limit, _ := budget["limit_micros"].(float64)
 		if limit == 0 || used > limit {
-			t.Errorf("violation: agent %d used %v of a budget of %v: %v", i+1, used, limit, r)
+			x.violation("agent %d used %v of a budget of %v: %v", i+1, used, limit, r)
 		}
 	}
 	x.tally.checks++
 	if out, err := su.reconcile("--require-final"); err != nil {
-		t.Errorf("violation: gongbu reconcile --require-final: %v\n%s", err, out)
+		x.violation("gongbu reconcile --require-final: %v\n%s", err, out)
 	}
 	x.tally.checks++
 	if out, err := su.reconcile(append(su.withLedger(), "--require-final")...); err != nil {
-		t.Errorf("violation: gongbu reconcile --mock-ledger --require-final: %v\n%s", err, out)
+		x.violation("gongbu reconcile --mock-ledger --require-final: %v\n%s", err, out)
 	}
 	x.tally.checks++
 
@@ -1255,9 +1279,9 @@ func (x *explorer) checkFleetRegistry() {
 	var n int
 	noError(t, conn.QueryRow(ctx, `SELECT count(*) FROM calls WHERE public_handle = ANY($1)`, slices.Collect(maps.Keys(handles))).Scan(&n))
 	if n != len(handles) {
-		t.Errorf("violation: %d of the %d operations the routers answered with are in the shared registry", n, len(handles))
+		x.violation("%d of the %d operations the routers answered with are in the shared registry", n, len(handles))
 	}
 	if _, err := os.Stat(filepath.Join(x.su.s.Config.Dir, "router.db")); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("violation: a router of the fleet made a registry file of its own (%v)", err)
+		x.violation("a router of the fleet made a registry file of its own (%v)", err)
 	}
 }
