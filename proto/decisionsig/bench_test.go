@@ -12,7 +12,7 @@ import (
 // set against the question to Hubu it replaces.
 func BenchmarkSignAndVerify(b *testing.B) {
 	pub, priv, _ := ed25519.GenerateKey(nil)
-	keys := func(id string) (ed25519.PublicKey, bool) { return pub, true }
+	keys := func(string) (ed25519.PublicKey, bool) { return pub, true }
 	now := time.Now()
 	c := claims(now)
 	b.Run("sign", func(b *testing.B) {

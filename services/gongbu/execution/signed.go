@@ -40,15 +40,15 @@ type decisionKeys struct {
 }
 
 // lookup returns the key id names. It reads Hubu's keys first, when they are due (none held,
-// id not among them, or older than keyMaxAge), no read is under way and none started within
+// older than keyMaxAge, or id not among them), no read is under way and none started within
 // keyRefresh, and the caller may start one: refresh false (a caller Hubu has not yet vouched
-// for, who could otherwise make Gongbu read the keys at will) starts one only while none are
-// held. A read that fails keeps the keys held.
+// for, who could otherwise make Gongbu read the keys at will by naming keys it does not hold)
+// starts one only when none are held or they are old. A read that fails keeps the keys held.
 func (k *decisionKeys) lookup(ctx context.Context, a gongbu.Authority, id string, now time.Time, refresh bool) (ed25519.PublicKey, bool) {
 	k.mu.Lock()
 	pub, ok := k.keys[id]
-	due := k.keys == nil || !ok || !within(now, k.readAt, keyMaxAge)
-	start := due && !k.reading && (k.tryAt.IsZero() || !within(now, k.tryAt, keyRefresh)) && (refresh || k.keys == nil)
+	old := k.keys == nil || !within(now, k.readAt, keyMaxAge)
+	start := (old || !ok) && !k.reading && (k.tryAt.IsZero() || !within(now, k.tryAt, keyRefresh)) && (refresh || old)
 	if !start {
 		k.mu.Unlock()
 		return pub, ok

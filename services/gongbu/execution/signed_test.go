@@ -199,3 +199,27 @@ func TestSignedDecisionIssuedBeforeTheEpochIsNotSubmittedBlindly(t *testing.T) {
 			env.Provider.Submits(), env.Authority.Asked())
 	}
 }
+
+// A Gongbu that sees only long-polls still drops a retired key: old keys are read again for a
+// read capability too (an unknown key alone does not make it read them).
+func TestReadCapabilitiesReadOldKeysAgain(t *testing.T) {
+	t.Parallel()
+	env := gongbutest.New(t, true)
+	handle := gongbutest.NewDecision().PublicHandle
+	caller := gongbu.Caller{Token: "agent-a"}
+	first := env.Authority.SignRead(handle, "agent-a", "", env.Clock.Now().Add(time.Minute))
+	if !env.Service.MayRead(context.Background(), first, caller, handle) || env.Authority.KeyReads() != 1 {
+		t.Fatalf("a capability with no keys held: %d key reads", env.Authority.KeyReads())
+	}
+	// Signed with the key in use now, and still valid once the keys held are old.
+	capability := env.Authority.SignRead(handle, "agent-a", "", env.Clock.Now().Add(12*time.Minute))
+	env.Authority.NewKey(true) // Hubu retires the key that signed it
+	env.Clock.Advance(11 * time.Minute)
+	fresh := env.Authority.SignRead(handle, "agent-a", "", env.Clock.Now().Add(time.Minute))
+	if env.Service.MayRead(context.Background(), capability, caller, handle) || env.Authority.KeyReads() != 2 {
+		t.Fatalf("a capability under a retired key, the keys held old: taken, or %d key reads (want 2)", env.Authority.KeyReads())
+	}
+	if !env.Service.MayRead(context.Background(), fresh, caller, handle) || env.Authority.KeyReads() != 2 {
+		t.Fatalf("a capability under Hubu's new key: %d key reads", env.Authority.KeyReads())
+	}
+}
