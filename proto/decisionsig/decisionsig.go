@@ -116,15 +116,6 @@ var (
 	ErrTooFarAhead = errors.New("the signature expires further ahead than any is made to: the clocks are apart")
 )
 
-// KeyIDOf returns the id of the key a header value names, or ErrInvalid when it is not one.
-func KeyIDOf(header string) (string, error) {
-	parts := strings.Split(header, ".")
-	if len(parts) != 4 || parts[0] != version || parts[1] == "" {
-		return "", ErrInvalid
-	}
-	return parts[1], nil
-}
-
 // Verify checks header against the public key it names (keys looks it up) and returns its
 // claims when the signature holds, is for Audience, and has not expired at now.
 func Verify(header string, keys func(id string) (ed25519.PublicKey, bool), now time.Time) (Claims, error) {
