@@ -86,6 +86,8 @@ type Service struct {
 	traces   origins       // where each execution began, so that its later steps join its trace (tracing.go)
 	// unrecorded are jobs the provider accepted whose record failed (jobrecord.go).
 	unrecorded unrecordedJobs
+	// watching are the jobs this process's workers watch, for the provider's notices (watchers.go).
+	watching watchers
 }
 
 // SubmissionBound is the longest one submission can take, from recording it to recording

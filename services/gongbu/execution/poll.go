@@ -60,19 +60,31 @@ func (s *Service) poll(ctx context.Context, provider gongbu.Provider, exec gongb
 // pending look extends it by PollInterval), so no other worker polls the job meanwhile; when
 // the wait between looks reaches PollInterval it leaves the job to the background pass, and
 // should this process die, the lease runs out and the background pass, here or in another
-// replica, takes the job over. A provider's webhook (Nudge) may claim the job first: the
-// watcher then loses its lease, writes nothing, and stops.
+// replica, takes the job over. A provider's notice about the job wakes the watcher (Watching);
+// one that reaches another replica claims the job there (Nudge): the watcher then loses its
+// lease, writes nothing, and stops.
 func (s *Service) watch(provider gongbu.Provider, exec gongbu.Execution) {
+	s.watchAs(provider, exec, s.watching.of(exec))
+}
+
+// watchAs is watch, for a watcher registered already (reg): a submitter registers before it
+// records the job, since the provider's notice may come first. The watcher removes reg when
+// it stops, or at once when it does not start.
+func (s *Service) watchAs(provider gongbu.Provider, exec gongbu.Execution, reg watchReg) {
 	if s.FirstPoll < 0 || !s.begin() {
+		reg.remove()
 		return
 	}
 	s.mu.Lock()
 	stop := s.stopping()
 	s.mu.Unlock()
+	wake := reg.wakeups()
 	go func() {
 		defer s.end()
+		defer reg.remove()
 		// The first look is at once (a quick provider may be done already), the next after
-		// FirstPoll, then after twice as long each time.
+		// FirstPoll, then after twice as long each time, or at once when the provider says the
+		// job is done (Watching).
 		for wait := time.Duration(0); wait < s.PollInterval; wait = max(2*wait, orDefault(s.FirstPoll, DefaultFirstPoll)) {
 			if wait > 0 {
 				t := time.NewTimer(wait)
@@ -80,6 +92,8 @@ func (s *Service) watch(provider gongbu.Provider, exec gongbu.Execution) {
 				case <-stop:
 					t.Stop()
 					return // shutting down: the lease runs out and another worker takes over
+				case <-wake:
+					t.Stop()
 				case <-t.C:
 				}
 			}

@@ -113,14 +113,21 @@ func (s *Service) submit(ctx context.Context, provider gongbu.Provider, exec gon
 	defer cancel()
 	switch {
 	case err == nil:
+		// The provider may say the job is done before its record commits: the watcher to be
+		// takes such a notice from now on.
+		var reg watchReg
+		if s.FirstPoll >= 0 {
+			reg = s.watching.add(exec.Scope.Provider, job.ID, exec.DecisionID)
+		}
 		next, err := s.recordJob(ctx, exec, job)
 		if err != nil {
+			reg.remove()
 			// The job exists but is not recorded here. Either another worker took the
 			// execution over, or the lease runs out and recovery (Tick) records the job
 			// this process kept.
 			return s.current(ctx, exec)
 		}
-		s.watch(provider, next)
+		s.watchAs(provider, next, reg)
 		return next
 	case gongbu.IsRejected(err) && first:
 		return s.finish(ctx, exec, gongbu.Failed(err.Error(), 0))

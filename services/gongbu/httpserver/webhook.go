@@ -21,8 +21,9 @@ type Webhook interface {
 const maxWebhookBody = 4 << 10
 
 // ProviderWebhook takes a provider's signed notice that a job is done and polls the job at
-// once. The notice is only a wake-up (the result comes from polling), so its answer says
-// nothing about the job: a notice about a job already finished is taken as well.
+// once: by waking the worker here that watches it, or else by claiming it (Nudge). The notice
+// is only a wake-up (the result comes from polling), so its answer says nothing about the job:
+// a notice about a job already finished is taken as well.
 func (s *Server) ProviderWebhook(w http.ResponseWriter, r *http.Request, provider string) {
 	hook, ok := s.Webhooks[provider]
 	if !ok {
@@ -39,14 +40,29 @@ func (s *Server) ProviderWebhook(w http.ResponseWriter, r *http.Request, provide
 		s.writeError(w, r, gongbu.Errorf(gongbu.CodeInvalidArguments, "%s", err.Error()))
 		return
 	}
+	verified := func(decisionID uuid.UUID) bool {
+		err := hook.VerifyWebhook(r.Header, body, decisionID)
+		if err != nil {
+			s.logger().WarnContext(r.Context(), "webhook refused", "provider", provider, "decision_id", decisionID, "err", err)
+			s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnauthorized, "%s", err.Error()))
+		}
+		return err == nil
+	}
+	// A job a worker here is watching: wake the watcher, which holds the job's lease, rather
+	// than claim the job from it in the database.
+	if decisionID, wake, ok := s.Executions.Watching(provider, job); ok {
+		if verified(decisionID) {
+			wake()
+			w.WriteHeader(http.StatusNoContent)
+		}
+		return
+	}
 	exec, err := s.Executions.Store.GetByJob(r.Context(), provider, job)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := hook.VerifyWebhook(r.Header, body, exec.DecisionID); err != nil {
-		s.logger().WarnContext(r.Context(), "webhook refused", "provider", provider, "decision_id", exec.DecisionID, "err", err)
-		s.writeError(w, r, gongbu.Errorf(gongbu.CodeUnauthorized, "%s", err.Error()))
+	if !verified(exec.DecisionID) {
 		return
 	}
 	if exec.State == gongbu.StateSubmitted {

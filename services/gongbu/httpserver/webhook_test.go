@@ -1,13 +1,16 @@
 package httpserver_test
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
+	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/services/gongbu"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/httpserver"
@@ -77,5 +80,100 @@ func TestProviderWebhook(t *testing.T) {
 	}
 	if got := b.env.Get(t, d.DecisionID); got.State != gongbu.StateSucceeded || !got.Reported || b.env.Provider.Polls() != 1 {
 		t.Fatalf("after the notice: %s, reported %v, %d polls", got.State, got.Reported, b.env.Provider.Polls())
+	}
+}
+
+// A notice about a job that a worker here is watching wakes that worker, which looks at once
+// and records the result under the lease it holds: the job is not claimed from it in the
+// database (that would cost a read and a write, and could have the job polled twice).
+func TestProviderWebhookWakesTheJobsWatcher(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(s *httpserver.Server, env *gongbutest.Env) {
+		s.Webhooks = map[string]httpserver.Webhook{"bfl": signedBy{}}
+		// After its first look the watcher would wait an hour before the next.
+		env.Service.FirstPoll, env.Service.PollInterval = time.Hour, 2*time.Hour
+	})
+	b.env.Provider.OnPoll(gongbutest.Answer(gongbu.JobPending, "", ""), gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	d := b.env.Issue(agentA)
+	job := *b.execute(t, b.service, d).JSON202.ProviderJobId
+	waitfor.True(t, 10*time.Second, "the watcher's first look", func() bool { return b.env.Provider.Polls() == 1 })
+	submitted := b.env.Get(t, d.DecisionID)
+
+	post := func(signature string) (int, []byte) {
+		req, _ := http.NewRequest(http.MethodPost, b.url+"/v1/webhooks/bfl", strings.NewReader("job="+job))
+		req.Header.Set("X-Test-Signature", signature)
+		return b.do(t, req)
+	}
+	if status, body := post("signed-for-" + uuid.NewString()); status != http.StatusUnauthorized || problemCode(t, body) != "unauthorized" {
+		t.Fatalf("a notice signed for another decision: %d %s", status, body)
+	}
+	if status, body := post("signed-for-" + d.DecisionID.String()); status != http.StatusNoContent {
+		t.Fatalf("a signed notice: %d %s", status, body)
+	}
+	waitfor.True(t, 10*time.Second, "the result recorded and reported", func() bool {
+		got := b.env.Get(t, d.DecisionID)
+		return got.State == gongbu.StateSucceeded && got.Reported
+	})
+	if got := b.env.Get(t, d.DecisionID); got.LeaseGeneration != submitted.LeaseGeneration || b.env.Provider.Polls() != 2 {
+		t.Fatalf("lease generation %d → %d, %d polls: want the watcher's own look, no claim", submitted.LeaseGeneration, got.LeaseGeneration, b.env.Provider.Polls())
+	}
+	waitfor.True(t, 10*time.Second, "the watcher gone", func() bool {
+		_, _, watched := b.env.Service.Watching("bfl", job)
+		return !watched
+	})
+}
+
+// The provider may say a job is done before Gongbu has recorded the job (its answer to the
+// submission and its notice race): the submitter registers as the job's watcher before it
+// writes the record, so such a notice is taken, not refused as naming an unknown job.
+func TestProviderWebhookBeforeTheJobIsRecorded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(s *httpserver.Server, env *gongbutest.Env) {
+		s.Webhooks = map[string]httpserver.Webhook{"bfl": signedBy{}}
+		env.Service.FirstPoll, env.Service.PollInterval = time.Hour, 2*time.Hour
+	})
+	d := b.env.Issue(agentA)
+	noticed := make(chan int, 1)
+	b.env.Provider.OnSubmit(func(ctx context.Context, key string, dec gongbu.Decision) (gongbu.Job, error) {
+		job := b.env.Provider.Accept()
+		accepted, err := job(ctx, key, dec)
+		// Hold the job's record back: lock the execution's row until the notice is answered.
+		tx, err2 := b.env.Pool.Begin(ctx)
+		if err2 != nil {
+			t.Error(err2)
+			return accepted, err
+		}
+		if _, err2 := tx.Exec(ctx, "SELECT 1 FROM executions WHERE decision_id = $1 FOR UPDATE", dec.DecisionID); err2 != nil {
+			t.Error(err2)
+		}
+		go func() {
+			defer tx.Rollback(ctx) //nolint:errcheck // releases the lock; nothing was written
+			// Bounded: a submitter that registers only once the job is recorded never
+			// would while the row is locked, and the notice then names an unknown job.
+			waitfor.Within(2*time.Second, func() bool {
+				_, _, watched := b.env.Service.Watching("bfl", accepted.ID)
+				return watched
+			})
+			req, _ := http.NewRequest(http.MethodPost, b.url+"/v1/webhooks/bfl", strings.NewReader("job="+accepted.ID))
+			req.Header.Set("X-Test-Signature", "signed-for-"+dec.DecisionID.String())
+			status, _ := b.do(t, req)
+			if got := b.env.Get(t, dec.DecisionID); got.ProviderJobID != nil {
+				t.Errorf("the job was recorded before the notice was answered: the test proves nothing")
+			}
+			noticed <- status
+		}()
+		return accepted, err
+	})
+	b.env.Provider.OnPoll(gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
+	b.execute(t, b.service, d)
+	if status := <-noticed; status != http.StatusNoContent {
+		t.Fatalf("a notice before the job's record: %d, want 204", status)
+	}
+	waitfor.True(t, 10*time.Second, "the result recorded and reported", func() bool {
+		got := b.env.Get(t, d.DecisionID)
+		return got.State == gongbu.StateSucceeded && got.Reported
+	})
+	if got := b.env.Get(t, d.DecisionID); got.LeaseGeneration != 0 || b.env.Provider.Polls() != 1 {
+		t.Fatalf("lease generation %d, %d polls: want the submitter's own look, no claim", got.LeaseGeneration, b.env.Provider.Polls())
 	}
 }
