@@ -86,6 +86,7 @@ func (s *Service) watchAs(provider gongbu.Provider, exec gongbu.Execution, reg w
 		// FirstPoll, then after twice as long each time, or at once when the provider says the
 		// job is done (Watching).
 		for wait := time.Duration(0); wait < s.PollInterval; wait = max(2*wait, orDefault(s.FirstPoll, DefaultFirstPoll)) {
+			trigger := TriggerWatch
 			if wait > 0 {
 				t := time.NewTimer(wait)
 				select {
@@ -94,11 +95,12 @@ func (s *Service) watchAs(provider gongbu.Provider, exec gongbu.Execution, reg w
 					return // shutting down: the lease runs out and another worker takes over
 				case <-wake:
 					t.Stop()
+					trigger = TriggerWebhook // counted as the notice's look, as a claim's would be
 				case <-t.C:
 				}
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), orDefault(s.CallTimeout, DefaultCallTimeout)+recordTimeout)
-			pending := s.poll(ctx, provider, exec, TriggerWatch)
+			pending := s.poll(ctx, provider, exec, trigger)
 			cancel()
 			if !pending {
 				return

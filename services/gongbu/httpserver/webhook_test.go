@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"hubu.dev/hubu/kit/waitfor"
 	"hubu.dev/hubu/services/gongbu"
+	"hubu.dev/hubu/services/gongbu/execution"
 	"hubu.dev/hubu/services/gongbu/gongbutest"
 	"hubu.dev/hubu/services/gongbu/httpserver"
 )
@@ -88,10 +91,12 @@ func TestProviderWebhook(t *testing.T) {
 // database (that would cost a read and a write, and could have the job polled twice).
 func TestProviderWebhookWakesTheJobsWatcher(t *testing.T) {
 	t.Parallel()
+	reg := prometheus.NewRegistry()
 	b := setup(t, func(s *httpserver.Server, env *gongbutest.Env) {
 		s.Webhooks = map[string]httpserver.Webhook{"bfl": signedBy{}}
 		// After its first look the watcher would wait an hour before the next.
 		env.Service.FirstPoll, env.Service.PollInterval = time.Hour, 2*time.Hour
+		env.Service.Metrics = execution.NewMetrics(reg)
 	})
 	b.env.Provider.OnPoll(gongbutest.Answer(gongbu.JobPending, "", ""), gongbutest.Answer(gongbu.JobReady, "https://provider.test/s.png", ""))
 	d := b.env.Issue(agentA)
@@ -121,6 +126,15 @@ func TestProviderWebhookWakesTheJobsWatcher(t *testing.T) {
 		_, _, watched := b.env.Service.Watching("bfl", job)
 		return !watched
 	})
+	// The look the notice brought on is counted as the notice's, as a claim's would be.
+	want := `# HELP gongbu_provider_polls_total Polls of provider jobs by what triggered them (watch, webhook, pass) and what they found (pending, ready, failed, lost, error).
+# TYPE gongbu_provider_polls_total counter
+gongbu_provider_polls_total{result="pending",trigger="watch"} 1
+gongbu_provider_polls_total{result="ready",trigger="webhook"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gongbu_provider_polls_total"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // The provider may say a job is done before Gongbu has recorded the job (its answer to the
