@@ -15,13 +15,14 @@ import (
 // pinned: a change that adds one fails here, and must say why it is worth it. Each request runs
 // once to warm pgx's statement cache, then once counted, on a pool of one connection.
 //
-// A new authorization: BEGIN + the agent's policy lock + the state the decision needs (with
-// whether the key is recorded), then the record with its hold and budget use + COMMIT; its
+// A new authorization: the state the decision needs (with whether the key is recorded), read
+// without a lock, then BEGIN + the agent's policy lock + the record with its hold and budget
+// use, guarded by that state + COMMIT, so the lock is held inside Postgres only; its
 // hand-off counts the try and records the acceptance, one guarded statement each; the count in a
 // transaction of its own sent in one round trip (BEGIN + SET LOCAL synchronous_commit = off +
 // the statement + COMMIT) that commits without waiting for the disk: it, and only it, is
-// unflushed (postgres.Store.writeUnflushed says why). A replay: the
-// same first round trip, which takes no lock for a recorded key, then the record + COMMIT. A
+// unflushed (postgres.Store.writeUnflushed says why). A replay: the same first read, then the
+// record, no transaction and no lock. A
 // transition of an existing operation: BEGIN + its lock + the row with its ledger totals, then
 // the change + COMMIT. The credential and the catalog come from the cache; without it each is
 // one more read (uncached), the catalog's for a new operation only.
@@ -71,7 +72,7 @@ func TestRoundTrips(t *testing.T) {
 				{"new authorization, held for approval", 2, 5, 0, 2, func() func() {
 					return func() { decided("flux-pro-1.1-ultra", hubuapi.OperationStatePendingApproval) }
 				}},
-				{"replay", 2, 5, 0, 1, func() func() {
+				{"replay", 2, 2, 0, 1, func() func() {
 					return func() { spend(t, a, replayed, hubuapi.OperationStateExecuting) }
 				}},
 				{"hand-off: count the try", 1, 4, 1, 0, func() func() {

@@ -25,91 +25,93 @@ import (
 // under a lock on the agent's policy, so concurrent authorizations of one agent can never
 // overspend its budget.
 //
-// Two round trips. The first is BEGIN, the policy lock (not taken when the key is recorded
-// already: a redelivery waits for no decision) and, once it is held, the state the decision
-// needs (policy, account, budget used, whether the key is recorded). The second is the record
-// with its ledger hold and budget use, in one statement, and COMMIT; the lock is held for one
-// round trip. Or, for a key that is recorded, the record and COMMIT (and then the expiry of an
-// operation that waited for people past its deadline). The price comes from the catalog,
-// cached; a catalog that must be read is read in the transaction, for new operations only.
+// Two round trips, and the policy lock held inside Postgres only. The first reads the state a
+// decision needs (policy, account, budget used, whether the key is recorded) without a lock,
+// and the decision is taken on it. The second is BEGIN, the policy lock, the record with its
+// ledger hold and budget use, and COMMIT, as one batch: the record is written only if the
+// decision still stands on the state under the lock (InsertAuthorization's guard), so the lock
+// is held for that statement and the commit's flush and never across a wait for Hubu. When the
+// state moved (another authorization used the budget, the policy or account changed, the key
+// was recorded meanwhile) nothing was written, and the locked path decides again
+// (authorizeLocked). A recorded key is replayed: the record's read is the second round trip.
+// The price comes from the catalog, cached; a catalog that must be read is read for new
+// operations only.
 //
 // handOff says that the caller hands a decision issued here to the executor as soon as this
 // returns: its first try is then counted in the same insert (hubu.Change.WithFirstHandOff).
 func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time, handOff bool) (op hubu.Operation, replayed bool, err error) {
-	// The size is resolved (with the model's defaults, and an edit's first input) only for a new
-	// operation: a recorded one is compared as it was written, never as today's defaults make it.
-	scope := hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model}
-	args, err := marshalArguments(req.Arguments)
-	if err != nil {
-		return hubu.Operation{}, false, fmt.Errorf("encode arguments: %w", err)
-	}
-	key := hubudb.GetOperationByKeyParams{AgentID: agentID, OperationKey: req.OperationKey}
-	day, _ := policy.PeriodStart("day", now)
-	since, until, err := budgetWindows(now)
+	a, err := s.newAuthRequest(agentID, req, now, handOff)
 	if err != nil {
 		return hubu.Operation{}, false, err
 	}
+	st, err := s.q.AuthorizationState(ctx, s.db, a.stateParams())
+	if err != nil {
+		return hubu.Operation{}, false, fmt.Errorf("read the agent's state: %w", err)
+	}
+	if st.Recorded {
+		return a.replayRecorded(ctx, s, s.db, now)
+	}
+	d, err := s.decideNew(ctx, s.db, a, st)
+	if err != nil {
+		return hubu.Operation{}, false, err
+	}
+	if s.testHookDecided != nil {
+		s.testHookDecided()
+	}
+	d.insert.Guarded = true
+	row, err := withPipeTx(ctx, s.pool, func(p *pipe) (hubudb.InsertAuthorizationRow, error) {
+		if err := s.q.LockPolicyForKey(ctx, p, a.lockParams()); err != nil {
+			return hubudb.InsertAuthorizationRow{}, fmt.Errorf("lock policy: %w", err)
+		}
+		p.thenCommit()
+		return s.q.InsertAuthorization(ctx, p, d.insert)
+	})
+	switch {
+	case isNoRows(err): // the state moved since it was read: decide under the lock
+		return s.authorizeLocked(ctx, a)
+	case uniqueViolation(err, "operations_public_handle_key"):
+		return hubu.Operation{}, false, hubu.Errorf(hubu.CodeConflict, "the public handle belongs to another operation")
+	case err != nil:
+		return hubu.Operation{}, false, fmt.Errorf("insert operation: %w", err)
+	}
+	return changed(hubudb.Operation(row), d.change), false, nil
+}
+
+// authorizeLocked is Authorize deciding under the agent's policy lock, for when the state
+// moved between the first try's read and its write. Two round trips: BEGIN, the policy lock
+// (not taken when the key is recorded already: a redelivery waits for no decision) and, once
+// it is held, the state; then the record with its ledger hold and budget use, and COMMIT. The
+// lock is held across a round trip to Hubu here, which is why it is not the first try. Or, for
+// a key that is recorded, the record and COMMIT (and then the expiry of an operation that
+// waited for people past its deadline).
+func (s *Store) authorizeLocked(ctx context.Context, a authRequest) (op hubu.Operation, replayed bool, err error) {
 	type result struct {
 		op       hubu.Operation
 		recorded bool // the key has a record: replay it (op, when it was read here)
 		read     bool // op is the record, read in the transaction
 	}
 	res, err := withPipeTx(ctx, s.pool, func(p *pipe) (result, error) {
-		if err := s.q.LockPolicyForKey(ctx, p, hubudb.LockPolicyForKeyParams{AgentID: agentID, OperationKey: req.OperationKey}); err != nil {
+		if err := s.q.LockPolicyForKey(ctx, p, a.lockParams()); err != nil {
 			return result{}, fmt.Errorf("lock policy: %w", err)
 		}
-		st, err := s.q.AuthorizationState(ctx, p, hubudb.AuthorizationStateParams{
-			AgentID: agentID, OperationKey: req.OperationKey, Since: since, Until: until,
-		})
+		st, err := s.q.AuthorizationState(ctx, p, a.stateParams())
 		if err != nil {
 			return result{}, fmt.Errorf("read the agent's state: %w", err)
 		}
 		if st.Recorded {
 			p.thenCommit()
-			existing, err := s.byKey(ctx, p, key)
+			existing, err := s.byKey(ctx, p, a.key)
 			if err != nil {
 				return result{}, fmt.Errorf("read the recorded operation: %w", err)
 			}
 			return result{op: existing, recorded: true, read: true}, nil
 		}
-		if scope.Size, err = resolveSize(req); err != nil {
-			return result{}, err
-		}
-		amount, currency, err := s.price(ctx, p, scope, req.Inputs)
+		d, err := s.decideNew(ctx, p, a, st)
 		if err != nil {
 			return result{}, err
 		}
-		pol := policyOfRow(st.Policy)
-		used, err := usedIn(pol.BudgetPeriod, st.UsedMicros)
-		if err != nil {
-			return result{}, err
-		}
-		verdict := policy.Decide(pol, scope, amount, currency, used)
-		ch, err := hubu.Operation{
-			ID: uuid.New(), AgentID: agentID, PublicHandle: req.PublicHandle, Tool: req.Tool, Arguments: args,
-			RequestHash: req.RequestHash, Account: st.Account, Scope: scope, AmountMicros: amount,
-			Currency: currency, CreatedAt: now,
-		}.Authorize(authorization[verdict.Action], verdict.Denial, s.ApprovalTTL)
-		if err != nil {
-			return result{}, err
-		}
-		if handOff {
-			ch = ch.WithFirstHandOff()
-		}
-		o := ch.Operation
-		code, message := denialColumns(o.Denial)
-		l := ledgerColumnsOf(ch.Ledger)
 		p.thenCommit()
-		row, err := s.q.InsertAuthorization(ctx, p, hubudb.InsertAuthorizationParams{
-			ID: o.ID, AgentID: agentID, OperationKey: req.OperationKey, PublicHandle: req.PublicHandle,
-			Tool: req.Tool, Arguments: args, RequestHash: req.RequestHash, Account: o.Account,
-			Provider: scope.Provider, Model: scope.Model, Size: scope.Size, AmountMicros: o.AmountMicros,
-			Currency: o.Currency, State: string(o.State), BudgetDay: day, DecisionID: o.DecisionID,
-			DenialCode: code, DenialMessage: message, ApprovalExpiresAt: o.ApprovalExpiresAt,
-			DispatchAttempts: int32(o.DispatchAttempts), CreatedAt: now,
-			BudgetDelta: l.budgetDelta, LedgerKinds: l.kinds, LedgerAmounts: l.amounts, LedgerCurrencies: l.currencies,
-			LedgerCreatedAt: l.createdAt,
-		})
+		row, err := s.q.InsertAuthorization(ctx, p, d.insert)
 		switch {
 		case isNoRows(err): // the key's record exists after all; nothing was written
 			return result{recorded: true}, nil
@@ -118,21 +120,134 @@ func (s *Store) Authorize(ctx context.Context, agentID uuid.UUID, req hubu.Autho
 		case err != nil:
 			return result{}, fmt.Errorf("insert operation: %w", err)
 		}
-		return result{op: changed(hubudb.Operation(row), ch)}, nil
+		return result{op: changed(hubudb.Operation(row), d.change)}, nil
 	})
 	switch {
 	case err != nil:
 		return hubu.Operation{}, false, err
 	case !res.recorded:
 		return res.op, false, nil
-	case !res.read:
-		if res.op, err = s.byKey(ctx, s.db, key); err != nil {
-			return hubu.Operation{}, false, fmt.Errorf("read the record that was found: %w", err)
-		}
+	case res.read:
+		op, err = a.replay(ctx, s, res.op)
+		return op, true, err
 	}
-	want := hubu.Operation{PublicHandle: req.PublicHandle, Arguments: args, Tool: req.Tool, RequestHash: req.RequestHash, Scope: scope}
-	op, err = s.replay(ctx, res.op, want, now)
+	return a.replayRecorded(ctx, s, s.db, a.now)
+}
+
+// authRequest is one Authorize call's request, as the statements take it.
+type authRequest struct {
+	agentID      uuid.UUID
+	req          hubu.AuthorizeRequest
+	now          time.Time
+	handOff      bool
+	scope        hubu.Scope // the size is resolved for a new operation only (decide)
+	args         []byte
+	key          hubudb.GetOperationByKeyParams
+	day          time.Time
+	since, until []time.Time // the budget periods that contain now, one for each of budgetPeriods
+}
+
+func (s *Store) newAuthRequest(agentID uuid.UUID, req hubu.AuthorizeRequest, now time.Time, handOff bool) (authRequest, error) {
+	args, err := marshalArguments(req.Arguments)
+	if err != nil {
+		return authRequest{}, fmt.Errorf("encode arguments: %w", err)
+	}
+	day, _ := policy.PeriodStart("day", now)
+	since, until, err := budgetWindows(now)
+	if err != nil {
+		return authRequest{}, err
+	}
+	return authRequest{
+		agentID: agentID, req: req, now: now, handOff: handOff,
+		scope: hubu.Scope{Provider: hubu.ProviderBFL, Model: req.Arguments.Model}, args: args,
+		key: hubudb.GetOperationByKeyParams{AgentID: agentID, OperationKey: req.OperationKey},
+		day: day, since: since, until: until,
+	}, nil
+}
+
+func (a authRequest) lockParams() hubudb.LockPolicyForKeyParams {
+	return hubudb.LockPolicyForKeyParams{AgentID: a.agentID, OperationKey: a.req.OperationKey}
+}
+
+func (a authRequest) stateParams() hubudb.AuthorizationStateParams {
+	return hubudb.AuthorizationStateParams{AgentID: a.agentID, OperationKey: a.req.OperationKey, Since: a.since, Until: a.until}
+}
+
+// replayRecorded reads the record under the key, which the state said exists, and replays it.
+func (a authRequest) replayRecorded(ctx context.Context, s *Store, db hubudb.DBTX, now time.Time) (hubu.Operation, bool, error) {
+	existing, err := s.byKey(ctx, db, a.key)
+	if err != nil {
+		return hubu.Operation{}, false, fmt.Errorf("read the record that was found: %w", err)
+	}
+	op, err := a.replay(ctx, s, existing)
 	return op, true, err
+}
+
+func (a authRequest) replay(ctx context.Context, s *Store, existing hubu.Operation) (hubu.Operation, error) {
+	want := hubu.Operation{PublicHandle: a.req.PublicHandle, Arguments: a.args, Tool: a.req.Tool, RequestHash: a.req.RequestHash, Scope: a.scope}
+	return s.replay(ctx, existing, want, a.now)
+}
+
+// firstMove is a new operation's first move, and the statement that records it, guarded by the
+// state it was decided on (the caller sets Guarded when that state was read without the lock).
+type firstMove struct {
+	change hubu.Change
+	insert hubudb.InsertAuthorizationParams
+}
+
+// decideNew takes a new operation's first move on st, its agent's state.
+func (s *Store) decideNew(ctx context.Context, db hubudb.DBTX, a authRequest, st hubudb.AuthorizationStateRow) (firstMove, error) {
+	scope := a.scope
+	var err error
+	if scope.Size, err = resolveSize(a.req); err != nil {
+		return firstMove{}, err
+	}
+	amount, currency, err := s.price(ctx, db, scope, a.req.Inputs)
+	if err != nil {
+		return firstMove{}, err
+	}
+	pol := policyOfRow(st.Policy)
+	window := slices.Index(budgetPeriods, pol.BudgetPeriod)
+	used, err := usedIn(pol.BudgetPeriod, st.UsedMicros)
+	if err != nil {
+		return firstMove{}, err
+	}
+	verdict := policy.Decide(pol, scope, amount, currency, used)
+	ch, err := hubu.Operation{
+		ID: uuid.New(), AgentID: a.agentID, PublicHandle: a.req.PublicHandle, Tool: a.req.Tool, Arguments: a.args,
+		RequestHash: a.req.RequestHash, Account: st.Account, Scope: scope, AmountMicros: amount,
+		Currency: currency, CreatedAt: a.now,
+	}.Authorize(authorization[verdict.Action], verdict.Denial, s.ApprovalTTL)
+	if err != nil {
+		return firstMove{}, err
+	}
+	if a.handOff {
+		ch = ch.WithFirstHandOff()
+	}
+	// A verdict other than a refusal found the price within the budget left: the guard asks
+	// that it still is. A refusal on a state that moved stays a refusal of that state.
+	budgetChecked := int64(-1)
+	if verdict.Action != policy.Deny {
+		budgetChecked = amount
+	}
+	o := ch.Operation
+	code, message := denialColumns(o.Denial)
+	l := ledgerColumnsOf(ch.Ledger)
+	return firstMove{change: ch, insert: hubudb.InsertAuthorizationParams{
+		ID: o.ID, AgentID: a.agentID, OperationKey: a.req.OperationKey, PublicHandle: a.req.PublicHandle,
+		Tool: a.req.Tool, Arguments: a.args, RequestHash: a.req.RequestHash, Account: o.Account,
+		Provider: scope.Provider, Model: scope.Model, Size: scope.Size, AmountMicros: o.AmountMicros,
+		Currency: o.Currency, State: string(o.State), BudgetDay: a.day, DecisionID: o.DecisionID,
+		DenialCode: code, DenialMessage: message, ApprovalExpiresAt: o.ApprovalExpiresAt,
+		DispatchAttempts: int32(o.DispatchAttempts), CreatedAt: a.now,
+		PolicyCurrency: st.Policy.Currency, PolicyCeilingMicros: st.Policy.PerOperationCeilingMicros,
+		PolicyAutoApproveMicros: st.Policy.AutoApproveLimitMicros, PolicyBudgetMicros: st.Policy.BudgetMicros,
+		PolicyBudgetPeriod: st.Policy.BudgetPeriod, PolicyAllowedProviders: st.Policy.AllowedProviders,
+		PolicyAllowedModels: st.Policy.AllowedModels, PolicyUpdatedAt: st.Policy.UpdatedAt,
+		BudgetCheckedMicros: budgetChecked, BudgetSince: a.since[window], BudgetUntil: a.until[window],
+		BudgetDelta: l.budgetDelta, LedgerKinds: l.kinds, LedgerAmounts: l.amounts, LedgerCurrencies: l.currencies,
+		LedgerCreatedAt: l.createdAt,
+	}}, nil
 }
 
 // resolveSize checks a new operation's request against its model and returns the size it

@@ -28,6 +28,10 @@ type Store struct {
 	// Cache, when set, keeps credentials and prices between requests (see Cache). Set it
 	// before the Store is used; nil reads them from Postgres every time.
 	Cache *Cache
+
+	// testHookDecided, when set, runs between Authorize's first read of the state and its
+	// write: tests move the state there.
+	testHookDecided func()
 }
 
 // NewStore returns a Store on pool.

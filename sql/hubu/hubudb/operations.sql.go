@@ -246,55 +246,80 @@ WITH op AS (
                             account, provider, model, size, amount_micros, currency, state,
                             budget_day, decision_id, denial_code, denial_message,
                             approval_expires_at, dispatch_attempts, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5,
-            $6, $7, $8, $9, $10,
-            $11, $12, $13, $14, $15,
-            $16, $17, $18, $19,
-            $20, $21, $21)
+    SELECT $1, $2, $3, $4, $5,
+           $6, $7, $8, $9, $10,
+           $11, $12, $13, $14, $15,
+           $16, $17, $18, $19,
+           $20, $21, $21
+    WHERE NOT $22::boolean OR EXISTS (
+        SELECT 1 FROM policies p JOIN agents a ON a.id = p.agent_id
+        WHERE p.agent_id = $2 AND a.account = $8
+            AND (p.currency, p.per_operation_ceiling_micros, p.auto_approve_limit_micros, p.budget_micros,
+                 p.budget_period, p.allowed_providers, p.allowed_models, p.updated_at)
+              = ($23::text, $24::bigint,
+                 $25::bigint, $26::bigint,
+                 $27::text, $28::text[],
+                 $29::text[], $30::timestamptz)
+            AND ($31::bigint < 0 OR $31::bigint <= p.budget_micros - (
+                SELECT coalesce(sum(b.used_micros), 0) FROM budget_usage b
+                WHERE b.agent_id = p.agent_id AND b.day >= $32::timestamptz AND b.day < $33::timestamptz))
+    )
     ON CONFLICT (agent_id, operation_key) DO NOTHING
     RETURNING id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts, provider_cost_micros
 ), budget AS (
     INSERT INTO budget_usage (agent_id, day, used_micros)
-    SELECT op.agent_id, op.budget_day, $22::bigint FROM op
+    SELECT op.agent_id, op.budget_day, $34::bigint FROM op
     ON CONFLICT (agent_id, day) DO UPDATE SET used_micros = budget_usage.used_micros + EXCLUDED.used_micros
     WHERE EXCLUDED.used_micros <> 0
 ), entries AS (
     INSERT INTO ledger_entries (operation_id, kind, amount_micros, currency, created_at)
-    SELECT op.id, ($23::text[])[i], ($24::bigint[])[i],
-           ($25::text[])[i], ($26::timestamptz[])[i]
-    FROM op, generate_subscripts($23::text[], 1) AS i
+    SELECT op.id, ($35::text[])[i], ($36::bigint[])[i],
+           ($37::text[])[i], ($38::timestamptz[])[i]
+    FROM op, generate_subscripts($35::text[], 1) AS i
     ORDER BY i
 )
 SELECT id, agent_id, operation_key, public_handle, tool, arguments, request_hash, account, provider, model, size, amount_micros, currency, state, budget_day, decision_id, denial_code, denial_message, approval_expires_at, decided_by, decided_at, failure_reason, created_at, updated_at, dispatch_attempts, provider_cost_micros FROM op
 `
 
 type InsertAuthorizationParams struct {
-	ID                uuid.UUID
-	AgentID           uuid.UUID
-	OperationKey      string
-	PublicHandle      string
-	Tool              string
-	Arguments         []byte
-	RequestHash       string
-	Account           string
-	Provider          string
-	Model             string
-	Size              string
-	AmountMicros      int64
-	Currency          string
-	State             string
-	BudgetDay         time.Time
-	DecisionID        *uuid.UUID
-	DenialCode        *string
-	DenialMessage     *string
-	ApprovalExpiresAt *time.Time
-	DispatchAttempts  int32
-	CreatedAt         time.Time
-	BudgetDelta       int64
-	LedgerKinds       []string
-	LedgerAmounts     []int64
-	LedgerCurrencies  []string
-	LedgerCreatedAt   []time.Time
+	ID                      uuid.UUID
+	AgentID                 uuid.UUID
+	OperationKey            string
+	PublicHandle            string
+	Tool                    string
+	Arguments               []byte
+	RequestHash             string
+	Account                 string
+	Provider                string
+	Model                   string
+	Size                    string
+	AmountMicros            int64
+	Currency                string
+	State                   string
+	BudgetDay               time.Time
+	DecisionID              *uuid.UUID
+	DenialCode              *string
+	DenialMessage           *string
+	ApprovalExpiresAt       *time.Time
+	DispatchAttempts        int32
+	CreatedAt               time.Time
+	Guarded                 bool
+	PolicyCurrency          string
+	PolicyCeilingMicros     int64
+	PolicyAutoApproveMicros int64
+	PolicyBudgetMicros      int64
+	PolicyBudgetPeriod      string
+	PolicyAllowedProviders  []string
+	PolicyAllowedModels     []string
+	PolicyUpdatedAt         time.Time
+	BudgetCheckedMicros     int64
+	BudgetSince             time.Time
+	BudgetUntil             time.Time
+	BudgetDelta             int64
+	LedgerKinds             []string
+	LedgerAmounts           []int64
+	LedgerCurrencies        []string
+	LedgerCreatedAt         []time.Time
 }
 
 type InsertAuthorizationRow struct {
@@ -330,8 +355,16 @@ type InsertAuthorizationRow struct {
 // entries and what they add to the budget use of its agent's day, in one statement (and the
 // first hand-off's count, when the caller makes that hand-off at once). The
 // budget row is created if it is the day's first (operations reference it). The caller holds
-// the agent's policy lock and found no record under the key; should one exist all the same,
-// nothing is written and no row comes back.
+// the agent's policy lock; should a record under the key exist, nothing is written and no row
+// comes back.
+//
+// guarded is for a decision taken on a state read before the lock was held (Store.Authorize's
+// first try): the record is written only if that decision still stands on the state as it is
+// now, under the lock. The agent's policy and account must be the ones it was decided on, and
+// when the decision took the price within the budget (budget_checked_micros, -1 when it did
+// not get that far) the budget's use in the window [budget_since, budget_until) must still
+// leave room for it. Otherwise nothing is written and no row comes back. Unguarded, the caller
+// read the state under the lock itself.
 func (q *Queries) InsertAuthorization(ctx context.Context, db DBTX, arg InsertAuthorizationParams) (InsertAuthorizationRow, error) {
 	row := db.QueryRow(ctx, insertAuthorization,
 		arg.ID,
@@ -355,6 +388,18 @@ func (q *Queries) InsertAuthorization(ctx context.Context, db DBTX, arg InsertAu
 		arg.ApprovalExpiresAt,
 		arg.DispatchAttempts,
 		arg.CreatedAt,
+		arg.Guarded,
+		arg.PolicyCurrency,
+		arg.PolicyCeilingMicros,
+		arg.PolicyAutoApproveMicros,
+		arg.PolicyBudgetMicros,
+		arg.PolicyBudgetPeriod,
+		arg.PolicyAllowedProviders,
+		arg.PolicyAllowedModels,
+		arg.PolicyUpdatedAt,
+		arg.BudgetCheckedMicros,
+		arg.BudgetSince,
+		arg.BudgetUntil,
 		arg.BudgetDelta,
 		arg.LedgerKinds,
 		arg.LedgerAmounts,

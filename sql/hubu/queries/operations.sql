@@ -59,18 +59,39 @@ SELECT 1 FROM operations WHERE decision_id = $1 FOR UPDATE;
 -- entries and what they add to the budget use of its agent's day, in one statement (and the
 -- first hand-off's count, when the caller makes that hand-off at once). The
 -- budget row is created if it is the day's first (operations reference it). The caller holds
--- the agent's policy lock and found no record under the key; should one exist all the same,
--- nothing is written and no row comes back.
+-- the agent's policy lock; should a record under the key exist, nothing is written and no row
+-- comes back.
+--
+-- guarded is for a decision taken on a state read before the lock was held (Store.Authorize's
+-- first try): the record is written only if that decision still stands on the state as it is
+-- now, under the lock. The agent's policy and account must be the ones it was decided on, and
+-- when the decision took the price within the budget (budget_checked_micros, -1 when it did
+-- not get that far) the budget's use in the window [budget_since, budget_until) must still
+-- leave room for it. Otherwise nothing is written and no row comes back. Unguarded, the caller
+-- read the state under the lock itself.
 WITH op AS (
     INSERT INTO operations (id, agent_id, operation_key, public_handle, tool, arguments, request_hash,
                             account, provider, model, size, amount_micros, currency, state,
                             budget_day, decision_id, denial_code, denial_message,
                             approval_expires_at, dispatch_attempts, created_at, updated_at)
-    VALUES (sqlc.arg(id), sqlc.arg(agent_id), sqlc.arg(operation_key), sqlc.arg(public_handle), sqlc.arg(tool),
-            sqlc.arg(arguments), sqlc.arg(request_hash), sqlc.arg(account), sqlc.arg(provider), sqlc.arg(model),
-            sqlc.arg(size), sqlc.arg(amount_micros), sqlc.arg(currency), sqlc.arg(state), sqlc.arg(budget_day),
-            sqlc.narg(decision_id), sqlc.narg(denial_code), sqlc.narg(denial_message), sqlc.narg(approval_expires_at),
-            sqlc.arg(dispatch_attempts), sqlc.arg(created_at), sqlc.arg(created_at))
+    SELECT sqlc.arg(id), sqlc.arg(agent_id), sqlc.arg(operation_key), sqlc.arg(public_handle), sqlc.arg(tool),
+           sqlc.arg(arguments), sqlc.arg(request_hash), sqlc.arg(account), sqlc.arg(provider), sqlc.arg(model),
+           sqlc.arg(size), sqlc.arg(amount_micros), sqlc.arg(currency), sqlc.arg(state), sqlc.arg(budget_day),
+           sqlc.narg(decision_id), sqlc.narg(denial_code), sqlc.narg(denial_message), sqlc.narg(approval_expires_at),
+           sqlc.arg(dispatch_attempts), sqlc.arg(created_at), sqlc.arg(created_at)
+    WHERE NOT sqlc.arg(guarded)::boolean OR EXISTS (
+        SELECT 1 FROM policies p JOIN agents a ON a.id = p.agent_id
+        WHERE p.agent_id = sqlc.arg(agent_id) AND a.account = sqlc.arg(account)
+            AND (p.currency, p.per_operation_ceiling_micros, p.auto_approve_limit_micros, p.budget_micros,
+                 p.budget_period, p.allowed_providers, p.allowed_models, p.updated_at)
+              = (sqlc.arg(policy_currency)::text, sqlc.arg(policy_ceiling_micros)::bigint,
+                 sqlc.arg(policy_auto_approve_micros)::bigint, sqlc.arg(policy_budget_micros)::bigint,
+                 sqlc.arg(policy_budget_period)::text, sqlc.arg(policy_allowed_providers)::text[],
+                 sqlc.arg(policy_allowed_models)::text[], sqlc.arg(policy_updated_at)::timestamptz)
+            AND (sqlc.arg(budget_checked_micros)::bigint < 0 OR sqlc.arg(budget_checked_micros)::bigint <= p.budget_micros - (
+                SELECT coalesce(sum(b.used_micros), 0) FROM budget_usage b
+                WHERE b.agent_id = p.agent_id AND b.day >= sqlc.arg(budget_since)::timestamptz AND b.day < sqlc.arg(budget_until)::timestamptz))
+    )
     ON CONFLICT (agent_id, operation_key) DO NOTHING
     RETURNING *
 ), budget AS (
