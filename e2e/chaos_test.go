@@ -271,18 +271,19 @@ type chaosCall struct {
 	misjudged bool // a redelivery was answered create_new_operation (reported once)
 	decided   bool // approved or denied by the explorer
 	approved  bool
-	// unanswered: a delivery got no answer (the router died, or the wait ran out), so the
-	// registry may hold the call whatever else it was answered.
-	unanswered bool
+	// diedRecorded: a router died at a failpoint after its registry recorded the call.
+	diedRecorded bool
 	// registryDown counts the answers that the router's registry was unavailable (nothing
 	// recorded, nothing sent).
 	registryDown int
 }
 
-// unrecorded reports whether no delivery of the call can have been recorded: every one was
-// answered that the registry was unavailable.
-func (c *chaosCall) unrecorded() bool {
-	return !c.unanswered && len(c.statuses) > 0 && c.registryDown == len(c.statuses)
+// recorded reports whether the registry surely holds the call: a delivery was answered
+// something other than that the registry was unavailable. A delivery that got no answer may
+// or may not have been recorded (the router may have died, or given up on its registry,
+// before it wrote the call), so it proves neither.
+func (c *chaosCall) recorded() bool {
+	return c.diedRecorded || len(c.statuses) > c.registryDown
 }
 
 // last is the call's latest answer, "" before any.
@@ -571,7 +572,6 @@ func (x *explorer) session(c *chaosCall) *mcp.ClientSession {
 func (x *explorer) deliver(cs *mcp.ClientSession, c *chaosCall, args string) {
 	r, err := x.su.callWithin(cs, "generate_image", args, c.meta, 20*time.Second)
 	if err != nil {
-		c.unanswered = true
 		if c.agent2 {
 			x.reconnect2(err)
 		}
@@ -677,32 +677,33 @@ func (x *explorer) burst(c *chaosCall) {
 	wg.Wait()
 	for _, r := range results {
 		if r == nil {
-			c.unanswered = true
 			continue
 		}
 		x.note(c, r)
 	}
 }
 
-// reuse sends an earlier call's id with other arguments: it must be refused, and nothing
-// charged for it. Only a call no delivery of which can have been recorded (the registry was
-// unavailable to every one) is new to the registry: the other work is then this call's own,
-// and the call goes on with it.
+// reuse sends an earlier call's id with other arguments: once the registry surely holds the
+// call, it must be refused, and nothing charged for it. A call the registry may not hold (no
+// delivery of it was answered, or each was answered that the registry was unavailable) may
+// be new to it: the other work is then this call's own, and the call goes on with it.
 func (x *explorer) reuse(c *chaosCall) {
-	other := strings.Replace(c.args, `"prompt":"chaos`, `"prompt":"other work, chaos`, 1)
-	unrecorded := c.unrecorded()
+	// Other than every request the call made before: each reuse lengthens the prompt. (A
+	// reuse of a reused call once sent the same arguments again, and took their replay for
+	// other work: seed 34139.)
+	other := strings.Replace(c.args, `"prompt":"`, `"prompt":"other work, `, 1)
+	recorded := c.recorded()
 	r, err := x.su.callWithin(x.session(c), "generate_image", other, c.meta, 20*time.Second)
 	switch code := r.code(); {
 	case err != nil || r == nil:
-		c.unanswered = true
-		if unrecorded {
+		if !recorded {
 			c.args = other // it may be recorded under the other work now
 		}
 	case code == "call_reused_for_different_request" || code == "backend_unavailable":
 		if code == "backend_unavailable" {
 			x.note(c, r)
 		}
-	case unrecorded:
+	case !recorded:
 		c.args = other
 		x.note(c, r)
 	default:
@@ -823,9 +824,8 @@ func (x *explorer) fault() {
 			x.note(c, r) // it never reached the point (Hubu answered an error, say)
 		case errors.Is(err, context.DeadlineExceeded):
 			// Still waiting for Hubu behind a fault on its hop: it has not reached the point.
-			c.unanswered = true
-		default: // the router process died
-			c.unanswered = true
+		default: // the router process died, at a point after its registry recorded the call
+			c.diedRecorded = true
 			x.su.requireFailpointIn(filepath.Join(x.su.s.Config.Dir, "router-stdio.log"), point)
 		}
 	case n < 45:
