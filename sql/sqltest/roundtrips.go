@@ -48,7 +48,8 @@ func (r *RoundTrips) Counts() (trips, statements int) {
 }
 
 // Unflushed returns how many transactions since the last Reset set synchronous_commit off
-// (their commit does not wait for the disk).
+// (their commit does not wait for the disk): with SET LOCAL, or with set_config(…, true) in
+// the statement itself.
 func (r *RoundTrips) Unflushed() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -63,7 +64,8 @@ func (r *RoundTrips) statement(sql string) {
 		name, _, _ = strings.Cut(name, " ")
 		r.queries = append(r.queries, name)
 	}
-	if strings.Contains(strings.ToLower(sql), "synchronous_commit = off") {
+	if lower := strings.ToLower(sql); strings.Contains(lower, "synchronous_commit = off") ||
+		strings.Contains(lower, "set_config('synchronous_commit', 'off', true)") {
 		r.unflushed++
 	}
 }

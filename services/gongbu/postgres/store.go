@@ -350,7 +350,14 @@ func (s *Store) ResumeJob(ctx context.Context, id uuid.UUID, job gongbu.Job, pol
 }
 
 // MarkReported records that Hubu has the outcome.
+//
+// The record commits without waiting for the disk (synchronous_commit off, for its own
+// statement only): it is no evidence of what was sent or charged, only a note that the
+// report need not be sent again. Should a crash of Postgres lose it, the outcome is listed
+// unreported and reported again, and Hubu answers a repeated settle or release with the
+// outcome it took the first time.
 func (s *Store) MarkReported(ctx context.Context, id uuid.UUID, now time.Time) error {
+	// On the pool, never in a transaction (see the query).
 	if err := s.q.MarkReported(ctx, s.pool, gongbudb.MarkReportedParams{DecisionID: id, ReportedAt: &now}); err != nil {
 		return fmt.Errorf("mark reported: %w", err)
 	}

@@ -1068,7 +1068,10 @@ func (q *Queries) ListUnreported(ctx context.Context, db DBTX, limit int32) ([]E
 }
 
 const markReported = `-- name: MarkReported :exec
-UPDATE executions SET reported_at = $2 WHERE decision_id = $1 AND reported_at IS NULL
+WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE executions SET reported_at = $2
+FROM async_commit
+WHERE decision_id = $1 AND reported_at IS NULL
 `
 
 type MarkReportedParams struct {
@@ -1076,6 +1079,8 @@ type MarkReportedParams struct {
 	ReportedAt *time.Time
 }
 
+// Commits without waiting for the WAL flush, as ExtendLease does (see Store.MarkReported).
+// Never run it inside a transaction that writes anything else.
 func (q *Queries) MarkReported(ctx context.Context, db DBTX, arg MarkReportedParams) error {
 	_, err := db.Exec(ctx, markReported, arg.DecisionID, arg.ReportedAt)
 	return err

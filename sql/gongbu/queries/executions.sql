@@ -92,7 +92,12 @@ LIMIT $1;
 UPDATE executions SET updated_at = $2 WHERE decision_id = $1 AND reported_at IS NULL;
 
 -- name: MarkReported :exec
-UPDATE executions SET reported_at = $2 WHERE decision_id = $1 AND reported_at IS NULL;
+-- Commits without waiting for the WAL flush, as ExtendLease does (see Store.MarkReported).
+-- Never run it inside a transaction that writes anything else.
+WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE executions SET reported_at = $2
+FROM async_commit
+WHERE decision_id = $1 AND reported_at IS NULL;
 
 -- name: ResolveExecution :one
 -- An operator's verdict on an indeterminate execution: succeeded with what the provider
