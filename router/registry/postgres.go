@@ -99,7 +99,8 @@ func connectPostgres(ctx context.Context, databaseURL string, now func() time.Ti
 	// A call's row must be on disk before any backend hears of the call (the SQLite file is
 	// synchronous=FULL for the same reason): a row lost in a crash would give the call's
 	// redelivery a new key, and Hubu would charge it again. So the registry's sessions commit
-	// synchronously whatever the server's or the database's default says.
+	// synchronously whatever the server's or the database's default says (all but a call's
+	// answer, which setResult records without the flush).
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -205,7 +206,12 @@ func (s *postgresStore) create(ctx context.Context, c Call, newEntry func() (Ent
 	return row, false, nil
 }
 
+// setResult records a call's final answer without waiting for the disk (synchronous_commit off,
+// for its own statement only), for the reasons sqliteStore.setResult gives: the answer is a
+// cache of Hubu's and Gongbu's records, and a call whose answer a crash of Postgres lost is
+// forwarded again under its operation key and answered from them.
 func (s *postgresStore) setResult(ctx context.Context, k callKey, result []byte) error {
+	// On the pool, never in a transaction (see the query).
 	r := string(result)
 	return s.q.SetResult(ctx, s.pool, routerpg.SetResultParams{
 		Result: &r, UpdatedAt: s.now(), Agent: k.agent, Platform: k.platform, InstallationID: s.installationID, HarnessCallID: k.callID,

@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"os"
@@ -151,13 +152,49 @@ func (s *sqliteStore) create(ctx context.Context, c Call, newEntry func() (Entry
 	return seenRow{entry: e, scope: c.Scope}, true, nil
 }
 
+// setResult records a call's final answer without waiting for the disk (synchronous=NORMAL for
+// this one commit, on a connection of its own): the answer is a cache of what Hubu and Gongbu
+// keep, not evidence. Should the machine lose the commit (a crash of the system, not of the
+// router: the write has reached the OS), the call's row stands without it, and its next
+// delivery is forwarded under the same operation key and answered from Hubu's and Gongbu's
+// records, charging nothing again. Every later commit that waits for the disk (the next call's
+// row) flushes the log up to itself, so an answer is never lost while a call recorded after
+// it is kept. The connection goes back to the pool at synchronous=FULL, or not at all.
 func (s *sqliteStore) setResult(ctx context.Context, k callKey, result []byte) error {
 	s.writes.Lock()
 	defer s.writes.Unlock()
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		return fmt.Errorf("leave the flush out: %w", err)
+	}
+	err = s.writeResult(ctx, conn, k, result)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = FULL"); rerr != nil {
+		// A connection that would record a call without flushing it must not be used again.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		return errors.Join(err, fmt.Errorf("restore the flush: %w", rerr))
+	}
+	return err
+}
+
+// writeResult is setResult's write, in a transaction on conn: the statement compiled once
+// (a connection's own statements are not the cache's).
+func (s *sqliteStore) writeResult(ctx context.Context, conn *sql.Conn, k callKey, result []byte) error {
+	tx, err := conn.BeginTx(ctx, nil) // IMMEDIATE (see the DSN)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after commit
 	r := string(result)
-	return s.q.SetResult(ctx, s.stmts, routerdb.SetResultParams{
+	if err := s.q.SetResult(ctx, s.stmts.in(tx), routerdb.SetResultParams{
 		Result: &r, UpdatedAt: s.now().UnixMilli(), Agent: k.agent, Platform: k.platform, InstallationID: s.installationID, HarnessCallID: k.callID,
-	})
+	}); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 func (s *sqliteStore) operationKey(ctx context.Context, agent, publicHandle string) (string, bool, error) {

@@ -19,7 +19,12 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 ON CONFLICT (agent, platform, installation_id, harness_call_id) DO NOTHING;
 
 -- name: SetResult :exec
+-- Commits without waiting for the WAL flush: set_config(..., true) is SET LOCAL for this
+-- statement's own transaction (see postgresStore.setResult). Never run it inside a transaction
+-- that writes anything else.
+WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE calls SET result = $1, updated_at = $2
+FROM async_commit
 WHERE agent = $3 AND platform = $4 AND installation_id = $5 AND harness_call_id = $6 AND result IS NULL;
 
 -- name: GetOperationKeyByHandle :one

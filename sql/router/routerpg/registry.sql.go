@@ -197,7 +197,9 @@ func (q *Queries) PruneCalls(ctx context.Context, db DBTX, arg PruneCallsParams)
 }
 
 const setResult = `-- name: SetResult :exec
+WITH async_commit AS (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE calls SET result = $1, updated_at = $2
+FROM async_commit
 WHERE agent = $3 AND platform = $4 AND installation_id = $5 AND harness_call_id = $6 AND result IS NULL
 `
 
@@ -210,6 +212,9 @@ type SetResultParams struct {
 	HarnessCallID  string
 }
 
+// Commits without waiting for the WAL flush: set_config(..., true) is SET LOCAL for this
+// statement's own transaction (see postgresStore.setResult). Never run it inside a transaction
+// that writes anything else.
 func (q *Queries) SetResult(ctx context.Context, db DBTX, arg SetResultParams) error {
 	_, err := db.Exec(ctx, setResult,
 		arg.Result,
