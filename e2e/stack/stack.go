@@ -151,23 +151,34 @@ func Start(ctx context.Context, bin Binaries, cfg Config) (*Stack, error) {
 	if err := s.loadOrMakeCredentials(ctx); err != nil {
 		return nil, err
 	}
-	for _, a := range []*string{&cfg.HubuAddr, &cfg.GongbuAddr, &cfg.FluxAddr, &cfg.RouterAddr} {
-		if *a == "" {
-			if *a, err = FreeAddr(); err != nil {
-				return nil, err
+	// A port another process holds would have that process answer our health checks. An
+	// address of our own choosing that another process took meanwhile (FreeAddr knows the
+	// ports it handed out in this process only; tests in other packages run beside it) is
+	// chosen again; one that was given is reported.
+	for _, a := range []struct {
+		name string
+		addr *string
+		env  string
+	}{
+		{"Hubu", &cfg.HubuAddr, "HUBU_STACK_HUBU_ADDR"}, {"Gongbu", &cfg.GongbuAddr, "HUBU_STACK_GONGBU_ADDR"},
+		{"mockflux", &cfg.FluxAddr, "HUBU_STACK_MOCKFLUX_ADDR"}, {"the router", &cfg.RouterAddr, "HUBU_STACK_ROUTER_ADDR"},
+	} {
+		chosen := *a.addr == ""
+		for try := 0; ; try++ {
+			if chosen {
+				if *a.addr, err = FreeAddr(); err != nil {
+					return nil, err
+				}
+			}
+			ln, err := net.Listen("tcp", *a.addr)
+			if err == nil {
+				ln.Close()
+				break
+			}
+			if !chosen || try == 9 {
+				return nil, fmt.Errorf("%s's address %s is taken (is another stack running? make down stops it), or set %s to a free one: %v", a.name, *a.addr, a.env, err)
 			}
 		}
-	}
-	// A port another process holds would have that process answer our health checks.
-	for _, a := range []struct{ name, addr, env string }{
-		{"Hubu", cfg.HubuAddr, "HUBU_STACK_HUBU_ADDR"}, {"Gongbu", cfg.GongbuAddr, "HUBU_STACK_GONGBU_ADDR"},
-		{"mockflux", cfg.FluxAddr, "HUBU_STACK_MOCKFLUX_ADDR"}, {"the router", cfg.RouterAddr, "HUBU_STACK_ROUTER_ADDR"},
-	} {
-		ln, err := net.Listen("tcp", a.addr)
-		if err != nil {
-			return nil, fmt.Errorf("%s's address %s is taken (is another stack running? make down stops it), or set %s to a free one: %v", a.name, a.addr, a.env, err)
-		}
-		ln.Close()
 	}
 	s.Config = cfg
 	logs := func(name string) string { return filepath.Join(cfg.Dir, name+".log") }
