@@ -16,10 +16,19 @@ const ShutdownGrace = 15 * time.Second
 // NewHTTPServer returns a server for handler with the limits every binary uses: 10 s for a
 // request's headers and 30 s for all of it, 64 KiB of headers, 2 min to write an answer and
 // 2 min before an idle connection is closed. A server whose answers may rightly take longer
-// raises WriteTimeout (0: none, for responses held open).
+// raises WriteTimeout (0: none, for responses held open). Over HTTP/2 the read and write
+// limits hold for each request.
+//
+// It speaks HTTP/1.1 and, on the same port, cleartext HTTP/2 to a client that opens with it
+// (prior knowledge): the router sends all its requests in flight to Hubu and Gongbu on one
+// such connection (httpjson.H2CTransport) instead of a connection each.
 func NewHTTPServer(handler http.Handler) *http.Server {
-	return &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 		WriteTimeout: 2 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return srv
 }
 
 // Listen listens on the TCP address addr; port 0 picks one.

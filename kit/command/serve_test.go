@@ -95,3 +95,34 @@ func TestListenNamesTheAddress(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Every server speaks HTTP/1.1 and, on the same port, cleartext HTTP/2 to a client that
+// opens with it, which is how the router reaches Hubu and Gongbu.
+func TestNewHTTPServerSpeaksHTTP1AndH2C(t *testing.T) {
+	t.Parallel()
+	srv := NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.Proto)
+	}))
+	ln, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	for _, c := range []struct {
+		rt   http.RoundTripper
+		want string
+	}{{&http.Transport{}, "HTTP/1.1"}, {h2c, "HTTP/2.0"}} {
+		resp, err := (&http.Client{Transport: c.rt, Timeout: 10 * time.Second}).Get("http://" + ln.Addr().String() + "/")
+		if err != nil {
+			t.Fatalf("%s: %v", c.want, err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != c.want {
+			t.Errorf("served %s, want %s", got, c.want)
+		}
+	}
+}

@@ -280,17 +280,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	return serveHTTP(ctx, *httpAddr, mcpToken, protected, server, counters, *sessionTimeout, logger)
 }
 
-// backendTransport is the transport to Hubu and Gongbu. The router holds a connection for
-// every call in flight to them, and keeps them pooled for the next; their requests and answers
-// are small JSON documents, so each connection reads and writes through 2 KiB buffers rather
-// than net/http's 4 KiB ones (those were a quarter of the router's heap under make loadtest's
-// 200 sessions). A connection idle for 30 s (net/http: 90 s) is closed, so that a burst's
-// connections do not outstay it by long.
-func backendTransport() *http.Transport {
+// backendTransport is the transport to Hubu and Gongbu: cleartext HTTP/2, every call in flight
+// to one of them on one connection, and HTTP/1.1 to a Hubu or Gongbu of an earlier release
+// (httpjson.H2CTransport). Over HTTP/1.1 the router holds a connection for every call in
+// flight, and keeps them pooled for the next; their requests and answers are small JSON
+// documents, so each connection reads and writes through 2 KiB buffers rather than net/http's
+// 4 KiB ones (those were a quarter of the router's heap under make loadtest's 200 sessions).
+// A connection idle for 30 s (net/http: 90 s) is closed, so that a burst's connections do not
+// outstay it by long.
+func backendTransport() *httpjson.H2CTransport {
 	t := httpjson.PooledTransport()
 	t.ReadBufferSize, t.WriteBufferSize = 2<<10, 2<<10
 	t.IdleConnTimeout = 30 * time.Second
-	return t
+	return httpjson.NewH2CTransport(t)
 }
 
 type nopWriteCloser struct{ io.Writer }

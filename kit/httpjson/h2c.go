@@ -1,0 +1,166 @@
+package httpjson
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+)
+
+// H2CTransport sends the requests for http:// URLs to a host that speaks cleartext HTTP/2
+// (h2c with prior knowledge, as every server of this release does: kit/command.NewHTTPServer)
+// over one connection per host, all requests in flight multiplexed on it, and to a host that
+// does not (a server of an earlier release, during a rolling upgrade) over HTTP/1.1, a
+// connection per request in flight. https:// URLs always take the HTTP/1.1 transport, which
+// negotiates HTTP/2 over TLS on its own where the server offers it.
+//
+// Which a host speaks is found by a probe, GET /healthz, before the first request to it: any
+// HTTP answer over h2c means h2c. A host that answers only over HTTP/1.1 gets HTTP/1.1 for
+// http1For and is then probed again, so that a client started before its servers were upgraded
+// moves to h2c once they are. A request over h2c that fails without an answer (the server may
+// have been replaced by an earlier release, or is restarting) makes the next request probe
+// again. The failed request is not sent again here: the caller sees its error, as it would
+// over HTTP/1.1. A server of this release never needs the fallback; an earlier one sees the
+// probe as a request for "PRI *", which it answers with an error.
+type H2CTransport struct {
+	h1, h2 *http.Transport
+	now    func() time.Time
+
+	mu    sync.Mutex
+	hosts map[string]*h2cHost
+}
+
+// http1For is how long a host that answered only over HTTP/1.1 is sent HTTP/1.1 before it is
+// probed again; probeTimeout bounds one probe over each protocol.
+const (
+	http1For     = time.Minute
+	probeTimeout = 5 * time.Second
+)
+
+// h2cHost is what is known of one host: whether it speaks h2c, until when an HTTP/1.1-only
+// answer holds, and the probe in flight, whose channel is closed when it ends.
+type h2cHost struct {
+	speaks  protocol
+	until   time.Time
+	probing chan struct{}
+}
+
+type protocol int
+
+const (
+	unknown protocol = iota
+	h2c
+	http1
+)
+
+// NewH2CTransport returns an H2CTransport that speaks HTTP/1.1 through h1, and h2c through a
+// clone of it that pings a connection no frame arrived on for 15 s and closes it when the ping
+// goes unanswered for 10 s: with every request in flight on one connection, a connection that
+// died silently must not hold them all until their timeouts.
+func NewH2CTransport(h1 *http.Transport) *H2CTransport {
+	h2 := h1.Clone()
+	h2.Protocols = new(http.Protocols)
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	h2.HTTP2 = &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 10 * time.Second}
+	return &H2CTransport{h1: h1, h2: h2, now: time.Now, hosts: make(map[string]*h2cHost)}
+}
+
+func (t *H2CTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "http" || !t.speaksH2C(r.Context(), r.URL) {
+		return t.h1.RoundTrip(r)
+	}
+	resp, err := t.h2.RoundTrip(r)
+	if err != nil && r.Context().Err() == nil {
+		t.forget(r.URL.Host)
+	}
+	return resp, err
+}
+
+// CloseIdleConnections closes both transports' idle connections, as http.Client expects.
+func (t *H2CTransport) CloseIdleConnections() {
+	t.h1.CloseIdleConnections()
+	t.h2.CloseIdleConnections()
+}
+
+// speaksH2C says whether u's host speaks h2c, probing it when that is not known; requests to
+// a host being probed wait for the probe.
+func (t *H2CTransport) speaksH2C(ctx context.Context, u *url.URL) bool {
+	for {
+		t.mu.Lock()
+		h := t.hosts[u.Host]
+		if h == nil {
+			h = &h2cHost{}
+			t.hosts[u.Host] = h
+		}
+		switch {
+		case h.probing != nil:
+			probing := h.probing
+			t.mu.Unlock()
+			select {
+			case <-probing:
+				continue
+			case <-ctx.Done():
+				return false // the request fails on its context over HTTP/1.1
+			}
+		case h.speaks == h2c:
+			t.mu.Unlock()
+			return true
+		case h.speaks == http1 && t.now().Before(h.until):
+			t.mu.Unlock()
+			return false
+		}
+		probing := make(chan struct{})
+		h.probing = probing
+		t.mu.Unlock()
+
+		speaks := t.probe(ctx, u)
+		t.mu.Lock()
+		h.speaks, h.until, h.probing = speaks, t.now().Add(http1For), nil
+		t.mu.Unlock()
+		close(probing)
+		return speaks == h2c
+	}
+}
+
+// probe asks u's host for /healthz over h2c, then over HTTP/1.1; unknown when neither
+// answered (the host is down: the request goes over HTTP/1.1 and gets its error).
+func (t *H2CTransport) probe(ctx context.Context, u *url.URL) protocol {
+	healthz := (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/healthz"}).String()
+	for _, p := range []struct {
+		rt     http.RoundTripper
+		speaks protocol
+	}{{t.h2, h2c}, {t.h1, http1}} {
+		if answers(ctx, p.rt, healthz) {
+			return p.speaks
+		}
+	}
+	return unknown
+}
+
+// answers says whether rt got any HTTP answer to a GET of target within probeTimeout.
+func answers(ctx context.Context, rt http.RoundTripper, target string) bool {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	return true
+}
+
+// forget makes the next request to host probe it again.
+func (t *H2CTransport) forget(host string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if h := t.hosts[host]; h != nil && h.probing == nil {
+		h.speaks = unknown
+	}
+}
