@@ -36,7 +36,7 @@ type H2CTransport struct {
 // probed again; probeTimeout bounds one probe over each protocol.
 const (
 	http1For     = time.Minute
-	probeTimeout = 5 * time.Second
+	probeTimeout = 2 * time.Second
 )
 
 // h2cHost is what is known of one host: whether it speaks h2c, until when an HTTP/1.1-only
@@ -56,14 +56,22 @@ const (
 )
 
 // NewH2CTransport returns an H2CTransport that speaks HTTP/1.1 through h1, and h2c through a
-// clone of it that pings a connection no frame arrived on for 15 s and closes it when the ping
-// goes unanswered for 10 s: with every request in flight on one connection, a connection that
-// died silently must not hold them all until their timeouts.
+// clone of it that pings a connection no frame arrived on for 5 s and closes it when the ping
+// goes unanswered for 5 s more. With every request in flight on one connection, a connection
+// that died silently (a peer gone without a reset, a network path that drops everything) must
+// not hold them all, and every request after them, until their timeouts: over HTTP/1.1 a new
+// request would have opened a connection of its own. A ping is a few bytes, sent only when a
+// connection is quiet.
 func NewH2CTransport(h1 *http.Transport) *H2CTransport {
+	return newH2CTransport(h1, 5*time.Second, 5*time.Second)
+}
+
+// newH2CTransport is NewH2CTransport with the ping's timings.
+func newH2CTransport(h1 *http.Transport, pingQuiet, pingTimeout time.Duration) *H2CTransport {
 	h2 := h1.Clone()
 	h2.Protocols = new(http.Protocols)
 	h2.Protocols.SetUnencryptedHTTP2(true)
-	h2.HTTP2 = &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 10 * time.Second}
+	h2.HTTP2 = &http.HTTP2Config{SendPingTimeout: pingQuiet, PingTimeout: pingTimeout}
 	return &H2CTransport{h1: h1, h2: h2, now: time.Now, hosts: make(map[string]*h2cHost)}
 }
 
@@ -87,41 +95,45 @@ func (t *H2CTransport) CloseIdleConnections() {
 // speaksH2C says whether u's host speaks h2c, probing it when that is not known; requests to
 // a host being probed wait for the probe.
 func (t *H2CTransport) speaksH2C(ctx context.Context, u *url.URL) bool {
-	for {
-		t.mu.Lock()
-		h := t.hosts[u.Host]
-		if h == nil {
-			h = &h2cHost{}
-			t.hosts[u.Host] = h
-		}
-		switch {
-		case h.probing != nil:
-			probing := h.probing
-			t.mu.Unlock()
-			select {
-			case <-probing:
-				continue
-			case <-ctx.Done():
-				return false // the request fails on its context over HTTP/1.1
-			}
-		case h.speaks == h2c:
-			t.mu.Unlock()
-			return true
-		case h.speaks == http1 && t.now().Before(h.until):
-			t.mu.Unlock()
-			return false
-		}
-		probing := make(chan struct{})
-		h.probing = probing
-		t.mu.Unlock()
-
-		speaks := t.probe(ctx, u)
-		t.mu.Lock()
-		h.speaks, h.until, h.probing = speaks, t.now().Add(http1For), nil
-		t.mu.Unlock()
-		close(probing)
-		return speaks == h2c
+	t.mu.Lock()
+	h := t.hosts[u.Host]
+	if h == nil {
+		h = &h2cHost{}
+		t.hosts[u.Host] = h
 	}
+	switch {
+	case h.probing != nil:
+		// Wait for the probe in flight and take what it found. A host it found neither
+		// way (down, or a path that drops everything) gets this request over HTTP/1.1
+		// without another probe, so requests do not queue behind one probe after another.
+		probing := h.probing
+		t.mu.Unlock()
+		select {
+		case <-probing:
+			t.mu.Lock()
+			speaks := h.speaks
+			t.mu.Unlock()
+			return speaks == h2c
+		case <-ctx.Done():
+			return false // the request fails on its context over HTTP/1.1
+		}
+	case h.speaks == h2c:
+		t.mu.Unlock()
+		return true
+	case h.speaks == http1 && t.now().Before(h.until):
+		t.mu.Unlock()
+		return false
+	}
+	probing := make(chan struct{})
+	h.probing = probing
+	t.mu.Unlock()
+
+	speaks := t.probe(ctx, u)
+	t.mu.Lock()
+	h.speaks, h.until, h.probing = speaks, t.now().Add(http1For), nil
+	t.mu.Unlock()
+	close(probing)
+	return speaks == h2c
 }
 
 // probe asks u's host for /healthz over h2c, then over HTTP/1.1; unknown when neither

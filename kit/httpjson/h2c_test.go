@@ -176,3 +176,79 @@ func TestH2CTransportProbesAHostThatWasDown(t *testing.T) {
 		t.Fatalf("once up: %v, %d over h2c", err, s.h2.Load())
 	}
 }
+
+// A connection that goes silent (every byte dropped, no reset) fails the requests on it once a
+// ping goes unanswered, instead of holding them, and every request after them, until their
+// timeouts; the next request gets a connection of its own. The test shortens the ping's timings.
+func TestH2CTransportDropsASilentConnection(t *testing.T) {
+	t.Parallel()
+	s := startProtoServer(t, "127.0.0.1:0", true, nil)
+	hole := startBlackhole(t, s.addr)
+	c := &http.Client{Transport: newH2CTransport(PooledTransport(), 200*time.Millisecond, 300*time.Millisecond), Timeout: 30 * time.Second}
+	if _, err := post(t, c, hole.addr, "a"); err != nil {
+		t.Fatal(err)
+	}
+	hole.silent.Store(true)
+	began := time.Now()
+	if _, err := post(t, c, hole.addr, "b"); err == nil {
+		t.Fatal("a request on a silent connection was answered")
+	}
+	if took := time.Since(began); took > 10*time.Second {
+		t.Fatalf("a request on a silent connection failed after %s", took)
+	}
+	hole.silent.Store(false)
+	if got, err := post(t, c, hole.addr, "c"); err != nil || got != "c" {
+		t.Fatalf("after the silent connection: %q, %v", got, err)
+	}
+	if s.conns.Load() < 2 || s.h2.Load() != 2 {
+		t.Fatalf("%d connections, %d requests over h2c; want a new connection and 2 over h2c", s.conns.Load(), s.h2.Load())
+	}
+}
+
+// blackhole forwards TCP connections to a server, and while silent drops every byte both ways
+// without closing anything, as a network path that lost its state does.
+type blackhole struct {
+	addr   string
+	silent atomic.Bool
+}
+
+func startBlackhole(t *testing.T, to string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	b := &blackhole{addr: ln.Addr().String()}
+	pipe := func(dst, src net.Conn) {
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := src.Read(buf)
+			if n > 0 && !b.silent.Load() {
+				if _, err := dst.Write(buf[:n]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", to)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			t.Cleanup(func() { in.Close(); out.Close() })
+			go pipe(out, in)
+			go pipe(in, out)
+		}
+	}()
+	return b
+}
