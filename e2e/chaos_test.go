@@ -49,6 +49,7 @@ import (
 	"github.com/rs/zerolog"
 
 	harness "hubu.dev/hubu/e2e/stack"
+	"hubu.dev/hubu/kit/httpjson"
 	"hubu.dev/hubu/proto/bflapi"
 	"hubu.dev/hubu/proto/gongbuapi"
 	"hubu.dev/hubu/services/gongbu/reconcile"
@@ -341,6 +342,7 @@ func (x *explorer) start() {
 			upstreams = append(upstreams, addrs[to+"-2"])
 		}
 		h := &hop{name: name}
+		fromRouter := strings.HasPrefix(name, "router->")
 		for i, upstream := range upstreams {
 			p := toxiproxy.NewProxy(tp, fmt.Sprintf("%s#%d", name, i), "127.0.0.1:0", upstream)
 			noError(t, p.Start())
@@ -348,9 +350,15 @@ func (x *explorer) start() {
 			target, _ := url.Parse("http://" + p.Listen)
 			rp := httputil.NewSingleHostReverseProxy(target)
 			rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+			if fromRouter {
+				// The router's way to Hubu and Gongbu is cleartext HTTP/2 on both legs, so the
+				// TCP faults reach an h2c connection that carries every call in flight, and the
+				// services' h2c serving.
+				rp.Transport = httpjson.NewH2CTransport(httpjson.PooledTransport())
+			}
 			h.proxies, h.forward = append(h.proxies, p), append(h.forward, rp)
 		}
-		h.gate = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.gate = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if h.bad.Load() {
 				w.WriteHeader(http.StatusBadGateway)
 				return
@@ -380,6 +388,12 @@ func (x *explorer) start() {
 			// from it, so they lead back through the gate, the host Gongbu was configured with.
 			h.forward[int(h.turn.Add(1))%len(h.forward)].ServeHTTP(w, r)
 		}))
+		if fromRouter {
+			h.gate.Config.Protocols = new(http.Protocols)
+			h.gate.Config.Protocols.SetHTTP1(true)
+			h.gate.Config.Protocols.SetUnencryptedHTTP2(true)
+		}
+		h.gate.Start()
 		t.Cleanup(h.gate.Close)
 		x.hops[name] = h
 	}
