@@ -176,7 +176,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return err
 	}
 	logger := command.NewLogger(stderr, "hubu-unified-mcp")
-	setGCPercent(getenv)
+	command.TuneGC(getenv, gcPercent, 0)
 	stopTracing, err := command.StartTracing(ctx, "hubu-unified-mcp", logger)
 	if err != nil {
 		return fmt.Errorf("tracing: %v", err)

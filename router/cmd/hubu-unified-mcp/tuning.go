@@ -1,7 +1,5 @@
 package main
 
-import "runtime/debug"
-
 // gcPercent is the router's GOGC unless the environment sets one. Most of what the router
 // allocates is garbage at once (the MCP SDK's decoder buffers, each message's JSON), while
 // what stays live is small (some 10 MB under 200 sessions at once), so at Go's default of 100
@@ -10,10 +8,3 @@ import "runtime/debug"
 // lower (78 → 68 MB) for a few per cent more of the router's CPU, which is a sixth of a
 // spend's (docs/performance.md, 2026-12-04, night).
 const gcPercent = 50
-
-// setGCPercent sets gcPercent unless getenv has GOGC: an operator's setting wins.
-func setGCPercent(getenv func(string) string) {
-	if getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
-}

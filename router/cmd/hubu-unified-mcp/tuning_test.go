@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,21 +11,6 @@ import (
 	"hubu.dev/hubu/kit/proctest"
 	"hubu.dev/hubu/router/routertest"
 )
-
-// The GC runs at gcPercent unless GOGC is set. Not parallel: the setting is the process's.
-func TestGCPercent(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	for _, c := range []struct {
-		gogc string
-		want int
-	}{{"", gcPercent}, {"150", 100}} {
-		debug.SetGCPercent(100)
-		setGCPercent(func(k string) string { return map[string]string{"GOGC": c.gogc}[k] })
-		if got := debug.SetGCPercent(100); got != c.want {
-			t.Errorf("GOGC=%q: GC percent %d, want %d", c.gogc, got, c.want)
-		}
-	}
-}
 
 // The router that serves runs at gcPercent unless GOGC is set: its /metrics says which.
 func TestServingRouterGCPercent(t *testing.T) {

@@ -145,7 +145,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stder
 		return fmt.Errorf("--approval-ttl %q is not a positive duration such as 24h", *ttlText)
 	}
 	logger := command.NewLogger(stderr, "hubu")
-	setGCPercent(getenv)
+	command.TuneGC(getenv, gcPercent, memoryLimit)
 	stopTracing, err := command.StartTracing(ctx, "hubu", logger)
 	if err != nil {
 		return fmt.Errorf("tracing: %v", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"hubu.dev/hubu/kit/command/commandtest"
@@ -11,7 +12,8 @@ import (
 )
 
 // With --metrics-listen (here from HUBU_METRICS_LISTEN), the real binary serves /metrics there,
-// its state gauges included, and no longer on --listen; both stop on SIGTERM.
+// its state gauges included, and no longer on --listen; both stop on SIGTERM. The Go runtime's
+// gauges say hubu serve runs at its own GC target and memory limit.
 func TestMetricsListener(t *testing.T) {
 	t.Parallel()
 	dbURL := sqltest.NewDatabase(t, "hubu", hubusql.Migrations())
@@ -21,6 +23,8 @@ func TestMetricsListener(t *testing.T) {
 	proctest.RequireMetricsAlone(t, p,
 		`hubu_operations{state="executing"} 0`, "hubu_operations_dispatching_stuck 0", "hubu_state_metrics_read_errors_total 0",
 		"hubu_state_metrics_age_seconds", "hubu_http_requests_total{", "hubu_build_info", // the API's counters too
+		"\ngo_gc_gogc_percent "+strconv.Itoa(gcPercent)+"\n",
+		"\ngo_gc_gomemlimit_bytes "+strconv.FormatFloat(memoryLimit, 'g', -1, 64)+"\n",
 	)
 	proctest.Stop(t, p)
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/url"
 	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 )
@@ -21,17 +20,6 @@ const gcPercent = 400
 // as often as it must instead, so Hubu's memory stays bounded under load while a quiet Hubu
 // still collects rarely.
 const memoryLimit = 48 << 20
-
-// setGCPercent sets gcPercent and memoryLimit, unless getenv has GOGC or GOMEMLIMIT: an
-// operator's setting wins.
-func setGCPercent(getenv func(string) string) {
-	if getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
-	}
-	if getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(memoryLimit)
-	}
-}
 
 // defaultPoolSize is the size of hubu serve's connection pool when the database URL sets no
 // pool_max_conns: four connections per CPU, at least 8. An authorization holds its connection

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"math"
 	"net/url"
 	"os"
-	"runtime/debug"
 	"strconv"
 	"testing"
 	"time"
@@ -75,33 +73,4 @@ func TestServeWithPoolSettings(t *testing.T) {
 		t.Fatalf("the cache's listener never connected\n%s", p.Log())
 	}
 	proctest.Stop(t, p)
-}
-
-// The GC runs at gcPercent unless GOGC is set. Not parallel: the setting is the process's.
-func TestGCPercent(t *testing.T) {
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	for _, c := range []struct {
-		gogc string
-		want int
-	}{{"", gcPercent}, {"150", 100}} {
-		debug.SetGCPercent(100)
-		setGCPercent(func(k string) string { return map[string]string{"GOGC": c.gogc}[k] })
-		if got := debug.SetGCPercent(100); got != c.want {
-			t.Errorf("GOGC=%q: GC percent %d, want %d", c.gogc, got, c.want)
-		}
-	}
-}
-
-func TestMemoryLimit(t *testing.T) {
-	defer debug.SetMemoryLimit(debug.SetMemoryLimit(math.MaxInt64))
-	for _, c := range []struct {
-		limit string
-		want  int64
-	}{{"", memoryLimit}, {"1GiB", math.MaxInt64}} {
-		debug.SetMemoryLimit(math.MaxInt64)
-		setGCPercent(func(k string) string { return map[string]string{"GOMEMLIMIT": c.limit}[k] })
-		if got := debug.SetMemoryLimit(-1); got != c.want {
-			t.Errorf("GOMEMLIMIT=%q: limit %d, want %d", c.limit, got, c.want)
-		}
-	}
 }
