@@ -266,6 +266,7 @@ type chaosCall struct {
 	twin      *chaosCall
 	meta      map[string]any
 	args      string
+	earlier   []string // requests the call was sent with before reuse moved it to other work
 	handle    string
 	statuses  []string
 	succeeded bool // ever answered succeeded
@@ -711,14 +712,14 @@ func (x *explorer) reuse(c *chaosCall) {
 	switch code := r.code(); {
 	case err != nil || r == nil:
 		if !recorded {
-			c.args = other // it may be recorded under the other work now
+			c.earlier, c.args = append(c.earlier, c.args), other // it may be recorded under the other work now
 		}
 	case code == "call_reused_for_different_request" || code == "backend_unavailable":
 		if code == "backend_unavailable" {
 			x.note(c, r)
 		}
 	case !recorded:
-		c.args = other
+		c.earlier, c.args = append(c.earlier, c.args), other
 		x.note(c, r)
 	default:
 		x.violation("the call id of %s reused for other work answered %v", c.id, r)
@@ -1196,6 +1197,15 @@ func (x *explorer) check() {
 		}
 	}
 	x.tally.checks++
+	// Every operation with a decision was answered to a call: work started for a call whose
+	// answer was lost, and started again under another operation when the call was delivered
+	// again, is two charges for one call that each check above passes (one charge per
+	// decision, one per key), and the agent sees only the second.
+	x.learnEarlierOperations()
+	for _, d := range unanswered(x.calls, decisions) {
+		x.violation("operation %s (%s, captured %d) was answered to no call", d.PublicHandle, d.State, d.CapturedMicros)
+	}
+	x.tally.checks++
 	// No agent above its budget.
 	for i := range 2 {
 		var r result
@@ -1231,6 +1241,37 @@ func (x *explorer) check() {
 	x.tally.checks++
 
 	t.Logf("%d calls; %s", len(x.calls), strings.TrimSpace(strings.SplitN(report.String(), "\n", 2)[0]))
+}
+
+// learnEarlierOperations asks the router about each call that ended without an operation
+// under every request it was sent with: reuse takes a call no delivery of which was answered
+// for one the registry may not hold, and goes on with the other work, but a delivery whose
+// answer was lost may have been recorded, and forwarded, all the same. Its first request then
+// answers with that operation (a replay, or the call going on, now that no fault is left).
+func (x *explorer) learnEarlierOperations() {
+	for _, c := range x.calls {
+		for _, args := range c.earlier {
+			if c.handle != "" {
+				break
+			}
+			x.deliver(x.sessionFor(c), c, args)
+		}
+	}
+}
+
+// unanswered are the operations with a decision that no call was answered with.
+func unanswered(calls []*chaosCall, decisions map[string]reconcile.Decision) []reconcile.Decision {
+	answered := map[string]bool{}
+	for _, c := range calls {
+		answered[c.handle] = true
+	}
+	var out []reconcile.Decision
+	for _, h := range slices.Sorted(maps.Keys(decisions)) {
+		if !answered[h] {
+			out = append(out, decisions[h])
+		}
+	}
+	return out
 }
 
 // chargesByKey is the amount of each of the provider's charges, per idempotency key.
