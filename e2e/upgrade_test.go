@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +49,17 @@ func TestRollingUpgradeFromThePreviousRelease(t *testing.T) {
 		handles[callID] = r.handle()
 	}
 	spend(calls[0], "on the previous release")
+	// The router says it found services that answer only HTTP/1.1 (it speaks h2c to this
+	// release's), naming each.
+	routerLog := string(must(os.ReadFile(filepath.Join(s.Config.Dir, "router-stdio.log")))(t))
+	for _, p := range []*harness.Process{s.Hubu, s.Gongbu} {
+		host := must(url.Parse(p.URL()))(t).Host
+		if !slices.ContainsFunc(strings.Split(routerLog, "\n"), func(line string) bool {
+			return strings.Contains(line, `"level":"WARN","msg":"backend answers only HTTP/1.1`) && strings.Contains(line, `"host":"`+host+`"`)
+		}) {
+			t.Fatalf("the router did not log that %s (%s) answers only HTTP/1.1:\n%s", p.Name, host, routerLog)
+		}
+	}
 
 	// The new migrations, while the previous release serves.
 	for _, svc := range []struct{ name, url string }{{"hubu", s.HubuDBURL}, {"gongbu", s.GongbuDBURL}} {

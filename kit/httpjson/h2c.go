@@ -3,6 +3,7 @@ package httpjson
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"sync"
@@ -24,7 +25,14 @@ import (
 // again. The failed request is not sent again here: the caller sees its error, as it would
 // over HTTP/1.1. A server of this release never needs the fallback; an earlier one sees the
 // probe as a request for "PRI *", which it answers with an error.
+//
+// With a Logger, what a probe finds is logged when it differs from what was logged for the
+// host before: a host's first answer, and each move between h2c and HTTP/1.1 (so that an
+// operator sees a service that stays on HTTP/1.1 after an upgrade, or a proxy that does not
+// pass h2c), never each minute's probe that finds the same.
 type H2CTransport struct {
+	Logger *slog.Logger // nil: nothing is logged
+
 	h1, h2 *http.Transport
 	now    func() time.Time
 
@@ -40,11 +48,13 @@ const (
 )
 
 // h2cHost is what is known of one host: whether it speaks h2c, until when an HTTP/1.1-only
-// answer holds, and the probe in flight, whose channel is closed when it ends.
+// answer holds, the probe in flight, whose channel is closed when it ends, and what was last
+// logged of it.
 type h2cHost struct {
 	speaks  protocol
 	until   time.Time
 	probing chan struct{}
+	logged  protocol
 }
 
 type protocol int
@@ -131,9 +141,25 @@ func (t *H2CTransport) speaksH2C(ctx context.Context, u *url.URL) bool {
 	speaks := t.probe(ctx, u)
 	t.mu.Lock()
 	h.speaks, h.until, h.probing = speaks, t.now().Add(http1For), nil
+	news := speaks != unknown && speaks != h.logged
+	if news {
+		h.logged = speaks
+	}
 	t.mu.Unlock()
 	close(probing)
+	if news && t.Logger != nil {
+		t.logFound(ctx, u.Host, speaks)
+	}
 	return speaks == h2c
+}
+
+func (t *H2CTransport) logFound(ctx context.Context, host string, speaks protocol) {
+	if speaks == h2c {
+		t.Logger.InfoContext(ctx, "backend speaks HTTP/2: every request in flight to it on one connection", "host", host)
+		return
+	}
+	t.Logger.WarnContext(ctx, "backend answers only HTTP/1.1 (a release before h2c, or a proxy that does not pass it): "+
+		"a connection per request in flight, and it is asked again each minute", "host", host)
 }
 
 // probe asks u's host for /healthz over h2c, then over HTTP/1.1; unknown when neither

@@ -1,9 +1,12 @@
 package httpjson
 
 import (
+	"bytes"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,10 +118,13 @@ func TestH2CTransportFallsBackToHTTP1(t *testing.T) {
 
 // A server replaced by one of an earlier release on the same address costs one request its
 // answer (it fails, as over a dropped connection); the next probes and goes over HTTP/1.1.
-// Once the address speaks h2c again, the client moves back to it after http1For.
+// Once the address speaks h2c again, the client moves back to it after http1For. Each move is
+// logged once: the failed request's probe and the later ones find nothing new.
 func TestH2CTransportFollowsTheServerAcrossReleases(t *testing.T) {
 	t.Parallel()
 	tr := NewH2CTransport(PooledTransport())
+	var logs bytes.Buffer // written by the requests' goroutine, which is this one
+	tr.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	var now atomic.Int64
 	now.Store(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC).UnixNano())
 	tr.now = func() time.Time { return time.Unix(0, now.Load()) }
@@ -145,6 +151,11 @@ func TestH2CTransportFollowsTheServerAcrossReleases(t *testing.T) {
 	if failed > 1 || older.h1.Load() != int64(3-failed) || older.h2.Load() != 0 {
 		t.Fatalf("after the downgrade: %d failed, %d over HTTP/1.1, %d over h2c", failed, older.h1.Load(), older.h2.Load())
 	}
+	now.Add(int64(http1For)) // asked again, and still HTTP/1.1: nothing new to log
+	pri := older.pri.Load()
+	if _, err := post(t, c, older.addr, "b"); err != nil || older.pri.Load() != pri+1 {
+		t.Fatalf("after http1For on the earlier release: %v, %d probes over h2c, want 1", err, older.pri.Load()-pri)
+	}
 
 	older.srv.Close()
 	c.CloseIdleConnections()
@@ -155,6 +166,18 @@ func TestH2CTransportFollowsTheServerAcrossReleases(t *testing.T) {
 	now.Add(int64(http1For))
 	if _, err := post(t, c, again.addr, "d"); err != nil || again.h2.Load() != 1 {
 		t.Fatalf("after http1For: %v, %d over h2c", err, again.h2.Load())
+	}
+
+	var found []string
+	for line := range strings.Lines(logs.String()) {
+		if !strings.Contains(line, "host="+newer.addr) {
+			t.Fatalf("a line without the host: %s", line)
+		}
+		level, _, _ := strings.Cut(strings.SplitN(line, "level=", 2)[1], " ")
+		found = append(found, level+" "+strings.SplitN(line, `msg="backend `, 2)[1][:12])
+	}
+	if want := []string{"INFO speaks HTTP/", "WARN answers only", "INFO speaks HTTP/"}; !slices.Equal(found, want) {
+		t.Fatalf("logged %q, want %q:\n%s", found, want, logs.String())
 	}
 }
 

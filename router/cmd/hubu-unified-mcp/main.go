@@ -220,7 +220,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 	}
 	// One pool of connections to both backends; each client traces its calls as made to its peer.
-	pool := backendTransport()
+	pool := backendTransport(logger)
 	backend := func(peer string) *http.Client {
 		return &http.Client{Transport: httpjson.Timeout(tracing.Transport(pool, peer), 60*time.Second)}
 	}
@@ -287,12 +287,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 // documents, so each connection reads and writes through 2 KiB buffers rather than net/http's
 // 4 KiB ones (those were a quarter of the router's heap under make loadtest's 200 sessions).
 // A connection idle for 30 s (net/http: 90 s) is closed, so that a burst's connections do not
-// outstay it by long.
-func backendTransport() *httpjson.H2CTransport {
+// outstay it by long. Which protocol each backend speaks is logged when first found and when
+// it changes.
+func backendTransport(logger *slog.Logger) *httpjson.H2CTransport {
 	t := httpjson.PooledTransport()
 	t.ReadBufferSize, t.WriteBufferSize = 2<<10, 2<<10
 	t.IdleConnTimeout = 30 * time.Second
-	return httpjson.NewH2CTransport(t)
+	h2 := httpjson.NewH2CTransport(t)
+	h2.Logger = logger
+	return h2
 }
 
 type nopWriteCloser struct{ io.Writer }
