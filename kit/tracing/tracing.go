@@ -9,10 +9,12 @@
 // unchanged, on the requests made for it, and log lines name its trace: a tracing collector
 // further along can still join the trace.
 //
-// On, spans go by OTLP over HTTP (protobuf) through a batch span processor; every standard
-// OTEL_* variable of the OTLP exporter, the batch processor, the sampler and the resource
-// applies (OTEL_EXPORTER_OTLP_HEADERS, OTEL_BSP_SCHEDULE_DELAY, OTEL_TRACES_SAMPLER,
-// OTEL_SERVICE_NAME, ...).
+// On, spans go by OTLP over HTTP (protobuf) through a batch span processor, sent by this
+// package's exporter (otlp.go), which reads the standard variables of an OTLP exporter: the
+// endpoint, OTEL_EXPORTER_OTLP_HEADERS, _COMPRESSION, _TIMEOUT, _CERTIFICATE, _CLIENT_CERTIFICATE
+// and _CLIENT_KEY, each also as OTEL_EXPORTER_OTLP_TRACES_*, and refuses a _PROTOCOL other than
+// http/protobuf. Every standard variable of the batch processor, the sampler and the resource
+// applies too (OTEL_BSP_SCHEDULE_DELAY, OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME, ...).
 //
 // What is never recorded: request and response headers (so no Authorization header or token),
 // bodies, query strings (url.full is cut to scheme, host and path before export: a provider's
@@ -30,7 +32,6 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -58,7 +59,7 @@ func Setup(ctx context.Context, serviceName string) (shutdown func(context.Conte
 	if !Enabled(os.Getenv) {
 		return func(context.Context) error { return nil }, nil
 	}
-	exporter, err := otlptracehttp.New(ctx)
+	exporter, err := newExporter(os.Getenv)
 	if err != nil {
 		return nil, err
 	}
