@@ -69,7 +69,8 @@ func newExporter(getenv func(string) string) (*exporter, error) {
 	}
 	u, err := url.Parse(target)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s=%q is not an http:// or https:// URL", name, target)
+		// The value is not repeated: an endpoint may carry credentials in its user info.
+		return nil, fmt.Errorf("%s is not an http:// or https:// URL with a host", name)
 	}
 	e.url = u.String()
 
