@@ -30,7 +30,7 @@ import (
 // protocol, opentelemetry-proto's collector/trace/v1 ExportTraceServiceRequest, POST to
 // /v1/traces). It is this package's own rather than OpenTelemetry's otlptracehttp because that
 // one links gRPC and its gateway (its generated collector package and its options are shared
-// with the gRPC exporter): 8 MB of every binary, and 4–6 MB of the router's memory under
+// with the gRPC exporter): 8 MB of every binary, and 3–6 MB of the router's memory under
 // make loadtest's 200 sessions whether tracing is on or off (docs/performance.md). The
 // encoding follows the .proto field by field; TestExporterEncodesAsOpenTelemetry decodes it
 // with the official generated types and compares it with what OpenTelemetry's own transform
@@ -59,18 +59,22 @@ func newExporter(getenv func(string) string) (*exporter, error) {
 	if v, name := get("PROTOCOL"); v != "" && v != "http/protobuf" {
 		return nil, fmt.Errorf("%s=%q: only http/protobuf is supported", name, v)
 	}
-	target := strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) // used as it is
+	// The signal's URL is used as it is; the general one is a base URL, to whose path
+	// /v1/traces is appended.
 	name := "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	target := strings.TrimSpace(getenv(name))
 	if target == "" {
-		name = "OTEL_EXPORTER_OTLP_ENDPOINT" // the base URL: /v1/traces is appended to its path
-		if base := strings.TrimSpace(getenv(name)); base != "" {
-			target = strings.TrimSuffix(base, "/") + "/v1/traces"
-		}
+		name = "OTEL_EXPORTER_OTLP_ENDPOINT"
+		target = strings.TrimSpace(getenv(name))
 	}
 	u, err := url.Parse(target)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		// The value is not repeated: an endpoint may carry credentials in its user info.
 		return nil, fmt.Errorf("%s is not an http:// or https:// URL with a host", name)
+	}
+	if name == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+		u.Path = strings.TrimSuffix(u.Path, "/") + "/v1/traces"
+		u.RawPath = ""
 	}
 	e.url = u.String()
 

@@ -160,6 +160,8 @@ func TestExporterConfiguration(t *testing.T) {
 			url: "http://collector:4318/v1/traces"},
 		{name: "a base URL with a path", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otel.example/ingest"},
 			url: "https://otel.example/ingest/v1/traces"},
+		{name: "a base URL with a query", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://otel.example/ingest/?tenant=a"},
+			url: "https://otel.example/ingest/v1/traces?tenant=a"},
 		{name: "the signal's URL is taken as it is, and wins", env: map[string]string{
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b:4318/custom"},
 			url: "http://b:4318/custom"},
@@ -181,6 +183,7 @@ func TestExporterConfiguration(t *testing.T) {
 			err: "only http/protobuf"},
 		{name: "no scheme", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4318"},
 			err: "OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL with a host"},
+		{name: "no endpoint", env: map[string]string{}, err: "OTEL_EXPORTER_OTLP_ENDPOINT is not an http:// or https:// URL"},
 		{name: "credentials are not repeated", env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "ftp://user:s3cret@c/v1/traces"},
 			err: "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is not an http:// or https:// URL with a host"},
 		{name: "a header without a value", env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_HEADERS": "a=1,b"},
