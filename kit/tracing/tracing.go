@@ -10,10 +10,10 @@
 // further along can still join the trace.
 //
 // On, spans go by OTLP over HTTP (protobuf) through a batch span processor, sent by this
-// package's exporter (otlp.go), which reads the standard variables of an OTLP exporter: the
-// endpoint, OTEL_EXPORTER_OTLP_HEADERS, _COMPRESSION, _TIMEOUT, _CERTIFICATE, _CLIENT_CERTIFICATE
-// and _CLIENT_KEY, each also as OTEL_EXPORTER_OTLP_TRACES_*, and refuses a _PROTOCOL other than
-// http/protobuf. Every standard variable of the batch processor, the sampler and the resource
+// package's exporter (otlp.go; its encoding, otlpwire.go), which reads the standard variables
+// of an OTLP exporter: the endpoint, OTEL_EXPORTER_OTLP_HEADERS, _COMPRESSION, _TIMEOUT,
+// _CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY, each also as OTEL_EXPORTER_OTLP_TRACES_*,
+// and refuses a _PROTOCOL other than http/protobuf. Every standard variable of the batch processor, the sampler and the resource
 // applies too (OTEL_BSP_SCHEDULE_DELAY, OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME, ...).
 //
 // What is never recorded: request and response headers (so no Authorization header or token),
